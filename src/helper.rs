@@ -1,0 +1,223 @@
+//! The helper mode: `sbx-shell __sbx_helper SPEC PROGRAM ARG0 [ARGS...]`.
+//!
+//! The supervisor never execs the user's program itself; it spawns this binary again in
+//! helper mode, which prepares the process and then execs the program in place (same pid).
+//! It is single-threaded and runs our own code only, so it is where process state that
+//! must be set from inside the child is set, in this order:
+//!
+//! 1. new session, and fd 0 (the inner pty) as the controlling terminal, when asked;
+//! 2. every signal disposition back to default, the signal mask emptied (a parent that
+//!    ignores or blocks signals must not pass that on);
+//! 3. resource limits (the soft open-file limit raised to the hard one);
+//! 4. every fd above 2 marked close-on-exec (closing them would kill std's exec-error pipe);
+//! 5. execvp; on failure a message and 127 (not found) or 126 (not runnable), as shells do.
+//!
+//! The sandbox layers that must be applied in-process (no_new_privs, Landlock, seccomp) belong
+//! between steps 4 and 5.
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::process::ExitCode;
+
+use nix::errno::Errno;
+use nix::sys::signal::{SigSet, SigmaskHow};
+
+use crate::launch::{parse_helper_args, HelperSpec};
+
+/// Exit code when the program exists but cannot be run.
+pub const EXIT_NOT_RUNNABLE: u8 = 126;
+/// Exit code when the program is not found.
+pub const EXIT_NOT_FOUND: u8 = 127;
+
+/// Run the helper mode with the arguments after `__sbx_helper`. Returns only on failure.
+pub fn run(args: &[OsString]) -> ExitCode {
+    let parsed = match parse_helper_args(args) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            eprintln!("sbx-shell: internal error: helper mode: {e}");
+            return ExitCode::from(EXIT_NOT_RUNNABLE);
+        }
+    };
+    if let Err(e) = prepare(&parsed.spec) {
+        eprintln!("sbx-shell: cannot prepare the child: {e}");
+        return ExitCode::from(EXIT_NOT_RUNNABLE);
+    }
+    let errno = exec(&parsed.program, &parsed.argv);
+    let program = parsed.program.to_string_lossy();
+    eprintln!("sbx-shell: cannot run {program}: {}", errno.desc());
+    ExitCode::from(if errno == Errno::ENOENT {
+        EXIT_NOT_FOUND
+    } else {
+        EXIT_NOT_RUNNABLE
+    })
+}
+
+fn prepare(spec: &HelperSpec) -> io::Result<()> {
+    if spec.new_session {
+        apply_new_session()?;
+    }
+    apply_default_signals()?;
+    if spec.raise_nofile {
+        apply_nofile_limit();
+    }
+    apply_cloexec_above_stderr()
+}
+
+/// A new session with fd 0 as its controlling terminal (this process only).
+fn apply_new_session() -> io::Result<()> {
+    // EPERM: already a session leader (e.g. a launcher made us one); that is fine.
+    match nix::unistd::setsid() {
+        Ok(_) | Err(Errno::EPERM) => {}
+        Err(e) => return Err(e.into()),
+    }
+    // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal) and no pointers.
+    let rc = unsafe { libc::ioctl(0, libc::TIOCSCTTY as _, 0) };
+    if rc == -1 {
+        return Err(io::Error::new(
+            io::Error::last_os_error().kind(),
+            format!("TIOCSCTTY on fd 0: {}", io::Error::last_os_error()),
+        ));
+    }
+    Ok(())
+}
+
+/// Every signal to SIG_DFL and an empty mask (this process only).
+fn apply_default_signals() -> io::Result<()> {
+    for signal in 1..signal_count() {
+        if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+            set_default_disposition(signal);
+        }
+    }
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
+    Ok(())
+}
+
+/// SIG_DFL for `signal`, through the raw syscall: glibc's posix_spawn leaves its two
+/// internal signals (32, 33) *ignored* in a spawned child and its sigaction() refuses to
+/// touch them, so only the kernel interface can reset them.
+#[cfg(target_os = "linux")]
+fn set_default_disposition(signal: i32) {
+    // A zeroed kernel `struct sigaction` is {SIG_DFL, no flags, no restorer, empty mask} on
+    // every Linux ABI; 32 bytes covers its largest layout.
+    let default = [0u64; 4];
+    let sigset_size = std::mem::size_of::<u64>();
+    // SAFETY: rt_sigaction reads one kernel sigaction from `default`, which is valid and
+    // large enough, and writes nothing (old action pointer is null).
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            signal,
+            default.as_ptr(),
+            std::ptr::null_mut::<u8>(),
+            sigset_size,
+        )
+    };
+}
+
+#[cfg(not(target_os = "linux"))]
+fn set_default_disposition(signal: i32) {
+    // SAFETY: setting SIG_DFL installs no code of ours.
+    unsafe { libc::signal(signal, libc::SIG_DFL) };
+}
+
+fn signal_count() -> i32 {
+    #[cfg(target_os = "linux")]
+    {
+        libc::SIGRTMAX() + 1
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        32
+    }
+}
+
+/// The soft open-file limit the child should get: the hard limit, clamped to what this
+/// platform's setrlimit accepts. None when there is nothing to raise.
+pub fn nofile_target(soft: u64, hard: u64, platform_cap: Option<u64>) -> Option<u64> {
+    let target = platform_cap.map_or(hard, |cap| hard.min(cap));
+    (target > soft).then_some(target)
+}
+
+/// Raise the soft open-file limit, best effort (this process only).
+fn apply_nofile_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if let Some(target) = nofile_target(soft, hard, nofile_platform_cap()) {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, target, hard);
+    }
+}
+
+fn nofile_platform_cap() -> Option<u64> {
+    #[cfg(target_os = "macos")]
+    {
+        // setrlimit(RLIMIT_NOFILE) above OPEN_MAX fails on macOS, even as root.
+        Some(10240)
+    }
+    #[cfg(not(target_os = "macos"))]
+    {
+        None
+    }
+}
+
+/// Mark every fd above 2 close-on-exec (this process only).
+fn apply_cloexec_above_stderr() -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only changes fd flags.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+    }
+    let fds: Vec<i32> = std::fs::read_dir("/dev/fd")?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: F_SETFD only changes the fd's flags; a stale fd gives EBADF, ignored.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok(())
+}
+
+/// execvp; returns only on failure, with the reason.
+fn exec(program: &OsString, argv: &[OsString]) -> Errno {
+    let Ok(program) = CString::new(program.as_bytes()) else {
+        return Errno::EINVAL;
+    };
+    let Ok(argv) = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<Vec<_>, _>>()
+    else {
+        return Errno::EINVAL;
+    };
+    match nix::unistd::execvp(&program, &argv) {
+        Err(errno) => errno,
+        Ok(never) => match never {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nofile_rises_to_the_hard_limit_within_the_platform_cap() {
+        assert_eq!(nofile_target(1024, 524288, None), Some(524288));
+        assert_eq!(nofile_target(256, u64::MAX, Some(10240)), Some(10240));
+        assert_eq!(nofile_target(4096, 4096, None), None);
+        assert_eq!(nofile_target(20000, u64::MAX, Some(10240)), None);
+    }
+}

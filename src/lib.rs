@@ -1,0 +1,204 @@
+//! sbx-shell: a PTY-wrapping terminal supervisor.
+//!
+//! This file is the one wiring point: command line → launch plan → helper argv → a pty
+//! session (or, without a terminal, a direct run). The sandbox backends will rewrite the
+//! helper argv between the plan and the spawn.
+
+pub mod cli;
+mod direct;
+pub mod exit;
+mod helper;
+pub mod launch;
+pub mod process;
+mod pty;
+pub mod shell;
+mod signals;
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, Context};
+use clap::Parser;
+
+use cli::{Cli, PtyMode};
+use launch::{HelperSpec, Request};
+
+/// Exit code for errors before the child starts (bad configuration, failed setup).
+const EXIT_FAILURE: u8 = 1;
+
+/// An error that ends sbx-shell, with the exit code it ends with.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Failure {
+            code: EXIT_FAILURE,
+            error: error.into(),
+        }
+    }
+}
+
+/// The binary's entry point: helper mode, or parse and run; errors printed once, here.
+pub fn main_entry() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == launch::HELPER_ARG) {
+        return helper::run(&args[2..]);
+    }
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(&e),
+    };
+    let login_arg0 = args.first().is_some_and(|a| launch::is_login_arg0(a));
+    match run(cli, login_arg0) {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("sbx-shell: error: {:#}", failure.error);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+fn clap_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let _ = e.print();
+    if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        eprintln!("Hint: run `sbx-shell --help` for the options and examples");
+    }
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+}
+
+/// Run what the command line asks for; returns the exit code.
+pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
+    process::install_subreaper();
+    pty::install_panic_hook();
+    let request = Request {
+        login: cli.login || login_arg0,
+        interactive: cli.interactive,
+        command_string: cli.command_string,
+        shell_args: cli.stray,
+        command: cli.command,
+    };
+    let probe = SystemProbe {
+        me: std::env::current_exe().ok(),
+    };
+    let candidates = shell::Candidates {
+        explicit: cli.shell,
+        env: std::env::var_os("SHELL"),
+        passwd: passwd_shell(),
+    };
+    let shell = shell::resolve(&candidates, &probe)?;
+    let launch = launch::plan(&request, &shell)?;
+    check_program(&launch.program, &probe)?;
+
+    let use_pty = wants_pty(
+        cli.pty,
+        std::io::stdin().is_terminal(),
+        std::io::stdout().is_terminal(),
+    );
+    let spec = HelperSpec {
+        new_session: use_pty,
+        raise_nofile: true,
+    };
+    let exe = std::env::current_exe().context("cannot locate the sbx-shell executable")?;
+    let argv = launch::build_helper_argv(&exe, &spec, &launch)?;
+    let env = [(
+        OsString::from("SHELL"),
+        launch.shell.clone().into_os_string(),
+    )];
+    let code = if use_pty {
+        pty::run(&argv, &env)
+    } else {
+        direct::run(&argv, &env)
+    };
+    code.with_context(|| format!("cannot run {}", launch.program.to_string_lossy()))
+        .map_err(Failure::from)
+}
+
+/// `--pty auto` means a pty only when both stdin and stdout are terminals.
+pub fn wants_pty(mode: PtyMode, stdin_tty: bool, stdout_tty: bool) -> bool {
+    match mode {
+        PtyMode::Auto => stdin_tty && stdout_tty,
+        PtyMode::Always => true,
+        PtyMode::Never => false,
+    }
+}
+
+/// Fail early, before the terminal is touched, when the program cannot be found or run.
+fn check_program(program: &OsString, probe: &SystemProbe) -> Result<(), Failure> {
+    let path = Path::new(program);
+    let found = if path.components().count() > 1 || program.to_string_lossy().contains('/') {
+        path.exists().then(|| path.to_path_buf())
+    } else {
+        launch::find_in_path(path, std::env::var_os("PATH").as_deref(), |p| {
+            probe.is_file(p)
+        })
+    };
+    let shown = program.to_string_lossy();
+    match found {
+        None => Err(Failure {
+            code: helper::EXIT_NOT_FOUND,
+            error: anyhow!("command not found: {shown}\nHint: check the spelling, install it, or give its full path"),
+        }),
+        Some(p) if !shell::ShellProbe::is_executable(probe, &p) => Err(Failure {
+            code: helper::EXIT_NOT_RUNNABLE,
+            error: anyhow!("not an executable file: {}\nHint: check its permissions (chmod +x) or run it through an interpreter", p.display()),
+        }),
+        Some(_) => Ok(()),
+    }
+}
+
+/// The login shell in the passwd entry of the real user.
+fn passwd_shell() -> Option<PathBuf> {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.shell)
+}
+
+/// The real machine behind `shell::ShellProbe`.
+struct SystemProbe {
+    me: Option<PathBuf>,
+}
+
+impl SystemProbe {
+    fn is_file(&self, path: &Path) -> bool {
+        path.metadata().is_ok_and(|m| m.is_file())
+    }
+}
+
+impl shell::ShellProbe for SystemProbe {
+    fn is_self(&self, path: &Path) -> bool {
+        if path.file_name().is_some_and(|n| n == "sbx-shell") {
+            return true;
+        }
+        let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+        match (&self.me, canonical(path)) {
+            (Some(me), Some(candidate)) => canonical(me).is_some_and(|me| me == candidate),
+            _ => false,
+        }
+    }
+
+    fn is_executable(&self, path: &Path) -> bool {
+        self.is_file(path) && nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_wants_a_pty_only_between_two_terminals() {
+        assert!(wants_pty(PtyMode::Auto, true, true));
+        assert!(!wants_pty(PtyMode::Auto, false, true));
+        assert!(!wants_pty(PtyMode::Auto, true, false));
+        assert!(wants_pty(PtyMode::Always, false, false));
+        assert!(!wants_pty(PtyMode::Never, true, true));
+    }
+}

@@ -1,0 +1,70 @@
+//! The pty session: the child on an inner pseudo-terminal, the outer terminal raw, and the
+//! relay between them.
+//!
+//! Startup order matters (a signal between "raw on" and "handlers installed" would leave the
+//! user's terminal raw): signal handling → outer termios and size → inner pty opened already
+//! sized and with the outer termios → raw mode → spawn → relay. The `RawMode` guard restores
+//! the terminal when this function returns, by any path.
+
+mod modes;
+mod raw_mode;
+mod relay;
+mod winsize;
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
+use nix::sys::signal::Signal;
+
+pub use raw_mode::install_panic_hook;
+
+use crate::process;
+use crate::signals;
+
+/// The signals the supervisor handles in a pty session (SIGWINCH has its own pipe).
+const HANDLED: [Signal; 7] = [
+    Signal::SIGCHLD,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGTSTP,
+    Signal::SIGCONT,
+];
+
+/// Run `argv` on a new pty until it ends; returns the exit code.
+pub fn run(argv: &[OsString], env: &[(OsString, OsString)]) -> io::Result<u8> {
+    let signals = signals::install(&HANDLED, true)?;
+    let outer = raw_mode::OuterTerminal::capture();
+    let stdin = io::stdin();
+    let stdout = io::stdout();
+    let size = winsize::get(stdin.as_fd())
+        .or_else(|| winsize::get(stdout.as_fd()))
+        .unwrap_or(winsize::FALLBACK);
+    let pty = nix::pty::openpty(Some(&size), outer.as_ref().map(|o| o.saved()))?;
+    set_cloexec(&pty.slave)?;
+    set_cloexec(&pty.master)?;
+    fcntl(pty.master.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    let _raw = outer.as_ref().map(|o| o.enter_raw()).transpose()?;
+    if debug_panic_requested() {
+        panic!("SBX_SHELL_DEBUG_PANIC is set: panicking with the terminal raw, as asked");
+    }
+    let child = process::spawn_child(argv, env, Some(&pty.slave))?;
+    // Only the child may hold the slave, or the master never reports EIO at the end.
+    drop(pty.slave);
+    Ok(relay::Relay::new(pty.master, child, outer.as_ref(), &signals).run())
+}
+
+fn set_cloexec(fd: &OwnedFd) -> io::Result<()> {
+    fcntl(fd.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+    debug_assert!(fd.as_raw_fd() > 2);
+    Ok(())
+}
+
+/// A hidden switch for the test suite: panic right after entering raw mode, to prove the
+/// panic path restores the terminal. Documented in docs/testing.md.
+fn debug_panic_requested() -> bool {
+    std::env::var_os("SBX_SHELL_DEBUG_PANIC").is_some()
+}

@@ -1,0 +1,84 @@
+//! The outer terminal's termios: saved once, raw while we relay, restored on every way out.
+//!
+//! `RawMode` restores in `Drop`; the relay also calls `restore`/`apply_raw` around job
+//! control, and a panic hook restores from a process-wide copy (with `panic = "abort"` no
+//! destructor runs, the hook does). Everything acts on fd 0 and is a no-op when fd 0 is not
+//! a terminal — never on `/dev/tty` behind the user's back.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::sync::OnceLock;
+
+use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg, Termios};
+
+/// The termios fd 0 had before we touched it, for the panic hook.
+static SAVED_FOR_PANIC: OnceLock<libc::termios> = OnceLock::new();
+
+/// fd 0, with the termios it had when we started.
+#[derive(Debug)]
+pub struct OuterTerminal {
+    saved: Termios,
+}
+
+impl OuterTerminal {
+    /// Save fd 0's termios; None when fd 0 is not a terminal.
+    pub fn capture() -> Option<OuterTerminal> {
+        let saved = tcgetattr(stdin()).ok()?;
+        let _ = SAVED_FOR_PANIC.set(libc::termios::from(saved.clone()));
+        Some(OuterTerminal { saved })
+    }
+
+    /// The termios as we found it (the inner pty starts with a copy).
+    pub fn saved(&self) -> &Termios {
+        &self.saved
+    }
+
+    /// Put fd 0 into raw mode; the returned guard restores it when dropped.
+    pub fn enter_raw(&self) -> io::Result<RawMode<'_>> {
+        self.apply_raw()?;
+        Ok(RawMode { terminal: self })
+    }
+
+    /// Raw again (after a stop and continue).
+    pub fn apply_raw(&self) -> io::Result<()> {
+        let mut raw = self.saved.clone();
+        cfmakeraw(&mut raw);
+        tcsetattr(stdin(), SetArg::TCSAFLUSH, &raw)?;
+        Ok(())
+    }
+
+    /// Back to the termios we found.
+    pub fn restore(&self) {
+        let _ = tcsetattr(stdin(), SetArg::TCSAFLUSH, &self.saved);
+    }
+}
+
+/// Raw mode on fd 0 for as long as it lives.
+#[derive(Debug)]
+pub struct RawMode<'a> {
+    terminal: &'a OuterTerminal,
+}
+
+impl Drop for RawMode<'_> {
+    fn drop(&mut self) {
+        self.terminal.restore();
+    }
+}
+
+/// Restore fd 0 before any panic message is printed (process-wide hook, installed once).
+pub fn install_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if let Some(saved) = SAVED_FOR_PANIC.get() {
+            // SAFETY: `saved` is a complete termios read by tcgetattr from this same fd.
+            unsafe { libc::tcsetattr(0, libc::TCSAFLUSH, saved) };
+        }
+        previous(info);
+    }));
+}
+
+fn stdin() -> BorrowedFd<'static> {
+    // SAFETY: fd 0 is open for the whole process (std opens /dev/null there if it was closed
+    // at startup, and nothing in sbx-shell closes it).
+    unsafe { BorrowedFd::borrow_raw(0) }
+}

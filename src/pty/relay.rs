@@ -1,0 +1,349 @@
+//! The relay: one poll loop moving bytes between the outer terminal and the inner pty, and
+//! turning signals and child state changes into actions.
+//!
+//! - The master is non-blocking and input for it waits in a bounded queue, so we never block
+//!   writing to the child while the child is blocked writing to us (the classic deadlock).
+//! - Output goes straight to fd 1 with write(2), never through std's line buffering; fd 1's
+//!   flags are shared with other processes, so it stays blocking and EAGAIN is waited out.
+//! - Idle means no wakeups: poll has no timeout except while a deadline is pending at the end.
+//! - The end: the child is reaped → what it left behind is hung up and killed → the master is
+//!   drained until EIO (bounded) → the modes the child left on are switched off. The caller
+//!   then restores termios (the `RawMode` guard) and exits with the code we return.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+
+use super::modes::ModeTracker;
+use super::raw_mode::OuterTerminal;
+use super::winsize;
+use crate::exit::{exit_code, signal_exit_code, ChildEnd};
+use crate::process::{self, ChildEvent};
+use crate::signals::{self, SignalPipes};
+
+/// Input waiting for the child, at most; beyond it we stop reading the outer terminal.
+const INPUT_QUEUE_MAX: usize = 64 * 1024;
+/// How long the child gets to act on a forwarded SIGTERM/SIGINT/SIGQUIT/SIGHUP before its
+/// whole tree is hung up and killed.
+const TERMINATE_GRACE: Duration = Duration::from_millis(500);
+/// The most we wait for the master to report EIO once everything below us is gone.
+const DRAIN_MAX: Duration = Duration::from_secs(1);
+/// The end-of-file character written for a non-terminal stdin that ended.
+const VEOF: u8 = 0x04;
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    Running,
+    /// A terminating signal was forwarded; the tree is killed at the deadline.
+    Terminating {
+        deadline: Instant,
+    },
+    /// The child is gone; read what is left in the pty until EIO or the deadline.
+    Draining {
+        deadline: Instant,
+    },
+}
+
+/// Everything the loop touches.
+pub struct Relay<'a> {
+    pub master: OwnedFd,
+    pub child: Pid,
+    pub outer: Option<&'a OuterTerminal>,
+    pub signals: &'a SignalPipes,
+    modes: ModeTracker,
+    to_child: Vec<u8>,
+    stdin_open: bool,
+    master_open: bool,
+    stdout_open: bool,
+    child_end: Option<ChildEnd>,
+    exit_override: Option<u8>,
+    phase: Phase,
+}
+
+impl<'a> Relay<'a> {
+    pub fn new(
+        master: OwnedFd,
+        child: Pid,
+        outer: Option<&'a OuterTerminal>,
+        signals: &'a SignalPipes,
+    ) -> Self {
+        Relay {
+            master,
+            child,
+            outer,
+            signals,
+            modes: ModeTracker::default(),
+            to_child: Vec::new(),
+            stdin_open: true,
+            master_open: true,
+            stdout_open: true,
+            child_end: None,
+            exit_override: None,
+            phase: Phase::Running,
+        }
+    }
+
+    /// Relay until the session ends; returns the exit code.
+    pub fn run(mut self) -> u8 {
+        while let Some(timeout) = self.next_timeout() {
+            self.turn(timeout);
+        }
+        let reset = self.modes.reset_sequence();
+        if !reset.is_empty() {
+            self.write_stdout(&reset);
+        }
+        match (self.exit_override, self.child_end) {
+            (Some(code), _) => code,
+            (None, Some(end)) => exit_code(end),
+            (None, None) => 1,
+        }
+    }
+
+    /// The poll timeout for the next turn, or None when the session is over.
+    fn next_timeout(&mut self) -> Option<PollTimeout> {
+        let now = Instant::now();
+        match self.phase {
+            Phase::Running => Some(PollTimeout::NONE),
+            Phase::Terminating { deadline } if now >= deadline => {
+                self.end_child_tree();
+                self.next_timeout()
+            }
+            Phase::Draining { deadline } if now >= deadline || !self.master_open => None,
+            Phase::Terminating { deadline } | Phase::Draining { deadline } => {
+                Some(PollTimeout::try_from(deadline - now).unwrap_or(PollTimeout::MAX))
+            }
+        }
+    }
+
+    fn turn(&mut self, timeout: PollTimeout) {
+        let stdin = std::io::stdin();
+        let read_stdin = self.stdin_open && self.to_child.len() < INPUT_QUEUE_MAX;
+        let mut master_flags = PollFlags::empty();
+        if self.master_open {
+            master_flags |= PollFlags::POLLIN;
+            if !self.to_child.is_empty() {
+                master_flags |= PollFlags::POLLOUT;
+            }
+        }
+        let winch = self.signals.winch.as_ref().map(|fd| fd.as_fd());
+        let mut fds = [
+            PollFd::new(self.signals.events.as_fd(), PollFlags::POLLIN),
+            PollFd::new(
+                winch.unwrap_or(self.signals.events.as_fd()),
+                PollFlags::POLLIN,
+            ),
+            PollFd::new(self.master.as_fd(), master_flags),
+            PollFd::new(
+                stdin.as_fd(),
+                if read_stdin {
+                    PollFlags::POLLIN
+                } else {
+                    PollFlags::empty()
+                },
+            ),
+        ];
+        match poll(&mut fds, timeout) {
+            Ok(_) => {}
+            Err(Errno::EINTR) => return,
+            Err(_) => {
+                // poll itself failing leaves nothing sensible to relay: end the session.
+                self.terminate(libc::SIGHUP);
+                return;
+            }
+        }
+        let ready = |i: usize| fds[i].revents().unwrap_or(PollFlags::empty());
+        let (sig, win, master, input) = (ready(0), ready(1), ready(2), ready(3));
+        if !sig.is_empty() {
+            for event in signals::read_events(self.signals.events.as_fd()) {
+                self.on_signal(event.signal);
+            }
+        }
+        if winch.is_some() && !win.is_empty() && signals::drain(win_fd(self.signals)) {
+            self.forward_size();
+        }
+        if master.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
+            self.read_master();
+        }
+        if input.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
+            self.read_stdin();
+        }
+        if master.contains(PollFlags::POLLOUT) {
+            self.write_master();
+        }
+    }
+
+    fn on_signal(&mut self, signal: i32) {
+        match signal {
+            libc::SIGCHLD => {
+                let events = process::reap_children();
+                self.on_child_events(&events);
+            }
+            libc::SIGTSTP => self.suspend(),
+            libc::SIGCONT => self.resume(),
+            libc::SIGTERM | libc::SIGINT | libc::SIGQUIT | libc::SIGHUP => self.terminate(signal),
+            _ => {}
+        }
+    }
+
+    fn on_child_events(&mut self, events: &[ChildEvent]) {
+        for event in events {
+            match *event {
+                ChildEvent::Ended(pid, end) if pid == self.child => {
+                    self.child_end = Some(end);
+                    self.end_child_tree();
+                }
+                ChildEvent::Stopped(pid) if pid == self.child => {
+                    // The child stopped itself (some TUIs do on ^Z, expecting a shell as
+                    // parent): stop with it, and continue it when we are continued.
+                    self.suspend();
+                    let _ = kill(self.child, Signal::SIGCONT);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Kill everything below us that is still alive, then drain.
+    fn end_child_tree(&mut self) {
+        let session = Some(self.child);
+        let events = process::kill_leftovers(session);
+        if self.child_end.is_none() {
+            for event in events {
+                if let ChildEvent::Ended(pid, end) = event {
+                    if pid == self.child {
+                        self.child_end = Some(end);
+                    }
+                }
+            }
+        }
+        self.phase = Phase::Draining {
+            deadline: Instant::now() + DRAIN_MAX,
+        };
+    }
+
+    /// A terminating signal reached us (or the outer terminal went away): pass it on to the
+    /// child and its foreground job, give them a moment, then end the tree.
+    fn terminate(&mut self, signal: i32) {
+        self.exit_override.get_or_insert(signal_exit_code(signal));
+        if !matches!(self.phase, Phase::Running) {
+            return;
+        }
+        if let Ok(signal) = Signal::try_from(signal) {
+            let _ = kill(self.child, signal);
+            if let Ok(foreground) = nix::unistd::tcgetpgrp(self.master.as_fd()) {
+                if foreground != self.child {
+                    let _ = killpg(foreground, signal);
+                }
+            }
+            if signal == Signal::SIGHUP {
+                let _ = kill(self.child, Signal::SIGCONT);
+            }
+        }
+        self.phase = Phase::Terminating {
+            deadline: Instant::now() + TERMINATE_GRACE,
+        };
+    }
+
+    /// Give the terminal back and stop; on continue, take it again.
+    fn suspend(&mut self) {
+        if let Some(outer) = self.outer {
+            outer.restore();
+        }
+        let _ = signals::stop_self();
+        self.resume();
+    }
+
+    fn resume(&mut self) {
+        if let Some(outer) = self.outer {
+            let _ = outer.apply_raw();
+        }
+        self.forward_size();
+    }
+
+    fn forward_size(&self) {
+        let stdin = std::io::stdin();
+        let stdout = std::io::stdout();
+        let outer = if winsize::get(stdin.as_fd()).is_some() {
+            stdin.as_fd()
+        } else {
+            stdout.as_fd()
+        };
+        winsize::forward(outer, self.master.as_fd());
+    }
+
+    fn read_master(&mut self) {
+        let mut buf = [0u8; 64 * 1024];
+        for _ in 0..8 {
+            match nix::unistd::read(self.master.as_fd(), &mut buf) {
+                Ok(0) | Err(Errno::EIO) => {
+                    self.master_open = false;
+                    return;
+                }
+                Ok(n) => {
+                    self.modes.feed(&buf[..n]);
+                    self.write_stdout(&buf[..n]);
+                }
+                Err(Errno::EAGAIN | Errno::EINTR) => return,
+                Err(_) => {
+                    self.master_open = false;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn read_stdin(&mut self) {
+        let mut buf = [0u8; 16 * 1024];
+        match nix::unistd::read(std::io::stdin().as_fd(), &mut buf) {
+            Ok(n @ 1..) => self.to_child.extend_from_slice(&buf[..n]),
+            Err(Errno::EAGAIN | Errno::EINTR) => {}
+            Ok(0) | Err(_) => {
+                self.stdin_open = false;
+                if self.outer.is_some() {
+                    // The outer terminal hung up: the child's terminal goes away too.
+                    self.terminate(libc::SIGHUP);
+                } else {
+                    // A pipe or file ended: tell the child the way a terminal would.
+                    self.to_child.push(VEOF);
+                }
+            }
+        }
+    }
+
+    fn write_master(&mut self) {
+        match nix::unistd::write(self.master.as_fd(), &self.to_child) {
+            Ok(n) => {
+                self.to_child.drain(..n);
+            }
+            Err(Errno::EAGAIN | Errno::EINTR) => {}
+            Err(_) => self.to_child.clear(),
+        }
+    }
+
+    /// Write all of `bytes` to fd 1, unless it has failed before (then they are dropped).
+    fn write_stdout(&mut self, mut bytes: &[u8]) {
+        let stdout = std::io::stdout();
+        while self.stdout_open && !bytes.is_empty() {
+            match nix::unistd::write(stdout.as_fd(), bytes) {
+                Ok(n) => bytes = &bytes[n..],
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => {
+                    let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::POLLOUT)];
+                    let _ = poll(&mut fds, PollTimeout::NONE);
+                }
+                Err(_) => self.stdout_open = false,
+            }
+        }
+    }
+}
+
+fn win_fd(signals: &SignalPipes) -> BorrowedFd<'_> {
+    signals
+        .winch
+        .as_ref()
+        .map_or(signals.events.as_fd(), |fd| fd.as_fd())
+}
