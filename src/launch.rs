@@ -23,9 +23,10 @@ pub struct Request {
     pub interactive: bool,
     /// `-c COMMAND_STRING`.
     pub command_string: Option<OsString>,
-    /// Arguments for the shell after a command string (its $0, $1 …).
+    /// Arguments before `--` (only valid after a command string: its $0, $1 …).
     pub shell_args: Vec<OsString>,
-    /// The command after `--`; empty means "the shell".
+    /// The command after `--`; empty means "the shell". After a command string, more of the
+    /// shell's $0, $1 ….
     pub command: Vec<OsString>,
 }
 
@@ -58,8 +59,6 @@ pub struct HelperSpec {
 pub enum PlanError {
     #[error("-l/--login and -i apply to the shell, not to a COMMAND after `--`\nHint: drop -l/-i, or run the shell: sbx-shell -l")]
     ShellFlagsWithCommand,
-    #[error("-c and a COMMAND after `--` cannot be combined\nHint: use one of them: sbx-shell -c 'CMD ARGS' or sbx-shell -- CMD ARGS")]
-    CommandStringWithCommand,
     #[error("unexpected argument '{0}'\nHint: put the command after `--`: sbx-shell -- {0}")]
     StrayArgument(String),
 }
@@ -73,10 +72,7 @@ pub fn plan(request: &Request, shell: &Path) -> Result<Launch, PlanError> {
             ));
         }
     }
-    if !request.command.is_empty() {
-        if request.command_string.is_some() {
-            return Err(PlanError::CommandStringWithCommand);
-        }
+    if !request.command.is_empty() && request.command_string.is_none() {
         if request.login || request.interactive {
             return Err(PlanError::ShellFlagsWithCommand);
         }
@@ -94,7 +90,9 @@ pub fn plan(request: &Request, shell: &Path) -> Result<Launch, PlanError> {
     if let Some(command_string) = &request.command_string {
         args.push(OsString::from("-c"));
         args.push(command_string.clone());
+        // `-c CMD [ARGS] [-- ARGS]`: everything else is the shell's $0, $1 …
         args.extend(request.shell_args.iter().cloned());
+        args.extend(request.command.iter().cloned());
     }
     let arg0 = if request.login {
         login_arg0(shell)
@@ -231,7 +229,8 @@ mod tests {
     fn a_command_string_goes_to_the_shell_with_its_arguments() {
         let req = Request {
             command_string: Some("echo $0 $1".into()),
-            shell_args: os(&["zero", "one"]),
+            shell_args: os(&["zero"]),
+            command: os(&["one"]),
             interactive: true,
             ..request()
         };

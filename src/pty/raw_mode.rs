@@ -1,6 +1,7 @@
 //! The outer terminal's termios: saved once, raw while we relay, restored on every way out.
 //!
-//! `RawMode` restores in `Drop`; the relay also calls `restore`/`apply_raw` around job
+//! Raw mode is entered with TCSADRAIN (typeahead is kept for the child) and left with
+//! TCSADRAIN + TCIFLUSH (see `restore` for why never TCSAFLUSH). `RawMode` restores in `Drop`; the relay also calls `restore`/`apply_raw` around job
 //! control, and a panic hook restores from a process-wide copy (with `panic = "abort"` no
 //! destructor runs, the hook does). Everything acts on fd 0 and is a no-op when fd 0 is not
 //! a terminal — never on `/dev/tty` behind the user's back.
@@ -9,7 +10,7 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::OnceLock;
 
-use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg, Termios};
+use nix::sys::termios::{cfmakeraw, tcflush, tcgetattr, tcsetattr, FlushArg, SetArg, Termios};
 
 /// The termios fd 0 had before we touched it, for the panic hook.
 static SAVED_FOR_PANIC: OnceLock<libc::termios> = OnceLock::new();
@@ -39,17 +40,24 @@ impl OuterTerminal {
         Ok(RawMode { terminal: self })
     }
 
-    /// Raw again (after a stop and continue).
+    /// Raw again (after a stop and continue). TCSADRAIN: input typed ahead before we got
+    /// here is meant for the child and is kept.
     pub fn apply_raw(&self) -> io::Result<()> {
         let mut raw = self.saved.clone();
         cfmakeraw(&mut raw);
-        tcsetattr(stdin(), SetArg::TCSAFLUSH, &raw)?;
+        tcsetattr(stdin(), SetArg::TCSADRAIN, &raw)?;
         Ok(())
     }
 
-    /// Back to the termios we found.
+    /// Back to the termios we found, then discard keystrokes meant for the child that it
+    /// never read, rather than let the user's outer shell run them.
+    ///
+    /// Not TCSAFLUSH: on a Linux pty slave it also flushes the driver, which throws away
+    /// output the terminal (tmux, an emulator) has not read yet — our last lines.
+    /// TCIFLUSH alone only empties the input queue.
     pub fn restore(&self) {
-        let _ = tcsetattr(stdin(), SetArg::TCSAFLUSH, &self.saved);
+        let _ = tcsetattr(stdin(), SetArg::TCSADRAIN, &self.saved);
+        let _ = tcflush(stdin(), FlushArg::TCIFLUSH);
     }
 }
 
@@ -71,7 +79,7 @@ pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(move |info| {
         if let Some(saved) = SAVED_FOR_PANIC.get() {
             // SAFETY: `saved` is a complete termios read by tcgetattr from this same fd.
-            unsafe { libc::tcsetattr(0, libc::TCSAFLUSH, saved) };
+            unsafe { libc::tcsetattr(0, libc::TCSADRAIN, saved) };
         }
         previous(info);
     }));

@@ -1,0 +1,131 @@
+//! The command line: shell choice, login-shell invocations, errors with hints.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+use super::support::{bin, Scratch};
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn version_and_help_with_examples() {
+    let (code, out, _) = run(&["--version"], &[]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("sbx-shell "), "{out}");
+    let (code, out, _) = run(&["--help"], &[]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("Examples:") && out.contains("sbx-shell -- claude"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_input_gets_an_error_and_a_hint() {
+    let cases: [(&[&str], i32, &str); 5] = [
+        (&["--frobnicate"], 2, "--frobnicate"),
+        (&["--pty", "sometimes"], 2, "sometimes"),
+        (&["vim"], 1, "sbx-shell -- vim"),
+        (
+            &["--", "no-such-command-xyz"],
+            127,
+            "command not found: no-such-command-xyz",
+        ),
+        (
+            &["--shell", "/nonexistent/zsh"],
+            1,
+            "--shell /nonexistent/zsh",
+        ),
+    ];
+    for (args, code, needle) in cases {
+        let (got, out, err) = run(args, &[]);
+        assert_eq!(got, code, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: nothing on stdout: {out}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(err.contains("Hint: "), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_file_that_cannot_run_is_126() {
+    let dir = Scratch::new("noexec");
+    let file = dir.path("script");
+    std::fs::write(&file, "#!/bin/sh\necho hi\n").unwrap();
+    let (code, _, err) = run(&["--", file.to_str().unwrap()], &[]);
+    assert_eq!(code, 126, "{err}");
+    assert!(err.contains("Hint: "), "{err}");
+}
+
+/// sshd runs `SHELL -c CMD` for remote commands; the real shell runs it, with SHELL set to
+/// the real shell.
+#[test]
+fn dash_c_runs_the_command_string_with_the_real_shell() {
+    let (code, out, _) = run(
+        &["-c", "echo \"$0|$SHELL|$1\"", "--", "zero", "one"],
+        &[("SHELL", "/bin/bash")],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(out.trim(), "zero|/bin/bash|one");
+}
+
+/// As someone's login shell, $SHELL is sbx-shell itself: it must be skipped, never recursed.
+#[test]
+fn sbx_shell_as_shell_is_skipped_not_recursed_into() {
+    let (code, out, _) = run(&["-c", "echo \"$SHELL\""], &[("SHELL", bin())]);
+    assert_eq!(code, 0);
+    let shell = out.trim();
+    assert!(
+        !shell.contains("sbx-shell") && shell.starts_with('/'),
+        "{shell}"
+    );
+}
+
+/// login, sshd and su start a login shell with argv[0] beginning with '-'; the real shell
+/// then starts as a login shell (its own argv[0] begins with '-').
+#[test]
+fn a_dash_argv0_or_dash_l_makes_the_real_shell_a_login_shell() {
+    let probe = "shopt -q login_shell && echo LOGIN || echo NOT-LOGIN; echo \"arg0=$0\"";
+    for (arg0, args) in [
+        ("-sbx-shell", vec!["-c", probe]),
+        ("sbx-shell", vec!["-l", "-c", probe]),
+        ("sbx-shell", vec!["-lc", probe]),
+    ] {
+        let out = Command::new(bin())
+            .arg0(arg0)
+            .args(&args)
+            .env("SHELL", "/bin/bash")
+            .env("HOME", "/nonexistent")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("LOGIN\narg0=-bash"),
+            "{arg0} {args:?}: {text}"
+        );
+    }
+    let (_, out, _) = run(&["-c", probe], &[("SHELL", "/bin/bash")]);
+    assert!(out.contains("NOT-LOGIN"), "{out}");
+}
+
+#[test]
+fn dash_i_makes_the_shell_interactive() {
+    let (code, out, _) = run(
+        &["-i", "-c", "case $- in *i*) echo INTERACTIVE;; esac"],
+        &[("SHELL", "/bin/bash")],
+    );
+    assert_eq!(code, 0);
+    assert!(out.contains("INTERACTIVE"), "{out}");
+}

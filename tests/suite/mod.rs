@@ -1,0 +1,5 @@
+mod cli;
+mod nontty;
+mod support;
+mod terminal;
+mod tmux;

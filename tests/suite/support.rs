@@ -1,0 +1,636 @@
+//! Shared helpers: the binary, an outer pty, a tmux server, scratch directories, and the
+//! rule that a missing tool skips loudly — and fails when `SBX_REQUIRE_ALL=1` (CI).
+
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::pty::Winsize;
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+
+/// How long any wait in the suite may take before the test fails (generous: the suite runs
+/// on 2 busy cores; nothing here asserts speed).
+pub const PATIENCE: Duration = Duration::from_secs(15);
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sbx-shell")
+}
+
+/// True when `tool` is on PATH. Otherwise: fail under SBX_REQUIRE_ALL=1, else say loudly
+/// that the calling test is skipped and why, and return false.
+pub fn require(tool: &str, why: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()));
+    if found {
+        return true;
+    }
+    let message = format!("`{tool}` is not installed; it is needed to test {why}");
+    if std::env::var_os("SBX_REQUIRE_ALL").is_some_and(|v| v == "1") {
+        panic!("{message} (SBX_REQUIRE_ALL=1: a skip is a failure; scripts/test.sh installs it)");
+    }
+    eprintln!("SKIPPED: {message}");
+    false
+}
+
+/// A fresh scratch directory under the target dir, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("sbx-test-{}-{name}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Wait until `name` exists and holds a full line; return its content.
+    pub fn wait_for_file(&self, name: &str) -> String {
+        let path = self.path(name);
+        wait_until(&format!("{} to be written", path.display()), || {
+            std::fs::read_to_string(&path)
+                .ok()
+                .filter(|s| s.ends_with('\n'))
+        })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Poll `check` until it returns Some, or fail after PATIENCE naming `what`.
+pub fn wait_until<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Is `pid` alive (and not a zombie)?
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .next();
+            !matches!(state, Some("Z" | "X"))
+        }
+        Err(_) => false,
+    }
+}
+
+/// Held while a pty is opened (its fds are not close-on-exec until we mark them) and while
+/// the harness spawns, so that no test's child inherits another test's terminal — which
+/// would keep that terminal from ever hanging up.
+static SPAWN_LOCK: Mutex<()> = Mutex::new(());
+
+fn open_private_pty(size: &Winsize) -> nix::pty::OpenptyResult {
+    let _no_other_spawn = SPAWN_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let pty = nix::pty::openpty(Some(size), None).unwrap();
+    for fd in [&pty.master, &pty.slave] {
+        nix::fcntl::fcntl(
+            fd.as_fd(),
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        )
+        .unwrap();
+    }
+    pty
+}
+
+/// How a test starts sbx-shell on an outer pty.
+pub struct Launch {
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub size: Winsize,
+    pub cwd: Option<PathBuf>,
+    /// Signals sbx-shell starts with ignored, and with blocked.
+    pub ignored: Vec<Signal>,
+    pub blocked: Vec<Signal>,
+    /// Soft RLIMIT_NOFILE at start.
+    pub nofile_soft: Option<u64>,
+    /// Leave an extra fd (not close-on-exec) open in sbx-shell, as a sloppy parent would.
+    pub leak_fd: bool,
+}
+
+impl Launch {
+    pub fn new<S: AsRef<str>>(args: &[S]) -> Launch {
+        Launch {
+            args: args.iter().map(|a| a.as_ref().to_string()).collect(),
+            env: vec![],
+            size: Winsize {
+                ws_row: 24,
+                ws_col: 80,
+                ws_xpixel: 0,
+                ws_ypixel: 0,
+            },
+            cwd: None,
+            ignored: vec![],
+            blocked: vec![],
+            nofile_soft: None,
+            leak_fd: false,
+        }
+    }
+}
+
+/// sbx-shell running on a pty that this test opened, as a terminal emulator would.
+pub struct OuterPty {
+    master: File,
+    /// The test's copy of the slave; closed once sbx-shell has exited, so that the reader
+    /// sees EIO after the last byte.
+    slave: Option<OwnedFd>,
+    pub child: Child,
+    output: Arc<(Mutex<Output>, Condvar)>,
+    initial_stty: String,
+    final_stty: Option<String>,
+}
+
+#[derive(Default)]
+struct Output {
+    bytes: Vec<u8>,
+    /// The reader saw EIO: every byte the terminal will ever get is in `bytes`.
+    closed: bool,
+}
+
+impl OuterPty {
+    /// Start `sbx-shell ARGS` as the session leader of a new outer pty.
+    pub fn spawn<S: AsRef<str>>(args: &[S]) -> OuterPty {
+        OuterPty::launch(Launch::new(args))
+    }
+
+    /// Start a program other than sbx-shell on the outer pty (for baselines and harnesses).
+    pub fn launch_program(program: &str, launch: Launch) -> OuterPty {
+        let pty = open_private_pty(&launch.size);
+        let initial_stty = stty_g(pty.slave.as_fd());
+        let mut cmd = Command::new(program);
+        cmd.args(&launch.args)
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::from(pty.slave.try_clone().unwrap()))
+            .stdout(Stdio::from(pty.slave.try_clone().unwrap()))
+            .stderr(Stdio::from(pty.slave.try_clone().unwrap()));
+        if let Some(cwd) = &launch.cwd {
+            cmd.current_dir(cwd);
+        }
+        let leaked = if launch.leak_fd {
+            Some(File::open("/dev/null").unwrap())
+        } else {
+            None
+        };
+        let leaked_fd = leaked.as_ref().map(|f| f.as_raw_fd());
+        let (ignored, blocked, nofile) = (
+            launch.ignored.clone(),
+            launch.blocked.clone(),
+            launch.nofile_soft,
+        );
+        // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
+        // functions (setsid, ioctl, sigaction, sigprocmask, setrlimit, fcntl).
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::unistd::setsid()?;
+                if libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                for sig in &ignored {
+                    libc::signal(*sig as i32, libc::SIG_IGN);
+                }
+                let mut set = nix::sys::signal::SigSet::empty();
+                for sig in &blocked {
+                    set.add(*sig);
+                }
+                nix::sys::signal::sigprocmask(
+                    nix::sys::signal::SigmaskHow::SIG_BLOCK,
+                    Some(&set),
+                    None,
+                )?;
+                if let Some(soft) = nofile {
+                    let (_, hard) =
+                        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
+                    nix::sys::resource::setrlimit(
+                        nix::sys::resource::Resource::RLIMIT_NOFILE,
+                        soft,
+                        hard,
+                    )?;
+                }
+                if let Some(fd) = leaked_fd {
+                    libc::fcntl(fd, libc::F_SETFD, 0);
+                }
+                Ok(())
+            });
+        }
+        let child = {
+            let _no_other_spawn = SPAWN_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            cmd.spawn().unwrap()
+        };
+        drop(leaked);
+        let master = File::from(pty.master);
+        let output = Arc::new((Mutex::new(Output::default()), Condvar::new()));
+        let mut reader = master.try_clone().unwrap();
+        let sink = Arc::clone(&output);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            let (lock, cond) = &*sink;
+            while let Ok(n @ 1..) = reader.read(&mut buf) {
+                let Ok(mut out) = lock.lock() else { return };
+                out.bytes.extend_from_slice(&buf[..n]);
+                cond.notify_all();
+            }
+            if let Ok(mut out) = lock.lock() {
+                out.closed = true;
+            }
+            cond.notify_all();
+        });
+        OuterPty {
+            master,
+            slave: Some(pty.slave),
+            child,
+            output,
+            initial_stty,
+            final_stty: None,
+        }
+    }
+
+    pub fn launch(launch: Launch) -> OuterPty {
+        OuterPty::launch_program(bin(), launch)
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// The outer terminal's slave side, as the test holds it.
+    pub fn slave_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.slave
+            .as_ref()
+            .expect("the slave is closed once sbx-shell exited")
+            .as_fd()
+    }
+
+    pub fn write(&self, bytes: &[u8]) {
+        (&self.master).write_all(bytes).unwrap();
+    }
+
+    /// Everything the outer terminal has received so far.
+    pub fn output(&self) -> Vec<u8> {
+        self.output.0.lock().unwrap().bytes.clone()
+    }
+
+    pub fn output_text(&self) -> String {
+        String::from_utf8_lossy(&self.output()).into_owned()
+    }
+
+    /// Wait until the output contains `needle`; return the output up to its end.
+    pub fn expect(&self, needle: &str) -> String {
+        self.expect_bytes(needle.as_bytes());
+        self.output_text()
+    }
+
+    pub fn expect_bytes(&self, needle: &[u8]) -> Vec<u8> {
+        self.expect_bytes_from(0, needle)
+    }
+
+    /// How much output has arrived: a mark for `expect_from`.
+    pub fn mark(&self) -> usize {
+        self.output.0.lock().unwrap().bytes.len()
+    }
+
+    /// Wait until `needle` arrives after the `mark`; return the output up to its end.
+    pub fn expect_from(&self, mark: usize, needle: &str) -> String {
+        String::from_utf8_lossy(&self.expect_bytes_from(mark, needle.as_bytes())).into_owned()
+    }
+
+    fn expect_bytes_from(&self, mark: usize, needle: &[u8]) -> Vec<u8> {
+        let (lock, cond) = &*self.output;
+        let start = Instant::now();
+        let mut searched = mark;
+        let mut out = lock.lock().unwrap();
+        loop {
+            // Only the new part is searched: a flood of output must not starve the reader.
+            let bytes = &out.bytes;
+            let from = searched
+                .saturating_sub(needle.len())
+                .max(mark)
+                .min(bytes.len());
+            if let Some(at) = find(&bytes[from..], needle) {
+                return bytes[..from + at + needle.len()].to_vec();
+            }
+            searched = bytes.len();
+            let left = PATIENCE.checked_sub(start.elapsed()).unwrap_or_else(|| {
+                panic!(
+                    "timed out waiting for {:?}; the outer terminal's last output:\n{}",
+                    String::from_utf8_lossy(needle),
+                    String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(2000)..])
+                )
+            });
+            out = cond
+                .wait_timeout(out, left.min(Duration::from_millis(200)))
+                .unwrap()
+                .0;
+        }
+    }
+
+    /// Wait for sbx-shell to exit, then for every byte it wrote to arrive.
+    pub fn wait(&mut self) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // A hung-up terminal has no termios left to read.
+                self.final_stty = try_stty_g(self.slave_fd()).or(Some(String::from("(hung up)")));
+                self.slave = None;
+                let (lock, cond) = &*self.output;
+                let out = lock.lock().unwrap();
+                let (out, _) = cond
+                    .wait_timeout_while(out, PATIENCE, |o| !o.closed)
+                    .unwrap();
+                assert!(
+                    out.closed,
+                    "the outer terminal was never hung up after sbx-shell exited"
+                );
+                return status;
+            }
+            if start.elapsed() > PATIENCE {
+                let out = self.output();
+                panic!(
+                    "sbx-shell did not exit; the outer terminal's last output:\n{}",
+                    String::from_utf8_lossy(&out[out.len().saturating_sub(2000)..])
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// `stty -g` of the outer terminal: its whole termios, as the user's shell would see it.
+    pub fn stty_g(&self) -> String {
+        match &self.final_stty {
+            Some(last) => last.clone(),
+            None => stty_g(self.slave_fd()),
+        }
+    }
+
+    /// `stty -g` of the outer terminal before the program started.
+    pub fn initial_stty(&self) -> String {
+        self.initial_stty.clone()
+    }
+
+    /// Is the outer terminal in raw mode (no canonical input, no echo, no signals)?
+    pub fn is_raw(&self) -> bool {
+        use nix::sys::termios::LocalFlags;
+        let t = nix::sys::termios::tcgetattr(self.slave_fd()).unwrap();
+        !t.local_flags
+            .intersects(LocalFlags::ICANON | LocalFlags::ECHO | LocalFlags::ISIG)
+    }
+
+    pub fn wait_raw(&self) {
+        wait_until("the outer terminal to become raw", || {
+            self.is_raw().then_some(())
+        });
+    }
+
+    /// Resize the outer terminal (the kernel sends SIGWINCH to its foreground group).
+    pub fn resize(&self, rows: u16, cols: u16) {
+        let size = Winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads one winsize from the valid `size`.
+        let rc = unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+        assert_eq!(rc, 0, "TIOCSWINSZ on the outer master");
+    }
+
+    /// Hang the outer terminal up, as a closing terminal emulator or a dropped line does.
+    pub fn hang_up(&self) {
+        // SAFETY: TIOCVHANGUP takes no argument.
+        let rc = unsafe { libc::ioctl(self.slave_fd().as_raw_fd(), libc::TIOCVHANGUP, 0) };
+        assert_eq!(rc, 0, "TIOCVHANGUP: {}", std::io::Error::last_os_error());
+    }
+
+    pub fn signal(&self, signal: Signal) {
+        nix::sys::signal::kill(self.pid(), signal).unwrap();
+    }
+}
+
+impl Drop for OuterPty {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn stty_g(tty: std::os::fd::BorrowedFd<'_>) -> String {
+    try_stty_g(tty).expect("stty -g failed on the outer terminal")
+}
+
+fn try_stty_g(tty: std::os::fd::BorrowedFd<'_>) -> Option<String> {
+    let out = Command::new("stty")
+        .arg("-g")
+        .stdin(Stdio::from(tty.try_clone_to_owned().unwrap()))
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8(out.stdout).unwrap().trim().to_string())
+}
+
+pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A private tmux server (its own socket), killed on drop.
+pub struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// A detached session of `cols`×`rows` running `command` (a shell command line).
+    pub fn start(command: &str, cols: u16, rows: u16) -> Tmux {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, Ordering::SeqCst);
+        let tmux = Tmux {
+            socket: format!("sbx-test-{}-{n}", std::process::id()),
+        };
+        // remain-on-exit must be on before the command can exit, so that its status stays
+        // readable: start on a placeholder, set the option, then respawn with the command.
+        let (cols, rows) = (cols.to_string(), rows.to_string());
+        tmux.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            &cols,
+            "-y",
+            &rows,
+            "sleep 60",
+            ";",
+            "set-option",
+            "-g",
+            "remain-on-exit",
+            "on",
+            ";",
+            "respawn-pane",
+            "-k",
+            "-t",
+            "0",
+            command,
+        ]);
+        tmux
+    }
+
+    pub fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "tmux {:?}: {}",
+            args.iter()
+                .map(|a| a.as_ref().to_owned())
+                .collect::<Vec<_>>(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn send_keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "0"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    /// Type text literally and press Enter.
+    pub fn type_line(&self, text: &str) {
+        self.run(&["send-keys", "-t", "0", "-l", text]);
+        self.send_keys(&["Enter"]);
+    }
+
+    pub fn capture(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "0", "-S", "-200"])
+    }
+
+    /// Wait until the pane shows `needle`; return the pane.
+    pub fn expect(&self, needle: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let pane = self.capture();
+            if pane.contains(needle) {
+                return pane;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "timed out waiting for {needle:?}; the pane shows:\n{pane}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn display(&self, format: &str) -> String {
+        self.run(&["display-message", "-p", "-t", "0", format])
+            .trim()
+            .to_string()
+    }
+
+    /// The pid of the pane's process (sbx-shell when it is the pane command).
+    pub fn pane_pid(&self) -> i32 {
+        self.display("#{pane_pid}").parse().unwrap()
+    }
+
+    /// Wait until the pane's command exited; return its exit status (128+N for signal N).
+    /// tmux marks a pane dead when its pty closes, a moment before it reaps the process and
+    /// records the status: wait for the status itself. Debian's tmux uses libutempter, whose
+    /// own SIGCHLD handler can swallow the server's SIGCHLD when a pane exits very early
+    /// (tmux issue 311); as its maintainer suggests, send the server a SIGCHLD then.
+    pub fn wait_dead(&self) -> i32 {
+        let start = Instant::now();
+        let server: i32 = self.display("#{pid}").parse().unwrap();
+        loop {
+            let state =
+                self.display("#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}|#{pane_pid}");
+            let fields: Vec<&str> = state.split('|').collect();
+            if let Ok(status) = fields[1].parse() {
+                return status;
+            }
+            if let Ok(signal) = fields[2].parse::<i32>() {
+                return 128 + signal;
+            }
+            if fields[0] == "1" && start.elapsed() > Duration::from_millis(200) {
+                let _ = nix::sys::signal::kill(Pid::from_raw(server), Signal::SIGCHLD);
+            }
+            if start.elapsed() > PATIENCE {
+                let ps = Command::new("ps")
+                    .args(["-o", "pid,ppid,stat,wchan:20,cmd", "-p", fields[3]])
+                    .output()
+                    .unwrap();
+                panic!(
+                    "the pane never reported an exit status (dead|status|signal|pid = {state}); its process:\n{}\npane:\n{}",
+                    String::from_utf8_lossy(&ps.stdout),
+                    self.capture()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn resize(&self, cols: u16, rows: u16) {
+        self.run(&[
+            "resize-window",
+            "-t",
+            "0",
+            "-x",
+            &cols.to_string(),
+            "-y",
+            &rows.to_string(),
+        ]);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
+    }
+}
+
+/// Shell-quote one word for sh.
+pub fn sh_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// The path of sbx-shell, quoted for a tmux or sh command line.
+pub fn bin_quoted() -> String {
+    sh_quote(bin())
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}

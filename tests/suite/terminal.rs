@@ -1,0 +1,440 @@
+//! sbx-shell on an outer pty that the test opens: the child's process state, raw mode and
+//! its restoration on every way out, resizes, byte transparency, mode resets, exit codes,
+//! cleanup, job control.
+
+use std::os::unix::process::ExitStatusExt;
+
+use nix::sys::signal::Signal;
+
+use super::support::{alive, find, path_str, wait_until, Launch, OuterPty, Scratch};
+
+/// Point 1: a new session with the inner pty as controlling terminal, sized; default signal
+/// dispositions and an empty mask although sbx-shell started with signals ignored and
+/// blocked; no fd but 0, 1, 2; the caller's cwd; the open-file limit raised.
+#[test]
+fn the_child_starts_clean_on_its_own_sized_terminal() {
+    let dir = Scratch::new("clean");
+    let script = r#"
+        echo FDS; ls -1 /proc/$$/fd; echo END-FDS
+        set -- $(cut -d' ' -f1,6,7,8 /proc/$$/stat)
+        echo "pid=$1 sid=$2 tty_nr=$3 tpgid=$4"
+        echo "size=$(stty size) cwd=$(pwd) tty=$(tty)"
+        grep -E '^Sig(Ign|Blk)' /proc/self/status | tr -s '\t ' ' '
+        echo "nofile=$(ulimit -n) hard=$(ulimit -Hn)"
+        echo "shell=$SHELL"
+        echo DONE"#;
+    let mut launch = Launch::new(&["--shell", "/bin/sh", "--", "sh", "-c", script]);
+    launch.size.ws_row = 33;
+    launch.size.ws_col = 111;
+    launch.cwd = Some(dir.0.clone());
+    launch.ignored = vec![
+        Signal::SIGINT,
+        Signal::SIGQUIT,
+        Signal::SIGTSTP,
+        Signal::SIGTTOU,
+        Signal::SIGTTIN,
+        Signal::SIGUSR1,
+        Signal::SIGWINCH,
+        Signal::SIGHUP,
+    ];
+    launch.blocked = vec![
+        Signal::SIGUSR2,
+        Signal::SIGTERM,
+        Signal::SIGCHLD,
+        Signal::SIGWINCH,
+    ];
+    launch.nofile_soft = Some(256);
+    launch.leak_fd = true;
+    let mut outer = OuterPty::launch(launch);
+    let out = outer.expect("DONE");
+    assert!(outer.wait().success(), "{out}");
+    let field = |name: &str| -> String {
+        let at = out
+            .find(&format!("{name}="))
+            .unwrap_or_else(|| panic!("no {name} in:\n{out}"));
+        out[at + name.len() + 1..]
+            .split(['\r', '\n'])
+            .next()
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let pid = field("pid");
+    assert_eq!(field("sid"), pid, "the child leads a new session:\n{out}");
+    assert_eq!(
+        field("tpgid"),
+        pid,
+        "the child is the foreground of its own terminal:\n{out}"
+    );
+    assert_ne!(
+        field("tty_nr"),
+        "0",
+        "the child has a controlling terminal:\n{out}"
+    );
+    assert!(
+        out.contains("size=33 111 "),
+        "the inner pty has the outer size:\n{out}"
+    );
+    assert!(out.contains(&format!("cwd={} ", path_str(&dir.0))), "{out}");
+    assert!(field("tty").starts_with("/dev/pts/"), "{out}");
+    assert!(out.contains("SigBlk: 0000000000000000"), "{out}");
+    assert!(out.contains("SigIgn: 0000000000000000"), "{out}");
+    // Listed before the shell does any redirection of its own (dash keeps saved copies).
+    assert!(
+        out.contains("FDS\r\n0\r\n1\r\n2\r\nEND-FDS"),
+        "only 0, 1, 2 are open in the child:\n{out}"
+    );
+    assert_eq!(
+        field("nofile"),
+        field("hard"),
+        "soft NOFILE raised to the hard limit:\n{out}"
+    );
+    assert_ne!(field("nofile"), "256", "{out}");
+    assert!(out.contains("shell=/bin/sh\r"), "{out}");
+}
+
+/// The child's controlling terminal is the inner pty, never the user's terminal.
+#[test]
+fn the_child_never_holds_the_outer_terminal() {
+    let outer = OuterPty::spawn(&[
+        "--",
+        "sh",
+        "-c",
+        "echo \"tty=$(tty)\"; ls -l /proc/$$/fd/ | grep -c pts; sleep 30",
+    ]);
+    let out = outer.expect("tty=");
+    let outer_name = nix::unistd::ttyname(outer.slave_fd()).unwrap();
+    let inner = out
+        .split("tty=")
+        .nth(1)
+        .unwrap()
+        .split('\r')
+        .next()
+        .unwrap()
+        .to_string();
+    let _ = outer.expect("\r\n");
+    assert_ne!(
+        std::path::Path::new(&inner),
+        outer_name,
+        "the child got the outer terminal"
+    );
+}
+
+/// Point 2: raw while running; `stty -g` byte-identical afterwards on each way out, and the
+/// exit code each way gives.
+#[test]
+fn the_outer_termios_is_restored_on_normal_exit_codes_and_child_signals() {
+    let cases: [(&str, i32); 3] = [("exit 0", 0), ("exit 7", 7), ("kill -SEGV $$", 139)];
+    for (script, code) in cases {
+        let script = format!("echo READY; read line; {script}");
+        let mut outer = OuterPty::spawn(&["--", "sh", "-c", &script]);
+        let before = outer.initial_stty();
+        outer.expect("READY");
+        outer.wait_raw();
+        assert_ne!(
+            outer.stty_g(),
+            before,
+            "raw mode is on while the child runs"
+        );
+        outer.write(b"go\r");
+        let status = outer.wait();
+        assert_eq!(status.code(), Some(code), "{script}: {status:?}");
+        assert_eq!(outer.stty_g(), before, "{script}: termios restored");
+    }
+}
+
+#[test]
+fn the_outer_termios_is_restored_when_sbx_shell_gets_a_terminating_signal() {
+    let dir = Scratch::new("term-signals");
+    for signal in [
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGINT,
+        Signal::SIGQUIT,
+    ] {
+        let pidfile = dir.path(&format!("{signal}.pid"));
+        // An interactive-like child that ignores none of them but takes a moment.
+        let script = format!(
+            "echo $$ > {}; echo READY; exec sleep 60",
+            path_str(&pidfile)
+        );
+        let mut outer = OuterPty::spawn(&["--", "sh", "-c", &script]);
+        let before = outer.initial_stty();
+        outer.expect("READY");
+        outer.wait_raw();
+        let child: i32 = dir
+            .wait_for_file(&format!("{signal}.pid"))
+            .trim()
+            .parse()
+            .unwrap();
+        outer.signal(signal);
+        let status = outer.wait();
+        assert_eq!(
+            status.code(),
+            Some(128 + signal as i32),
+            "{signal}: {status:?}"
+        );
+        assert_eq!(outer.stty_g(), before, "{signal}: termios restored");
+        assert!(!alive(child), "{signal}: the child was ended too");
+    }
+}
+
+#[test]
+fn a_child_that_ignores_the_signal_is_still_ended() {
+    let dir = Scratch::new("stubborn");
+    let script = format!(
+        "trap '' TERM INT QUIT; echo $$ > {}; echo READY; while :; do sleep 1; done",
+        path_str(&dir.path("pid"))
+    );
+    let mut outer = OuterPty::spawn(&["--", "sh", "-c", &script]);
+    let before = outer.initial_stty();
+    outer.expect("READY");
+    outer.wait_raw();
+    let child: i32 = dir.wait_for_file("pid").trim().parse().unwrap();
+    outer.signal(Signal::SIGTERM);
+    assert_eq!(outer.wait().code(), Some(143));
+    assert_eq!(outer.stty_g(), before);
+    wait_until("the stubborn child to die", || {
+        (!alive(child)).then_some(())
+    });
+}
+
+/// A panic (the test build uses panic=abort, like release) still restores the terminal.
+#[test]
+fn the_outer_termios_is_restored_after_a_panic() {
+    let mut launch = Launch::new(&["--", "true"]);
+    launch.env = vec![("SBX_SHELL_DEBUG_PANIC".into(), "1".into())];
+    let mut outer = OuterPty::launch(launch);
+    let before = outer.initial_stty();
+    let status = outer.wait();
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGABRT),
+        "panic=abort: {status:?}"
+    );
+    assert!(
+        outer.output_text().contains("SBX_SHELL_DEBUG_PANIC"),
+        "{}",
+        outer.output_text()
+    );
+    assert_eq!(outer.stty_g(), before, "termios restored by the panic hook");
+}
+
+/// Point 2, job control of sbx-shell itself: stopped with SIGTSTP, the terminal is given
+/// back as it was; continued with `fg`, raw again and the size that changed meanwhile is
+/// passed on. The outer pty runs a job-control shell (bash, `set -m`) so that sbx-shell's
+/// process group is not orphaned and can really stop.
+#[test]
+fn a_stopped_sbx_shell_gives_the_terminal_back_and_takes_it_again() {
+    let dir = Scratch::new("tstp");
+    let (before, during) = (dir.path("before"), dir.path("during"));
+    let child =
+        "trap 'echo SIZE $(stty size)' WINCH; echo READY $PPID; while :; do sleep 0.05; done";
+    let outer_script = format!(
+        "set -m; stty -g > {b}; {sbx} -- bash -c {child}; echo \"STOPPED $?\"; stty -g > {d}; read line; fg",
+        b = path_str(&before),
+        d = path_str(&during),
+        sbx = super::support::bin_quoted(),
+        child = super::support::sh_quote(child),
+    );
+    let outer = OuterPty::launch_program(
+        "bash",
+        Launch::new(&["--norc", "--noprofile", "-c", &outer_script]),
+    );
+    let ready = outer.expect("READY ");
+    let sbx_pid: i32 = ready
+        .rsplit("READY ")
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    outer.wait_raw();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(sbx_pid), Signal::SIGTSTP).unwrap();
+    outer.expect("STOPPED 148");
+    let saved = dir.wait_for_file("before");
+    assert_eq!(
+        dir.wait_for_file("during"),
+        saved,
+        "termios while stopped is the original"
+    );
+    assert!(!outer.is_raw());
+    outer.resize(41, 91);
+    outer.write(b"continue\n");
+    outer.expect("SIZE 41 91");
+    outer.wait_raw();
+}
+
+/// Point 3: resizes reach the inner pty; a burst of 10 000 SIGWINCH neither hangs sbx-shell
+/// nor loses the final size.
+#[test]
+fn window_size_changes_reach_the_child_even_through_a_signal_storm() {
+    let child = "trap 'echo SIZE $(stty size)' WINCH; echo READY; while :; do sleep 0.05; done";
+    let outer = OuterPty::spawn(&["--", "bash", "-c", child]);
+    outer.expect("READY");
+    outer.resize(50, 132);
+    outer.expect("SIZE 50 132");
+    for i in 0..10_000u32 {
+        if i == 9_000 {
+            outer.resize(27, 77);
+        }
+        outer.signal(Signal::SIGWINCH);
+    }
+    outer.expect("SIZE 27 77");
+    // Still responsive after the storm.
+    outer.resize(28, 78);
+    outer.expect("SIZE 28 78");
+}
+
+/// Point 4: all 256 byte values and common escape sequences pass unchanged both ways.
+#[test]
+fn the_relay_is_byte_transparent_both_ways() {
+    let dir = Scratch::new("bytes");
+    let mut payload: Vec<u8> = (0..=255u8).collect();
+    payload.extend_from_slice("UTF-8: ✓ 日本語 🎉\n".as_bytes());
+    payload.extend_from_slice(b"\x1b[200~pasted\x1b[201~"); // bracketed paste
+    payload.extend_from_slice(b"\x1b[97;5u\x1b[1;5A"); // kitty keyboard, modified arrow
+    payload.extend_from_slice(b"\x1b[<0;10;5M\x1b[<0;10;5m"); // SGR mouse
+    payload.extend_from_slice(b"\x1b]52;c;aGVsbG8=\x07"); // OSC 52 clipboard
+    let file = dir.path("payload");
+    std::fs::write(&file, &payload).unwrap();
+    let received = dir.path("received");
+    let script = format!(
+        "stty raw -echo; printf START; cat {f}; printf END; head -c {n} > {r}; printf DONE",
+        f = path_str(&file),
+        n = payload.len(),
+        r = path_str(&received)
+    );
+    let mut outer = OuterPty::spawn(&["--", "sh", "-c", &script]);
+    let out = outer.expect_bytes(b"END");
+    let start = find(&out, b"START").unwrap() + 5;
+    assert_eq!(
+        &out[start..out.len() - 3],
+        &payload[..],
+        "output changed on the way out"
+    );
+    outer.wait_raw();
+    outer.write(&payload);
+    outer.expect("DONE");
+    assert!(outer.wait().success());
+    assert_eq!(
+        std::fs::read(&received).unwrap(),
+        payload,
+        "input changed on the way in"
+    );
+}
+
+/// Point 4: no deadlock when the child floods output while the user types, and no output
+/// lost when the child exits right after writing.
+#[test]
+fn flooding_output_while_typing_neither_deadlocks_nor_loses_the_tail() {
+    let script = "stty raw -echo; echo RAW; head -c 3000000 /dev/zero | tr '\\0' x; head -c 20000 > /dev/null; echo; echo TAIL-MARK";
+    let mut outer = OuterPty::spawn(&["--", "sh", "-c", script]);
+    outer.expect("RAW");
+    for _ in 0..20 {
+        outer.write(&[b'k'; 1000]);
+    }
+    outer.expect("TAIL-MARK");
+    assert!(outer.wait().success());
+    let out = outer.output();
+    let xs = out.iter().filter(|b| **b == b'x').count();
+    assert_eq!(xs, 3_000_000, "every output byte arrived");
+}
+
+/// Point 5: modes a crashed TUI left on are switched off at exit — exactly those.
+#[test]
+fn modes_a_crashed_tui_left_on_are_switched_off_exactly() {
+    let on = r"\033[?1049h\033[?2004h\033[?1000h\033[?1006h\033[?1004h\033[?25l\033[>1u\033[>4;2m";
+    let script = format!("printf '{on}CRASH'; kill -KILL $$");
+    let mut outer = OuterPty::spawn(&["--", "sh", "-c", &script]);
+    assert_eq!(outer.wait().code(), Some(137));
+    let out = outer.output();
+    let tail = &out[find(&out, b"CRASH").unwrap() + 5..];
+    assert_eq!(
+        String::from_utf8_lossy(tail),
+        // The kitty push happened on the alternate screen: popped there, before leaving it.
+        "\x1b[<1u\x1b[?25h\x1b[?1000l\x1b[?1004l\x1b[?1006l\x1b[?2004l\x1b[?1049l\x1b[>4;0m"
+    );
+}
+
+#[test]
+fn a_tidy_tui_gets_no_extra_reset() {
+    let script = r"printf '\033[?1049h\033[?2004h\033[?25l\033[?25h\033[?2004l\033[?1049lBYE'";
+    let mut outer = OuterPty::spawn(&["--", "sh", "-c", script]);
+    assert!(outer.wait().success());
+    let out = outer.output();
+    assert!(out.ends_with(b"BYE"), "{:?}", String::from_utf8_lossy(&out));
+}
+
+/// Point 7: when the child ends, nothing it left in the background survives: plain
+/// background jobs, nohup'd ones, and setsid'd double forks.
+#[test]
+fn nothing_the_child_started_survives_it() {
+    let dir = Scratch::new("leftovers");
+    let pids = dir.path("pids");
+    let script = format!(
+        "sleep 1000 & echo $! > {p}; nohup sleep 1001 >/dev/null 2>&1 & echo $! >> {p}; \
+         sh -c 'setsid sleep 1002 & echo $! >> {p}' ; echo STARTED; exit 3",
+        p = path_str(&pids)
+    );
+    let mut outer = OuterPty::spawn(&["--", "sh", "-c", &script]);
+    assert_eq!(outer.wait().code(), Some(3));
+    let pids: Vec<i32> = std::fs::read_to_string(&pids)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 3);
+    for pid in pids {
+        assert!(!alive(pid), "pid {pid} survived the session");
+    }
+}
+
+/// Point 7: when the outer terminal hangs up, the child gets SIGHUP and sbx-shell exits.
+#[test]
+fn an_outer_hangup_reaches_the_child_and_ends_sbx_shell() {
+    let dir = Scratch::new("hangup");
+    let script = format!(
+        "trap 'echo HUP > {f}; exit 0' HUP; echo READY; while :; do sleep 0.05; done",
+        f = path_str(&dir.path("got"))
+    );
+    let mut outer = OuterPty::spawn(&["--", "bash", "-c", &script]);
+    outer.expect("READY");
+    outer.wait_raw();
+    outer.hang_up();
+    assert_eq!(outer.wait().code(), Some(129));
+    assert_eq!(dir.wait_for_file("got"), "HUP\n");
+}
+
+/// Point 8: ^C interrupts the foreground job inside, and sbx-shell stays.
+#[test]
+fn ctrl_c_interrupts_the_inner_job_not_sbx_shell() {
+    let mut outer = OuterPty::spawn(&["--", "bash", "--norc", "--noprofile", "-i"]);
+    // Markers are computed ($((…))) so that the echo of the typed line cannot match them.
+    outer.write(b"PS1='P''> '; echo READY-$((1+1))\r");
+    outer.expect("READY-2");
+    outer.write(b"sleep 100; echo SLEPT-$((1+1))\r");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mark = outer.mark();
+    outer.write(b"\x03");
+    // The inner line discipline flushes typed-ahead input on ^C, as any terminal does:
+    // wait for the next prompt before typing.
+    outer.expect_from(mark, "P> ");
+    outer.write(b"echo ALIVE-$((40+2))\r");
+    let out = outer.expect("ALIVE-42");
+    assert!(!out.contains("SLEPT-2"), "{out}");
+    outer.write(b"exit 4\r");
+    assert_eq!(outer.wait().code(), Some(4));
+}
+
+/// Point 8: a TUI that stops itself (SIGSTOP to its own pid) can be resumed. Here sbx-shell
+/// is a session leader (orphaned, like a tmux pane or a login shell): nobody could continue
+/// it, so it continues the child at once.
+#[test]
+fn a_child_that_stops_itself_is_resumed() {
+    let mut outer = OuterPty::spawn(&["--", "sh", "-c", "kill -STOP $$; echo RESUMED"]);
+    outer.expect("RESUMED");
+    assert!(outer.wait().success());
+}

@@ -1,0 +1,103 @@
+//! sbx-shell as a tmux pane command: resize, ^C, ^Z/fg/bg in an inner bash, a self-stopping
+//! TUI, exit status, and kill-pane.
+
+use super::support::{alive, bin_quoted, path_str, require, sh_quote, wait_until, Scratch, Tmux};
+
+fn sbx(args: &str) -> String {
+    format!("{} {args}", bin_quoted())
+}
+
+/// Point 3: after `tmux resize-window`, `stty size` inside reports the new size and a
+/// program's SIGWINCH handler fires.
+#[test]
+fn tmux_resize_reaches_the_child() {
+    if !require("tmux", "sbx-shell as a tmux pane") {
+        return;
+    }
+    let child = "trap 'echo WINCH $(stty size)' WINCH; echo READY $(stty size); while :; do sleep 0.05; done";
+    let tmux = Tmux::start(&sbx(&format!("-- bash -c {}", sh_quote(child))), 100, 30);
+    tmux.expect("READY 30 100");
+    tmux.resize(120, 40);
+    tmux.expect("WINCH 40 120");
+}
+
+/// Point 8: ^C, ^Z, `bg`, `fg` in an inner interactive bash; exit status through the pane.
+#[test]
+fn job_control_inside_a_pane() {
+    if !require("tmux", "job control inside a tmux pane") {
+        return;
+    }
+    let tmux = Tmux::start(&sbx("-- bash --norc --noprofile -i"), 100, 30);
+    tmux.type_line("PS1='P''> '; echo READY-$((1+1))");
+    tmux.expect("READY-2");
+    tmux.type_line("sleep 100; echo NOT-INTERRUPTED-$((1+1))");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    tmux.send_keys(&["C-c"]);
+    tmux.expect("^C\nP>");
+    tmux.type_line("echo AFTER-CTRL-C-$((1+1))");
+    let pane = tmux.expect("AFTER-CTRL-C-2");
+    assert!(!pane.contains("NOT-INTERRUPTED-2"), "{pane}");
+    tmux.type_line("sleep 101");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    tmux.send_keys(&["C-z"]);
+    tmux.expect("Stopped");
+    tmux.type_line("bg");
+    tmux.expect("sleep 101 &");
+    tmux.type_line("jobs");
+    tmux.expect("Running");
+    tmux.type_line("fg");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    tmux.send_keys(&["C-c"]);
+    tmux.expect("^C\nP>");
+    tmux.type_line("echo BACK-$((1+1))");
+    tmux.expect("BACK-2");
+    tmux.type_line("exit 9");
+    assert_eq!(tmux.wait_dead(), 9);
+}
+
+/// Point 8: a TUI that stops itself (as some agents do on ^Z) is resumed in a pane, whose
+/// process group is orphaned: nothing else could ever continue it.
+#[test]
+fn a_self_stopping_tui_is_resumed_in_a_pane() {
+    if !require("tmux", "a self-stopping TUI in a tmux pane") {
+        return;
+    }
+    let tmux = Tmux::start(
+        &sbx("-- sh -c 'kill -STOP $$; echo RESUMED; exit 6'"),
+        80,
+        24,
+    );
+    tmux.expect("RESUMED");
+    assert_eq!(tmux.wait_dead(), 6);
+}
+
+/// Point 6 through tmux: the pane's exit status is the child's, 128+N for a signal.
+#[test]
+fn the_pane_exit_status_is_the_childs() {
+    if !require("tmux", "exit status in a tmux pane") {
+        return;
+    }
+    let tmux = Tmux::start(&sbx("-- sh -c 'kill -SEGV $$'"), 80, 24);
+    assert_eq!(tmux.wait_dead(), 139);
+}
+
+/// Point 7: tmux kill-pane hangs up the pane; the child gets SIGHUP and sbx-shell exits.
+#[test]
+fn kill_pane_hangs_up_the_child_and_ends_sbx_shell() {
+    if !require("tmux", "tmux kill-pane") {
+        return;
+    }
+    let dir = Scratch::new("kill-pane");
+    let child = format!(
+        "trap 'echo HUP > {f}; exit 0' HUP; echo READY; while :; do sleep 0.05; done",
+        f = path_str(&dir.path("got"))
+    );
+    let tmux = Tmux::start(&sbx(&format!("-- bash -c {}", sh_quote(&child))), 80, 24);
+    tmux.expect("READY");
+    let sbx_pid = tmux.pane_pid();
+    tmux.run(&["kill-pane", "-t", "0"]);
+    assert_eq!(dir.wait_for_file("got"), "HUP\n");
+    wait_until("sbx-shell to exit after kill-pane", || {
+        (!alive(sbx_pid)).then_some(())
+    });
+}
