@@ -264,14 +264,6 @@ mod tests {
             ),
             (
                 Request {
-                    command: os(&["vim"]),
-                    command_string: Some("x".into()),
-                    ..request()
-                },
-                "cannot be combined",
-            ),
-            (
-                Request {
                     shell_args: os(&["vim"]),
                     ..request()
                 },

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# scripts/test.sh — the one test command (README.md); CI runs exactly this via .ci/run.
+#
+# Installs what the tests need when it is missing, then checks formatting, lints for Linux
+# and macOS (aarch64-apple-darwin, which cannot run here but must build clean), and runs
+# every test — unit tests and the end-to-end suite on real ptys and tmux.
+#
+# Usage: scripts/test.sh [extra arguments for `cargo test`]
+#
+# Environment:
+#   SBX_REQUIRE_ALL   1 (default): a test that would skip for a missing tool fails instead.
+#                     Set 0 to allow skips on a machine where you cannot install tools.
+#   SBX_NO_INSTALL    1: never install anything; fail with a hint instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export SBX_REQUIRE_ALL="${SBX_REQUIRE_ALL:-1}"
+apple_target=aarch64-apple-darwin
+
+say() { printf '==> %s\n' "$*"; }
+
+# System packages the tests drive: tmux (pane tests), procps (ps, for diagnostics),
+# bsdutils (script) and coreutils (stty).
+need_packages() {
+  local missing=()
+  command -v tmux >/dev/null || missing+=(tmux)
+  command -v ps >/dev/null || missing+=(procps)
+  command -v script >/dev/null || missing+=(bsdutils)
+  command -v stty >/dev/null || missing+=(coreutils)
+  command -v bash >/dev/null || missing+=(bash)
+  printf '%s\n' "${missing[@]}"
+}
+
+install_packages() {
+  local missing
+  mapfile -t missing < <(need_packages | sed '/^$/d')
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "${SBX_NO_INSTALL:-0}" = 1 ]; then
+    echo "missing: ${missing[*]}. Hint: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  if ! command -v apt-get >/dev/null; then
+    echo "missing: ${missing[*]}, and no apt-get here. Hint: install them with your package manager" >&2
+    exit 1
+  fi
+  say "installing ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+install_rust_parts() {
+  if command -v rustup >/dev/null; then
+    rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+    rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+    rustup target list --installed | grep -qx "$apple_target" || rustup target add "$apple_target"
+  fi
+}
+
+install_packages
+install_rust_parts
+
+say "cargo fmt --check"
+cargo fmt --check
+
+say "cargo clippy (linux)"
+cargo clippy --all-targets --locked -- -D warnings
+
+say "cargo clippy --target $apple_target"
+cargo clippy --all-targets --locked --target "$apple_target" -- -D warnings
+
+say "cargo test (SBX_REQUIRE_ALL=$SBX_REQUIRE_ALL)"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --locked "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line over every test binary.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
