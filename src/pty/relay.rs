@@ -171,7 +171,7 @@ impl<'a> Relay<'a> {
         if input.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
             self.read_stdin();
         }
-        if master.contains(PollFlags::POLLOUT) {
+        if master.contains(PollFlags::POLLOUT) && !self.to_child.is_empty() {
             self.write_master();
         }
     }
@@ -286,6 +286,9 @@ impl<'a> Relay<'a> {
                 Ok(n) => {
                     self.modes.feed(&buf[..n]);
                     self.write_stdout(&buf[..n]);
+                    if n < buf.len() {
+                        return; // drained: no need for a read that says EAGAIN
+                    }
                 }
                 Err(Errno::EAGAIN | Errno::EINTR) => return,
                 Err(_) => {
@@ -299,7 +302,11 @@ impl<'a> Relay<'a> {
     fn read_stdin(&mut self) {
         let mut buf = [0u8; 16 * 1024];
         match nix::unistd::read(std::io::stdin().as_fd(), &mut buf) {
-            Ok(n @ 1..) => self.to_child.extend_from_slice(&buf[..n]),
+            Ok(n @ 1..) => {
+                self.to_child.extend_from_slice(&buf[..n]);
+                // Straight on, not at the next turn: a keystroke should cost one wakeup.
+                self.write_master();
+            }
             Err(Errno::EAGAIN | Errno::EINTR) => {}
             Ok(0) | Err(_) => {
                 self.stdin_open = false;

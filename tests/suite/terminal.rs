@@ -438,3 +438,28 @@ fn a_child_that_stops_itself_is_resumed() {
     outer.expect("RESUMED");
     assert!(outer.wait().success());
 }
+
+/// Point 4: idle means no wakeups at all — no timers, no polling intervals. Counted, not
+/// timed: over a quiet second sbx-shell's context-switch count must not move.
+#[test]
+fn an_idle_session_never_wakes_up() {
+    let outer = OuterPty::spawn(&["--", "sh", "-c", "echo READY; exec sleep 60"]);
+    outer.expect("READY");
+    outer.wait_raw();
+    let switches = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", outer.pid())).unwrap();
+        status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches"))
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
+            .sum::<u64>()
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let before = switches();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(
+        switches(),
+        before,
+        "sbx-shell woke up while nothing happened"
+    );
+}

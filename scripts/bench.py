@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Benchmark sbx-shell against a bare pty, `script -qc` and tmux, in one run.
+
+Measures, for each subject, on the same file and the same machine:
+  - bulk output throughput: `cat FILE` drained by a reader on the outer pty (MB/s);
+  - keystroke echo latency: one byte written to the outer pty, echoed back by `cat` running
+    raw inside, p50 and p99 over many keystrokes (microseconds);
+  - an idle session over IDLE_SECONDS: CPU time and context switches of the supervisor;
+  - peak RSS (VmHWM) of the supervising process(es) after the bulk run.
+
+Prints a Markdown table. Invoked by scripts/bench.sh, which builds the binary and records
+the result; see that script for the environment variables.
+"""
+import os
+import pty
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import termios
+import time
+
+SBX = os.environ["SBX_BIN"]
+FILE = os.environ["BENCH_FILE"]
+KEYS = int(os.environ.get("BENCH_KEYS", "2000"))
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+IDLE_SECONDS = float(os.environ.get("BENCH_IDLE_SECONDS", "10"))
+MARK = b"BENCH-END-MARK"
+TMUX_SOCKET = "sbx-bench-%d" % os.getpid()
+
+
+def subjects():
+    """name -> function(shell command line) -> argv that runs it on the outer pty."""
+    return {
+        "bare pty": lambda cmd: ["sh", "-c", cmd],
+        "sbx-shell": lambda cmd: [SBX, "--", "sh", "-c", cmd],
+        "script -qc": lambda cmd: ["script", "-qc", cmd, "/dev/null"],
+        "tmux": lambda cmd: ["tmux", "-L", TMUX_SOCKET, "-f", "/dev/null",
+                             "new-session", "-x", "200", "-y", "50", cmd],
+    }
+
+
+def spawn(argv, rows=50, cols=200):
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ["TERM"] = "xterm-256color"
+        os.execvp(argv[0], argv)
+    import fcntl, struct
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    return pid, fd
+
+
+def read_until(fd, needle, timeout=120):
+    """Read until `needle` has been seen; returns bytes read."""
+    tail, total, end = b"", 0, time.monotonic() + timeout
+    while time.monotonic() < end:
+        r, _, _ = select.select([fd], [], [], 1)
+        if not r:
+            continue
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except OSError:
+            break
+        if not chunk:
+            break
+        total += len(chunk)
+        window = tail + chunk
+        if needle in window:
+            return total
+        tail = window[-len(needle):]
+    raise RuntimeError("timed out waiting for %r" % needle)
+
+
+def finish(pid, fd):
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    subprocess.run(["tmux", "-L", TMUX_SOCKET, "kill-server"], capture_output=True)
+    try:
+        while select.select([fd], [], [], 0.5)[0] and os.read(fd, 1 << 20):
+            pass
+    except OSError:
+        pass
+    os.close(fd)
+    os.waitpid(pid, 0)
+
+
+def supervisor_pids(name, pid):
+    """The processes that do the supervising (not the program inside)."""
+    if name == "tmux":
+        server = subprocess.run(["tmux", "-L", TMUX_SOCKET, "display", "-p", "#{pid}"],
+                                capture_output=True, text=True).stdout.strip()
+        return [pid] + ([int(server)] if server else [])
+    if name == "bare pty":
+        return []
+    return [pid]
+
+
+def status_field(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def cpu_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def bulk(name, wrap):
+    """Seconds for `cat FILE` through the subject, and the supervisors' peak RSS (KiB)."""
+    size = os.path.getsize(FILE)
+    times, rss = [], 0
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        pid, fd = spawn(wrap("cat %s; printf '%s'; sleep 30" % (FILE, MARK.decode())))
+        read_until(fd, MARK, timeout=600)
+        times.append(time.perf_counter() - start)
+        for p in supervisor_pids(name, pid):
+            rss = max(rss, status_field(p, "VmHWM"))
+        finish(pid, fd)
+    best = statistics.median(times)
+    return size / best / 1e6, rss
+
+
+def echo(name, wrap):
+    """p50, p99 in microseconds of one keystroke echoed back by `cat` in raw mode."""
+    pid, fd = spawn(wrap("stty raw -echo; printf READY; exec cat"))
+    read_until(fd, b"READY")
+    time.sleep(0.5)
+    samples = []
+    for i in range(KEYS):
+        key = bytes([ord("a") + i % 26])
+        start = time.perf_counter_ns()
+        os.write(fd, key)
+        got = b""
+        while key not in got:
+            select.select([fd], [], [], 5)
+            got += os.read(fd, 4096)
+        samples.append((time.perf_counter_ns() - start) / 1000)
+        time.sleep(0.0005)
+    finish(pid, fd)
+    samples.sort()
+    return samples[len(samples) // 2], samples[int(len(samples) * 0.99)]
+
+
+def idle(name, wrap):
+    """CPU ms and context switches of the supervisors over IDLE_SECONDS of silence."""
+    pid, fd = spawn(wrap("printf READY; exec sleep 600"))
+    read_until(fd, b"READY")
+    time.sleep(1)
+    pids = supervisor_pids(name, pid)
+    def sample():
+        cpu = sum(cpu_ticks(p) for p in pids)
+        switches = sum(status_field(p, "voluntary_ctxt_switches")
+                       + status_field(p, "nonvoluntary_ctxt_switches") for p in pids)
+        return cpu, switches
+    before = sample()
+    time.sleep(IDLE_SECONDS)
+    after = sample()
+    finish(pid, fd)
+    hz = os.sysconf("SC_CLK_TCK")
+    return (after[0] - before[0]) * 1000 / hz, after[1] - before[1]
+
+
+def main():
+    rows = []
+    for name, wrap in subjects().items():
+        mbps, rss = bulk(name, wrap)
+        p50, p99 = echo(name, wrap)
+        cpu, switches = idle(name, wrap) if name != "bare pty" else (None, None)
+        rows.append((name, mbps, p50, p99, cpu, switches, rss))
+        print("measured %s" % name, file=sys.stderr)
+    bare = rows[0]
+    print("| subject | throughput MB/s | vs bare | echo p50 µs | echo p99 µs | p99 − bare µs "
+          "| idle CPU ms / %gs | idle context switches | peak RSS KiB |" % IDLE_SECONDS)
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, mbps, p50, p99, cpu, switches, rss in rows:
+        print("| %s | %.1f | %.2f× | %.0f | %.0f | %s | %s | %s | %s |" % (
+            name, mbps, mbps / bare[1], p50, p99,
+            "—" if name == "bare pty" else "%+.0f" % (p99 - bare[3]),
+            "—" if cpu is None else "%.0f" % cpu,
+            "—" if switches is None else switches,
+            "—" if name == "bare pty" else rss))
+
+
+if __name__ == "__main__":
+    main()
