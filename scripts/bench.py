@@ -187,6 +187,14 @@ def main():
             "—" if cpu is None else "%.0f" % cpu,
             "—" if switches is None else switches,
             "—" if name == "bare pty" else rss))
+    sbx = next(r for r in rows if r[0] == "sbx-shell")
+    verdict = lambda ok: "met" if ok else "**not met**"
+    print()
+    print("Against the targets, in this run:")
+    print("- throughput %.2f× the bare pty (target ≥ 0.95×): %s" % (sbx[1] / bare[1], verdict(sbx[1] / bare[1] >= 0.95)))
+    print("- echo p99 %+.0f µs over the bare pty (target ≤ +50 µs): %s" % (sbx[3] - bare[3], verdict(sbx[3] - bare[3] <= 50)))
+    print("- idle: %s context switches, %.0f ms CPU in %gs (target: no wakeups): %s" % (sbx[5], sbx[4], IDLE_SECONDS, verdict(sbx[5] == 0)))
+    print("- peak RSS %d KiB (target ≤ 4096 KiB): %s" % (sbx[6], verdict(sbx[6] <= 4096)))
 
 
 if __name__ == "__main__":
