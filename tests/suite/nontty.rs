@@ -110,3 +110,29 @@ fn nothing_survives_a_command_run_without_a_pty() {
     let pid: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert!(!super::support::alive(pid), "the nohup'd job survived");
 }
+
+/// Without a pty the child shares our process group; a signal a process sends to
+/// sbx-shell alone is passed on, and the child's own exit status is kept.
+#[test]
+fn a_signal_sent_to_sbx_shell_reaches_the_child_without_a_pty() {
+    use std::io::BufRead;
+    let mut child = Command::new(bin())
+        .args([
+            "-c",
+            "trap 'echo GOT-TERM; exit 3' TERM; echo READY; while :; do sleep 0.05; done",
+        ])
+        .env("SHELL", "/bin/sh")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "READY");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "GOT-TERM");
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+}
