@@ -37,6 +37,11 @@ const HANDLED: [Signal; 7] = [
 /// Run `argv` on a new pty until it ends; returns the exit code.
 pub fn run(argv: &[OsString], env: &[(OsString, OsString)]) -> io::Result<u8> {
     let signals = signals::install(&HANDLED, true)?;
+    let winch = signals
+        .winch
+        .as_ref()
+        .ok_or(io::ErrorKind::NotFound)?
+        .as_fd();
     let outer = raw_mode::OuterTerminal::capture();
     let stdin = io::stdin();
     let stdout = io::stdout();
@@ -54,7 +59,7 @@ pub fn run(argv: &[OsString], env: &[(OsString, OsString)]) -> io::Result<u8> {
     let child = process::spawn_child(argv, env, Some(&pty.slave))?;
     // Only the child may hold the slave, or the master never reports EIO at the end.
     drop(pty.slave);
-    Ok(relay::Relay::new(pty.master, child, outer.as_ref(), &signals).run())
+    Ok(relay::Relay::new(pty.master, child, outer.as_ref(), &signals, winch).run())
 }
 
 fn set_cloexec(fd: &OwnedFd) -> io::Result<()> {

@@ -54,6 +54,8 @@ pub struct Relay<'a> {
     pub child: Pid,
     pub outer: Option<&'a OuterTerminal>,
     pub signals: &'a SignalPipes,
+    /// The SIGWINCH self-pipe's read end.
+    winch: BorrowedFd<'a>,
     modes: ModeTracker,
     to_child: Vec<u8>,
     stdin_open: bool,
@@ -70,12 +72,14 @@ impl<'a> Relay<'a> {
         child: Pid,
         outer: Option<&'a OuterTerminal>,
         signals: &'a SignalPipes,
+        winch: BorrowedFd<'a>,
     ) -> Self {
         Relay {
             master,
             child,
             outer,
             signals,
+            winch,
             modes: ModeTracker::default(),
             to_child: Vec::new(),
             stdin_open: true,
@@ -121,31 +125,24 @@ impl<'a> Relay<'a> {
 
     fn turn(&mut self, timeout: PollTimeout) {
         let stdin = std::io::stdin();
-        let read_stdin = self.stdin_open && self.to_child.len() < INPUT_QUEUE_MAX;
-        let mut master_flags = PollFlags::empty();
-        if self.master_open {
-            master_flags |= PollFlags::POLLIN;
-            if !self.to_child.is_empty() {
-                master_flags |= PollFlags::POLLOUT;
-            }
-        }
-        let winch = self.signals.winch.as_ref().map(|fd| fd.as_fd());
-        let mut fds = [
+        // poll reports POLLHUP even for fds polled for nothing, so a closed side is left
+        // out altogether, or the loop would spin on it.
+        let mut fds = vec![
             PollFd::new(self.signals.events.as_fd(), PollFlags::POLLIN),
-            PollFd::new(
-                winch.unwrap_or(self.signals.events.as_fd()),
-                PollFlags::POLLIN,
-            ),
-            PollFd::new(self.master.as_fd(), master_flags),
-            PollFd::new(
-                stdin.as_fd(),
-                if read_stdin {
-                    PollFlags::POLLIN
-                } else {
-                    PollFlags::empty()
-                },
-            ),
+            PollFd::new(self.winch, PollFlags::POLLIN),
         ];
+        let master_at = self.master_open.then(|| {
+            let mut flags = PollFlags::POLLIN;
+            if !self.to_child.is_empty() {
+                flags |= PollFlags::POLLOUT;
+            }
+            fds.push(PollFd::new(self.master.as_fd(), flags));
+            fds.len() - 1
+        });
+        let stdin_at = (self.stdin_open && self.to_child.len() < INPUT_QUEUE_MAX).then(|| {
+            fds.push(PollFd::new(stdin.as_fd(), PollFlags::POLLIN));
+            fds.len() - 1
+        });
         match poll(&mut fds, timeout) {
             Ok(_) => {}
             Err(Errno::EINTR) => return,
@@ -155,20 +152,30 @@ impl<'a> Relay<'a> {
                 return;
             }
         }
-        let ready = |i: usize| fds[i].revents().unwrap_or(PollFlags::empty());
-        let (sig, win, master, input) = (ready(0), ready(1), ready(2), ready(3));
+        let ready = |at: Option<usize>| {
+            at.and_then(|i| fds[i].revents())
+                .unwrap_or(PollFlags::empty())
+        };
+        let (sig, win, master, input) = (
+            ready(Some(0)),
+            ready(Some(1)),
+            ready(master_at),
+            ready(stdin_at),
+        );
+        drop(fds);
         if !sig.is_empty() {
             for event in signals::read_events(self.signals.events.as_fd()) {
                 self.on_signal(event.signal);
             }
         }
-        if winch.is_some() && !win.is_empty() && signals::drain(win_fd(self.signals)) {
+        if !win.is_empty() && signals::drain(self.winch) {
             self.forward_size();
         }
-        if master.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
+        let hangup = PollFlags::POLLHUP | PollFlags::POLLERR;
+        if master.intersects(PollFlags::POLLIN | hangup) {
             self.read_master();
         }
-        if input.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
+        if input.intersects(PollFlags::POLLIN | hangup) {
             self.read_stdin();
         }
         if master.contains(PollFlags::POLLOUT) && !self.to_child.is_empty() {
@@ -346,11 +353,4 @@ impl<'a> Relay<'a> {
             }
         }
     }
-}
-
-fn win_fd(signals: &SignalPipes) -> BorrowedFd<'_> {
-    signals
-        .winch
-        .as_ref()
-        .map_or(signals.events.as_fd(), |fd| fd.as_fd())
 }
