@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Whether the child gets a pseudo-terminal of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -24,9 +24,16 @@ pub enum PtyMode {
     version,
     about = "Run a shell or an agent TUI on a pseudo-terminal of its own, supervised",
     after_help = include_str!("help_examples.txt"),
-    override_usage = "sbx-shell [OPTIONS] [-- COMMAND [ARGS...]]\n       sbx-shell [OPTIONS] -c COMMAND_STRING [-- ARG0 [ARGS...]]"
+    override_usage = "sbx-shell [OPTIONS] [-- COMMAND [ARGS...]]\n       sbx-shell [OPTIONS] -c COMMAND_STRING [-- ARG0 [ARGS...]]\n       sbx-shell explain|schema [OPTIONS]",
+    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
+    #[command(subcommand)]
+    pub action: Option<Action>,
+
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+
     /// Run COMMAND_STRING with the shell, as `sh -c` does (sshd, su and tmux use this).
     #[arg(short = 'c', value_name = "COMMAND_STRING")]
     pub command_string: Option<OsString>,
@@ -57,6 +64,112 @@ pub struct Cli {
     pub command: Vec<OsString>,
 }
 
+/// Commands other than running a program.
+#[derive(Debug, Subcommand)]
+pub enum Action {
+    /// Show the policy that the options, the user config and the profile resolve to.
+    Explain(Box<ExplainArgs>),
+    /// Print the JSON Schema of config files and profiles.
+    Schema,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The command it would run (after `--`).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// The sandbox policy, on top of the user config and the profile.
+#[derive(Debug, Default, Clone, Args)]
+pub struct PolicyArgs {
+    /// A shipped profile (shell, read-only, claude, gemini, codex, opencode), one of yours in
+    /// ~/.config/sbx-shell/profiles, or a path to a JSON file [default: shell].
+    #[arg(long, value_name = "NAME|PATH")]
+    pub profile: Option<String>,
+
+    /// The workspace [default: the current directory].
+    #[arg(long, value_name = "PATH")]
+    pub workspace: Option<PathBuf>,
+
+    /// Make PATH writable too (repeatable).
+    #[arg(long = "write", value_name = "PATH")]
+    pub write: Vec<String>,
+
+    /// Make PATH readable too (repeatable).
+    #[arg(long = "read", value_name = "PATH")]
+    pub read: Vec<String>,
+
+    /// Make PATH neither readable nor writable (repeatable).
+    #[arg(long = "deny", value_name = "PATH")]
+    pub deny: Vec<String>,
+
+    /// Network: none, full, or allow=DOMAIN,DOMAIN… (e.g. allow=api.example.com,*.example.org).
+    #[arg(long, value_name = "none|full|allow=DOMAINS")]
+    pub net: Option<String>,
+
+    /// Pass on the environment variable NAME although it looks secret (repeatable).
+    #[arg(long = "allow-env", value_name = "NAME")]
+    pub allow_env: Vec<String>,
+
+    /// Do not let the program open pseudo-terminals of its own.
+    #[arg(long)]
+    pub no_nested_pty: bool,
+
+    /// macOS: let the program use the login keychain.
+    #[arg(long)]
+    pub keychain: bool,
+
+    /// End the session after this long: seconds, or with a unit (90s, 30m, 2h).
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+
+    /// Limit CPU time (RLIMIT_CPU), in seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub cpu_seconds: Option<u64>,
+
+    /// Limit the address space (RLIMIT_AS), in MiB.
+    #[arg(long, value_name = "MIB")]
+    pub memory_mib: Option<u64>,
+
+    /// Limit the number of processes (RLIMIT_NPROC).
+    #[arg(long, value_name = "N")]
+    pub processes: Option<u64>,
+}
+
+impl PolicyArgs {
+    /// The options that ask for something from the sandbox, as written on the command line.
+    pub fn requested(&self) -> Vec<&'static str> {
+        let mut given = Vec::new();
+        let mut note = |on: bool, flag: &'static str| {
+            if on {
+                given.push(flag);
+            }
+        };
+        note(self.profile.is_some(), "--profile");
+        note(self.workspace.is_some(), "--workspace");
+        note(!self.write.is_empty(), "--write");
+        note(!self.read.is_empty(), "--read");
+        note(!self.deny.is_empty(), "--deny");
+        note(self.net.is_some(), "--net");
+        note(!self.allow_env.is_empty(), "--allow-env");
+        note(self.no_nested_pty, "--no-nested-pty");
+        note(self.keychain, "--keychain");
+        note(self.timeout.is_some(), "--timeout");
+        note(self.cpu_seconds.is_some(), "--cpu-seconds");
+        note(self.memory_mib.is_some(), "--memory-mib");
+        note(self.processes.is_some(), "--processes");
+        given
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +185,23 @@ mod tests {
         let cli = Cli::try_parse_from(["sbx-shell", "-lc", "echo hi"]).unwrap();
         assert!(cli.login);
         assert_eq!(cli.command_string, Some("echo hi".into()));
+    }
+
+    #[test]
+    fn subcommands_and_commands_do_not_mix_up() {
+        let cli =
+            Cli::try_parse_from(["sbx-shell", "explain", "--profile", "claude", "--json"]).unwrap();
+        let Some(Action::Explain(args)) = cli.action else {
+            panic!("explain expected")
+        };
+        assert_eq!(args.policy.profile.as_deref(), Some("claude"));
+        assert!(args.json);
+        let cli = Cli::try_parse_from(["sbx-shell", "--", "explain"]).unwrap();
+        assert!(cli.action.is_none());
+        assert_eq!(cli.command, ["explain"]);
+        let cli = Cli::try_parse_from(["sbx-shell", "vim"]).unwrap();
+        assert!(cli.action.is_none());
+        assert_eq!(cli.stray, ["vim"]);
     }
 
     #[test]

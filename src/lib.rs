@@ -5,11 +5,16 @@
 //! helper argv between the plan and the spawn.
 
 pub mod cli;
+pub mod config;
 mod direct;
 pub mod exit;
+pub mod explain;
 mod helper;
+pub mod inputs;
 pub mod launch;
+pub mod policy;
 pub mod process;
+pub mod profiles;
 mod pty;
 pub mod shell;
 mod signals;
@@ -22,7 +27,7 @@ use std::process::ExitCode;
 use anyhow::{anyhow, Context};
 use clap::Parser;
 
-use cli::{Cli, PtyMode};
+use cli::{Action, Cli, ExplainArgs, PtyMode};
 use launch::{HelperSpec, Request};
 
 /// Exit code for errors before the child starts (bad configuration, failed setup).
@@ -55,7 +60,12 @@ pub fn main_entry() -> ExitCode {
         Err(e) => return clap_error(&e),
     };
     let login_arg0 = args.first().is_some_and(|a| launch::is_login_arg0(a));
-    match run(cli, login_arg0) {
+    let outcome = match cli.action {
+        Some(Action::Schema) => print_schema(),
+        Some(Action::Explain(ref explain)) => run_explain(explain),
+        None => run(cli, login_arg0),
+    };
+    match outcome {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             eprintln!("sbx-shell: error: {:#}", failure.error);
@@ -73,10 +83,61 @@ fn clap_error(e: &clap::Error) -> ExitCode {
     ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
 }
 
+/// `sbx-shell schema`.
+fn print_schema() -> Result<u8, Failure> {
+    println!("{}", serde_json::to_string_pretty(&config::schema())?);
+    Ok(0)
+}
+
+/// `sbx-shell explain`.
+fn run_explain(args: &ExplainArgs) -> Result<u8, Failure> {
+    let policy = inputs::resolve(&args.policy)?;
+    let report = explain::report(&policy, &args.command);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", explain::render_text(&report));
+    }
+    Ok(0)
+}
+
+/// Nothing enforces a policy yet: asking for one must fail, never run unconfined silently.
+fn refuse_unenforced_policy(
+    requested: &[&str],
+    user_config: Option<&policy::Layer>,
+) -> Result<(), Failure> {
+    if !requested.is_empty() {
+        let flags = requested.join(" ");
+        return Err(anyhow!(
+            "no sandbox backend is implemented yet, so {flags} would not be enforced\nHint: `sbx-shell explain {flags} …` shows the policy they resolve to; run without them until a backend enforces it"
+        )
+        .into());
+    }
+    if let Some(layer) = user_config {
+        let policy_part = config::Config {
+            shell: None,
+            comment: None,
+            description: None,
+            ..layer.config.clone()
+        };
+        if policy_part != config::Config::default() {
+            return Err(anyhow!(
+                "{} sets a sandbox policy, and no sandbox backend is implemented yet to enforce it\nHint: `sbx-shell explain` shows that policy; keep only \"shell\" in the file until a backend enforces it",
+                layer.origin
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// Run what the command line asks for; returns the exit code.
 pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     process::install_subreaper();
     pty::install_panic_hook();
+    let home = inputs::home_dir()?;
+    let user_config = profiles::load_user_config(&inputs::config_dir(&home))?;
+    refuse_unenforced_policy(&cli.policy.requested(), user_config.as_ref())?;
     let request = Request {
         login: cli.login || login_arg0,
         interactive: cli.interactive,
@@ -89,6 +150,7 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     };
     let candidates = shell::Candidates {
         explicit: cli.shell,
+        configured: user_config.and_then(|layer| layer.config.shell),
         env: std::env::var_os("SHELL"),
         passwd: passwd_shell(),
     };

@@ -1,4 +1,5 @@
-//! Which real shell to run: `--shell`, else `$SHELL`, else the passwd entry, else /bin/sh.
+//! Which real shell to run: `--shell`, else the user config's `"shell"`, else `$SHELL`, else
+//! the passwd entry, else /bin/sh.
 //!
 //! When sbx-shell is someone's login shell, `$SHELL` and the passwd entry both name
 //! sbx-shell itself; those candidates are skipped so that it never recurses into itself and
@@ -18,6 +19,9 @@ pub const FALLBACK_SHELL: &str = "/bin/sh";
 pub struct Candidates {
     /// `--shell PATH`: the user's explicit choice, an error when unusable.
     pub explicit: Option<PathBuf>,
+    /// `"shell"` in the user config; skipped when unusable, like the ones below, so that a
+    /// stale config never leaves a login user without a shell.
+    pub configured: Option<PathBuf>,
     /// `$SHELL`.
     pub env: Option<OsString>,
     /// The login shell in the passwd entry.
@@ -52,6 +56,7 @@ pub fn resolve(candidates: &Candidates, probe: &impl ShellProbe) -> Result<PathB
         return Ok(explicit.clone());
     }
     let implicit = [
+        candidates.configured.clone(),
         candidates.env.as_ref().map(PathBuf::from),
         candidates.passwd.clone(),
     ];
@@ -90,6 +95,7 @@ mod tests {
     fn cands(explicit: Option<&str>, env: Option<&str>, passwd: Option<&str>) -> Candidates {
         Candidates {
             explicit: explicit.map(PathBuf::from),
+            configured: None,
             env: env.map(OsString::from),
             passwd: passwd.map(PathBuf::from),
         }
@@ -112,6 +118,16 @@ mod tests {
             Path::new("/bin/zsh")
         );
         assert_eq!(pick(cands(None, None, None)), Path::new(FALLBACK_SHELL));
+    }
+
+    #[test]
+    fn the_configured_shell_comes_after_the_flag_and_before_env() {
+        let f = fake();
+        let mut c = cands(None, Some("/bin/bash"), None);
+        c.configured = Some("/bin/zsh".into());
+        assert_eq!(resolve(&c, &f).unwrap(), Path::new("/bin/zsh"));
+        c.configured = Some("/gone/fish".into());
+        assert_eq!(resolve(&c, &f).unwrap(), Path::new("/bin/bash"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 mod cli;
 mod nontty;
+mod policy;
 mod support;
 mod terminal;
 mod tmux;

@@ -1,0 +1,530 @@
+//! The JSON configuration: the user's config file and every profile share this one format.
+//!
+//! Strict on purpose, since a typo in a sandbox policy must not silently widen it: unknown
+//! fields and duplicate keys are errors, with the file, line and column and a `Hint:`.
+//! Every object accepts a `"comment"` field so data files can explain themselves, and list
+//! entries may be a plain string or `{"path"/"name": …, "comment": …}`.
+//!
+//! This module only reads text into types (`from_str`); finding and reading files is
+//! `load`, and turning layers of configuration into a policy is `policy::resolve`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// A configuration layer: the user config file or a profile.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "sbx-shell configuration or profile")]
+pub struct Config {
+    /// Free text for the reader; ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// One line saying what this profile is for (shown by `explain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The shell to run when no command is given (user config only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "FilesystemConfig::is_empty")]
+    pub filesystem: FilesystemConfig,
+    /// "none", "full", or {"allow": [domains]}.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkConfig>,
+    /// Let the sandboxed program open pseudo-terminals of its own (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested_pty: Option<bool>,
+    /// macOS: let the program use the login keychain (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keychain_access: Option<bool>,
+    /// macOS: let the program reach the window server, pasteboard and HID events (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gui: Option<bool>,
+    #[serde(default, skip_serializing_if = "LimitsConfig::is_empty")]
+    pub limits: LimitsConfig,
+    #[serde(default, skip_serializing_if = "EnvironmentConfig::is_empty")]
+    pub environment: EnvironmentConfig,
+}
+
+/// What the sandboxed program may read and write.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FilesystemConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<FsMode>,
+    /// Writable besides the workspace. `~` is the home directory; relative paths are inside
+    /// the workspace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write: Vec<PathEntry>,
+    /// Readable besides the system, the workspace and the writable roots.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<PathEntry>,
+    /// Neither readable nor writable, added to the default set of credentials and private data.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<PathEntry>,
+    /// Readable but never writable, renamable or removable, added to the default set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protect: Vec<PathEntry>,
+    /// Take these out of the default denied set (e.g. an agent's own credentials).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_denied: Vec<PathEntry>,
+}
+
+impl FilesystemConfig {
+    fn is_empty(&self) -> bool {
+        *self == FilesystemConfig::default()
+    }
+}
+
+/// How much of the filesystem is writable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum FsMode {
+    /// Nothing is writable but the writable roots given explicitly.
+    ReadOnly,
+    /// The workspace and the writable roots are writable.
+    WorkspaceWrite,
+    /// No filesystem restriction (denied and protected paths still apply).
+    Unrestricted,
+}
+
+/// Network access.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum NetworkConfig {
+    /// "none" or "full".
+    Mode(NetworkMode),
+    /// Only these domains ("example.com", "*.example.com", optionally ":port").
+    Allow(AllowList),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkMode {
+    None,
+    Full,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AllowList {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    pub allow: Vec<NameEntry>,
+}
+
+impl<'de> Deserialize<'de> for NetworkConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NetworkVisitor;
+        impl<'de> Visitor<'de> for NetworkVisitor {
+            type Value = NetworkConfig;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(r#""none", "full" or {"allow": [domains]}"#)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<NetworkConfig, E> {
+                match v {
+                    "none" => Ok(NetworkConfig::Mode(NetworkMode::None)),
+                    "full" => Ok(NetworkConfig::Mode(NetworkMode::Full)),
+                    other => Err(E::invalid_value(de::Unexpected::Str(other), &self)),
+                }
+            }
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<NetworkConfig, M::Error> {
+                AllowList::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(NetworkConfig::Allow)
+            }
+        }
+        deserializer.deserialize_any(NetworkVisitor)
+    }
+}
+
+/// Resource limits. Absent means: the default (open files raised, core dumps off, the
+/// others unlimited).
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// "raise" (to the hard limit, the default), "keep", or a number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_files: Option<OpenFiles>,
+    /// CPU seconds (RLIMIT_CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<u64>,
+    /// Address space in MiB (RLIMIT_AS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
+    /// Processes of this user (RLIMIT_NPROC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    /// Allow core dumps (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_dumps: Option<bool>,
+    /// Wall-clock limit of the whole session, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    /// Seconds between SIGTERM at the timeout and SIGKILL (default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_grace_seconds: Option<u64>,
+}
+
+impl LimitsConfig {
+    fn is_empty(&self) -> bool {
+        *self == LimitsConfig::default()
+    }
+}
+
+/// The soft open-file limit the program gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum OpenFiles {
+    /// "raise" or "keep".
+    Mode(OpenFilesMode),
+    /// Exactly this many (capped by the hard limit).
+    Count(u64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OpenFilesMode {
+    Raise,
+    Keep,
+}
+
+impl<'de> Deserialize<'de> for OpenFiles {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct OpenFilesVisitor;
+        impl Visitor<'_> for OpenFilesVisitor {
+            type Value = OpenFiles;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(r#""raise", "keep" or a number"#)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<OpenFiles, E> {
+                match v {
+                    "raise" => Ok(OpenFiles::Mode(OpenFilesMode::Raise)),
+                    "keep" => Ok(OpenFiles::Mode(OpenFilesMode::Keep)),
+                    other => Err(E::invalid_value(de::Unexpected::Str(other), &self)),
+                }
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<OpenFiles, E> {
+                Ok(OpenFiles::Count(v))
+            }
+        }
+        deserializer.deserialize_any(OpenFilesVisitor)
+    }
+}
+
+/// The environment handed to the program.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnvironmentConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// Variables passed on although their names look secret (`*TOKEN*`, `*_API_KEY` …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<NameEntry>,
+    /// Variables to drop besides the always-dropped ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drop: Vec<NameEntry>,
+    /// Variables to set.
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "unique_map"
+    )]
+    pub set: BTreeMap<String, String>,
+}
+
+impl EnvironmentConfig {
+    fn is_empty(&self) -> bool {
+        *self == EnvironmentConfig::default()
+    }
+}
+
+/// A path, as a string or as {"path": …, "comment": …}.
+pub type PathEntry = Entry<PathFields>;
+/// A name (variable, domain), as a string or as {"name": …, "comment": …}.
+pub type NameEntry = Entry<NameFields>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PathFields {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NameFields {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+/// A list entry: a plain string, or an object carrying the same value and a comment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Entry<T> {
+    Plain(String),
+    Explained(T),
+}
+
+/// The value of an entry, whichever way it was written.
+pub trait EntryValue {
+    fn value(&self) -> &str;
+}
+
+impl EntryValue for PathFields {
+    fn value(&self) -> &str {
+        &self.path
+    }
+}
+
+impl EntryValue for NameFields {
+    fn value(&self) -> &str {
+        &self.name
+    }
+}
+
+impl<T: EntryValue> Entry<T> {
+    pub fn value(&self) -> &str {
+        match self {
+            Entry::Plain(value) => value,
+            Entry::Explained(fields) => fields.value(),
+        }
+    }
+}
+
+impl<T: EntryValue> From<&str> for Entry<T> {
+    fn from(value: &str) -> Self {
+        Entry::Plain(value.to_string())
+    }
+}
+
+// Untagged enums lose the inner error ("did not match any variant"); this keeps it, so a
+// misspelled "comment" inside an entry is reported as exactly that.
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Entry<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntryVisitor<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for EntryVisitor<T> {
+            type Value = Entry<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string, or an object with the value and a \"comment\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Entry<T>, E> {
+                Ok(Entry::Plain(v.to_string()))
+            }
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Entry<T>, M::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Entry::Explained)
+            }
+        }
+        deserializer.deserialize_any(EntryVisitor(PhantomData))
+    }
+}
+
+/// A string map whose keys must be unique (serde_json would keep the last silently).
+fn unique_map<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, String>, D::Error> {
+    struct UniqueVisitor;
+    impl<'de> Visitor<'de> for UniqueVisitor {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an object of strings")
+        }
+        fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((key, value)) = map.next_entry::<String, String>()? {
+                if out.contains_key(&key) {
+                    return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
+                }
+                out.insert(key, value);
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_map(UniqueVisitor)
+}
+
+/// A configuration file that could not be used.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("{origin}:{line}:{column}: {message}\nHint: {hint}")]
+    Invalid {
+        origin: String,
+        line: usize,
+        column: usize,
+        message: String,
+        hint: String,
+    },
+    #[error("cannot read {path}: {reason}\nHint: check that the file exists and is readable")]
+    Unreadable { path: PathBuf, reason: String },
+}
+
+/// Parse one configuration layer; `origin` names it in errors (a path or "profile NAME").
+pub fn from_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    serde_json::from_str(text).map_err(|e| {
+        let message = e.to_string();
+        let message = message
+            .split(" at line ")
+            .next()
+            .unwrap_or(&message)
+            .to_string();
+        ConfigError::Invalid {
+            origin: origin.to_string(),
+            line: e.line(),
+            column: e.column(),
+            hint: hint_for(&e, &message),
+            message,
+        }
+    })
+}
+
+fn hint_for(e: &serde_json::Error, message: &str) -> String {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Syntax | Category::Eof => {
+            "the file must be plain JSON: no comments and no trailing commas (use a \"comment\" field to explain)".into()
+        }
+        Category::Data if message.starts_with("unknown field") => {
+            "check the spelling; `sbx-shell schema` prints every field".into()
+        }
+        Category::Data if message.starts_with("duplicate field") => {
+            "each key may appear once in an object: remove or merge the other one".into()
+        }
+        Category::Data | Category::Io => "see `sbx-shell schema` for what each field takes".into(),
+    }
+}
+
+/// Read and parse a configuration file.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    from_str(&text, &path.display().to_string())
+}
+
+/// The JSON Schema of configuration files and profiles (committed as
+/// `schema/config.schema.json`; a test keeps the two in step).
+pub fn schema() -> serde_json::Value {
+    schemars::schema_for!(Config).to_value()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        from_str(text, "test.json").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_full_configuration_parses() {
+        let text = r#"{
+            "comment": "every field once",
+            "description": "example",
+            "filesystem": {
+                "comment": "fs",
+                "mode": "workspace-write",
+                "write": ["~/.cache/x", {"path": "~/.x", "comment": "why"}],
+                "read": ["/opt/data"], "deny": ["~/.secret"], "protect": [".env"],
+                "allow_denied": ["~/.aws"]
+            },
+            "network": {"comment": "api only", "allow": ["api.example.com", {"name": "*.example.org:443", "comment": "cdn"}]},
+            "nested_pty": false, "keychain_access": true, "gui": false,
+            "limits": {"open_files": 4096, "cpu_seconds": 60, "memory_mib": 2048, "processes": 256,
+                       "core_dumps": false, "timeout_seconds": 3600, "timeout_grace_seconds": 3},
+            "environment": {"allow": ["GITHUB_TOKEN"], "drop": ["FOO"], "set": {"A": "1"}}
+        }"#;
+        let config = from_str(text, "x").unwrap();
+        assert_eq!(config.filesystem.mode, Some(FsMode::WorkspaceWrite));
+        assert_eq!(config.filesystem.write[1].value(), "~/.x");
+        let Some(NetworkConfig::Allow(list)) = &config.network else {
+            panic!("{config:?}")
+        };
+        assert_eq!(list.allow[1].value(), "*.example.org:443");
+        assert_eq!(config.limits.open_files, Some(OpenFiles::Count(4096)));
+        assert_eq!(config.environment.set["A"], "1");
+        // What it serializes to parses back to the same thing.
+        let again = from_str(&serde_json::to_string(&config).unwrap(), "again").unwrap();
+        assert_eq!(again, config);
+    }
+
+    #[test]
+    fn mistakes_are_errors_with_file_line_column_and_hint() {
+        let cases = [
+            (
+                "{\n  \"netwrk\": \"none\"\n}",
+                "test.json:2:10: unknown field `netwrk`",
+                "check the spelling",
+            ),
+            (
+                "{\"gui\": true,\n \"gui\": false}",
+                "test.json:2:6: duplicate field `gui`",
+                "appear once",
+            ),
+            (
+                "{\"environment\": {\"set\": {\"A\": \"1\", \"A\": \"2\"}}}",
+                "duplicate field `A`",
+                "appear once",
+            ),
+            (
+                "{\"network\": \"some\"}",
+                "invalid value: string \"some\"",
+                "sbx-shell schema",
+            ),
+            (
+                "{\"filesystem\": {\"write\": [{\"path\": \"x\", \"coment\": \"y\"}]}}",
+                "unknown field `coment`",
+                "spelling",
+            ),
+            (
+                "{\"filesystem\": {\"mode\": \"rw\"}}",
+                "unknown variant `rw`",
+                "sbx-shell schema",
+            ),
+            ("{\"gui\": true,}", "trailing comma", "no trailing commas"),
+            ("// hi\n{}", "expected value", "no comments"),
+        ];
+        for (text, message, hint) in cases {
+            let got = err(text);
+            assert!(got.contains(message), "{text}: {got}");
+            assert!(
+                got.contains("Hint: ") && got.contains(hint),
+                "{text}: {got}"
+            );
+        }
+    }
+
+    /// `UPDATE_GOLDEN=1 cargo test` rewrites the committed schema on purpose.
+    #[test]
+    fn the_committed_schema_is_the_generated_one() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/config.schema.json");
+        let generated = serde_json::to_string_pretty(&schema()).unwrap() + "\n";
+        if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
+            std::fs::write(path, &generated).unwrap();
+        }
+        let committed = std::fs::read_to_string(path).unwrap();
+        assert!(
+            committed == generated,
+            "schema/config.schema.json is stale: run UPDATE_GOLDEN=1 cargo test"
+        );
+    }
+
+    #[test]
+    fn the_schema_forbids_unknown_fields_and_allows_comments() {
+        let schema = schema();
+        assert_eq!(schema["additionalProperties"], false);
+        assert!(schema["properties"]["comment"].is_object());
+        assert!(schema["$defs"]["FilesystemConfig"]["properties"]["comment"].is_object());
+    }
+}

@@ -1,0 +1,189 @@
+//! `sbx-shell explain`: the resolved policy, as text for people and JSON for tools.
+//!
+//! Pure rendering. As the backends land, each adds what it would run (the SBPL profile and
+//! its parameters, the bwrap argv, the Landlock and seccomp rules) to this report.
+
+use std::ffi::OsString;
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::config::{FsMode, OpenFiles, OpenFilesMode};
+use crate::policy::{Network, Policy, ResolvedPath, ALWAYS_DROPPED};
+
+/// What `explain --json` prints.
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    pub policy: &'a Policy,
+    pub command: Vec<String>,
+    /// Per backend: what it would enforce, or why it does not exist yet.
+    pub backends: Vec<BackendReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BackendReport {
+    pub name: &'static str,
+    pub platform: &'static str,
+    pub status: &'static str,
+}
+
+/// The backends and their state in this build.
+pub fn backends() -> Vec<BackendReport> {
+    vec![
+        BackendReport {
+            name: "seatbelt",
+            platform: "macos",
+            status: "not implemented yet: nothing is enforced",
+        },
+        BackendReport {
+            name: "bwrap",
+            platform: "linux",
+            status: "not implemented yet: nothing is enforced",
+        },
+        BackendReport {
+            name: "landlock",
+            platform: "linux",
+            status: "not implemented yet: nothing is enforced",
+        },
+    ]
+}
+
+pub fn report<'a>(policy: &'a Policy, command: &[OsString]) -> Report<'a> {
+    Report {
+        policy,
+        command: command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        backends: backends(),
+    }
+}
+
+/// The report as text.
+pub fn render_text(report: &Report<'_>) -> String {
+    let p = report.policy;
+    let fs = &p.filesystem;
+    let mut out = String::new();
+    let mut line = |key: &str, value: &str| {
+        let _ = writeln!(out, "{key:<13} {value}");
+    };
+    line("profile", &p.profile);
+    if !report.command.is_empty() {
+        line("command", &report.command.join(" "));
+    }
+    line(
+        "filesystem",
+        match fs.mode {
+            FsMode::ReadOnly => "read-only",
+            FsMode::WorkspaceWrite => "workspace-write",
+            FsMode::Unrestricted => "unrestricted",
+        },
+    );
+    line("  workspace", &show(&fs.workspace));
+    line("  writable", &list(&fs.writable));
+    line("  readable", &list(&fs.readable));
+    line("  denied", &list(&fs.denied));
+    line("  protected", &list(&fs.protected));
+    let network = match &p.network {
+        Network::None => "none".to_string(),
+        Network::Full => "full".to_string(),
+        Network::Allow(rules) => {
+            let shown: Vec<String> = rules
+                .iter()
+                .map(|r| {
+                    let host = if r.wildcard {
+                        format!("*.{}", r.host)
+                    } else {
+                        r.host.clone()
+                    };
+                    r.port.map_or(host.clone(), |port| format!("{host}:{port}"))
+                })
+                .collect();
+            format!("only {}", shown.join(", "))
+        }
+    };
+    line("network", &network);
+    line("nested pty", yes_no(p.nested_pty));
+    line("keychain", yes_no(p.keychain_access));
+    line("gui", yes_no(p.gui));
+    let l = &p.limits;
+    let open_files = match l.open_files {
+        OpenFiles::Mode(OpenFilesMode::Raise) => "raised to the hard limit".to_string(),
+        OpenFiles::Mode(OpenFilesMode::Keep) => "as inherited".to_string(),
+        OpenFiles::Count(n) => n.to_string(),
+    };
+    let or_none =
+        |v: Option<u64>, unit: &str| v.map_or("unlimited".to_string(), |v| format!("{v}{unit}"));
+    line(
+        "limits",
+        &format!(
+            "open files {open_files}; cpu {}; memory {}; processes {}; core dumps {}; timeout {}",
+            or_none(l.cpu_seconds, " s"),
+            or_none(l.memory_mib, " MiB"),
+            or_none(l.processes, ""),
+            if l.core_dumps { "on" } else { "off" },
+            l.timeout_seconds.map_or("none".to_string(), |t| format!(
+                "{t} s, then SIGKILL after {} s",
+                l.timeout_grace_seconds
+            )),
+        ),
+    );
+    let e = &p.environment;
+    line(
+        "environment",
+        &format!("always dropped: {}", ALWAYS_DROPPED.join(" ")),
+    );
+    line("", "dropped when the name looks secret (*TOKEN* *SECRET* *PASSWORD* *_API_KEY …), unless allowed");
+    line("  allowed", &words(e.allow.iter()));
+    line("  dropped", &words(e.drop.iter()));
+    line(
+        "  set",
+        &words(e.set.iter().map(|(k, v)| format!("{k}={v}"))),
+    );
+    line("", "and SBX_SHELL=1, SBX_SANDBOX=<backend>");
+    for backend in &report.backends {
+        line(
+            "backend",
+            &format!(
+                "{} ({}): {}",
+                backend.name, backend.platform, backend.status
+            ),
+        );
+    }
+    out
+}
+
+fn show(path: &ResolvedPath) -> String {
+    match &path.real {
+        Some(real) => format!("{} (= {})", path.path.display(), real.display()),
+        None => path.path.display().to_string(),
+    }
+}
+
+fn list(paths: &[ResolvedPath]) -> String {
+    if paths.is_empty() {
+        return "—".into();
+    }
+    paths
+        .iter()
+        .map(show)
+        .collect::<Vec<_>>()
+        .join("\n              ")
+}
+
+fn words<T: std::fmt::Display>(items: impl Iterator<Item = T>) -> String {
+    let all: Vec<String> = items.map(|i| i.to_string()).collect();
+    if all.is_empty() {
+        "—".into()
+    } else {
+        all.join(" ")
+    }
+}
+
+fn yes_no(on: bool) -> &'static str {
+    if on {
+        "yes"
+    } else {
+        "no"
+    }
+}

@@ -1,0 +1,556 @@
+//! The resolved, canonical policy that every backend reads. Pure: no I/O (the filesystem is
+//! asked through the `PathResolver` trait) and no `cfg(target_os)` — a Linux machine can
+//! resolve and review a macOS policy and the reverse.
+//!
+//! Layers merge in precedence order: built-in defaults < user config < profile < flags
+//! (flags arrive as one more `Config` layer). Scalars: the last layer that sets one wins.
+//! Lists: every layer adds. Paths are resolved once, here: `~` expanded, relative paths
+//! taken inside the workspace, `..` and control characters rejected, symlinks resolved with
+//! both spellings kept when they differ (macOS's `/tmp` is `/private/tmp`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::config::{Config, FsMode, NetworkConfig, NetworkMode, OpenFiles, OpenFilesMode};
+
+/// Credentials and private data: neither readable nor writable unless a layer takes an
+/// entry out with `allow_denied`. Relative to the home directory.
+pub const DEFAULT_DENIED: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    ".config/gh",
+    ".password-store",
+    ".vault-token",
+    ".config/sbx-shell/secrets",
+    // shell and REPL history
+    ".bash_history",
+    ".zsh_history",
+    ".local/share/fish/fish_history",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".lesshst",
+    // browser profiles
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/microsoft-edge",
+    ".var/app/org.mozilla.firefox",
+    // macOS
+    "Library/Keychains",
+    "Library/Cookies",
+    "Library/Mail",
+    "Library/Messages",
+    "Library/Safari",
+    "Library/Application Support/Google/Chrome",
+    "Library/Application Support/Firefox",
+    "Library/Application Support/BraveSoftware",
+];
+
+/// Readable, never writable, renamable or removable. `~/…` is in the home directory, the
+/// others inside the workspace.
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    // code that git runs, and where it is configured
+    ".git/hooks",
+    ".git/config",
+    ".gitmodules",
+    "~/.gitconfig",
+    "~/.config/git",
+    // shell startup files: code every later shell runs
+    "~/.bashrc",
+    "~/.bash_profile",
+    "~/.bash_login",
+    "~/.bash_logout",
+    "~/.profile",
+    "~/.zshrc",
+    "~/.zshenv",
+    "~/.zprofile",
+    "~/.zlogin",
+    "~/.zlogout",
+    "~/.config/fish",
+    "~/.inputrc",
+    // agent and editor configuration that grants permissions or runs commands
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".claude/commands",
+    ".mcp.json",
+    ".vscode",
+    ".idea",
+    // sbx-shell's own configuration
+    "~/.config/sbx-shell",
+];
+
+/// Environment variables never handed to the program: they inject code into whatever runs
+/// next (the dynamic loader, shells, language runtimes). `*` ends a prefix pattern.
+pub const ALWAYS_DROPPED: &[&str] = &[
+    "LD_*",
+    "DYLD_*",
+    "BASH_ENV",
+    "ENV",
+    "PROMPT_COMMAND",
+    "NODE_OPTIONS",
+    "PYTHONSTARTUP",
+    "PYTHONINSPECT",
+    "PERL5OPT",
+    "RUBYOPT",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "GIT_EXEC_PATH",
+    "GIT_CONFIG_PARAMETERS",
+];
+
+/// Substrings and suffixes of names that look secret: dropped unless allowed by name.
+pub const SECRET_SUBSTRINGS: &[&str] = &["TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"];
+pub const SECRET_SUFFIXES: &[&str] = &["_API_KEY", "_ACCESS_KEY", "_PRIVATE_KEY", "_APIKEY"];
+
+/// Seconds between SIGTERM at the timeout and SIGKILL, unless configured.
+pub const DEFAULT_TIMEOUT_GRACE: u64 = 5;
+
+/// One named layer of configuration.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    /// Where it came from, for messages: "built-in defaults", a path, "profile claude", "flags".
+    pub origin: String,
+    pub config: Config,
+}
+
+/// What the resolver asks of the filesystem.
+pub trait PathResolver {
+    /// The path with every symlink resolved, if it exists.
+    fn real_path(&self, path: &Path) -> Option<PathBuf>;
+}
+
+/// Where relative and `~` paths point.
+#[derive(Debug, Clone)]
+pub struct PathContext {
+    pub home: PathBuf,
+    pub workspace: PathBuf,
+}
+
+/// A path as written (made absolute) and, when different, as the kernel sees it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct ResolvedPath {
+    pub path: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub real: Option<PathBuf>,
+}
+
+impl ResolvedPath {
+    /// Both spellings when they differ, the written one first.
+    pub fn spellings(&self) -> Vec<&Path> {
+        let mut all = vec![self.path.as_path()];
+        all.extend(self.real.as_deref());
+        all
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Policy {
+    /// The profile the policy was resolved with.
+    pub profile: String,
+    pub filesystem: Filesystem,
+    pub network: Network,
+    pub nested_pty: bool,
+    pub keychain_access: bool,
+    pub gui: bool,
+    pub limits: Limits,
+    pub environment: Environment,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Filesystem {
+    pub mode: FsMode,
+    pub workspace: ResolvedPath,
+    pub writable: Vec<ResolvedPath>,
+    pub readable: Vec<ResolvedPath>,
+    pub denied: Vec<ResolvedPath>,
+    pub protected: Vec<ResolvedPath>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "mode", content = "allow")]
+pub enum Network {
+    None,
+    Full,
+    Allow(Vec<DomainRule>),
+}
+
+/// One allowed destination: a host name (or `*.` wildcard) or an IP literal, with an
+/// optional port.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct DomainRule {
+    pub host: String,
+    pub wildcard: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    pub open_files: OpenFiles,
+    pub cpu_seconds: Option<u64>,
+    pub memory_mib: Option<u64>,
+    pub processes: Option<u64>,
+    pub core_dumps: bool,
+    pub timeout_seconds: Option<u64>,
+    pub timeout_grace_seconds: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Environment {
+    /// Secret-looking names passed on anyway.
+    pub allow: BTreeSet<String>,
+    /// Names or `PREFIX*` patterns dropped, beyond the always-dropped ones.
+    pub drop: BTreeSet<String>,
+    pub set: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum PolicyError {
+    #[error("{origin}: path {path:?} contains a control character\nHint: write the path without control characters")]
+    ControlCharacter { origin: String, path: String },
+    #[error("{origin}: path {path:?} contains `..`\nHint: write the path without `..` (sbx-shell resolves paths once, and `..` could point anywhere after a rename)")]
+    ParentComponent { origin: String, path: String },
+    #[error("{origin}: empty path\nHint: remove the empty entry")]
+    EmptyPath { origin: String },
+    #[error("{origin}: {entry:?} is not a domain, `*.domain` or IP address (with an optional `:port`)\nHint: write e.g. api.example.com, *.example.com or api.example.com:443")]
+    BadDomain { origin: String, entry: String },
+    #[error("{origin}: {name:?} is not a valid environment variable name\nHint: use letters, digits and `_`, not starting with a digit")]
+    BadVariable { origin: String, name: String },
+}
+
+/// The built-in defaults, the lowest layer.
+pub fn defaults_layer() -> Layer {
+    let mut config = Config::default();
+    config.filesystem.mode = Some(FsMode::WorkspaceWrite);
+    config.network = Some(NetworkConfig::Mode(NetworkMode::None));
+    config.nested_pty = Some(true);
+    config.keychain_access = Some(false);
+    config.gui = Some(false);
+    config.limits.open_files = Some(OpenFiles::Mode(OpenFilesMode::Raise));
+    config.limits.core_dumps = Some(false);
+    Layer {
+        origin: "built-in defaults".into(),
+        config,
+    }
+}
+
+/// Merge `layers` (lowest precedence first) into the policy for `profile`.
+pub fn resolve(
+    profile: &str,
+    layers: &[Layer],
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+) -> Result<Policy, PolicyError> {
+    let last =
+        |pick: &dyn Fn(&Config) -> Option<bool>| layers.iter().rev().find_map(|l| pick(&l.config));
+    let workspace = resolve_path(&ctx.workspace.display().to_string(), "workspace", ctx, fs)?;
+    Ok(Policy {
+        profile: profile.to_string(),
+        filesystem: resolve_filesystem(layers, workspace, ctx, fs)?,
+        network: resolve_network(layers)?,
+        nested_pty: last(&|c| c.nested_pty).unwrap_or(true),
+        keychain_access: last(&|c| c.keychain_access).unwrap_or(false),
+        gui: last(&|c| c.gui).unwrap_or(false),
+        limits: resolve_limits(layers),
+        environment: resolve_environment(layers)?,
+    })
+}
+
+fn resolve_filesystem(
+    layers: &[Layer],
+    workspace: ResolvedPath,
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+) -> Result<Filesystem, PolicyError> {
+    let mode = layers
+        .iter()
+        .rev()
+        .find_map(|l| l.config.filesystem.mode)
+        .unwrap_or(FsMode::WorkspaceWrite);
+    let collect = |pick: &dyn Fn(&Config) -> &Vec<crate::config::PathEntry>| -> Result<Vec<ResolvedPath>, PolicyError> {
+        let mut out = BTreeSet::new();
+        for layer in layers {
+            for entry in pick(&layer.config) {
+                out.insert(resolve_path(entry.value(), &layer.origin, ctx, fs)?);
+            }
+        }
+        Ok(out.into_iter().collect())
+    };
+    let builtin = |list: &[&str], origin: &str| -> Result<BTreeSet<ResolvedPath>, PolicyError> {
+        list.iter()
+            .map(|p| resolve_path(p, origin, ctx, fs))
+            .collect()
+    };
+    let home_relative: Vec<String> = DEFAULT_DENIED.iter().map(|p| format!("~/{p}")).collect();
+    let home_relative: Vec<&str> = home_relative.iter().map(String::as_str).collect();
+    let mut denied = builtin(&home_relative, "default denied paths")?;
+    denied.extend(collect(&|c| &c.filesystem.deny)?);
+    for allowed in collect(&|c| &c.filesystem.allow_denied)? {
+        denied.remove(&allowed);
+    }
+    let mut protected = builtin(DEFAULT_PROTECTED, "default protected paths")?;
+    protected.extend(collect(&|c| &c.filesystem.protect)?);
+    Ok(Filesystem {
+        mode,
+        workspace,
+        writable: collect(&|c| &c.filesystem.write)?,
+        readable: collect(&|c| &c.filesystem.read)?,
+        denied: denied.into_iter().collect(),
+        protected: protected.into_iter().collect(),
+    })
+}
+
+fn resolve_network(layers: &[Layer]) -> Result<Network, PolicyError> {
+    let Some((origin, network)) = layers
+        .iter()
+        .rev()
+        .find_map(|l| l.config.network.as_ref().map(|n| (&l.origin, n)))
+    else {
+        return Ok(Network::None);
+    };
+    match network {
+        NetworkConfig::Mode(NetworkMode::None) => Ok(Network::None),
+        NetworkConfig::Mode(NetworkMode::Full) => Ok(Network::Full),
+        NetworkConfig::Allow(list) => {
+            let rules: BTreeSet<DomainRule> = list
+                .allow
+                .iter()
+                .map(|e| parse_domain_rule(e.value(), origin))
+                .collect::<Result<_, _>>()?;
+            Ok(Network::Allow(rules.into_iter().collect()))
+        }
+    }
+}
+
+fn resolve_limits(layers: &[Layer]) -> Limits {
+    fn last<T>(layers: &[Layer], pick: impl Fn(&Config) -> Option<T>) -> Option<T> {
+        layers.iter().rev().find_map(|l| pick(&l.config))
+    }
+    Limits {
+        open_files: last(layers, |c| c.limits.open_files)
+            .unwrap_or(OpenFiles::Mode(OpenFilesMode::Raise)),
+        cpu_seconds: last(layers, |c| c.limits.cpu_seconds),
+        memory_mib: last(layers, |c| c.limits.memory_mib),
+        processes: last(layers, |c| c.limits.processes),
+        core_dumps: last(layers, |c| c.limits.core_dumps).unwrap_or(false),
+        timeout_seconds: last(layers, |c| c.limits.timeout_seconds),
+        timeout_grace_seconds: last(layers, |c| c.limits.timeout_grace_seconds)
+            .unwrap_or(DEFAULT_TIMEOUT_GRACE),
+    }
+}
+
+fn resolve_environment(layers: &[Layer]) -> Result<Environment, PolicyError> {
+    let mut env = Environment {
+        allow: BTreeSet::new(),
+        drop: BTreeSet::new(),
+        set: BTreeMap::new(),
+    };
+    for layer in layers {
+        let c = &layer.config.environment;
+        let check = |name: &str, pattern_ok: bool| {
+            let bare = if pattern_ok {
+                name.strip_suffix('*').unwrap_or(name)
+            } else {
+                name
+            };
+            if is_variable_name(bare) {
+                Ok(name.to_string())
+            } else {
+                Err(PolicyError::BadVariable {
+                    origin: layer.origin.clone(),
+                    name: name.to_string(),
+                })
+            }
+        };
+        for entry in &c.allow {
+            env.allow.insert(check(entry.value(), false)?);
+        }
+        for entry in &c.drop {
+            env.drop.insert(check(entry.value(), true)?);
+        }
+        for (name, value) in &c.set {
+            env.set.insert(check(name, false)?, value.clone());
+        }
+    }
+    Ok(env)
+}
+
+fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// Resolve one path as written in `origin`.
+pub fn resolve_path(
+    raw: &str,
+    origin: &str,
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+) -> Result<ResolvedPath, PolicyError> {
+    let err_path = || raw.to_string();
+    if raw.is_empty() {
+        return Err(PolicyError::EmptyPath {
+            origin: origin.into(),
+        });
+    }
+    if raw.chars().any(char::is_control) {
+        return Err(PolicyError::ControlCharacter {
+            origin: origin.into(),
+            path: err_path(),
+        });
+    }
+    let absolute = if raw == "~" {
+        ctx.home.clone()
+    } else if let Some(rest) = raw.strip_prefix("~/") {
+        ctx.home.join(rest)
+    } else {
+        ctx.workspace.join(raw) // join keeps an absolute `raw` as it is
+    };
+    let mut path = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::ParentDir => {
+                return Err(PolicyError::ParentComponent {
+                    origin: origin.into(),
+                    path: err_path(),
+                })
+            }
+            Component::CurDir => {}
+            other => path.push(other),
+        }
+    }
+    let real = real_path_of(&path, fs).filter(|real| *real != path);
+    Ok(ResolvedPath { path, real })
+}
+
+/// The real path of `path`, even when it does not exist yet: its deepest existing ancestor
+/// resolved, and the rest appended.
+fn real_path_of(path: &Path, fs: &impl PathResolver) -> Option<PathBuf> {
+    let mut existing = path;
+    let mut rest = Vec::new();
+    loop {
+        if let Some(real) = fs.real_path(existing) {
+            return Some(
+                rest.iter()
+                    .rev()
+                    .fold(real, |acc: PathBuf, part| acc.join(part)),
+            );
+        }
+        rest.push(existing.file_name()?);
+        existing = existing.parent()?;
+    }
+}
+
+/// "example.com", "*.example.com", "1.2.3.4", "[::1]", each with an optional ":port".
+pub fn parse_domain_rule(entry: &str, origin: &str) -> Result<DomainRule, PolicyError> {
+    let bad = || PolicyError::BadDomain {
+        origin: origin.to_string(),
+        entry: entry.to_string(),
+    };
+    let (host, port) = split_port(entry).ok_or_else(bad)?;
+    let (wildcard, name) = match host.strip_prefix("*.") {
+        Some(name) => (true, name),
+        None => (false, host),
+    };
+    let name = name.to_ascii_lowercase();
+    let is_ip = name.parse::<std::net::IpAddr>().is_ok();
+    let is_domain = name.len() <= 253
+        && name.contains('.')
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
+    if (is_ip && wildcard) || !(is_ip || is_domain) {
+        return Err(bad());
+    }
+    Ok(DomainRule {
+        host: name,
+        wildcard,
+        port,
+    })
+}
+
+fn split_port(entry: &str) -> Option<(&str, Option<u16>)> {
+    if let Some(rest) = entry.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        return match after.strip_prefix(':') {
+            Some(port) => Some((host, Some(port.parse().ok().filter(|p| *p > 0)?))),
+            None if after.is_empty() => Some((host, None)),
+            None => None,
+        };
+    }
+    match entry.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => {
+            Some((host, Some(port.parse().ok().filter(|p| *p > 0)?)))
+        }
+        _ => Some((entry, None)),
+    }
+}
+
+impl Environment {
+    /// The environment the program gets: `inherited` minus the always-dropped variables,
+    /// minus secret-looking ones not allowed by name, minus the configured drops, plus the
+    /// configured variables, plus `SBX_SHELL=1` and `SBX_SANDBOX=<backend>`.
+    pub fn apply(
+        &self,
+        inherited: impl IntoIterator<Item = (OsString, OsString)>,
+        backend: &str,
+    ) -> Vec<(OsString, OsString)> {
+        let mut out: BTreeMap<OsString, OsString> = inherited
+            .into_iter()
+            .filter(|(name, _)| name.to_str().is_some_and(|name| self.keeps(name)))
+            .collect();
+        for (name, value) in &self.set {
+            out.insert(name.into(), value.into());
+        }
+        out.insert("SBX_SHELL".into(), "1".into());
+        out.insert("SBX_SANDBOX".into(), backend.into());
+        out.into_iter().collect()
+    }
+
+    /// Whether an inherited variable of this name is passed on.
+    pub fn keeps(&self, name: &str) -> bool {
+        let matches = |pattern: &str| match pattern.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == pattern,
+        };
+        if ALWAYS_DROPPED.iter().any(|p| matches(p)) || self.drop.iter().any(|p| matches(p)) {
+            return false;
+        }
+        !looks_secret(name) || self.allow.contains(name)
+    }
+}
+
+/// `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*_API_KEY` and the like, in any case.
+pub fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_SUBSTRINGS.iter().any(|s| upper.contains(s))
+        || SECRET_SUFFIXES.iter().any(|s| upper.ends_with(s))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,269 @@
+use super::*;
+use crate::config;
+
+/// A filesystem where /tmp is a symlink to /private/tmp (as on macOS) and /home/u exists.
+struct FakeFs;
+
+impl PathResolver for FakeFs {
+    fn real_path(&self, path: &Path) -> Option<PathBuf> {
+        let s = path.to_str()?;
+        if s == "/tmp" || s.starts_with("/tmp/") {
+            return Some(PathBuf::from(format!("/private{s}")));
+        }
+        [
+            "/",
+            "/home",
+            "/home/u",
+            "/home/u/proj",
+            "/private",
+            "/private/tmp",
+        ]
+        .contains(&s)
+        .then(|| path.to_path_buf())
+    }
+}
+
+fn ctx() -> PathContext {
+    PathContext {
+        home: "/home/u".into(),
+        workspace: "/home/u/proj".into(),
+    }
+}
+
+fn layer(origin: &str, json: &str) -> Layer {
+    Layer {
+        origin: origin.into(),
+        config: config::from_str(json, origin).unwrap(),
+    }
+}
+
+fn policy(layers: &[Layer]) -> Policy {
+    let mut all = vec![defaults_layer()];
+    all.extend_from_slice(layers);
+    resolve("test", &all, &ctx(), &FakeFs).unwrap()
+}
+
+fn paths(list: &[ResolvedPath]) -> Vec<String> {
+    list.iter().map(|p| p.path.display().to_string()).collect()
+}
+
+#[test]
+fn the_defaults_are_the_safe_ones() {
+    let p = policy(&[]);
+    assert_eq!(p.filesystem.mode, FsMode::WorkspaceWrite);
+    assert_eq!(p.filesystem.workspace.path, Path::new("/home/u/proj"));
+    assert_eq!(p.network, Network::None);
+    assert!(p.nested_pty && !p.keychain_access && !p.gui);
+    assert_eq!(p.limits.open_files, OpenFiles::Mode(OpenFilesMode::Raise));
+    assert!(!p.limits.core_dumps);
+    assert_eq!(p.limits.timeout_grace_seconds, DEFAULT_TIMEOUT_GRACE);
+    let denied = paths(&p.filesystem.denied);
+    for secret in [
+        "/home/u/.ssh",
+        "/home/u/.aws",
+        "/home/u/.config/gcloud",
+        "/home/u/.bash_history",
+        "/home/u/Library/Keychains",
+    ] {
+        assert!(
+            denied.contains(&secret.to_string()),
+            "{secret} not denied: {denied:?}"
+        );
+    }
+    let protected = paths(&p.filesystem.protected);
+    for file in [
+        "/home/u/proj/.git/hooks",
+        "/home/u/proj/.git/config",
+        "/home/u/.bashrc",
+        "/home/u/proj/.mcp.json",
+        "/home/u/.config/sbx-shell",
+    ] {
+        assert!(
+            protected.contains(&file.to_string()),
+            "{file} not protected: {protected:?}"
+        );
+    }
+}
+
+#[test]
+fn later_layers_win_for_scalars_and_add_to_lists() {
+    let user = layer(
+        "user",
+        r#"{"network": "full", "gui": true, "filesystem": {"write": ["~/.cache"]}}"#,
+    );
+    let profile = layer(
+        "profile",
+        r#"{"network": {"allow": ["api.example.com"]}, "filesystem": {"write": ["/opt/out"]}}"#,
+    );
+    let flags = layer(
+        "flags",
+        r#"{"gui": false, "filesystem": {"write": ["~/.cache"]}}"#,
+    );
+    let p = policy(&[user, profile, flags]);
+    assert_eq!(
+        p.network,
+        Network::Allow(vec![DomainRule {
+            host: "api.example.com".into(),
+            wildcard: false,
+            port: None
+        }])
+    );
+    assert!(!p.gui);
+    assert_eq!(
+        paths(&p.filesystem.writable),
+        ["/home/u/.cache", "/opt/out"]
+    );
+}
+
+#[test]
+fn allow_denied_takes_an_entry_out_of_the_default_set() {
+    let p = policy(&[layer(
+        "profile",
+        r#"{"filesystem": {"allow_denied": ["~/.config/gcloud"]}}"#,
+    )]);
+    assert!(!paths(&p.filesystem.denied).contains(&"/home/u/.config/gcloud".to_string()));
+    assert!(paths(&p.filesystem.denied).contains(&"/home/u/.ssh".to_string()));
+}
+
+#[test]
+fn paths_are_resolved_once_with_both_spellings_kept() {
+    let resolve = |raw: &str| resolve_path(raw, "t", &ctx(), &FakeFs);
+    assert_eq!(resolve("~/.x").unwrap().path, Path::new("/home/u/.x"));
+    assert_eq!(resolve("~").unwrap().path, Path::new("/home/u"));
+    assert_eq!(
+        resolve("src/./gen").unwrap().path,
+        Path::new("/home/u/proj/src/gen")
+    );
+    let tmp = resolve("/tmp/build").unwrap();
+    assert_eq!(tmp.path, Path::new("/tmp/build"));
+    assert_eq!(tmp.real.as_deref(), Some(Path::new("/private/tmp/build")));
+    assert_eq!(
+        tmp.spellings(),
+        [Path::new("/tmp/build"), Path::new("/private/tmp/build")]
+    );
+    assert_eq!(
+        resolve("/home/u/proj").unwrap().real,
+        None,
+        "same spelling is kept once"
+    );
+}
+
+#[test]
+fn dangerous_paths_are_rejected_with_a_hint() {
+    for (raw, needle) in [
+        ("../up", "`..`"),
+        ("~/a/../../etc", "`..`"),
+        ("a\nb", "control character"),
+        ("", "empty path"),
+    ] {
+        let err = resolve_path(raw, "profile x", &ctx(), &FakeFs)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(needle) && err.contains("Hint: ") && err.starts_with("profile x"),
+            "{raw:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn domain_rules_are_parsed_strictly() {
+    let ok = |e: &str| parse_domain_rule(e, "t").unwrap();
+    assert_eq!(
+        ok("API.Example.com"),
+        DomainRule {
+            host: "api.example.com".into(),
+            wildcard: false,
+            port: None
+        }
+    );
+    assert_eq!(
+        ok("*.googleapis.com:443"),
+        DomainRule {
+            host: "googleapis.com".into(),
+            wildcard: true,
+            port: Some(443)
+        }
+    );
+    assert_eq!(ok("10.0.0.1:8080").port, Some(8080));
+    assert_eq!(ok("[::1]:443").host, "::1");
+    for bad in [
+        "localhost",
+        "*.1.2.3.4",
+        "exa mple.com",
+        "a..b",
+        "-a.com",
+        "a.com:0",
+        "a.com:99999",
+        "*",
+        "a.com:x",
+        "http://a.com",
+    ] {
+        let err = parse_domain_rule(bad, "t").unwrap_err().to_string();
+        assert!(err.contains("Hint: "), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn the_environment_drops_injectors_and_secrets_unless_allowed() {
+    let p = policy(&[layer(
+        "profile",
+        r#"{"environment": {"allow": ["ANTHROPIC_API_KEY"], "drop": ["AWS_*"], "set": {"EDITOR": "vi"}}}"#,
+    )]);
+    let inherited = [
+        ("PATH", "/usr/bin"),
+        ("HOME", "/home/u"),
+        ("TERM", "xterm"),
+        ("LD_PRELOAD", "x.so"),
+        ("DYLD_INSERT_LIBRARIES", "x"),
+        ("BASH_ENV", "x"),
+        ("NODE_OPTIONS", "--require x"),
+        ("GITHUB_TOKEN", "t"),
+        ("MY_SECRET", "s"),
+        ("DB_PASSWORD", "p"),
+        ("OPENAI_API_KEY", "k"),
+        ("ANTHROPIC_API_KEY", "k"),
+        ("AWS_REGION", "eu"),
+        ("EDITOR", "nano"),
+        ("KEYMAP", "us"),
+    ]
+    .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+    let env: BTreeMap<String, String> = p
+        .environment
+        .apply(inherited, "bwrap")
+        .into_iter()
+        .map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap()))
+        .collect();
+    let names: Vec<&str> = env.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "ANTHROPIC_API_KEY",
+            "EDITOR",
+            "HOME",
+            "KEYMAP",
+            "PATH",
+            "SBX_SANDBOX",
+            "SBX_SHELL",
+            "TERM"
+        ]
+    );
+    assert_eq!(env["EDITOR"], "vi");
+    assert_eq!(env["SBX_SHELL"], "1");
+    assert_eq!(env["SBX_SANDBOX"], "bwrap");
+}
+
+#[test]
+fn bad_variable_names_are_rejected() {
+    let layers = [
+        defaults_layer(),
+        layer("profile p", r#"{"environment": {"set": {"1X": "y"}}}"#),
+    ];
+    let err = resolve("p", &layers, &ctx(), &FakeFs)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("profile p: \"1X\"") && err.contains("Hint: "),
+        "{err}"
+    );
+}
