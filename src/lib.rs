@@ -16,6 +16,7 @@ pub mod policy;
 pub mod process;
 pub mod profiles;
 mod pty;
+pub mod sandbox;
 pub mod shell;
 mod signals;
 

@@ -63,6 +63,9 @@ pub const DEFAULT_DENIED: &[&str] = &[
     "Library/Application Support/BraveSoftware",
 ];
 
+/// The macOS keychain directory, denied unless `keychain_access` is on.
+pub const KEYCHAINS: &str = "~/Library/Keychains";
+
 /// Readable, never writable, renamable or removable. `~/…` is in the home directory, the
 /// others inside the workspace.
 pub const DEFAULT_PROTECTED: &[&str] = &[
@@ -177,6 +180,7 @@ pub struct Policy {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Filesystem {
     pub mode: FsMode,
+    pub home: ResolvedPath,
     pub workspace: ResolvedPath,
     pub writable: Vec<ResolvedPath>,
     pub readable: Vec<ResolvedPath>,
@@ -261,13 +265,19 @@ pub fn resolve(
 ) -> Result<Policy, PolicyError> {
     let last =
         |pick: &dyn Fn(&Config) -> Option<bool>| layers.iter().rev().find_map(|l| pick(&l.config));
-    let workspace = resolve_path(&ctx.workspace.display().to_string(), "workspace", ctx, fs)?;
+    let keychain_access = last(&|c| c.keychain_access).unwrap_or(false);
+    let mut filesystem = resolve_filesystem(layers, ctx, fs)?;
+    if keychain_access {
+        // Granting the keychain means its files stop being denied (a deny would win).
+        let keychains = resolve_path(KEYCHAINS, "keychain_access", ctx, fs)?;
+        filesystem.denied.retain(|p| *p != keychains);
+    }
     Ok(Policy {
         profile: profile.to_string(),
-        filesystem: resolve_filesystem(layers, workspace, ctx, fs)?,
+        filesystem,
         network: resolve_network(layers)?,
         nested_pty: last(&|c| c.nested_pty).unwrap_or(true),
-        keychain_access: last(&|c| c.keychain_access).unwrap_or(false),
+        keychain_access,
         gui: last(&|c| c.gui).unwrap_or(false),
         limits: resolve_limits(layers),
         environment: resolve_environment(layers)?,
@@ -276,10 +286,11 @@ pub fn resolve(
 
 fn resolve_filesystem(
     layers: &[Layer],
-    workspace: ResolvedPath,
     ctx: &PathContext,
     fs: &impl PathResolver,
 ) -> Result<Filesystem, PolicyError> {
+    let workspace = resolve_path(&ctx.workspace.display().to_string(), "workspace", ctx, fs)?;
+    let home = resolve_path(&ctx.home.display().to_string(), "home", ctx, fs)?;
     let mode = layers
         .iter()
         .rev()
@@ -310,6 +321,7 @@ fn resolve_filesystem(
     protected.extend(collect(&|c| &c.filesystem.protect)?);
     Ok(Filesystem {
         mode,
+        home,
         workspace,
         writable: collect(&|c| &c.filesystem.write)?,
         readable: collect(&|c| &c.filesystem.read)?,

@@ -116,6 +116,15 @@ fn later_layers_win_for_scalars_and_add_to_lists() {
 }
 
 #[test]
+fn keychain_access_undenies_the_keychains() {
+    let keychains = "/home/u/Library/Keychains".to_string();
+    assert!(paths(&policy(&[]).filesystem.denied).contains(&keychains));
+    let p = policy(&[layer("profile", r#"{"keychain_access": true}"#)]);
+    assert!(!paths(&p.filesystem.denied).contains(&keychains));
+    assert_eq!(p.filesystem.home.path, Path::new("/home/u"));
+}
+
+#[test]
 fn allow_denied_takes_an_entry_out_of_the_default_set() {
     let p = policy(&[layer(
         "profile",
