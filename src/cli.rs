@@ -78,13 +78,28 @@ pub struct ExplainArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
 
-    /// Print JSON instead of text.
+    /// Print JSON instead of text (with every backend in full).
     #[arg(long)]
     pub json: bool,
+
+    /// Show in full what this backend would run, whatever the platform.
+    #[arg(long, value_enum, value_name = "BACKEND")]
+    pub backend: Option<ExplainBackend>,
 
     /// The command it would run (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+/// A backend whose output `explain` can show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExplainBackend {
+    /// macOS: the SBPL profile and its parameters.
+    Seatbelt,
+    /// Linux: the bubblewrap argv.
+    Bwrap,
+    /// Linux: the Landlock and seccomp rules.
+    Landlock,
 }
 
 /// The sandbox policy, on top of the user config and the profile.

@@ -26,10 +26,10 @@ const HANDLED: [Signal; 5] = [
     Signal::SIGQUIT,
 ];
 
-/// Run `argv` on the inherited stdio until it ends; returns the exit code.
-pub fn run(argv: &[OsString], env: &[(OsString, OsString)]) -> io::Result<u8> {
+/// Run the child on the inherited stdio until it ends; returns the exit code.
+pub fn run(argv_for: &crate::pty::ArgvFor<'_>, env: &[(OsString, OsString)]) -> io::Result<u8> {
     let signals = signals::install(&HANDLED, false)?;
-    let child = process::spawn_child(argv, env, None)?;
+    let child = process::spawn_child(&argv_for(None)?, env, None)?;
     loop {
         let mut fds = [PollFd::new(signals.events.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, PollTimeout::NONE) {

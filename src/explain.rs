@@ -8,8 +8,10 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use crate::cli::ExplainBackend;
 use crate::config::{FsMode, OpenFiles, OpenFilesMode};
 use crate::policy::{Network, Policy, ResolvedPath, ALWAYS_DROPPED};
+use crate::sandbox::{self, seatbelt};
 
 /// What `explain --json` prints.
 #[derive(Debug, Serialize)]
@@ -24,39 +26,125 @@ pub struct Report<'a> {
 pub struct BackendReport {
     pub name: &'static str,
     pub platform: &'static str,
-    pub status: &'static str,
+    /// Whether this build enforces the policy with it on this machine's platform.
+    pub used_here: bool,
+    /// What it would run, or why it would refuse.
+    #[serde(flatten)]
+    pub output: BackendOutput,
 }
 
-/// The backends and their state in this build.
-pub fn backends() -> Vec<BackendReport> {
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendOutput {
+    /// The argv prefix and, for Seatbelt, the profile and its parameters.
+    Runs {
+        argv: Vec<String>,
+        profile: Option<String>,
+        params: Vec<(String, String)>,
+    },
+    /// The backend would refuse this policy.
+    Refuses { reason: String },
+    /// Not part of this build yet.
+    NotImplemented,
+}
+
+/// Every backend, with what it would run for `policy`.
+pub fn backends(policy: &Policy, temp_dir: Option<&std::path::Path>) -> Vec<BackendReport> {
+    let here = sandbox::Backend::for_this_platform();
+    let inputs = seatbelt::Inputs {
+        policy,
+        temp_dir,
+        tty: None,
+    };
+    let seatbelt_output = match seatbelt::build_profile(&inputs) {
+        Ok(profile) => BackendOutput::Runs {
+            argv: seatbelt::build_argv(&profile, &[])
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .take(2)
+                .chain(std::iter::once("PROFILE".to_string()))
+                .collect(),
+            params: profile
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.display().to_string()))
+                .collect(),
+            profile: Some(profile.text),
+        },
+        Err(e) => BackendOutput::Refuses {
+            reason: e.to_string(),
+        },
+    };
     vec![
         BackendReport {
             name: "seatbelt",
             platform: "macos",
-            status: "not implemented yet: nothing is enforced",
+            used_here: here == sandbox::Backend::Seatbelt,
+            output: seatbelt_output,
         },
         BackendReport {
             name: "bwrap",
             platform: "linux",
-            status: "not implemented yet: nothing is enforced",
+            used_here: false,
+            output: BackendOutput::NotImplemented,
         },
         BackendReport {
             name: "landlock",
             platform: "linux",
-            status: "not implemented yet: nothing is enforced",
+            used_here: false,
+            output: BackendOutput::NotImplemented,
         },
     ]
 }
 
-pub fn report<'a>(policy: &'a Policy, command: &[OsString]) -> Report<'a> {
+pub fn report<'a>(
+    policy: &'a Policy,
+    command: &[OsString],
+    temp_dir: Option<&std::path::Path>,
+) -> Report<'a> {
     Report {
         policy,
         command: command
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
-        backends: backends(),
+        backends: backends(policy, temp_dir),
     }
+}
+
+/// One backend in full, as text.
+pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
+    let name = match which {
+        ExplainBackend::Seatbelt => "seatbelt",
+        ExplainBackend::Bwrap => "bwrap",
+        ExplainBackend::Landlock => "landlock",
+    };
+    let Some(backend) = report.backends.iter().find(|b| b.name == name) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    match &backend.output {
+        BackendOutput::Runs {
+            argv,
+            profile,
+            params,
+        } => {
+            let _ = writeln!(out, "{}", argv.join(" "));
+            for (key, value) in params {
+                let _ = writeln!(out, "  -D {key}={value}");
+            }
+            if let Some(profile) = profile {
+                let _ = writeln!(out, "\nPROFILE:\n{profile}");
+            }
+        }
+        BackendOutput::Refuses { reason } => {
+            let _ = writeln!(out, "{name} refuses this policy: {reason}");
+        }
+        BackendOutput::NotImplemented => {
+            let _ = writeln!(out, "{name}: not implemented in this build yet");
+        }
+    }
+    out
 }
 
 /// The report as text.
@@ -142,12 +230,15 @@ pub fn render_text(report: &Report<'_>) -> String {
     );
     line("", "and SBX_SHELL=1, SBX_SANDBOX=<backend>");
     for backend in &report.backends {
+        let status = match &backend.output {
+            BackendOutput::Runs { .. } => "would enforce this policy (see --backend)".to_string(),
+            BackendOutput::Refuses { reason } => format!("refuses: {}", reason.replace('\n', " ")),
+            BackendOutput::NotImplemented => "not implemented in this build yet".to_string(),
+        };
+        let here = if backend.used_here { ", used here" } else { "" };
         line(
             "backend",
-            &format!(
-                "{} ({}): {}",
-                backend.name, backend.platform, backend.status
-            ),
+            &format!("{} ({}{here}): {status}", backend.name, backend.platform),
         );
     }
     out

@@ -24,7 +24,8 @@ const HANGUP_GRACE: Duration = Duration::from_millis(100);
 /// Give up killing after this long (a fork bomb outrunning us must not hang the exit).
 const KILL_DEADLINE: Duration = Duration::from_secs(2);
 
-/// Spawn `argv` with `env` added, on `tty` (0, 1 and 2) when given, else on inherited stdio.
+/// Spawn `argv` with exactly the environment `env`, on `tty` (0, 1 and 2) when given, else
+/// on inherited stdio.
 pub fn spawn_child(
     argv: &[OsString],
     env: &[(OsString, OsString)],
@@ -32,7 +33,10 @@ pub fn spawn_child(
 ) -> io::Result<Pid> {
     let (program, args) = argv.split_first().ok_or(io::ErrorKind::InvalidInput)?;
     let mut command = Command::new(program);
-    command.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+    command
+        .args(args)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)));
     if let Some(tty) = tty {
         command
             .stdin(Stdio::from(tty.try_clone()?))

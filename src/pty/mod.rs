@@ -14,6 +14,7 @@ mod winsize;
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
 
 use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
 use nix::sys::signal::Signal;
@@ -34,8 +35,11 @@ const HANDLED: [Signal; 7] = [
     Signal::SIGCONT,
 ];
 
-/// Run `argv` on a new pty until it ends; returns the exit code.
-pub fn run(argv: &[OsString], env: &[(OsString, OsString)]) -> io::Result<u8> {
+/// The argv to spawn, given the child's terminal (the inner pty's slave) if it has one.
+pub type ArgvFor<'a> = dyn Fn(Option<&Path>) -> io::Result<Vec<OsString>> + 'a;
+
+/// Run the child on a new pty until it ends; returns the exit code.
+pub fn run(argv_for: &ArgvFor<'_>, env: &[(OsString, OsString)]) -> io::Result<u8> {
     let signals = signals::install(&HANDLED, true)?;
     let winch = signals
         .winch
@@ -56,7 +60,9 @@ pub fn run(argv: &[OsString], env: &[(OsString, OsString)]) -> io::Result<u8> {
     if debug_panic_requested() {
         panic!("SBX_SHELL_DEBUG_PANIC is set: panicking with the terminal raw, as asked");
     }
-    let child = process::spawn_child(argv, env, Some(&pty.slave))?;
+    let tty = nix::unistd::ttyname(&pty.slave).ok();
+    let argv = argv_for(tty.as_deref())?;
+    let child = process::spawn_child(&argv, env, Some(&pty.slave))?;
     // Only the child may hold the slave, or the master never reports EIO at the end.
     drop(pty.slave);
     Ok(relay::Relay::new(pty.master, child, outer.as_ref(), &signals, winch).run())

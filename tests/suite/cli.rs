@@ -129,3 +129,51 @@ fn dash_i_makes_the_shell_interactive() {
     assert_eq!(code, 0);
     assert!(out.contains("INTERACTIVE"), "{out}");
 }
+
+/// The environment rules apply on every run: injectors and secret-looking variables are
+/// dropped, and the child can see it runs under sbx-shell.
+#[test]
+fn the_child_gets_the_policy_environment() {
+    let script = "echo \"$SBX_SHELL $SBX_SANDBOX ${GITHUB_TOKEN:-no-token} ${BASH_ENV:-no-bash-env} ${DYLD_INSERT_LIBRARIES:-no-dyld} $KEEP_ME\"";
+    let (code, out, err) = run(
+        &["-c", script],
+        &[
+            ("GITHUB_TOKEN", "t"),
+            ("BASH_ENV", "/tmp/evil"),
+            ("DYLD_INSERT_LIBRARIES", "x"),
+            ("KEEP_ME", "kept"),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), "1 none no-token no-bash-env no-dyld kept");
+}
+
+/// `explain --backend seatbelt` shows a Linux user the macOS profile.
+#[test]
+fn explain_shows_the_seatbelt_profile_on_any_os() {
+    let (code, out, err) = run(&["explain", "--backend", "seatbelt"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("/usr/bin/sandbox-exec -p PROFILE\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("(deny default)") && out.contains("-D DENIED_0="),
+        "{out}"
+    );
+    let (code, out, _) = run(
+        &[
+            "explain",
+            "--backend",
+            "seatbelt",
+            "--net",
+            "allow=api.example.com",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("seatbelt refuses this policy") && out.contains("Hint: "),
+        "{out}"
+    );
+}
