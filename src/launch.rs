@@ -157,6 +157,17 @@ pub fn find_in_path(
         .find(|candidate| exists(candidate))
 }
 
+/// How to install the agents people run under sbx-shell, for a "not found" error.
+pub fn install_hint(program: &str) -> Option<&'static str> {
+    match program {
+        "claude" => Some("install Claude Code: npm install -g @anthropic-ai/claude-code"),
+        "gemini" => Some("install Gemini CLI: npm install -g @google/gemini-cli"),
+        "codex" => Some("install Codex CLI: npm install -g @openai/codex"),
+        "opencode" => Some("install opencode: npm install -g opencode-ai"),
+        _ => None,
+    }
+}
+
 /// The helper's arguments (after `__sbx_helper`), parsed back.
 #[derive(Debug, PartialEq, Eq)]
 pub struct HelperArgs {

@@ -260,10 +260,13 @@ fn check_program(program: &OsString, probe: &SystemProbe) -> Result<(), Failure>
     };
     let shown = program.to_string_lossy();
     match found {
-        None => Err(Failure {
-            code: helper::EXIT_NOT_FOUND,
-            error: anyhow!("command not found: {shown}\nHint: check the spelling, install it, or give its full path"),
-        }),
+        None => {
+            let hint = launch::install_hint(&shown).map_or_else(
+                || "check the spelling, install it, or give its full path".to_string(),
+                |install| format!("{install}, then check that it is on PATH"),
+            );
+            Err(Failure { code: helper::EXIT_NOT_FOUND, error: anyhow!("command not found: {shown}\nHint: {hint}") })
+        }
         Some(p) if !shell::ShellProbe::is_executable(probe, &p) => Err(Failure {
             code: helper::EXIT_NOT_RUNNABLE,
             error: anyhow!("not an executable file: {}\nHint: check its permissions (chmod +x) or run it through an interpreter", p.display()),

@@ -177,3 +177,24 @@ fn explain_shows_the_seatbelt_profile_on_any_os() {
         "{out}"
     );
 }
+
+/// A missing agent gets its install hint; any other missing command a plain "not found".
+#[test]
+fn a_missing_agent_gets_its_install_hint() {
+    let cases = [
+        ("claude", "npm install -g @anthropic-ai/claude-code"),
+        ("gemini", "npm install -g @google/gemini-cli"),
+        ("codex", "npm install -g @openai/codex"),
+        ("opencode", "npm install -g opencode-ai"),
+        ("no-such-tool", "check the spelling"),
+    ];
+    let empty = Scratch::new("empty-path");
+    for (agent, hint) in cases {
+        let (code, _, err) = run(&["--", agent], &[("PATH", empty.0.to_str().unwrap())]);
+        assert_eq!(code, 127, "{agent}: {err}");
+        assert!(
+            err.contains(&format!("command not found: {agent}\nHint: ")) && err.contains(hint),
+            "{agent}: {err}"
+        );
+    }
+}
