@@ -24,7 +24,7 @@ pub enum PtyMode {
     version,
     about = "Run a shell or an agent TUI on a pseudo-terminal of its own, supervised",
     after_help = include_str!("help_examples.txt"),
-    override_usage = "sbx-shell [OPTIONS] [-- COMMAND [ARGS...]]\n       sbx-shell [OPTIONS] -c COMMAND_STRING [-- ARG0 [ARGS...]]\n       sbx-shell explain|schema [OPTIONS]",
+    override_usage = "sbx-shell [OPTIONS] [-- COMMAND [ARGS...]]\n       sbx-shell [OPTIONS] -c COMMAND_STRING [-- ARG0 [ARGS...]]\n       sbx-shell explain|doctor|schema [OPTIONS]",
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -71,6 +71,12 @@ pub enum Action {
     Explain(Box<ExplainArgs>),
     /// Print the JSON Schema of config files and profiles.
     Schema,
+    /// Check which sandbox backends can run on this machine, and why not.
+    Doctor {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]

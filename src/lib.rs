@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod config;
 mod direct;
+pub mod doctor;
 pub mod exit;
 pub mod explain;
 mod helper;
@@ -63,6 +64,7 @@ pub fn main_entry() -> ExitCode {
     let login_arg0 = args.first().is_some_and(|a| launch::is_login_arg0(a));
     let outcome = match cli.action {
         Some(Action::Schema) => print_schema(),
+        Some(Action::Doctor { json }) => run_doctor(json),
         Some(Action::Explain(ref explain)) => run_explain(explain),
         None => run(cli, login_arg0),
     };
@@ -88,6 +90,17 @@ fn clap_error(e: &clap::Error) -> ExitCode {
 fn print_schema() -> Result<u8, Failure> {
     println!("{}", serde_json::to_string_pretty(&config::schema())?);
     Ok(0)
+}
+
+/// `sbx-shell doctor`: exits 1 when the default backend cannot run here.
+fn run_doctor(json: bool) -> Result<u8, Failure> {
+    let report = doctor::evaluate(&doctor::measure());
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", doctor::render_text(&report));
+    }
+    Ok(if report.default_backend_can_run { 0 } else { 1 })
 }
 
 /// `sbx-shell explain`.

@@ -198,3 +198,60 @@ fn a_missing_agent_gets_its_install_hint() {
         );
     }
 }
+
+/// `doctor` reports what it measured on this very machine, and exits non-zero while the
+/// default backend cannot run (this build has no Linux backend yet).
+#[test]
+fn doctor_reports_this_machine() {
+    if !super::support::require("bwrap", "doctor's bubblewrap probe") {
+        return;
+    }
+    let (code, out, err) = run(&["doctor", "--json"], &[]);
+    assert_eq!(code, 1, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["default_backend_can_run"], false);
+    let check = |name: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(check("linux backend")["status"], "fail");
+    let landlock = check("landlock");
+    let measured = landlock["measured"].as_str().unwrap();
+    match std::fs::read_to_string("/sys/kernel/security/lsm") {
+        // securityfs mounted: it says independently whether Landlock is on.
+        Ok(lsms) if lsms.contains("landlock") => {
+            assert!(measured.starts_with("ABI "), "{landlock}")
+        }
+        Ok(_) => assert_eq!(landlock["status"], "fail", "{landlock}"),
+        // Not mounted: the answer must still be one of the two well-formed ones.
+        Err(_) => assert!(
+            (measured.starts_with("ABI ") && landlock["status"] != "fail")
+                || (landlock["status"] == "fail" && measured.contains('(')),
+            "{landlock}"
+        ),
+    }
+    assert_eq!(
+        check("bwrap")["status"],
+        "ok",
+        "bwrap is installed: its probe must run: {}",
+        check("bwrap")
+    );
+    let tiocsti = std::fs::read_to_string("/proc/sys/dev/tty/legacy_tiocsti").unwrap_or_default();
+    assert!(check("legacy TIOCSTI")["measured"]
+        .as_str()
+        .unwrap()
+        .ends_with(tiocsti.trim()));
+    let (code, text, _) = run(&["doctor"], &[]);
+    assert_eq!(code, 1);
+    assert!(
+        text.contains("default backend auto")
+            && text.contains("CANNOT run")
+            && text.contains("remedy:"),
+        "{text}"
+    );
+}

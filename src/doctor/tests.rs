@@ -1,0 +1,123 @@
+use super::*;
+
+fn good_linux() -> Measurements {
+    Measurements {
+        os: "linux",
+        backend_built: true,
+        root: false,
+        landlock_abi: Some(Ok(7)),
+        userns_clone: Some("1".into()),
+        max_user_namespaces: Some("15000".into()),
+        bwrap: Some("/usr/bin/bwrap".into()),
+        bwrap_probe: Some(Ok(())),
+        seccomp_mode: Some("0".into()),
+        legacy_tiocsti: Some("0".into()),
+        nofile: Some((1024, 524288)),
+        sandbox_exec_probe: None,
+    }
+}
+
+fn status(report: &Report, name: &str) -> Status {
+    report
+        .checks
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no {name} check"))
+        .status
+}
+
+#[test]
+fn a_capable_linux_machine_passes_everything() {
+    let report = evaluate(&good_linux());
+    assert!(
+        report.checks.iter().all(|c| c.status == Status::Ok),
+        "{:#?}",
+        report.checks
+    );
+    assert!(report.default_backend_can_run);
+}
+
+#[test]
+fn landlock_alone_still_runs_the_default_backend() {
+    let m = Measurements {
+        bwrap: None,
+        bwrap_probe: None,
+        ..good_linux()
+    };
+    let report = evaluate(&m);
+    assert_eq!(status(&report, "bwrap"), Status::Fail);
+    assert!(report
+        .checks
+        .iter()
+        .find(|c| c.name == "bwrap")
+        .unwrap()
+        .remedy
+        .as_deref()
+        .unwrap()
+        .contains("bubblewrap"));
+    assert!(report.default_backend_can_run);
+}
+
+#[test]
+fn without_landlock_and_bwrap_nothing_runs() {
+    let m = Measurements {
+        landlock_abi: Some(Err("disabled at boot (EOPNOTSUPP)".into())),
+        bwrap_probe: Some(Err(
+            "exit status: 1: No permissions to create new namespace".into(),
+        )),
+        userns_clone: Some("0".into()),
+        ..good_linux()
+    };
+    let report = evaluate(&m);
+    assert_eq!(status(&report, "landlock"), Status::Fail);
+    assert_eq!(status(&report, "bwrap"), Status::Fail);
+    assert_eq!(status(&report, "user namespaces"), Status::Warn);
+    assert!(!report.default_backend_can_run);
+    assert!(render_text(&report).contains("CANNOT run"));
+}
+
+#[test]
+fn weak_spots_are_warnings_with_remedies() {
+    let m = Measurements {
+        landlock_abi: Some(Ok(3)),
+        legacy_tiocsti: Some("1".into()),
+        nofile: Some((256, 1024)),
+        ..good_linux()
+    };
+    let report = evaluate(&m);
+    for name in ["landlock", "legacy TIOCSTI", "open-file limit"] {
+        let c = report.checks.iter().find(|c| c.name == name).unwrap();
+        assert_eq!(c.status, Status::Warn, "{name}");
+        assert!(c.remedy.is_some(), "{name} has a remedy");
+    }
+    assert!(report.default_backend_can_run);
+}
+
+#[test]
+fn a_build_without_the_backend_cannot_run_it() {
+    let report = evaluate(&Measurements {
+        backend_built: false,
+        ..good_linux()
+    });
+    assert_eq!(status(&report, "linux backend"), Status::Fail);
+    assert!(!report.default_backend_can_run);
+}
+
+#[test]
+fn macos_depends_on_sandbox_exec() {
+    let mac = Measurements {
+        os: "macos",
+        backend_built: true,
+        sandbox_exec_probe: Some(Ok(())),
+        nofile: Some((256, 10240)),
+        ..Measurements::default()
+    };
+    assert!(evaluate(&mac).default_backend_can_run);
+    let broken = Measurements {
+        sandbox_exec_probe: Some(Err("No such file or directory".into())),
+        ..mac
+    };
+    let report = evaluate(&broken);
+    assert_eq!(status(&report, "sandbox-exec"), Status::Fail);
+    assert!(!report.default_backend_can_run);
+}
