@@ -11,7 +11,8 @@ use serde::Serialize;
 use crate::cli::ExplainBackend;
 use crate::config::{FsMode, OpenFiles, OpenFilesMode};
 use crate::policy::{Network, Policy, ResolvedPath, ALWAYS_DROPPED};
-use crate::sandbox::{self, seatbelt};
+use crate::sandbox::{self, bwrap, landlock, seatbelt, seccomp};
+use std::path::{Path, PathBuf};
 
 /// What `explain --json` prints.
 #[derive(Debug, Serialize)]
@@ -26,8 +27,8 @@ pub struct Report<'a> {
 pub struct BackendReport {
     pub name: &'static str,
     pub platform: &'static str,
-    /// Whether this build enforces the policy with it on this machine's platform.
-    pub used_here: bool,
+    /// Whether this build enforces the policy with it on this machine.
+    pub enforced_here: bool,
     /// What it would run, or why it would refuse.
     #[serde(flatten)]
     pub output: BackendOutput,
@@ -36,34 +37,61 @@ pub struct BackendReport {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BackendOutput {
-    /// The argv prefix and, for Seatbelt, the profile and its parameters.
+    /// The argv (the helper's own argv elided) and, for Seatbelt, the profile and parameters.
     Runs {
         argv: Vec<String>,
         profile: Option<String>,
         params: Vec<(String, String)>,
     },
+    /// In-process rules the helper applies: Landlock (layered under bwrap, and alone) and seccomp.
+    Applies {
+        landlock_under_bwrap: RulesOrRefusal,
+        landlock_alone: RulesOrRefusal,
+        seccomp: seccomp::Filter,
+    },
     /// The backend would refuse this policy.
     Refuses { reason: String },
-    /// Not part of this build yet.
-    NotImplemented,
 }
 
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RulesOrRefusal {
+    Rules(landlock::Ruleset),
+    Refuses(String),
+}
+
+/// What the host looks like, for the builders that need it.
+pub struct Host<'a> {
+    pub temp_dir: Option<&'a Path>,
+    pub cwd: &'a Path,
+    pub runtime_dir: Option<&'a Path>,
+    pub host_sockets: &'a [PathBuf],
+    pub kind_of: &'a dyn Fn(&Path) -> bwrap::PathKind,
+}
+
+const HELPER: &str = "sbx-shell __sbx_helper …";
+
 /// Every backend, with what it would run for `policy`.
-pub fn backends(policy: &Policy, temp_dir: Option<&std::path::Path>) -> Vec<BackendReport> {
+pub fn backends(policy: &Policy, host: &Host<'_>) -> Vec<BackendReport> {
     let here = sandbox::Backend::for_this_platform();
-    let inputs = seatbelt::Inputs {
-        policy,
-        temp_dir,
-        tty: None,
+    let strings = |argv: Vec<std::ffi::OsString>| {
+        argv.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
     };
-    let seatbelt_output = match seatbelt::build_profile(&inputs) {
+    let seatbelt = match seatbelt::build_profile(&seatbelt::Inputs {
+        policy,
+        temp_dir: host.temp_dir,
+        tty: None,
+    }) {
         Ok(profile) => BackendOutput::Runs {
-            argv: seatbelt::build_argv(&profile, &[])
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .take(2)
-                .chain(std::iter::once("PROFILE".to_string()))
-                .collect(),
+            argv: vec![
+                seatbelt::SANDBOX_EXEC.into(),
+                "-p".into(),
+                "PROFILE".into(),
+                "-D …".into(),
+                HELPER.into(),
+            ],
             params: profile
                 .params
                 .iter()
@@ -75,40 +103,71 @@ pub fn backends(policy: &Policy, temp_dir: Option<&std::path::Path>) -> Vec<Back
             reason: e.to_string(),
         },
     };
+    let bwrap_path = crate::doctor::BWRAP_PATHS
+        .iter()
+        .map(Path::new)
+        .find(|p| p.is_file())
+        .unwrap_or(Path::new("/usr/bin/bwrap"));
+    let inputs = bwrap::Inputs {
+        policy,
+        bwrap: bwrap_path,
+        cwd: host.cwd,
+        runtime_dir: host.runtime_dir,
+        host_sockets: host.host_sockets,
+        kind_of: host.kind_of,
+    };
+    let bwrap = match bwrap::build_argv(&inputs, &[HELPER.into()]) {
+        Ok(argv) => BackendOutput::Runs {
+            argv: strings(argv),
+            profile: None,
+            params: Vec::new(),
+        },
+        Err(e) => BackendOutput::Refuses {
+            reason: e.to_string(),
+        },
+    };
+    let ruleset = |layering| match landlock::build_ruleset(policy, layering) {
+        Ok(rules) => RulesOrRefusal::Rules(rules),
+        Err(e) => RulesOrRefusal::Refuses(e.to_string()),
+    };
+    let landlock = match ruleset(landlock::Layering::UnderBwrap) {
+        RulesOrRefusal::Refuses(reason) => BackendOutput::Refuses { reason },
+        under_bwrap => BackendOutput::Applies {
+            landlock_under_bwrap: under_bwrap,
+            landlock_alone: ruleset(landlock::Layering::Alone),
+            seccomp: seccomp::build_filter(policy),
+        },
+    };
     vec![
         BackendReport {
             name: "seatbelt",
             platform: "macos",
-            used_here: here == sandbox::Backend::Seatbelt,
-            output: seatbelt_output,
+            enforced_here: here == sandbox::Backend::Seatbelt,
+            output: seatbelt,
         },
         BackendReport {
             name: "bwrap",
             platform: "linux",
-            used_here: false,
-            output: BackendOutput::NotImplemented,
+            enforced_here: false,
+            output: bwrap,
         },
         BackendReport {
             name: "landlock",
             platform: "linux",
-            used_here: false,
-            output: BackendOutput::NotImplemented,
+            enforced_here: false,
+            output: landlock,
         },
     ]
 }
 
-pub fn report<'a>(
-    policy: &'a Policy,
-    command: &[OsString],
-    temp_dir: Option<&std::path::Path>,
-) -> Report<'a> {
+pub fn report<'a>(policy: &'a Policy, command: &[OsString], host: &Host<'_>) -> Report<'a> {
     Report {
         policy,
         command: command
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
-        backends: backends(policy, temp_dir),
+        backends: backends(policy, host),
     }
 }
 
@@ -137,12 +196,76 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
                 let _ = writeln!(out, "\nPROFILE:\n{profile}");
             }
         }
+        BackendOutput::Applies {
+            landlock_under_bwrap,
+            landlock_alone,
+            seccomp,
+        } => {
+            for (title, rules) in [
+                ("Landlock, layered under bwrap", landlock_under_bwrap),
+                ("Landlock alone (no bwrap)", landlock_alone),
+            ] {
+                let _ = writeln!(out, "{title}:");
+                match rules {
+                    RulesOrRefusal::Rules(r) => {
+                        for rule in &r.rules {
+                            let _ = writeln!(
+                                out,
+                                "  {:<18} {}",
+                                rule.access.label(),
+                                rule.path.display()
+                            );
+                        }
+                        let tcp = if r.deny_tcp {
+                            "TCP bind and connect denied"
+                        } else {
+                            "TCP not restricted"
+                        };
+                        let _ = writeln!(
+                            out,
+                            "  {tcp}; abstract unix sockets and signals scoped; needs ABI {}",
+                            r.min_abi
+                        );
+                    }
+                    RulesOrRefusal::Refuses(reason) => {
+                        let _ = writeln!(out, "  refuses: {}", reason.replace('\n', " "));
+                    }
+                }
+            }
+            let _ = writeln!(
+                out,
+                "seccomp (denied with {}; x32 ABI rejected: {}):",
+                seccomp.errno, seccomp.reject_x32
+            );
+            for rule in &seccomp.rules {
+                let when = match &rule.condition {
+                    seccomp::Condition::Always => String::new(),
+                    seccomp::Condition::IoctlRequest { requests } => {
+                        format!(
+                            " when request is {}",
+                            requests
+                                .iter()
+                                .map(|r| format!("{r:#x}"))
+                                .collect::<Vec<_>>()
+                                .join(" or ")
+                        )
+                    }
+                    seccomp::Condition::SocketNotIn { allowed } => {
+                        format!(" unless (family, protocol) is one of {allowed:?}")
+                    }
+                };
+                let _ = writeln!(out, "  {}{when}: {}", rule.syscalls.join(" "), rule.why);
+            }
+        }
         BackendOutput::Refuses { reason } => {
             let _ = writeln!(out, "{name} refuses this policy: {reason}");
         }
-        BackendOutput::NotImplemented => {
-            let _ = writeln!(out, "{name}: not implemented in this build yet");
-        }
+    }
+    if !backend.enforced_here {
+        let _ = writeln!(
+            out,
+            "\n(not enforced by this build on this machine: shown for review)"
+        );
     }
     out
 }
@@ -231,11 +354,16 @@ pub fn render_text(report: &Report<'_>) -> String {
     line("", "and SBX_SHELL=1, SBX_SANDBOX=<backend>");
     for backend in &report.backends {
         let status = match &backend.output {
-            BackendOutput::Runs { .. } => "would enforce this policy (see --backend)".to_string(),
+            BackendOutput::Runs { .. } | BackendOutput::Applies { .. } => {
+                "builds for this policy (see --backend)".to_string()
+            }
             BackendOutput::Refuses { reason } => format!("refuses: {}", reason.replace('\n', " ")),
-            BackendOutput::NotImplemented => "not implemented in this build yet".to_string(),
         };
-        let here = if backend.used_here { ", used here" } else { "" };
+        let here = if backend.enforced_here {
+            ", enforced here"
+        } else {
+            ", not enforced by this build here"
+        };
         line(
             "backend",
             &format!("{} ({}{here}): {status}", backend.name, backend.platform),

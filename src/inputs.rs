@@ -21,6 +21,35 @@ impl PathResolver for RealFs {
     }
 }
 
+/// What a path is on this host (following symlinks).
+pub fn path_kind(path: &Path) -> crate::sandbox::bwrap::PathKind {
+    use crate::sandbox::bwrap::PathKind;
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => PathKind::Dir,
+        Ok(_) => PathKind::File,
+        Err(_) => PathKind::Missing,
+    }
+}
+
+/// Sockets on the host that reach outside the sandbox and exist here: the ssh agent and
+/// container engines. (The session bus and gpg-agent live in `$XDG_RUNTIME_DIR`, masked
+/// whole.)
+pub fn host_sockets() -> Vec<PathBuf> {
+    let mut candidates: Vec<PathBuf> = std::env::var_os("SSH_AUTH_SOCK")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    candidates.extend(
+        [
+            "/var/run/docker.sock",
+            "/run/docker.sock",
+            "/run/podman/podman.sock",
+        ]
+        .map(PathBuf::from),
+    );
+    candidates.into_iter().filter(|p| p.exists()).collect()
+}
+
 /// The home directory: `$HOME`, else the passwd entry.
 pub fn home_dir() -> anyhow::Result<PathBuf> {
     if let Some(home) = std::env::var_os("HOME").filter(|h| Path::new(h).is_absolute()) {

@@ -107,7 +107,17 @@ fn run_doctor(json: bool) -> Result<u8, Failure> {
 fn run_explain(args: &ExplainArgs) -> Result<u8, Failure> {
     let policy = inputs::resolve(&args.policy)?;
     let temp_dir = std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok());
-    let report = explain::report(&policy, &args.command, temp_dir.as_deref());
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    let host_sockets = inputs::host_sockets();
+    let host = explain::Host {
+        temp_dir: temp_dir.as_deref(),
+        cwd: &cwd,
+        runtime_dir: runtime_dir.as_deref(),
+        host_sockets: &host_sockets,
+        kind_of: &inputs::path_kind,
+    };
+    let report = explain::report(&policy, &args.command, &host);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if let Some(backend) = args.backend {

@@ -34,7 +34,6 @@ pub const DEFAULT_DENIED: &[&str] = &[
     ".config/gh",
     ".password-store",
     ".vault-token",
-    ".config/sbx-shell/secrets",
     // shell and REPL history
     ".bash_history",
     ".zsh_history",

@@ -9,7 +9,10 @@ use thiserror::Error;
 
 use crate::policy::Policy;
 
+pub mod bwrap;
+pub mod landlock;
 pub mod seatbelt;
+pub mod seccomp;
 
 /// The backend that confines the child on this platform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

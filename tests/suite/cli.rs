@@ -154,7 +154,7 @@ fn explain_shows_the_seatbelt_profile_on_any_os() {
     let (code, out, err) = run(&["explain", "--backend", "seatbelt"], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.starts_with("/usr/bin/sandbox-exec -p PROFILE\n"),
+        out.starts_with("/usr/bin/sandbox-exec -p PROFILE -D … sbx-shell __sbx_helper …\n"),
         "{out}"
     );
     assert!(
@@ -254,4 +254,57 @@ fn doctor_reports_this_machine() {
             && text.contains("remedy:"),
         "{text}"
     );
+}
+
+/// `explain` shows the Linux layers too: the bwrap argv, Landlock rules and seccomp table.
+#[test]
+fn explain_shows_the_linux_layers() {
+    let dir = Scratch::new("explain-linux");
+    let (code, out, err) = run(
+        &[
+            "explain",
+            "--backend",
+            "bwrap",
+            "--workspace",
+            dir.0.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ws = dir.0.display().to_string();
+    assert!(
+        out.starts_with("/usr/bin/bwrap --die-with-parent --new-session --unshare-pid"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("--bind {ws} {ws}")) && out.contains("--unshare-net"),
+        "{out}"
+    );
+    let (code, out, _) = run(&["explain", "--backend", "landlock", "--net", "full"], &[]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("Landlock, layered under bwrap:\n  read               /\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("TCP not restricted")
+            && out.contains("ioctl when request is 0x5412 or 0x541c"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("socket socketpair"),
+        "sockets are free with network full: {out}"
+    );
+    let (_, json, _) = run(&["explain", "--json"], &[]);
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let names: Vec<&str> = report["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["seatbelt", "bwrap", "landlock"]);
+    assert!(report["backends"][2]["applies"]["seccomp"]["reject_x32"]
+        .as_bool()
+        .unwrap());
 }

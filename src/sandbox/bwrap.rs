@@ -1,0 +1,304 @@
+//! The bubblewrap layer (Linux): the argv that runs the helper in private namespaces.
+//!
+//! Pure: what exists on disk arrives as `PathKind`s, the host's sockets as paths. Mounts
+//! apply in order, later over earlier: the root read-only (or read-write when unrestricted),
+//! private `/dev`, `/proc` and `/tmp`, the writable roots bound read-write, then protected
+//! paths bound read-only over them, then denied paths hidden (last, so a secret inside a
+//! protected directory stays hidden), then the runtime directory and host sockets masked.
+//! bwrap gets `--new-session` and a pid namespace, and the helper inside makes the pty its
+//! controlling terminal (job control, resize and ^C then work; see DESIGN.md §4).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::config::FsMode;
+use crate::policy::{Network, Policy, ResolvedPath};
+
+/// What a path is on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    Dir,
+    File,
+    Missing,
+}
+
+#[derive(Clone, Copy)]
+pub struct Inputs<'a> {
+    pub policy: &'a Policy,
+    /// The bwrap binary (from a fixed system path).
+    pub bwrap: &'a Path,
+    /// Where the program starts.
+    pub cwd: &'a Path,
+    /// `$XDG_RUNTIME_DIR`: agents' sockets (D-Bus, gpg-agent, ssh-agent, pipewire) live there.
+    pub runtime_dir: Option<&'a Path>,
+    /// Other host sockets to mask ($SSH_AUTH_SOCK, docker.sock …), when they exist.
+    pub host_sockets: &'a [PathBuf],
+    pub kind_of: &'a dyn Fn(&Path) -> PathKind,
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum BwrapError {
+    #[error("the bwrap backend cannot enforce {what} yet\nHint: {hint}")]
+    Unsupported {
+        what: &'static str,
+        hint: &'static str,
+    },
+}
+
+/// `bwrap … -- COMMAND…`
+pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Result<Vec<OsString>, BwrapError> {
+    let policy = inputs.policy;
+    if let Network::Allow(_) = policy.network {
+        return Err(BwrapError::Unsupported {
+            what: "a network allow-list",
+            hint: "use --net none or --net full until the allow-list proxy lands",
+        });
+    }
+    let mut a = Args(vec![inputs.bwrap.as_os_str().to_owned()]);
+    a.flags(&[
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ]);
+    if policy.network != Network::Full {
+        a.flags(&["--unshare-net"]);
+    }
+    let fs = &policy.filesystem;
+    let root = if fs.mode == FsMode::Unrestricted {
+        "--bind"
+    } else {
+        "--ro-bind"
+    };
+    a.mount(root, Path::new("/"), Path::new("/"));
+    a.flags(&["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
+    if fs.mode == FsMode::WorkspaceWrite {
+        a.mount("--bind", real(&fs.workspace), real(&fs.workspace));
+    }
+    for path in &fs.writable {
+        a.mount("--bind-try", real(path), real(path));
+    }
+    for path in fs
+        .protected
+        .iter()
+        .filter(|p| (inputs.kind_of)(real(p)) != PathKind::Missing)
+    {
+        a.mount("--ro-bind", real(path), real(path));
+    }
+    for path in &fs.denied {
+        hide(&mut a, real(path), (inputs.kind_of)(real(path)));
+    }
+    let granted = |p: &Path| {
+        fs.writable
+            .iter()
+            .chain(&fs.readable)
+            .any(|g| p.starts_with(real(g)))
+    };
+    if let Some(runtime) = inputs.runtime_dir.filter(|r| !granted(r)) {
+        hide(&mut a, runtime, (inputs.kind_of)(runtime));
+    }
+    for socket in inputs.host_sockets.iter().filter(|s| !granted(s)) {
+        hide(&mut a, socket, (inputs.kind_of)(socket));
+    }
+    a.0.extend(["--chdir".into(), inputs.cwd.into(), "--".into()]);
+    a.0.extend(command.iter().cloned());
+    Ok(a.0)
+}
+
+/// Make a denied path empty and unwritable: a directory becomes an empty read-only tmpfs,
+/// anything else `/dev/null`. A missing one has nothing to hide.
+fn hide(a: &mut Args, path: &Path, kind: PathKind) {
+    match kind {
+        PathKind::Dir => {
+            a.0.extend([
+                "--tmpfs".into(),
+                path.into(),
+                "--remount-ro".into(),
+                path.into(),
+            ]);
+        }
+        PathKind::File => a.mount("--ro-bind", Path::new("/dev/null"), path),
+        PathKind::Missing => {}
+    }
+}
+
+/// The spelling the kernel sees.
+fn real(path: &ResolvedPath) -> &Path {
+    path.real.as_deref().unwrap_or(&path.path)
+}
+
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn flags(&mut self, flags: &[&str]) {
+        self.0.extend(flags.iter().map(OsString::from));
+    }
+
+    fn mount(&mut self, how: &str, source: &Path, dest: &Path) {
+        self.0.extend([how.into(), source.into(), dest.into()]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{self, Layer, PathContext, PathResolver};
+
+    struct Fs;
+    impl PathResolver for Fs {
+        fn real_path(&self, path: &Path) -> Option<PathBuf> {
+            Some(path.to_path_buf())
+        }
+    }
+
+    fn policy(extra: &str) -> Policy {
+        let layer = Layer {
+            origin: "t".into(),
+            config: crate::config::from_str(extra, "t").unwrap(),
+        };
+        let ctx = PathContext {
+            home: "/home/u".into(),
+            workspace: "/home/u/proj".into(),
+        };
+        policy::resolve("t", &[policy::defaults_layer(), layer], &ctx, &Fs).unwrap()
+    }
+
+    fn kind(path: &Path) -> PathKind {
+        match path.to_str().unwrap() {
+            "/home/u/.ssh"
+            | "/home/u/proj/.git/hooks"
+            | "/run/user/1000"
+            | "/home/u/.config/sbx-shell" => PathKind::Dir,
+            "/home/u/.netrc" | "/home/u/proj/.git/config" | "/run/ssh-agent.sock" => PathKind::File,
+            _ => PathKind::Missing,
+        }
+    }
+
+    fn argv(policy: &Policy) -> Vec<String> {
+        let sockets = [PathBuf::from("/run/ssh-agent.sock")];
+        let inputs = Inputs {
+            policy,
+            bwrap: Path::new("/usr/bin/bwrap"),
+            cwd: Path::new("/home/u/proj/src"),
+            runtime_dir: Some(Path::new("/run/user/1000")),
+            host_sockets: &sockets,
+            kind_of: &kind,
+        };
+        build_argv(&inputs, &["/x/sbx-shell".into(), "__sbx_helper".into()])
+            .unwrap()
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_default_policy_builds_this_exact_argv() {
+        let expected = [
+            "/usr/bin/bwrap",
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "--bind",
+            "/home/u/proj",
+            "/home/u/proj",
+            "--ro-bind",
+            "/home/u/.config/sbx-shell",
+            "/home/u/.config/sbx-shell",
+            "--ro-bind",
+            "/home/u/proj/.git/config",
+            "/home/u/proj/.git/config",
+            "--ro-bind",
+            "/home/u/proj/.git/hooks",
+            "/home/u/proj/.git/hooks",
+            "--ro-bind",
+            "/dev/null",
+            "/home/u/.netrc",
+            "--tmpfs",
+            "/home/u/.ssh",
+            "--remount-ro",
+            "/home/u/.ssh",
+            "--tmpfs",
+            "/run/user/1000",
+            "--remount-ro",
+            "/run/user/1000",
+            "--ro-bind",
+            "/dev/null",
+            "/run/ssh-agent.sock",
+            "--chdir",
+            "/home/u/proj/src",
+            "--",
+            "/x/sbx-shell",
+            "__sbx_helper",
+        ];
+        assert_eq!(argv(&policy("{}")), expected);
+    }
+
+    #[test]
+    fn modes_and_network_change_exactly_their_parts() {
+        let full = argv(&policy(r#"{"network": "full"}"#));
+        assert!(!full.contains(&"--unshare-net".to_string()));
+        let ro = argv(&policy(
+            r#"{"filesystem": {"mode": "read-only", "write": ["/out"]}}"#,
+        ));
+        assert!(!ro.windows(2).any(|w| w == ["--bind", "/home/u/proj"]));
+        assert!(ro.windows(3).any(|w| w == ["--bind-try", "/out", "/out"]));
+        let open = argv(&policy(r#"{"filesystem": {"mode": "unrestricted"}}"#));
+        assert!(
+            open.windows(3).any(|w| w == ["--bind", "/", "/"]),
+            "{open:?}"
+        );
+        assert!(
+            !open.windows(3).any(|w| w == ["--ro-bind", "/", "/"]),
+            "{open:?}"
+        );
+    }
+
+    #[test]
+    fn granted_sockets_stay_and_denied_paths_are_hidden_after_protected_ones() {
+        let granted = argv(&policy(r#"{"filesystem": {"write": ["/run/user/1000"]}}"#));
+        assert!(!granted
+            .windows(2)
+            .any(|w| w == ["--tmpfs", "/run/user/1000"]));
+        let all = argv(&policy("{}"));
+        let last_protect = all
+            .iter()
+            .rposition(|a| a == "/home/u/proj/.git/hooks")
+            .unwrap();
+        let first_hide = all.iter().position(|a| a == "/home/u/.netrc").unwrap();
+        assert!(last_protect < first_hide);
+    }
+
+    #[test]
+    fn an_allow_list_is_refused() {
+        let p = policy(r#"{"network": {"allow": ["a.example.com"]}}"#);
+        let inputs = Inputs {
+            policy: &p,
+            bwrap: Path::new("/usr/bin/bwrap"),
+            cwd: Path::new("/"),
+            runtime_dir: None,
+            host_sockets: &[],
+            kind_of: &kind,
+        };
+        assert!(build_argv(&inputs, &[])
+            .unwrap_err()
+            .to_string()
+            .contains("Hint: "));
+    }
+}

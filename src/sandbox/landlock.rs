@@ -1,0 +1,270 @@
+//! The Landlock layer (Linux): the ruleset the helper applies just before exec, as data.
+//!
+//! Landlock grants; it cannot take back inside what it granted. So the ruleset is built for
+//! one of two situations:
+//! - `Layering::UnderBwrap`: bwrap already hides denied paths and re-binds protected ones
+//!   read-only; Landlock opens reads and limits writes to the writable roots — a second wall.
+//! - `Layering::Alone`: reads are an allow-list (system directories, the workspace, declared
+//!   roots, protected paths — never `$HOME` wholesale). A denied path inside a readable tree
+//!   or a protected path inside a writable one cannot be expressed, and is refused.
+//!
+//! TCP bind and connect are handled (so denied) with network none; abstract unix sockets and
+//! signals are scoped to the sandbox. Applying it (the `landlock` crate, checking the
+//! returned status) is the helper's job.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::config::FsMode;
+use crate::policy::{Network, Policy, ResolvedPath};
+
+/// System trees a program needs to read (and run) when reads are an allow-list.
+pub const SYSTEM_READ: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/run",
+    "/var/lib", "/sys", "/proc", "/dev",
+];
+
+/// Devices every program may read and write.
+pub const DEVICES_RW: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layering {
+    UnderBwrap,
+    Alone,
+}
+
+/// The rights one rule grants beneath its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// execute, read_file, read_dir
+    Read,
+    /// read and write files that exist (no creating, removing or renaming)
+    ReadWriteFiles,
+    /// every filesystem right: create, remove, rename (refer), truncate
+    ReadWrite,
+    /// read, write and device ioctls (terminals)
+    Terminal,
+}
+
+impl Access {
+    /// The name used in `explain` (as in its JSON).
+    pub fn label(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::ReadWriteFiles => "read-write-files",
+            Access::ReadWrite => "read-write",
+            Access::Terminal => "terminal",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathRule {
+    pub path: PathBuf,
+    pub access: Access,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Ruleset {
+    pub layering: Layering,
+    /// Every filesystem right is handled: what no rule grants is denied.
+    pub rules: Vec<PathRule>,
+    /// TCP bind and connect handled (all denied) — network none.
+    pub deny_tcp: bool,
+    /// Abstract unix sockets and signals scoped to the sandbox.
+    pub scoped: bool,
+    /// The Landlock ABI these rules need in full (a lower one is refused, not weakened).
+    pub min_abi: u32,
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum LandlockError {
+    #[error("Landlock alone cannot deny {denied} inside the readable {inside}\nHint: install bubblewrap so the bwrap layer hides it, or choose a workspace that does not contain it")]
+    DeniedInsideReadable { denied: PathBuf, inside: PathBuf },
+    #[error("Landlock alone cannot protect {protected} inside the writable {inside}\nHint: install bubblewrap so the bwrap layer protects it, or remove it from the protected paths")]
+    ProtectedInsideWritable { protected: PathBuf, inside: PathBuf },
+    #[error("the Landlock backend cannot enforce {what} yet\nHint: {hint}")]
+    Unsupported {
+        what: &'static str,
+        hint: &'static str,
+    },
+}
+
+pub fn build_ruleset(policy: &Policy, layering: Layering) -> Result<Ruleset, LandlockError> {
+    if let Network::Allow(_) = policy.network {
+        return Err(LandlockError::Unsupported {
+            what: "a network allow-list",
+            hint: "use --net none or --net full until the allow-list proxy lands",
+        });
+    }
+    let fs = &policy.filesystem;
+    let mut rules = Vec::new();
+    let mut add = |path: &Path, access| {
+        rules.push(PathRule {
+            path: path.to_path_buf(),
+            access,
+        })
+    };
+    let writable: Vec<&Path> = match fs.mode {
+        FsMode::Unrestricted => vec![Path::new("/")],
+        FsMode::WorkspaceWrite => {
+            let mut w: Vec<&Path> = vec![real(&fs.workspace), Path::new("/tmp")];
+            w.extend(fs.writable.iter().map(real));
+            w
+        }
+        FsMode::ReadOnly => fs.writable.iter().map(real).collect(),
+    };
+    let readable: Vec<&Path> = match layering {
+        Layering::UnderBwrap => vec![Path::new("/")],
+        Layering::Alone => {
+            let mut r: Vec<&Path> = SYSTEM_READ.iter().map(Path::new).collect();
+            r.push(real(&fs.workspace));
+            r.extend(fs.readable.iter().chain(&fs.protected).map(real));
+            r
+        }
+    };
+    if layering == Layering::Alone {
+        for denied in fs.denied.iter().map(real) {
+            if let Some(inside) = readable
+                .iter()
+                .chain(&writable)
+                .find(|r| denied.starts_with(r))
+            {
+                return Err(LandlockError::DeniedInsideReadable {
+                    denied: denied.into(),
+                    inside: inside.into(),
+                });
+            }
+        }
+        for protected in fs.protected.iter().map(real) {
+            if let Some(inside) = writable.iter().find(|w| protected.starts_with(w)) {
+                return Err(LandlockError::ProtectedInsideWritable {
+                    protected: protected.into(),
+                    inside: inside.into(),
+                });
+            }
+        }
+    }
+    for path in readable {
+        add(path, Access::Read);
+    }
+    for path in writable {
+        add(path, Access::ReadWrite);
+    }
+    for device in DEVICES_RW {
+        add(
+            Path::new(device),
+            if *device == "/dev/tty" {
+                Access::Terminal
+            } else {
+                Access::ReadWriteFiles
+            },
+        );
+    }
+    if policy.nested_pty {
+        add(Path::new("/dev/ptmx"), Access::Terminal);
+        add(Path::new("/dev/pts"), Access::Terminal);
+    }
+    let deny_tcp = policy.network == Network::None;
+    Ok(Ruleset {
+        layering,
+        rules,
+        deny_tcp,
+        scoped: true,
+        // 6: scoping of abstract sockets and signals (5: device ioctls, 4: TCP, 3: truncate).
+        min_abi: 6,
+    })
+}
+
+fn real(path: &ResolvedPath) -> &Path {
+    path.real.as_deref().unwrap_or(&path.path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{self, Layer, PathContext, PathResolver};
+
+    struct Fs;
+    impl PathResolver for Fs {
+        fn real_path(&self, path: &Path) -> Option<PathBuf> {
+            Some(path.to_path_buf())
+        }
+    }
+
+    fn policy(workspace: &str, extra: &str) -> Policy {
+        let layer = Layer {
+            origin: "t".into(),
+            config: crate::config::from_str(extra, "t").unwrap(),
+        };
+        let ctx = PathContext {
+            home: "/home/u".into(),
+            workspace: workspace.into(),
+        };
+        policy::resolve("t", &[policy::defaults_layer(), layer], &ctx, &Fs).unwrap()
+    }
+
+    fn access_of(ruleset: &Ruleset, path: &str) -> Vec<Access> {
+        ruleset
+            .rules
+            .iter()
+            .filter(|r| r.path == Path::new(path))
+            .map(|r| r.access)
+            .collect()
+    }
+
+    #[test]
+    fn under_bwrap_reads_are_open_and_writes_limited() {
+        let r = build_ruleset(&policy("/home/u/proj", "{}"), Layering::UnderBwrap).unwrap();
+        assert_eq!(access_of(&r, "/"), [Access::Read]);
+        assert_eq!(access_of(&r, "/home/u/proj"), [Access::ReadWrite]);
+        assert_eq!(access_of(&r, "/dev/pts"), [Access::Terminal]);
+        assert!(r.deny_tcp && r.scoped);
+        assert!(!r.rules.iter().any(|rule| rule.path == Path::new("/home/u")));
+    }
+
+    #[test]
+    fn alone_reads_are_an_allow_list_without_home() {
+        let p = policy(
+            "/srv/proj",
+            r#"{"filesystem": {"read": ["/data"]}, "network": "full", "nested_pty": false}"#,
+        );
+        // Protected workspace paths lie inside the writable workspace: refused alone.
+        let err = build_ruleset(&p, Layering::Alone).unwrap_err();
+        assert!(
+            matches!(err, LandlockError::ProtectedInsideWritable { .. }),
+            "{err}"
+        );
+        let ro = policy(
+            "/srv/proj",
+            r#"{"filesystem": {"mode": "read-only", "read": ["/data"]}, "network": "full", "nested_pty": false}"#,
+        );
+        let r = build_ruleset(&ro, Layering::Alone).unwrap();
+        assert_eq!(access_of(&r, "/usr"), [Access::Read]);
+        assert_eq!(access_of(&r, "/data"), [Access::Read]);
+        assert!(access_of(&r, "/home/u").is_empty(), "not $HOME wholesale");
+        assert!(access_of(&r, "/dev/ptmx").is_empty());
+        assert!(!r.deny_tcp);
+    }
+
+    #[test]
+    fn a_denied_path_inside_a_readable_tree_is_refused_alone() {
+        let p = policy("/home/u", r#"{"filesystem": {"mode": "read-only"}}"#);
+        let err = build_ruleset(&p, Layering::Alone).unwrap_err().to_string();
+        assert!(
+            err.contains("cannot deny /home/u/.") && err.contains("Hint: "),
+            "{err}"
+        );
+    }
+}
