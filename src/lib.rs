@@ -188,6 +188,12 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     check_program(&launch.program, &probe)?;
 
     let backend = sandbox::Backend::for_this_platform();
+    if backend == sandbox::Backend::Unavailable {
+        eprintln!(
+            "sbx-shell: warning: no sandbox backend for this platform in this build: {} runs unconfined (`sbx-shell doctor` says more)",
+            launch.program.to_string_lossy()
+        );
+    }
     let policy = inputs::resolve(&cli.policy)?;
     refuse_unenforced_limits(&policy)?;
     let temp_dir = std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok());

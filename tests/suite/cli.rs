@@ -308,3 +308,16 @@ fn explain_shows_the_linux_layers() {
         .as_bool()
         .unwrap());
 }
+
+/// Until a Linux backend exists, no run is silently unconfined: each one says so.
+#[test]
+fn an_unconfined_run_says_so() {
+    let (code, out, err) = run(&["-c", "echo ran"], &[]);
+    assert_eq!(code, 0);
+    assert_eq!(out, "ran\n");
+    assert!(
+        err.starts_with("sbx-shell: warning: no sandbox backend")
+            && err.contains("runs unconfined"),
+        "{err}"
+    );
+}
