@@ -313,9 +313,11 @@ fn landlock_abi() -> Result<i64, String> {
     }
 }
 
-/// Run bwrap around `true` with the namespaces the bwrap backend uses.
+/// Run bwrap around `true` with the namespaces and base mounts the bwrap backend uses.
 fn probe_bwrap(bwrap: &Path) -> Result<(), String> {
-    let args = [
+    let mut args = crate::sandbox::bwrap::NAMESPACES.to_vec();
+    args.extend([
+        "--unshare-net",
         "--ro-bind",
         "/",
         "/",
@@ -323,13 +325,9 @@ fn probe_bwrap(bwrap: &Path) -> Result<(), String> {
         "/dev",
         "--proc",
         "/proc",
-        "--unshare-pid",
-        "--unshare-net",
-        "--die-with-parent",
-        "--new-session",
         "--",
         "/bin/true",
-    ];
+    ]);
     probe(&bwrap.display().to_string(), &args)
 }
 

@@ -564,4 +564,6 @@ pub fn looks_secret(name: &str) -> bool {
 }
 
 #[cfg(test)]
+pub mod test_support;
+#[cfg(test)]
 mod tests;

@@ -16,6 +16,16 @@ use thiserror::Error;
 use crate::config::FsMode;
 use crate::policy::{Network, Policy, ResolvedPath};
 
+/// The namespaces and the base mounts of every bwrap sandbox (doctor's probe runs them too).
+pub const NAMESPACES: &[&str] = &[
+    "--die-with-parent",
+    "--new-session",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+];
+
 /// What a path is on the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathKind {
@@ -57,14 +67,7 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Result<Vec<OsStr
         });
     }
     let mut a = Args(vec![inputs.bwrap.as_os_str().to_owned()]);
-    a.flags(&[
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-    ]);
+    a.flags(NAMESPACES);
     if policy.network != Network::Full {
         a.flags(&["--unshare-net"]);
     }
@@ -146,26 +149,7 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{self, Layer, PathContext, PathResolver};
-
-    struct Fs;
-    impl PathResolver for Fs {
-        fn real_path(&self, path: &Path) -> Option<PathBuf> {
-            Some(path.to_path_buf())
-        }
-    }
-
-    fn policy(extra: &str) -> Policy {
-        let layer = Layer {
-            origin: "t".into(),
-            config: crate::config::from_str(extra, "t").unwrap(),
-        };
-        let ctx = PathContext {
-            home: "/home/u".into(),
-            workspace: "/home/u/proj".into(),
-        };
-        policy::resolve("t", &[policy::defaults_layer(), layer], &ctx, &Fs).unwrap()
-    }
+    use crate::policy::test_support::policy_with;
 
     fn kind(path: &Path) -> PathKind {
         match path.to_str().unwrap() {
@@ -247,19 +231,23 @@ mod tests {
             "/x/sbx-shell",
             "__sbx_helper",
         ];
-        assert_eq!(argv(&policy("{}")), expected);
+        assert_eq!(argv(&policy_with("/home/u/proj", "{}")), expected);
     }
 
     #[test]
     fn modes_and_network_change_exactly_their_parts() {
-        let full = argv(&policy(r#"{"network": "full"}"#));
+        let full = argv(&policy_with("/home/u/proj", r#"{"network": "full"}"#));
         assert!(!full.contains(&"--unshare-net".to_string()));
-        let ro = argv(&policy(
+        let ro = argv(&policy_with(
+            "/home/u/proj",
             r#"{"filesystem": {"mode": "read-only", "write": ["/out"]}}"#,
         ));
         assert!(!ro.windows(2).any(|w| w == ["--bind", "/home/u/proj"]));
         assert!(ro.windows(3).any(|w| w == ["--bind-try", "/out", "/out"]));
-        let open = argv(&policy(r#"{"filesystem": {"mode": "unrestricted"}}"#));
+        let open = argv(&policy_with(
+            "/home/u/proj",
+            r#"{"filesystem": {"mode": "unrestricted"}}"#,
+        ));
         assert!(
             open.windows(3).any(|w| w == ["--bind", "/", "/"]),
             "{open:?}"
@@ -272,11 +260,14 @@ mod tests {
 
     #[test]
     fn granted_sockets_stay_and_denied_paths_are_hidden_after_protected_ones() {
-        let granted = argv(&policy(r#"{"filesystem": {"write": ["/run/user/1000"]}}"#));
+        let granted = argv(&policy_with(
+            "/home/u/proj",
+            r#"{"filesystem": {"write": ["/run/user/1000"]}}"#,
+        ));
         assert!(!granted
             .windows(2)
             .any(|w| w == ["--tmpfs", "/run/user/1000"]));
-        let all = argv(&policy("{}"));
+        let all = argv(&policy_with("/home/u/proj", "{}"));
         let last_protect = all
             .iter()
             .rposition(|a| a == "/home/u/proj/.git/hooks")
@@ -287,7 +278,10 @@ mod tests {
 
     #[test]
     fn an_allow_list_is_refused() {
-        let p = policy(r#"{"network": {"allow": ["a.example.com"]}}"#);
+        let p = policy_with(
+            "/home/u/proj",
+            r#"{"network": {"allow": ["a.example.com"]}}"#,
+        );
         let inputs = Inputs {
             policy: &p,
             bwrap: Path::new("/usr/bin/bwrap"),

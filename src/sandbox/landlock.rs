@@ -194,26 +194,7 @@ fn real(path: &ResolvedPath) -> &Path {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{self, Layer, PathContext, PathResolver};
-
-    struct Fs;
-    impl PathResolver for Fs {
-        fn real_path(&self, path: &Path) -> Option<PathBuf> {
-            Some(path.to_path_buf())
-        }
-    }
-
-    fn policy(workspace: &str, extra: &str) -> Policy {
-        let layer = Layer {
-            origin: "t".into(),
-            config: crate::config::from_str(extra, "t").unwrap(),
-        };
-        let ctx = PathContext {
-            home: "/home/u".into(),
-            workspace: workspace.into(),
-        };
-        policy::resolve("t", &[policy::defaults_layer(), layer], &ctx, &Fs).unwrap()
-    }
+    use crate::policy::test_support::policy_with;
 
     fn access_of(ruleset: &Ruleset, path: &str) -> Vec<Access> {
         ruleset
@@ -226,7 +207,7 @@ mod tests {
 
     #[test]
     fn under_bwrap_reads_are_open_and_writes_limited() {
-        let r = build_ruleset(&policy("/home/u/proj", "{}"), Layering::UnderBwrap).unwrap();
+        let r = build_ruleset(&policy_with("/home/u/proj", "{}"), Layering::UnderBwrap).unwrap();
         assert_eq!(access_of(&r, "/"), [Access::Read]);
         assert_eq!(access_of(&r, "/home/u/proj"), [Access::ReadWrite]);
         assert_eq!(access_of(&r, "/dev/pts"), [Access::Terminal]);
@@ -236,7 +217,7 @@ mod tests {
 
     #[test]
     fn alone_reads_are_an_allow_list_without_home() {
-        let p = policy(
+        let p = policy_with(
             "/srv/proj",
             r#"{"filesystem": {"read": ["/data"]}, "network": "full", "nested_pty": false}"#,
         );
@@ -246,7 +227,7 @@ mod tests {
             matches!(err, LandlockError::ProtectedInsideWritable { .. }),
             "{err}"
         );
-        let ro = policy(
+        let ro = policy_with(
             "/srv/proj",
             r#"{"filesystem": {"mode": "read-only", "read": ["/data"]}, "network": "full", "nested_pty": false}"#,
         );
@@ -260,7 +241,7 @@ mod tests {
 
     #[test]
     fn a_denied_path_inside_a_readable_tree_is_refused_alone() {
-        let p = policy("/home/u", r#"{"filesystem": {"mode": "read-only"}}"#);
+        let p = policy_with("/home/u", r#"{"filesystem": {"mode": "read-only"}}"#);
         let err = build_ruleset(&p, Layering::Alone).unwrap_err().to_string();
         assert!(
             err.contains("cannot deny /home/u/.") && err.contains("Hint: "),

@@ -117,31 +117,11 @@ pub fn build_filter(policy: &Policy) -> Filter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{self, Layer, PathContext, PathResolver};
-    use std::path::{Path, PathBuf};
-
-    struct Fs;
-    impl PathResolver for Fs {
-        fn real_path(&self, path: &Path) -> Option<PathBuf> {
-            Some(path.to_path_buf())
-        }
-    }
-
-    fn policy(extra: &str) -> Policy {
-        let layer = Layer {
-            origin: "t".into(),
-            config: crate::config::from_str(extra, "t").unwrap(),
-        };
-        let ctx = PathContext {
-            home: "/home/u".into(),
-            workspace: "/home/u/p".into(),
-        };
-        policy::resolve("t", &[policy::defaults_layer(), layer], &ctx, &Fs).unwrap()
-    }
+    use crate::policy::test_support::policy_with;
 
     #[test]
     fn the_table_denies_what_the_issue_lists() {
-        let filter = build_filter(&policy("{}"));
+        let filter = build_filter(&policy_with("/home/u/p", "{}"));
         let denied: Vec<&str> = filter
             .rules
             .iter()
@@ -175,9 +155,9 @@ mod tests {
 
     #[test]
     fn sockets_are_only_limited_without_network() {
-        let full = build_filter(&policy(r#"{"network": "full"}"#));
+        let full = build_filter(&policy_with("/home/u/p", r#"{"network": "full"}"#));
         assert!(!full.rules.iter().any(|r| r.syscalls.contains(&"socket")));
-        let none = build_filter(&policy("{}"));
+        let none = build_filter(&policy_with("/home/u/p", "{}"));
         let socket = none
             .rules
             .iter()

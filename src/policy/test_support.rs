@@ -1,0 +1,27 @@
+//! For tests of the backends: a policy resolved from the defaults and one extra layer, on a
+//! filesystem where every path is its own real path.
+
+use std::path::{Path, PathBuf};
+
+use super::{defaults_layer, resolve, Layer, PathContext, PathResolver, Policy};
+
+pub struct SameFs;
+
+impl PathResolver for SameFs {
+    fn real_path(&self, path: &Path) -> Option<PathBuf> {
+        Some(path.to_path_buf())
+    }
+}
+
+/// Home /home/u, the given workspace, defaults plus `extra` (JSON).
+pub fn policy_with(workspace: &str, extra: &str) -> Policy {
+    let layer = Layer {
+        origin: "test".into(),
+        config: crate::config::from_str(extra, "test").unwrap(),
+    };
+    let ctx = PathContext {
+        home: "/home/u".into(),
+        workspace: workspace.into(),
+    };
+    resolve("test", &[defaults_layer(), layer], &ctx, &SameFs).unwrap()
+}
