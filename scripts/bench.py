@@ -2,7 +2,8 @@
 """Benchmark sbx-shell against a bare pty, `script -qc` and tmux, in one run.
 
 Measures, for each subject, on the same file and the same machine:
-  - bulk output throughput: `cat FILE` drained by a reader on the outer pty (MB/s);
+  - bulk output throughput: `cat FILE` drained by a reader on the outer pty (MB/s), the
+    median of BENCH_RUNS rounds in which the subjects take turns;
   - keystroke echo latency: one byte written to the outer pty, echoed back by `cat` running
     raw inside, p50 and p99 over many keystrokes (microseconds);
   - an idle session over IDLE_SECONDS: CPU time and context switches of the supervisor;
@@ -24,7 +25,7 @@ import time
 SBX = os.environ["SBX_BIN"]
 FILE = os.environ["BENCH_FILE"]
 KEYS = int(os.environ.get("BENCH_KEYS", "2000"))
-RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 IDLE_SECONDS = float(os.environ.get("BENCH_IDLE_SECONDS", "10"))
 MARK = b"BENCH-END-MARK"
 TMUX_SOCKET = "sbx-bench-%d" % os.getpid()
@@ -112,20 +113,29 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-def bulk(name, wrap):
-    """Seconds for `cat FILE` through the subject, and the supervisors' peak RSS (KiB)."""
+def bulk_once(name, wrap):
+    """Seconds for one `cat FILE` through the subject, and the supervisors' peak RSS (KiB)."""
+    start = time.perf_counter()
+    pid, fd = spawn(wrap("cat %s; printf '%s'; sleep 30" % (FILE, MARK.decode())))
+    read_until(fd, MARK, timeout=600)
+    seconds = time.perf_counter() - start
+    rss = max([status_field(p, "VmHWM") for p in supervisor_pids(name, pid)] or [0])
+    finish(pid, fd)
+    return seconds, rss
+
+
+def bulk_all(subjects):
+    """Throughput (MB/s, median) and peak RSS per subject. Subjects take turns round by round,
+    so that drift in the machine's speed does not favour whoever ran at a good moment."""
     size = os.path.getsize(FILE)
-    times, rss = [], 0
+    times = {name: [] for name in subjects}
+    rss = {name: 0 for name in subjects}
     for _ in range(RUNS):
-        start = time.perf_counter()
-        pid, fd = spawn(wrap("cat %s; printf '%s'; sleep 30" % (FILE, MARK.decode())))
-        read_until(fd, MARK, timeout=600)
-        times.append(time.perf_counter() - start)
-        for p in supervisor_pids(name, pid):
-            rss = max(rss, status_field(p, "VmHWM"))
-        finish(pid, fd)
-    best = statistics.median(times)
-    return size / best / 1e6, rss
+        for name, wrap in subjects.items():
+            seconds, peak = bulk_once(name, wrap)
+            times[name].append(seconds)
+            rss[name] = max(rss[name], peak)
+    return {name: (size / statistics.median(times[name]) / 1e6, rss[name]) for name in subjects}
 
 
 def echo(name, wrap):
@@ -170,8 +180,9 @@ def idle(name, wrap):
 
 def main():
     rows = []
+    bulk = bulk_all(subjects())
     for name, wrap in subjects().items():
-        mbps, rss = bulk(name, wrap)
+        mbps, rss = bulk[name]
         p50, p99 = echo(name, wrap)
         cpu, switches = idle(name, wrap) if name != "bare pty" else (None, None)
         rows.append((name, mbps, p50, p99, cpu, switches, rss))

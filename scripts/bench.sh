@@ -7,7 +7,7 @@
 #
 # Environment:
 #   BENCH_MB            size of the output file, MB (default 200)
-#   BENCH_RUNS          bulk runs per subject, the median is kept (default 3)
+#   BENCH_RUNS          bulk rounds (subjects take turns), the median is kept (default 5)
 #   BENCH_KEYS          keystrokes per echo measurement (default 2000)
 #   BENCH_IDLE_SECONDS  length of the idle measurement (default 10)
 # Needs python3, tmux and script (bsdutils); installs them with apt-get when missing.
