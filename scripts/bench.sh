@@ -10,7 +10,8 @@
 #   BENCH_RUNS          bulk rounds (subjects take turns), the median is kept (default 5)
 #   BENCH_KEYS          keystrokes per echo measurement (default 2000)
 #   BENCH_IDLE_SECONDS  length of the idle measurement (default 10)
-# Needs python3, tmux and script (bsdutils); installs them with apt-get when missing.
+# Needs python3, tmux, script (bsdutils) and /usr/bin/time; installs them with apt-get when
+# missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,7 @@ missing=()
 command -v python3 >/dev/null || missing+=(python3)
 command -v tmux >/dev/null || missing+=(tmux)
 command -v script >/dev/null || missing+=(bsdutils)
+[ -x /usr/bin/time ] || missing+=(time)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
   "${sudo[@]}" apt-get update -qq
@@ -53,8 +55,11 @@ $table
 ## Reading the numbers
 
 - Throughput: a supervisor is a second pty hop, and on 2 cores the two hops pipeline, so
-  sbx-shell and \`script\` often beat the bare pty, whose single reader does all the work
-  on one side. The figures vary by ±20 % between runs; nearly all of it is kernel time.
+  sbx-shell and \`script\` can beat the bare pty. Nearly all the time is the kernel's: the
+  child's pty converts each newline (ONLCR), as a cooked terminal must. The Python-driven
+  figures swing by ±15 % between runs, enough to flip the 0.95× verdict either way; the
+  head-to-head table (C reader, /usr/bin/time) is the steadier comparison of the relay
+  itself against \`script\`.
 - Echo latency: one keystroke through sbx-shell crosses two ptys each way instead of one.
   Every pty write is handed to a kernel worker before the reader wakes, so each hop costs
   two more wakeups; on this 2-vCPU VM that is most of the difference to the bare pty, and
