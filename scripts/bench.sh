@@ -29,6 +29,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# Which code is measured: taken before anything here writes into the work tree.
+revision=$(git describe --always --dirty 2>/dev/null || echo unknown)
 cargo build --release --locked --quiet
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -45,7 +47,7 @@ echo "$table"
   cat <<HEAD
 # Benchmarks
 
-Made by \`scripts/bench.sh\` on $(date -u +%Y-%m-%d) (sbx-shell $(git describe --always --dirty 2>/dev/null || echo unknown),
+Made by \`scripts/bench.sh\` on $(date -u +%Y-%m-%d) (sbx-shell ${revision},
 release build), on $(nproc) cores, $(uname -sr), $(tmux -V), $(script --version | head -1).
 Every subject ran in the same run on the same ${mb} MB file; see scripts/bench.py for exactly
 what each column measures.
