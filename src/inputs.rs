@@ -72,11 +72,16 @@ pub fn config_dir(home: &Path) -> PathBuf {
     )
 }
 
-/// Every layer, lowest precedence first, and the profile's name.
-pub fn gather(args: &PolicyArgs, home: &Path) -> anyhow::Result<(String, Vec<Layer>)> {
+/// Every layer, lowest precedence first, and the profile's name. `user_config` is the
+/// user's config file, already read (`profiles::load_user_config`).
+pub fn gather(
+    args: &PolicyArgs,
+    home: &Path,
+    user_config: Option<Layer>,
+) -> anyhow::Result<(String, Vec<Layer>)> {
     let dir = config_dir(home);
     let mut layers = vec![policy::defaults_layer()];
-    layers.extend(profiles::load_user_config(&dir)?);
+    layers.extend(user_config);
     let (name, profile) = profiles::load(
         args.profile.as_deref().unwrap_or(profiles::DEFAULT_PROFILE),
         &dir,
@@ -87,16 +92,22 @@ pub fn gather(args: &PolicyArgs, home: &Path) -> anyhow::Result<(String, Vec<Lay
 }
 
 /// Resolve the policy the flags, the user config and the profile ask for.
-pub fn resolve(args: &PolicyArgs) -> anyhow::Result<Policy> {
-    let home = home_dir()?;
+pub fn resolve(
+    args: &PolicyArgs,
+    home: &Path,
+    user_config: Option<Layer>,
+) -> anyhow::Result<Policy> {
     let workspace = match &args.workspace {
         Some(dir) => {
             std::path::absolute(dir).with_context(|| format!("--workspace {}", dir.display()))?
         }
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    let (name, layers) = gather(args, &home)?;
-    let ctx = PathContext { home, workspace };
+    let (name, layers) = gather(args, home, user_config)?;
+    let ctx = PathContext {
+        home: home.to_path_buf(),
+        workspace,
+    };
     Ok(policy::resolve(&name, &layers, &ctx, &RealFs)?)
 }
 

@@ -105,7 +105,9 @@ fn run_doctor(json: bool) -> Result<u8, Failure> {
 
 /// `sbx-shell explain`.
 fn run_explain(args: &ExplainArgs) -> Result<u8, Failure> {
-    let policy = inputs::resolve(&args.policy)?;
+    let home = inputs::home_dir()?;
+    let user_config = profiles::load_user_config(&inputs::config_dir(&home))?;
+    let policy = inputs::resolve(&args.policy, &home, user_config)?;
     let temp_dir = std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok());
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
@@ -164,7 +166,8 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     pty::install_panic_hook();
     let home = inputs::home_dir()?;
     let user_config = profiles::load_user_config(&inputs::config_dir(&home))?;
-    if sandbox::Backend::for_this_platform() == sandbox::Backend::Unavailable {
+    let backend = sandbox::Backend::for_this_platform();
+    if backend == sandbox::Backend::Unavailable {
         refuse_unenforced_policy(&cli.policy.requested(), user_config.as_ref())?;
     }
     let request = Request {
@@ -179,7 +182,9 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     };
     let candidates = shell::Candidates {
         explicit: cli.shell,
-        configured: user_config.and_then(|layer| layer.config.shell),
+        configured: user_config
+            .as_ref()
+            .and_then(|layer| layer.config.shell.clone()),
         env: std::env::var_os("SHELL"),
         passwd: passwd_shell(),
     };
@@ -187,14 +192,13 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let launch = launch::plan(&request, &shell)?;
     check_program(&launch.program, &probe)?;
 
-    let backend = sandbox::Backend::for_this_platform();
     if backend == sandbox::Backend::Unavailable {
         eprintln!(
             "sbx-shell: warning: no sandbox backend for this platform in this build: {} runs unconfined (`sbx-shell doctor` says more)",
             launch.program.to_string_lossy()
         );
     }
-    let policy = inputs::resolve(&cli.policy)?;
+    let policy = inputs::resolve(&cli.policy, &home, user_config)?;
     refuse_unenforced_limits(&policy)?;
     let temp_dir = std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok());
     // Build once before the terminal is touched, so a policy the backend refuses fails here.
