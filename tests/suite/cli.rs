@@ -6,17 +6,9 @@ use std::process::{Command, Stdio};
 use super::support::{bin, Scratch};
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let out = Command::new(bin())
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    super::support::run_captured(args, |cmd| {
+        cmd.envs(env.iter().copied());
+    })
 }
 
 #[test]

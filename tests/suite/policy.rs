@@ -2,26 +2,17 @@
 //! `explain`, `schema`, and the refusal to run a policy that nothing enforces yet.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use super::support::{bin, Scratch};
+use super::support::Scratch;
 
 /// Run sbx-shell with a private HOME (so the user's real config never leaks in).
 fn run(home: &Path, cwd: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin())
-        .args(args)
-        .env("HOME", home)
-        .env_remove("XDG_CONFIG_HOME")
-        .env("SHELL", "/bin/sh")
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    super::support::run_captured(args, |cmd| {
+        cmd.env("HOME", home)
+            .env_remove("XDG_CONFIG_HOME")
+            .env("SHELL", "/bin/sh")
+            .current_dir(cwd);
+    })
 }
 
 fn fixture(name: &str) -> String {

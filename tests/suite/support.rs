@@ -26,6 +26,20 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_sbx-shell")
 }
 
+/// Run sbx-shell without a terminal (stdin from /dev/null), after `configure` adds what the
+/// test needs; return its exit code, stdout and stderr.
+pub fn run_captured(args: &[&str], configure: impl FnOnce(&mut Command)) -> (i32, String, String) {
+    let mut cmd = Command::new(bin());
+    cmd.args(args).stdin(Stdio::null());
+    configure(&mut cmd);
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// True when `tool` is on PATH. Otherwise: fail under SBX_REQUIRE_ALL=1, else say loudly
 /// that the calling test is skipped and why, and return false.
 pub fn require(tool: &str, why: &str) -> bool {
