@@ -1,7 +1,8 @@
 //! `sbx-shell explain`: the resolved policy, as text for people and JSON for tools.
 //!
-//! Pure rendering. As the backends land, each adds what it would run (the SBPL profile and
-//! its parameters, the bwrap argv, the Landlock and seccomp rules) to this report.
+//! Pure rendering of the policy and of what each backend would run for it (the SBPL profile
+//! and its parameters, the bwrap argv, the Landlock rulesets and the seccomp table), on any
+//! OS, marked with whether this build enforces it here.
 
 use std::ffi::OsString;
 use std::fmt::Write;

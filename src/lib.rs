@@ -1,8 +1,8 @@
 //! sbx-shell: a PTY-wrapping terminal supervisor.
 //!
 //! This file is the one wiring point: command line → launch plan → helper argv → a pty
-//! session (or, without a terminal, a direct run). The sandbox backends will rewrite the
-//! helper argv between the plan and the spawn.
+//! session (or, without a terminal, a direct run). Between the plan and the spawn,
+//! `sandbox::wrap` prefixes the helper argv with this platform's sandbox launcher.
 
 pub mod cli;
 pub mod config;
