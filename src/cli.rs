@@ -90,7 +90,7 @@ pub struct ExplainArgs {
 
     /// Show in full what this backend would run, whatever the platform.
     #[arg(long, value_enum, value_name = "BACKEND")]
-    pub backend: Option<ExplainBackend>,
+    pub show: Option<ExplainBackend>,
 
     /// The command it would run (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
@@ -156,39 +156,17 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "SECONDS")]
     pub cpu_seconds: Option<u64>,
 
-    /// Limit the address space (RLIMIT_AS), in MiB.
+    /// Limit each process's memory (RLIMIT_DATA), in MiB.
     #[arg(long, value_name = "MIB")]
     pub memory_mib: Option<u64>,
 
     /// Limit the number of processes (RLIMIT_NPROC).
     #[arg(long, value_name = "N")]
     pub processes: Option<u64>,
-}
 
-impl PolicyArgs {
-    /// The options that ask for something from the sandbox, as written on the command line.
-    pub fn requested(&self) -> Vec<&'static str> {
-        let mut given = Vec::new();
-        let mut note = |on: bool, flag: &'static str| {
-            if on {
-                given.push(flag);
-            }
-        };
-        note(self.profile.is_some(), "--profile");
-        note(self.workspace.is_some(), "--workspace");
-        note(!self.write.is_empty(), "--write");
-        note(!self.read.is_empty(), "--read");
-        note(!self.deny.is_empty(), "--deny");
-        note(self.net.is_some(), "--net");
-        note(!self.allow_env.is_empty(), "--allow-env");
-        note(self.no_nested_pty, "--no-nested-pty");
-        note(self.keychain, "--keychain");
-        note(self.timeout.is_some(), "--timeout");
-        note(self.cpu_seconds.is_some(), "--cpu-seconds");
-        note(self.memory_mib.is_some(), "--memory-mib");
-        note(self.processes.is_some(), "--processes");
-        given
-    }
+    /// The sandbox: auto (default), bwrap, landlock, seatbelt, or none (unconfined).
+    #[arg(long, value_enum, value_name = "BACKEND")]
+    pub backend: Option<crate::config::BackendChoice>,
 }
 
 #[cfg(test)]

@@ -32,6 +32,10 @@ pub struct Config {
     /// The shell to run when no command is given (user config only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell: Option<PathBuf>,
+    /// Which sandbox confines the program: "auto" (the default), "bwrap", "landlock",
+    /// "seatbelt", or "none" (unconfined, with a warning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendChoice>,
     #[serde(default, skip_serializing_if = "FilesystemConfig::is_empty")]
     pub filesystem: FilesystemConfig,
     /// "none", "full", or {"allow": [domains]}.
@@ -81,6 +85,37 @@ pub struct FilesystemConfig {
 impl FilesystemConfig {
     fn is_empty(&self) -> bool {
         *self == FilesystemConfig::default()
+    }
+}
+
+/// The sandbox backend asked for.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendChoice {
+    /// Linux: bwrap with Landlock and seccomp inside, else Landlock and seccomp alone, else
+    /// refuse. macOS: Seatbelt.
+    Auto,
+    /// Linux: bubblewrap namespaces (with seccomp, and Landlock where the kernel has it).
+    Bwrap,
+    /// Linux: Landlock and seccomp alone.
+    Landlock,
+    /// macOS: Seatbelt.
+    Seatbelt,
+    /// No sandbox at all (a warning says so on every start).
+    None,
+}
+
+impl BackendChoice {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Bwrap => "bwrap",
+            BackendChoice::Landlock => "landlock",
+            BackendChoice::Seatbelt => "seatbelt",
+            BackendChoice::None => "none",
+        }
     }
 }
 
@@ -158,10 +193,11 @@ pub struct LimitsConfig {
     /// CPU seconds (RLIMIT_CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_seconds: Option<u64>,
-    /// Address space in MiB (RLIMIT_AS).
+    /// Memory per process in MiB (RLIMIT_DATA: heap and private mappings; an address-space
+    /// limit would break runtimes that reserve large virtual ranges, such as V8, Go, the JVM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_mib: Option<u64>,
-    /// Processes of this user (RLIMIT_NPROC).
+    /// Processes of this user (RLIMIT_NPROC: the kernel counts all of the user's processes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<u64>,
     /// Allow core dumps (default false).

@@ -15,7 +15,9 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
 
 use crate::exit::exit_code;
-use crate::process::{self, ChildEvent};
+use std::time::Instant;
+
+use crate::process::{self, ChildEvent, SessionOptions};
 use crate::signals;
 
 const HANDLED: [Signal; 5] = [
@@ -27,12 +29,43 @@ const HANDLED: [Signal; 5] = [
 ];
 
 /// Run the child on the inherited stdio until it ends; returns the exit code.
-pub fn run(argv_for: &crate::pty::ArgvFor<'_>, env: &[(OsString, OsString)]) -> io::Result<u8> {
+pub fn run(
+    argv_for: &crate::pty::ArgvFor<'_>,
+    env: &[(OsString, OsString)],
+    options: SessionOptions,
+) -> io::Result<u8> {
     let signals = signals::install(&HANDLED, false)?;
-    let child = process::spawn_child(&argv_for(None)?, env, None)?;
+    let argv = argv_for(&crate::pty::ChildSetup::default())?;
+    let child = process::spawn_child(&argv, env, None, false)?;
+    let timeout = options.timeout;
+    // At the first deadline SIGTERM, at the second the whole tree is killed.
+    let mut deadlines = timeout.map(|t| {
+        let term = Instant::now() + t.after;
+        (t, term, term + t.grace)
+    });
+    let mut timed_out = false;
     loop {
+        let wait = match deadlines {
+            None => PollTimeout::NONE,
+            Some((timeout, term, kill_at)) => {
+                let now = Instant::now();
+                if !timed_out && now >= term {
+                    timed_out = true;
+                    process::report_timeout(&timeout);
+                    let _ = kill(options.signal_target(child), Signal::SIGTERM);
+                }
+                if timed_out && now >= kill_at {
+                    deadlines = None;
+                    let _ = kill(child, Signal::SIGKILL);
+                    process::kill_leftovers(None);
+                }
+                let next = if timed_out { kill_at } else { term };
+                PollTimeout::try_from(next.saturating_duration_since(now))
+                    .unwrap_or(PollTimeout::MAX)
+            }
+        };
         let mut fds = [PollFd::new(signals.events.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::NONE) {
+        match poll(&mut fds, wait) {
             Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => return Err(e.into()),
         }
@@ -40,7 +73,7 @@ pub fn run(argv_for: &crate::pty::ArgvFor<'_>, env: &[(OsString, OsString)]) -> 
             if event.signal != libc::SIGCHLD {
                 if let (true, Ok(signal)) = (event.sent_by_process, Signal::try_from(event.signal))
                 {
-                    let _ = kill(child, signal);
+                    let _ = kill(options.signal_target(child), signal);
                 }
                 continue;
             }
@@ -48,7 +81,11 @@ pub fn run(argv_for: &crate::pty::ArgvFor<'_>, env: &[(OsString, OsString)]) -> 
                 match change {
                     ChildEvent::Ended(pid, end) if pid == child => {
                         process::kill_leftovers(None);
-                        return Ok(exit_code(end));
+                        return Ok(if timed_out {
+                            process::EXIT_TIMEOUT
+                        } else {
+                            exit_code(end)
+                        });
                     }
                     ChildEvent::Stopped(pid) if pid == child => {
                         let _ = signals::stop_self();

@@ -8,21 +8,21 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-/// Fixed locations bwrap is taken from: never `$PATH`, which a workspace could shadow.
-pub const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/bin/bwrap"];
+use crate::config::BackendChoice;
+use crate::sandbox::select::{self, Machine, BWRAP_PATHS};
 
 /// Facts about this machine.
 #[derive(Debug, Clone, Default)]
 pub struct Measurements {
     pub os: &'static str,
-    /// The platform's backend exists in this build.
-    pub backend_built: bool,
     pub root: bool,
     /// Landlock ABI version, or why there is none.
     pub landlock_abi: Option<Result<i64, String>>,
     /// kernel.unprivileged_userns_clone and user.max_user_namespaces, when the files exist.
     pub userns_clone: Option<String>,
     pub max_user_namespaces: Option<String>,
+    /// kernel.apparmor_restrict_unprivileged_userns (Ubuntu), when the file exists.
+    pub apparmor_restrict: Option<String>,
     /// The bwrap found at a fixed path, and how its probe run ended.
     pub bwrap: Option<PathBuf>,
     pub bwrap_probe: Option<Result<(), String>>,
@@ -57,6 +57,7 @@ pub struct Check {
 pub struct Report {
     pub os: &'static str,
     pub checks: Vec<Check>,
+    /// What `--backend auto` runs here, with its layers, or why it refuses.
     pub default_backend: String,
     pub default_backend_can_run: bool,
 }
@@ -108,16 +109,40 @@ pub fn evaluate(m: &Measurements) -> Report {
             (status != Status::Ok).then_some("raise the hard nofile limit (/etc/security/limits.conf, or LimitNOFILE= for a service)"),
         ));
     }
-    let default_backend = match m.os {
-        "linux" => "auto (bwrap + Landlock + seccomp, else Landlock + seccomp)",
-        "macos" => "seatbelt",
-        _ => "none",
+    let machine = Machine {
+        os: m.os,
+        // Only a bwrap that passed its probe counts (the run path checks only the sysctls).
+        bwrap: m
+            .bwrap
+            .clone()
+            .filter(|_| matches!(m.bwrap_probe, Some(Ok(())))),
+        namespaces_open: select::namespaces_open(
+            m.root,
+            m.userns_clone.as_deref(),
+            m.max_user_namespaces.as_deref(),
+            m.apparmor_restrict.as_deref(),
+        ),
+        landlock_abi: m
+            .landlock_abi
+            .clone()
+            .unwrap_or_else(|| Err("not measured".into())),
+    };
+    let (default_backend, selected_ok) = match select::select(BackendChoice::Auto, &machine) {
+        Ok(backend) => (
+            format!(
+                "{} (layers: {})",
+                backend.name(),
+                backend.layers().join(", ")
+            ),
+            true,
+        ),
+        Err(e) => (format!("none: {}", e.to_string().replace('\n', " ")), false),
     };
     Report {
         os: m.os,
         checks,
-        default_backend: default_backend.into(),
-        default_backend_can_run: can_run,
+        default_backend,
+        default_backend_can_run: can_run && selected_ok,
     }
 }
 
@@ -145,20 +170,22 @@ fn evaluate_linux(m: &Measurements, checks: &mut Vec<Check>) -> bool {
         ),
     };
     let userns_measured = format!(
-        "kernel.unprivileged_userns_clone={}, user.max_user_namespaces={}, {}",
+        "kernel.unprivileged_userns_clone={}, user.max_user_namespaces={}, kernel.apparmor_restrict_unprivileged_userns={}, {}",
         m.userns_clone.as_deref().unwrap_or("(absent)"),
         m.max_user_namespaces.as_deref().unwrap_or("(absent)"),
+        m.apparmor_restrict.as_deref().unwrap_or("(absent)"),
         if m.root {
             "running as root"
         } else {
             "unprivileged"
         },
     );
-    let userns_open = m.root
-        || (m.userns_clone.as_deref().is_none_or(|v| v.trim() != "0")
-            && m.max_user_namespaces
-                .as_deref()
-                .is_none_or(|v| v.trim() != "0"));
+    let userns_open = select::namespaces_open(
+        m.root,
+        m.userns_clone.as_deref(),
+        m.max_user_namespaces.as_deref(),
+        m.apparmor_restrict.as_deref(),
+    );
     let userns = if userns_open {
         check(
             "user namespaces",
@@ -173,7 +200,7 @@ fn evaluate_linux(m: &Measurements, checks: &mut Vec<Check>) -> bool {
             Status::Warn,
             userns_measured,
             "available (bwrap needs them unless it is setuid)",
-            Some("sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000"),
+            Some("sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000 (and kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu)"),
         )
     };
     let bwrap = match (&m.bwrap, &m.bwrap_probe) {
@@ -187,17 +214,12 @@ fn evaluate_linux(m: &Measurements, checks: &mut Vec<Check>) -> bool {
         Some(value) => check("legacy TIOCSTI", Status::Warn, format!("dev.tty.legacy_tiocsti={value}"), "0: no typing into other terminals", Some("sysctl -w dev.tty.legacy_tiocsti=0 (otherwise a program that can open a terminal can type into it)")),
         None => check("legacy TIOCSTI", Status::Ok, "sysctl absent (kernel before 6.2: TIOCSTI allowed)", "TIOCSTI denied inside the sandbox by seccomp", None),
     };
-    let built = if m.backend_built {
-        check("linux backend", Status::Ok, "built in", "built in", None)
-    } else {
-        check("linux backend", Status::Fail, "not in this build yet", "built in", Some("a later sbx-shell enforces policies on Linux; until then sbx-shell runs only without a policy"))
-    };
     let layered = bwrap.status == Status::Ok
         && landlock.status != Status::Fail
         && seccomp.status == Status::Ok;
     let landlock_alone = landlock.status != Status::Fail && seccomp.status == Status::Ok;
-    let can_run = m.backend_built && (layered || landlock_alone);
-    checks.extend([built, landlock, seccomp, userns, bwrap, tiocsti]);
+    let can_run = layered || landlock_alone;
+    checks.extend([landlock, seccomp, userns, bwrap, tiocsti]);
     can_run
 }
 
@@ -207,7 +229,7 @@ fn evaluate_macos(m: &Measurements, checks: &mut Vec<Check>) -> bool {
         Some(Err(why)) => check("sandbox-exec", Status::Fail, format!("/usr/bin/sandbox-exec: {why}"), "/usr/bin/sandbox-exec able to run", Some("sandbox-exec ships with macOS; check that /usr/bin/sandbox-exec exists and is not blocked by a management profile")),
         None => check("sandbox-exec", Status::Fail, "not measured", "/usr/bin/sandbox-exec able to run", None),
     };
-    let ok = probe.status == Status::Ok && m.backend_built;
+    let ok = probe.status == Status::Ok;
     checks.push(probe);
     ok
 }
@@ -251,26 +273,21 @@ pub fn measure() -> Measurements {
     let nofile = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok();
     let mut m = Measurements {
         os: std::env::consts::OS,
-        backend_built: crate::sandbox::Backend::for_this_platform()
-            != crate::sandbox::Backend::Unavailable,
         root: nix::unistd::geteuid().is_root(),
         nofile,
         ..Measurements::default()
     };
     if m.os == "linux" {
-        m.landlock_abi = Some(landlock_abi());
+        m.landlock_abi = Some(select::landlock_abi());
         m.userns_clone = read("/proc/sys/kernel/unprivileged_userns_clone");
         m.max_user_namespaces = read("/proc/sys/user/max_user_namespaces");
+        m.apparmor_restrict = read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
         m.seccomp_mode = read("/proc/self/status").and_then(|s| {
             s.lines()
                 .find_map(|l| l.strip_prefix("Seccomp:").map(|v| v.trim().to_string()))
         });
         m.legacy_tiocsti = read("/proc/sys/dev/tty/legacy_tiocsti");
-        m.bwrap = BWRAP_PATHS
-            .iter()
-            .map(Path::new)
-            .find(|p| p.is_file())
-            .map(Path::to_path_buf);
+        m.bwrap = select::find_bwrap();
         m.bwrap_probe = m.bwrap.as_deref().map(probe_bwrap);
     }
     if m.os == "macos" {
@@ -280,37 +297,6 @@ pub fn measure() -> Measurements {
         ));
     }
     m
-}
-
-/// The Landlock ABI version the kernel offers (landlock_create_ruleset with the VERSION flag).
-fn landlock_abi() -> Result<i64, String> {
-    #[cfg(target_os = "linux")]
-    {
-        const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-        // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the kernel only
-        // returns the ABI number; no memory is read or written.
-        let abi = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<u8>(),
-                0usize,
-                LANDLOCK_CREATE_RULESET_VERSION,
-            )
-        };
-        if abi >= 0 {
-            return Ok(abi);
-        }
-        let err = std::io::Error::last_os_error();
-        Err(match err.raw_os_error() {
-            Some(libc::ENOSYS) => "not in this kernel (ENOSYS)".to_string(),
-            Some(libc::EOPNOTSUPP) => "disabled at boot (EOPNOTSUPP)".to_string(),
-            _ => err.to_string(),
-        })
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        Err("not Linux".to_string())
-    }
 }
 
 /// Run bwrap around `true` with the namespaces and base mounts the bwrap backend uses.

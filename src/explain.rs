@@ -13,22 +13,52 @@ use crate::cli::ExplainBackend;
 use crate::config::{FsMode, OpenFiles, OpenFilesMode};
 use crate::policy::{Network, Policy, ResolvedPath, ALWAYS_DROPPED};
 use crate::sandbox::{self, bwrap, landlock, seatbelt, seccomp};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What `explain --json` prints.
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {
     pub policy: &'a Policy,
     pub command: Vec<String>,
+    /// The backend this policy runs with on this machine and its layers, or why none can.
+    pub selected: Selected,
     /// Per backend: what it would enforce, or why it does not exist yet.
     pub backends: Vec<BackendReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Selected {
+    Runs {
+        backend: &'static str,
+        layers: Vec<&'static str>,
+    },
+    Refuses {
+        reason: String,
+    },
+}
+
+impl Selected {
+    pub fn of(selected: Result<&sandbox::Backend, String>) -> Selected {
+        match selected {
+            Ok(backend) => Selected::Runs {
+                backend: backend.name(),
+                layers: backend.layers(),
+            },
+            Err(reason) => Selected::Refuses { reason },
+        }
+    }
+
+    fn uses(&self, layer: &str) -> bool {
+        matches!(self, Selected::Runs { layers, .. } if layers.contains(&layer))
+    }
 }
 
 #[derive(Debug, Serialize)]
 pub struct BackendReport {
     pub name: &'static str,
     pub platform: &'static str,
-    /// Whether this build enforces the policy with it on this machine.
+    /// Whether this run would use it on this machine.
     pub enforced_here: bool,
     /// What it would run, or why it would refuse.
     #[serde(flatten)]
@@ -61,20 +91,12 @@ pub enum RulesOrRefusal {
     Refuses(String),
 }
 
-/// What the host looks like, for the builders that need it.
-pub struct Host<'a> {
-    pub temp_dir: Option<&'a Path>,
-    pub cwd: &'a Path,
-    pub runtime_dir: Option<&'a Path>,
-    pub host_sockets: &'a [PathBuf],
-    pub kind_of: &'a dyn Fn(&Path) -> bwrap::PathKind,
-}
+pub use crate::sandbox::Host;
 
 const HELPER: &str = "sbx-shell __sbx_helper …";
 
 /// Every backend, with what it would run for `policy`.
-pub fn backends(policy: &Policy, host: &Host<'_>) -> Vec<BackendReport> {
-    let here = sandbox::Backend::for_this_platform();
+pub fn backends(policy: &Policy, host: &Host<'_>, selected: &Selected) -> Vec<BackendReport> {
     let strings = |argv: Vec<std::ffi::OsString>| {
         argv.iter()
             .map(|a| a.to_string_lossy().into_owned())
@@ -104,11 +126,8 @@ pub fn backends(policy: &Policy, host: &Host<'_>) -> Vec<BackendReport> {
             reason: e.to_string(),
         },
     };
-    let bwrap_path = crate::doctor::BWRAP_PATHS
-        .iter()
-        .map(Path::new)
-        .find(|p| p.is_file())
-        .unwrap_or(Path::new("/usr/bin/bwrap"));
+    let found = sandbox::select::find_bwrap();
+    let bwrap_path = found.as_deref().unwrap_or(Path::new("/usr/bin/bwrap"));
     let inputs = bwrap::Inputs {
         policy,
         bwrap: bwrap_path,
@@ -127,7 +146,8 @@ pub fn backends(policy: &Policy, host: &Host<'_>) -> Vec<BackendReport> {
             reason: e.to_string(),
         },
     };
-    let ruleset = |layering| match landlock::build_ruleset(policy, layering) {
+    let exists = |p: &Path| (host.kind_of)(p) != bwrap::PathKind::Missing;
+    let ruleset = |layering| match landlock::build_ruleset(policy, layering, &exists) {
         Ok(rules) => RulesOrRefusal::Rules(rules),
         Err(e) => RulesOrRefusal::Refuses(e.to_string()),
     };
@@ -143,32 +163,38 @@ pub fn backends(policy: &Policy, host: &Host<'_>) -> Vec<BackendReport> {
         BackendReport {
             name: "seatbelt",
             platform: "macos",
-            enforced_here: here == sandbox::Backend::Seatbelt,
+            enforced_here: selected.uses("seatbelt"),
             output: seatbelt,
         },
         BackendReport {
             name: "bwrap",
             platform: "linux",
-            enforced_here: false,
+            enforced_here: selected.uses("bwrap"),
             output: bwrap,
         },
         BackendReport {
             name: "landlock",
             platform: "linux",
-            enforced_here: false,
+            enforced_here: selected.uses("seccomp"),
             output: landlock,
         },
     ]
 }
 
-pub fn report<'a>(policy: &'a Policy, command: &[OsString], host: &Host<'_>) -> Report<'a> {
+pub fn report<'a>(
+    policy: &'a Policy,
+    command: &[OsString],
+    host: &Host<'_>,
+    selected: Selected,
+) -> Report<'a> {
     Report {
         policy,
         command: command
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
-        backends: backends(policy, host),
+        backends: backends(policy, host, &selected),
+        selected,
     }
 }
 
@@ -235,8 +261,8 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
             }
             let _ = writeln!(
                 out,
-                "seccomp (denied with {}; x32 ABI rejected: {}):",
-                seccomp.errno, seccomp.reject_x32
+                "seccomp (denied with EPERM; x32 ABI rejected: {}):",
+                seccomp.reject_x32
             );
             for rule in &seccomp.rules {
                 let when = match &rule.condition {
@@ -265,7 +291,7 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
     if !backend.enforced_here {
         let _ = writeln!(
             out,
-            "\n(not enforced by this build on this machine: shown for review)"
+            "\n(not used on this machine with this policy: shown for review)"
         );
     }
     out
@@ -353,17 +379,31 @@ pub fn render_text(report: &Report<'_>) -> String {
         &words(e.set.iter().map(|(k, v)| format!("{k}={v}"))),
     );
     line("", "and SBX_SHELL=1, SBX_SANDBOX=<backend>");
+    match &report.selected {
+        Selected::Runs { backend, layers } if layers.is_empty() => line(
+            "runs with",
+            &format!("{backend}: NO SANDBOX (asked for by name)"),
+        ),
+        Selected::Runs { backend, layers } => line(
+            "runs with",
+            &format!("{backend} (layers: {})", layers.join(", ")),
+        ),
+        Selected::Refuses { reason } => line(
+            "runs with",
+            &format!("nothing, it refuses: {}", reason.replace('\n', " ")),
+        ),
+    }
     for backend in &report.backends {
         let status = match &backend.output {
             BackendOutput::Runs { .. } | BackendOutput::Applies { .. } => {
-                "builds for this policy (see --backend)".to_string()
+                "builds for this policy (see --show)".to_string()
             }
             BackendOutput::Refuses { reason } => format!("refuses: {}", reason.replace('\n', " ")),
         };
         let here = if backend.enforced_here {
-            ", enforced here"
+            ", used here"
         } else {
-            ", not enforced by this build here"
+            ", not used here"
         };
         line(
             "backend",

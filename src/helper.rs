@@ -1,19 +1,21 @@
 //! The helper mode: `sbx-shell __sbx_helper SPEC PROGRAM ARG0 [ARGS...]`.
 //!
 //! The supervisor never execs the user's program itself; it spawns this binary again in
-//! helper mode, which prepares the process and then execs the program in place (same pid).
-//! It is single-threaded and runs our own code only, so it is where process state that
-//! must be set from inside the child is set, in this order:
+//! helper mode (inside bwrap, when that backend is on), which prepares the process and then
+//! execs the program in place (same pid). It is single-threaded and runs our own code only,
+//! so it is where process state that must be set from inside the child is set, in order:
 //!
+//! 0. in guard mode (Landlock without bwrap), fork: the parent stays behind as the guard of
+//!    the program's process tree (`guard.rs`), the child goes on;
 //! 1. new session, and fd 0 (the inner pty) as the controlling terminal, when asked;
 //! 2. every signal disposition back to default, the signal mask emptied (a parent that
 //!    ignores or blocks signals must not pass that on);
-//! 3. resource limits (the soft open-file limit raised to the hard one);
+//! 3. resource limits;
 //! 4. every fd above 2 marked close-on-exec (closing them would kill std's exec-error pipe);
-//! 5. execvp; on failure a message and 127 (not found) or 126 (not runnable), as shells do.
+//! 5. Linux: capabilities dropped and no_new_privs; Landlock; seccomp (`confine.rs`);
+//! 6. execvp; on failure a message and 127 (not found) or 126 (not runnable), as shells do.
 //!
-//! The sandbox layers that must be applied in-process (no_new_privs, Landlock, seccomp) belong
-//! between steps 4 and 5.
+//! A step that fails ends the helper with 126 before anything runs: never a weaker sandbox.
 
 use std::ffi::{CString, OsString};
 use std::io;
@@ -23,7 +25,12 @@ use std::process::ExitCode;
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, SigmaskHow};
 
-use crate::launch::{parse_helper_args, HelperSpec};
+use crate::launch::{parse_helper_args, HelperSpec, ProcessLimits};
+
+#[cfg(target_os = "linux")]
+mod confine;
+#[cfg(target_os = "linux")]
+mod guard;
 
 /// Exit code when the program exists but cannot be run.
 pub const EXIT_NOT_RUNNABLE: u8 = 126;
@@ -39,8 +46,18 @@ pub fn run(args: &[OsString]) -> ExitCode {
             return ExitCode::from(EXIT_NOT_RUNNABLE);
         }
     };
+    if parsed.spec.guard {
+        match split_off_guard(parsed.spec.stop_notify_fd) {
+            Ok(Some(code)) => return code,
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("sbx-shell: cannot start the process guard: {e}");
+                return ExitCode::from(EXIT_NOT_RUNNABLE);
+            }
+        }
+    }
     if let Err(e) = prepare(&parsed.spec) {
-        eprintln!("sbx-shell: cannot prepare the child: {e}");
+        eprintln!("sbx-shell: cannot prepare the sandbox: {e}");
         return ExitCode::from(EXIT_NOT_RUNNABLE);
     }
     let errno = exec(&parsed.program, &parsed.argv);
@@ -53,15 +70,49 @@ pub fn run(args: &[OsString]) -> ExitCode {
     })
 }
 
-fn prepare(spec: &HelperSpec) -> io::Result<()> {
-    if spec.new_session {
-        apply_new_session()?;
-    }
+/// Guard mode: `Some(code)` in the guard once the program's tree is gone, `None` in the
+/// child that goes on to exec the program.
+#[cfg(target_os = "linux")]
+fn split_off_guard(stop_notify_fd: Option<i32>) -> io::Result<Option<ExitCode>> {
     apply_default_signals()?;
-    if spec.raise_nofile {
-        apply_nofile_limit();
+    guard::split(stop_notify_fd)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn split_off_guard(_stop_notify_fd: Option<i32>) -> io::Result<Option<ExitCode>> {
+    Err(io::Error::other("guard mode exists on Linux only"))
+}
+
+fn prepare(spec: &HelperSpec) -> Result<(), String> {
+    if spec.new_session {
+        apply_new_session().map_err(|e| e.to_string())?;
     }
-    apply_cloexec_above_stderr()
+    apply_default_signals().map_err(|e| e.to_string())?;
+    apply_limits(&spec.limits)?;
+    apply_cloexec_above_stderr().map_err(|e| e.to_string())?;
+    confine(spec)
+}
+
+#[cfg(target_os = "linux")]
+fn confine(spec: &HelperSpec) -> Result<(), String> {
+    if spec.drop_privileges {
+        confine::apply_drop_privileges().map_err(|e| e.to_string())?;
+    }
+    if let Some(ruleset) = &spec.landlock {
+        confine::apply_landlock(ruleset).map_err(|e| e.to_string())?;
+    }
+    if let Some(filter) = &spec.seccomp {
+        confine::apply_seccomp(filter).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn confine(spec: &HelperSpec) -> Result<(), String> {
+    if spec.drop_privileges || spec.landlock.is_some() || spec.seccomp.is_some() {
+        return Err("Landlock and seccomp exist on Linux only".into());
+    }
+    Ok(())
 }
 
 /// A new session with fd 0 as its controlling terminal (this process only).
@@ -139,15 +190,76 @@ pub fn nofile_target(soft: u64, hard: u64, platform_cap: Option<u64>) -> Option<
     (target > soft).then_some(target)
 }
 
-/// Raise the soft open-file limit, best effort (this process only).
-fn apply_nofile_limit() {
+/// Set the resource limits (this process, and what it starts). The open-file raise is best
+/// effort; a limit that was asked for and cannot be set is an error.
+fn apply_limits(limits: &ProcessLimits) -> Result<(), String> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
-        return;
+    let set = |resource: Resource, name: &str, value: u64| {
+        let (_, hard) = getrlimit(resource).map_err(|e| format!("getrlimit {name}: {e}"))?;
+        if value > hard {
+            return Err(format!(
+                "cannot set {name} to {value}: the hard limit is {hard}\nHint: ask for at most {hard}, or raise the hard limit first (ulimit -H)"
+            ));
+        }
+        setrlimit(resource, value, value).map_err(|e| format!("setrlimit {name} {value}: {e}"))
     };
-    if let Some(target) = nofile_target(soft, hard, nofile_platform_cap()) {
-        let _ = setrlimit(Resource::RLIMIT_NOFILE, target, hard);
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if let Some(count) = limits.open_files {
+            setrlimit(Resource::RLIMIT_NOFILE, count.min(hard), hard)
+                .map_err(|e| format!("setrlimit RLIMIT_NOFILE {count}: {e}"))?;
+        } else if limits.raise_nofile {
+            if let Some(target) = nofile_target(soft, hard, nofile_platform_cap()) {
+                let _ = setrlimit(Resource::RLIMIT_NOFILE, target, hard);
+            }
+        }
     }
+    if let Some(seconds) = limits.cpu_seconds {
+        set(Resource::RLIMIT_CPU, "RLIMIT_CPU", seconds)?;
+    }
+    if let Some(bytes) = limits.data_bytes {
+        set(Resource::RLIMIT_DATA, "RLIMIT_DATA", bytes)?;
+    }
+    if let Some(count) = limits.processes {
+        set_nproc(count)?;
+    }
+    if limits.no_core_dumps {
+        set(Resource::RLIMIT_CORE, "RLIMIT_CORE", 0)?;
+    }
+    Ok(())
+}
+
+/// RLIMIT_NPROC, soft and hard (nix has no name for it on macOS).
+fn set_nproc(count: u64) -> Result<(), String> {
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into `current`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut current) } == -1 {
+        return Err(format!(
+            "getrlimit RLIMIT_NPROC: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    let hard: u64 = current.rlim_max;
+    if count > hard {
+        return Err(format!(
+            "cannot set RLIMIT_NPROC to {count}: the hard limit is {hard}\nHint: ask for at most {hard}"
+        ));
+    }
+    let value: libc::rlim_t = count;
+    let wanted = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: setrlimit reads one rlimit from `wanted`.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &wanted) } == -1 {
+        return Err(format!(
+            "setrlimit RLIMIT_NPROC {count}: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 fn nofile_platform_cap() -> Option<u64> {

@@ -50,8 +50,62 @@ pub struct Launch {
 pub struct HelperSpec {
     /// Start a new session and take fd 0 (the inner pty's slave) as the controlling terminal.
     pub new_session: bool,
-    /// Raise the soft open-file limit to the hard limit.
+    /// Resource limits set on the program (inherited by everything it starts).
+    pub limits: ProcessLimits,
+    /// Linux: drop every capability and set no_new_privs (before Landlock and seccomp).
+    #[serde(default)]
+    pub drop_privileges: bool,
+    /// Linux: the Landlock ruleset to apply just before exec.
+    #[serde(default)]
+    pub landlock: Option<crate::sandbox::landlock::Ruleset>,
+    /// Linux: the seccomp filter to install last before exec.
+    #[serde(default)]
+    pub seccomp: Option<crate::sandbox::seccomp::Filter>,
+    /// Linux: stay behind as a guard of the program's process tree and exec the program in a
+    /// child. The guard ends the whole tree when sbx-shell dies (even by SIGKILL), and
+    /// reports the program's stops (see `stop_notify_fd`).
+    #[serde(default)]
+    pub guard: bool,
+    /// The guard writes a byte to this inherited fd when the program stops itself; without
+    /// one, it stops itself so that its parent sees the stop.
+    #[serde(default)]
+    pub stop_notify_fd: Option<i32>,
+}
+
+/// The rlimits the helper sets. `None` leaves a limit as inherited.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessLimits {
+    /// Raise the soft open-file limit to the hard one.
     pub raise_nofile: bool,
+    /// Set the soft open-file limit to this (capped by the hard limit).
+    pub open_files: Option<u64>,
+    /// RLIMIT_CPU, seconds (soft and hard).
+    pub cpu_seconds: Option<u64>,
+    /// RLIMIT_DATA, bytes (soft and hard).
+    pub data_bytes: Option<u64>,
+    /// RLIMIT_NPROC (soft and hard).
+    pub processes: Option<u64>,
+    /// RLIMIT_CORE set to 0 unless core dumps are allowed.
+    pub no_core_dumps: bool,
+}
+
+impl ProcessLimits {
+    /// The limits a policy asks for.
+    pub fn from_policy(limits: &crate::policy::Limits) -> ProcessLimits {
+        use crate::config::{OpenFiles, OpenFilesMode};
+        ProcessLimits {
+            raise_nofile: limits.open_files == OpenFiles::Mode(OpenFilesMode::Raise),
+            open_files: match limits.open_files {
+                OpenFiles::Count(n) => Some(n),
+                OpenFiles::Mode(_) => None,
+            },
+            cpu_seconds: limits.cpu_seconds,
+            data_bytes: limits.memory_mib.map(|m| m.saturating_mul(1024 * 1024)),
+            processes: limits.processes,
+            no_core_dumps: !limits.core_dumps,
+        }
+    }
 }
 
 /// A request that cannot be planned.
@@ -292,7 +346,15 @@ mod tests {
     fn the_helper_argv_round_trips() {
         let spec = HelperSpec {
             new_session: true,
-            raise_nofile: true,
+            limits: ProcessLimits {
+                raise_nofile: true,
+                ..ProcessLimits::default()
+            },
+            drop_privileges: false,
+            landlock: None,
+            seccomp: None,
+            guard: false,
+            stop_notify_fd: None,
         };
         let launch = Launch {
             program: "/bin/bash".into(),
@@ -301,18 +363,8 @@ mod tests {
             shell: "/bin/bash".into(),
         };
         let argv = build_helper_argv(Path::new("/x/sbx-shell"), &spec, &launch).unwrap();
-        assert_eq!(
-            argv,
-            os(&[
-                "/x/sbx-shell",
-                HELPER_ARG,
-                r#"{"new_session":true,"raise_nofile":true}"#,
-                "/bin/bash",
-                "-bash",
-                "-c",
-                "echo hi"
-            ])
-        );
+        assert_eq!(argv[..2], os(&["/x/sbx-shell", HELPER_ARG]));
+        assert_eq!(argv[3..], os(&["/bin/bash", "-bash", "-c", "echo hi"]));
         let parsed = parse_helper_args(&argv[2..]).unwrap();
         assert_eq!(parsed.spec, spec);
         assert_eq!(parsed.program, "/bin/bash");

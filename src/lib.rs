@@ -112,52 +112,30 @@ fn run_explain(args: &ExplainArgs) -> Result<u8, Failure> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
     let host_sockets = inputs::host_sockets();
-    let host = explain::Host {
+    let host = sandbox::Host {
         temp_dir: temp_dir.as_deref(),
+        tty: None,
         cwd: &cwd,
         runtime_dir: runtime_dir.as_deref(),
         host_sockets: &host_sockets,
         kind_of: &inputs::path_kind,
     };
-    let report = explain::report(&policy, &args.command, &host);
+    let selected = sandbox::select::select(policy.backend, &sandbox::select::Machine::measure())
+        .map_err(|e| e.to_string());
+    let report = explain::report(
+        &policy,
+        &args.command,
+        &host,
+        explain::Selected::of(selected.as_ref().map_err(Clone::clone)),
+    );
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-    } else if let Some(backend) = args.backend {
+    } else if let Some(backend) = args.show {
         print!("{}", explain::render_backend(&report, backend));
     } else {
         print!("{}", explain::render_text(&report));
     }
     Ok(0)
-}
-
-/// Nothing enforces a policy yet: asking for one must fail, never run unconfined silently.
-fn refuse_unenforced_policy(
-    requested: &[&str],
-    user_config: Option<&policy::Layer>,
-) -> Result<(), Failure> {
-    if !requested.is_empty() {
-        let flags = requested.join(" ");
-        return Err(anyhow!(
-            "no sandbox backend is implemented yet, so {flags} would not be enforced\nHint: `sbx-shell explain {flags} …` shows the policy they resolve to; run without them until a backend enforces it"
-        )
-        .into());
-    }
-    if let Some(layer) = user_config {
-        let policy_part = config::Config {
-            shell: None,
-            comment: None,
-            description: None,
-            ..layer.config.clone()
-        };
-        if policy_part != config::Config::default() {
-            return Err(anyhow!(
-                "{} sets a sandbox policy, and no sandbox backend is implemented yet to enforce it\nHint: `sbx-shell explain` shows that policy; keep only \"shell\" in the file until a backend enforces it",
-                layer.origin
-            )
-            .into());
-        }
-    }
-    Ok(())
 }
 
 /// Run what the command line asks for; returns the exit code.
@@ -166,10 +144,6 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     pty::install_panic_hook();
     let home = inputs::home_dir()?;
     let user_config = profiles::load_user_config(&inputs::config_dir(&home))?;
-    let backend = sandbox::Backend::for_this_platform();
-    if backend == sandbox::Backend::Unavailable {
-        refuse_unenforced_policy(&cli.policy.requested(), user_config.as_ref())?;
-    }
     let request = Request {
         login: cli.login || login_arg0,
         interactive: cli.interactive,
@@ -192,21 +166,29 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let launch = launch::plan(&request, &shell)?;
     check_program(&launch.program, &probe)?;
 
-    if backend == sandbox::Backend::Unavailable {
+    let policy = inputs::resolve(&cli.policy, &home, user_config)?;
+    let backend = sandbox::select::select(policy.backend, &sandbox::select::Machine::measure())?;
+    if backend == sandbox::Backend::None {
         eprintln!(
-            "sbx-shell: warning: no sandbox backend for this platform in this build: {} runs unconfined (`sbx-shell doctor` says more)",
+            "sbx-shell: warning: --backend none: {} runs without any sandbox",
             launch.program.to_string_lossy()
         );
     }
-    let policy = inputs::resolve(&cli.policy, &home, user_config)?;
-    refuse_unenforced_limits(&policy)?;
     let temp_dir = std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok());
-    // Build once before the terminal is touched, so a policy the backend refuses fails here.
-    let untouched = sandbox::Session {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    let host_sockets = inputs::host_sockets();
+    let host = sandbox::Host {
         temp_dir: temp_dir.as_deref(),
         tty: None,
+        cwd: &cwd,
+        runtime_dir: runtime_dir.as_deref(),
+        host_sockets: &host_sockets,
+        kind_of: &inputs::path_kind,
     };
-    sandbox::wrap(backend, &policy, untouched, &[])?;
+    // Build before the terminal is touched, so a policy the backend refuses fails here.
+    let layers = sandbox::in_process(&backend, &policy, &host)?;
+    sandbox::wrap(&backend, &policy, &host, &[])?;
 
     let use_pty = wants_pty(
         cli.pty,
@@ -215,10 +197,14 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     );
     let spec = HelperSpec {
         new_session: use_pty,
-        raise_nofile: true,
+        limits: launch::ProcessLimits::from_policy(&policy.limits),
+        drop_privileges: layers.drop_privileges,
+        landlock: layers.landlock,
+        seccomp: layers.seccomp,
+        guard: layers.guard,
+        stop_notify_fd: None,
     };
     let exe = std::env::current_exe().context("cannot locate the sbx-shell executable")?;
-    let helper_argv = launch::build_helper_argv(&exe, &spec, &launch)?;
     let mut env = policy
         .environment
         .apply(std::env::vars_os(), backend.name());
@@ -227,49 +213,33 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         OsString::from("SHELL"),
         launch.shell.clone().into_os_string(),
     ));
-    let argv_for = |tty: Option<&Path>| {
-        let session = sandbox::Session {
-            temp_dir: temp_dir.as_deref(),
-            tty,
+    let argv_for = |setup: &pty::ChildSetup<'_>| {
+        let mut spec = spec.clone();
+        if layers.launcher_depth > 0 {
+            spec.stop_notify_fd = setup.stop_notify_fd;
+        }
+        let helper_argv =
+            launch::build_helper_argv(&exe, &spec, &launch).map_err(std::io::Error::other)?;
+        let session = sandbox::Host {
+            tty: setup.tty,
+            ..host
         };
-        sandbox::wrap(backend, &policy, session, &helper_argv).map_err(std::io::Error::other)
+        sandbox::wrap(&backend, &policy, &session, &helper_argv).map_err(std::io::Error::other)
+    };
+    let options = process::SessionOptions {
+        timeout: policy.limits.timeout_seconds.map(|after| process::Timeout {
+            after: std::time::Duration::from_secs(after),
+            grace: std::time::Duration::from_secs(policy.limits.timeout_grace_seconds),
+        }),
+        launcher_depth: layers.launcher_depth,
     };
     let code = if use_pty {
-        pty::run(&argv_for, &env)
+        pty::run(&argv_for, &env, options)
     } else {
-        direct::run(&argv_for, &env)
+        direct::run(&argv_for, &env, options)
     };
     code.with_context(|| format!("cannot run {}", launch.program.to_string_lossy()))
         .map_err(Failure::from)
-}
-
-/// Resource limits are applied by the helper, which does not do so yet: refuse them.
-fn refuse_unenforced_limits(policy: &policy::Policy) -> Result<(), Failure> {
-    let l = &policy.limits;
-    let mut asked = Vec::new();
-    for (set, what) in [
-        (l.cpu_seconds.is_some(), "cpu_seconds"),
-        (l.memory_mib.is_some(), "memory_mib"),
-        (l.processes.is_some(), "processes"),
-        (l.timeout_seconds.is_some(), "timeout"),
-        (l.core_dumps, "core_dumps"),
-        (
-            l.open_files != config::OpenFiles::Mode(config::OpenFilesMode::Raise),
-            "open_files",
-        ),
-    ] {
-        if set {
-            asked.push(what);
-        }
-    }
-    if asked.is_empty() {
-        return Ok(());
-    }
-    Err(anyhow!(
-        "the limits {} are not enforced yet\nHint: leave them out of the options and the profile for now; `sbx-shell explain` shows where they come from",
-        asked.join(", ")
-    )
-    .into())
 }
 
 /// `--pty auto` means a pty only when both stdin and stdout are terminals.

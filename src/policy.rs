@@ -15,7 +15,9 @@ use std::path::{Component, Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::config::{Config, FsMode, NetworkConfig, NetworkMode, OpenFiles, OpenFilesMode};
+use crate::config::{
+    BackendChoice, Config, FsMode, NetworkConfig, NetworkMode, OpenFiles, OpenFilesMode,
+};
 
 /// Credentials and private data: neither readable nor writable unless a layer takes an
 /// entry out with `allow_denied`. Relative to the home directory.
@@ -167,6 +169,8 @@ impl ResolvedPath {
 pub struct Policy {
     /// The profile the policy was resolved with.
     pub profile: String,
+    /// The backend asked for (`select` turns it into the one that runs).
+    pub backend: BackendChoice,
     pub filesystem: Filesystem,
     pub network: Network,
     pub nested_pty: bool,
@@ -273,6 +277,11 @@ pub fn resolve(
     }
     Ok(Policy {
         profile: profile.to_string(),
+        backend: layers
+            .iter()
+            .rev()
+            .find_map(|l| l.config.backend)
+            .unwrap_or(BackendChoice::Auto),
         filesystem,
         network: resolve_network(layers)?,
         nested_pty: last(&|c| c.nested_pty).unwrap_or(true),

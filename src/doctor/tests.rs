@@ -3,11 +3,11 @@ use super::*;
 fn good_linux() -> Measurements {
     Measurements {
         os: "linux",
-        backend_built: true,
         root: false,
         landlock_abi: Some(Ok(7)),
         userns_clone: Some("1".into()),
         max_user_namespaces: Some("15000".into()),
+        apparmor_restrict: None,
         bwrap: Some("/usr/bin/bwrap".into()),
         bwrap_probe: Some(Ok(())),
         seccomp_mode: Some("0".into()),
@@ -94,20 +94,37 @@ fn weak_spots_are_warnings_with_remedies() {
 }
 
 #[test]
-fn a_build_without_the_backend_cannot_run_it() {
-    let report = evaluate(&Measurements {
-        backend_built: false,
+fn the_default_backend_names_its_layers() {
+    let report = evaluate(&good_linux());
+    assert_eq!(
+        report.default_backend,
+        "bwrap (layers: bwrap, landlock, seccomp)"
+    );
+    let no_bwrap = evaluate(&Measurements {
+        bwrap_probe: Some(Err("exit status: 1".into())),
         ..good_linux()
     });
-    assert_eq!(status(&report, "linux backend"), Status::Fail);
-    assert!(!report.default_backend_can_run);
+    assert_eq!(
+        no_bwrap.default_backend,
+        "landlock (layers: landlock, seccomp)"
+    );
+    let nothing = evaluate(&Measurements {
+        bwrap: None,
+        landlock_abi: Some(Ok(4)),
+        ..good_linux()
+    });
+    assert!(
+        nothing.default_backend.starts_with("none: "),
+        "{}",
+        nothing.default_backend
+    );
+    assert!(!nothing.default_backend_can_run);
 }
 
 #[test]
 fn macos_depends_on_sandbox_exec() {
     let mac = Measurements {
         os: "macos",
-        backend_built: true,
         sandbox_exec_probe: Some(Ok(())),
         nofile: Some((256, 10240)),
         ..Measurements::default()

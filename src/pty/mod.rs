@@ -13,7 +13,7 @@ mod winsize;
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
@@ -35,11 +35,25 @@ const HANDLED: [Signal; 7] = [
     Signal::SIGCONT,
 ];
 
-/// The argv to spawn, given the child's terminal (the inner pty's slave) if it has one.
-pub type ArgvFor<'a> = dyn Fn(Option<&Path>) -> io::Result<Vec<OsString>> + 'a;
+/// What the argv to spawn is built from.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChildSetup<'a> {
+    /// The child's terminal (the inner pty's slave), when it has one.
+    pub tty: Option<&'a Path>,
+    /// An inherited fd on which the helper's guard reports that the program stopped itself,
+    /// when a launcher in between (bwrap) hides that from us.
+    pub stop_notify_fd: Option<RawFd>,
+}
+
+/// The argv to spawn, given the child's setup.
+pub type ArgvFor<'a> = dyn Fn(&ChildSetup<'_>) -> io::Result<Vec<OsString>> + 'a;
 
 /// Run the child on a new pty until it ends; returns the exit code.
-pub fn run(argv_for: &ArgvFor<'_>, env: &[(OsString, OsString)]) -> io::Result<u8> {
+pub fn run(
+    argv_for: &ArgvFor<'_>,
+    env: &[(OsString, OsString)],
+    options: process::SessionOptions,
+) -> io::Result<u8> {
     let signals = signals::install(&HANDLED, true)?;
     let winch = signals
         .winch
@@ -61,11 +75,23 @@ pub fn run(argv_for: &ArgvFor<'_>, env: &[(OsString, OsString)]) -> io::Result<u
         panic!("SBX_SHELL_DEBUG_PANIC is set: panicking with the terminal raw, as asked");
     }
     let tty = nix::unistd::ttyname(&pty.slave).ok();
-    let argv = argv_for(tty.as_deref())?;
-    let child = process::spawn_child(&argv, env, Some(&pty.slave))?;
-    // Only the child may hold the slave, or the master never reports EIO at the end.
+    // The write end is inherited by the helper only (its guard keeps it; the program never
+    // gets it: the helper marks every fd above 2 close-on-exec).
+    let (stops, stops_write) = nix::unistd::pipe()?;
+    set_cloexec(&stops)?;
+    fcntl(stops.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    let setup = ChildSetup {
+        tty: tty.as_deref(),
+        stop_notify_fd: Some(stops_write.as_raw_fd()),
+    };
+    let argv = argv_for(&setup)?;
+    let child = process::spawn_child(&argv, env, Some(&pty.slave), options.launcher_depth > 0)?;
+    // Only the child may hold the slave, or the master never reports EIO at the end; and
+    // the pipe reports EOF once the helper's guard is gone.
     drop(pty.slave);
-    Ok(relay::Relay::new(pty.master, child, outer.as_ref(), &signals, winch).run())
+    drop(stops_write);
+    let relay = relay::Relay::new(pty.master, child, outer.as_ref(), &signals, winch, options);
+    Ok(relay.with_stop_notices(stops).run())
 }
 
 fn set_cloexec(fd: &OwnedFd) -> io::Result<()> {

@@ -22,7 +22,7 @@ use super::modes::ModeTracker;
 use super::raw_mode::OuterTerminal;
 use super::winsize;
 use crate::exit::{exit_code, signal_exit_code, ChildEnd};
-use crate::process::{self, ChildEvent};
+use crate::process::{self, ChildEvent, SessionOptions, Timeout};
 use crate::signals::{self, SignalPipes};
 
 /// Input waiting for the child, at most; beyond it we stop reading the outer terminal.
@@ -64,6 +64,10 @@ pub struct Relay<'a> {
     child_end: Option<ChildEnd>,
     exit_override: Option<u8>,
     phase: Phase,
+    timeout: Option<(Instant, Timeout)>,
+    options: SessionOptions,
+    /// The helper's guard writes here when the program stopped itself (see `ChildSetup`).
+    stop_notices: Option<OwnedFd>,
 }
 
 impl<'a> Relay<'a> {
@@ -73,6 +77,7 @@ impl<'a> Relay<'a> {
         outer: Option<&'a OuterTerminal>,
         signals: &'a SignalPipes,
         winch: BorrowedFd<'a>,
+        options: SessionOptions,
     ) -> Self {
         Relay {
             master,
@@ -88,7 +93,16 @@ impl<'a> Relay<'a> {
             child_end: None,
             exit_override: None,
             phase: Phase::Running,
+            timeout: options.timeout.map(|t| (Instant::now() + t.after, t)),
+            options,
+            stop_notices: None,
         }
+    }
+
+    /// Also watch `fd` (non-blocking) for the guard's notices that the program stopped.
+    pub fn with_stop_notices(mut self, fd: OwnedFd) -> Self {
+        self.stop_notices = Some(fd);
+        self
     }
 
     /// Relay until the session ends; returns the exit code.
@@ -111,7 +125,14 @@ impl<'a> Relay<'a> {
     fn next_timeout(&mut self) -> Option<PollTimeout> {
         let now = Instant::now();
         match self.phase {
-            Phase::Running => Some(PollTimeout::NONE),
+            Phase::Running => match self.timeout {
+                None => Some(PollTimeout::NONE),
+                Some((at, timeout)) if now >= at => {
+                    self.time_out(timeout);
+                    self.next_timeout()
+                }
+                Some((at, _)) => Some(PollTimeout::try_from(at - now).unwrap_or(PollTimeout::MAX)),
+            },
             Phase::Terminating { deadline } if now >= deadline => {
                 self.end_child_tree();
                 self.next_timeout()
@@ -143,6 +164,10 @@ impl<'a> Relay<'a> {
             fds.push(PollFd::new(stdin.as_fd(), PollFlags::POLLIN));
             fds.len() - 1
         });
+        let stops_at = self.stop_notices.as_ref().map(|fd| {
+            fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            fds.len() - 1
+        });
         match poll(&mut fds, timeout) {
             Ok(_) => {}
             Err(Errno::EINTR) => return,
@@ -156,13 +181,17 @@ impl<'a> Relay<'a> {
             at.and_then(|i| fds[i].revents())
                 .unwrap_or(PollFlags::empty())
         };
-        let (sig, win, master, input) = (
+        let (sig, win, master, input, stops) = (
             ready(Some(0)),
             ready(Some(1)),
             ready(master_at),
             ready(stdin_at),
+            ready(stops_at),
         );
         drop(fds);
+        if !stops.is_empty() {
+            self.on_stop_notice();
+        }
         if !sig.is_empty() {
             for event in signals::read_events(self.signals.events.as_fd()) {
                 self.on_signal(event.signal);
@@ -214,6 +243,31 @@ impl<'a> Relay<'a> {
         }
     }
 
+    /// The guard says the program stopped itself: stop with it, as when our own child stops,
+    /// and continue its process group (the terminal's foreground) when we are continued.
+    fn on_stop_notice(&mut self) {
+        let mut buf = [0u8; 64];
+        let stopped = match self
+            .stop_notices
+            .as_ref()
+            .map(|fd| nix::unistd::read(fd, &mut buf))
+        {
+            Some(Ok(0)) | Some(Err(Errno::EBADF)) | None => {
+                self.stop_notices = None;
+                false
+            }
+            Some(Ok(_)) => true,
+            Some(Err(_)) => false,
+        };
+        if stopped {
+            let foreground = nix::unistd::tcgetpgrp(self.master.as_fd());
+            self.suspend();
+            if let Ok(foreground) = foreground {
+                let _ = killpg(foreground, Signal::SIGCONT);
+            }
+        }
+    }
+
     /// Kill everything below us that is still alive, then drain.
     fn end_child_tree(&mut self) {
         let session = Some(self.child);
@@ -232,26 +286,39 @@ impl<'a> Relay<'a> {
         };
     }
 
+    /// The session ran out of time: SIGTERM as for a terminating signal, with the policy's
+    /// grace, and timeout(1)'s exit code.
+    fn time_out(&mut self, timeout: Timeout) {
+        process::report_timeout(&timeout);
+        self.exit_override = Some(process::EXIT_TIMEOUT);
+        self.terminate_with_grace(libc::SIGTERM, timeout.grace);
+    }
+
     /// A terminating signal reached us (or the outer terminal went away): pass it on to the
     /// child and its foreground job, give them a moment, then end the tree.
     fn terminate(&mut self, signal: i32) {
         self.exit_override.get_or_insert(signal_exit_code(signal));
+        self.terminate_with_grace(signal, TERMINATE_GRACE);
+    }
+
+    fn terminate_with_grace(&mut self, signal: i32, grace: Duration) {
         if !matches!(self.phase, Phase::Running) {
             return;
         }
         if let Ok(signal) = Signal::try_from(signal) {
-            let _ = kill(self.child, signal);
+            let target = self.options.signal_target(self.child);
+            let _ = kill(target, signal);
             if let Ok(foreground) = nix::unistd::tcgetpgrp(self.master.as_fd()) {
-                if foreground != self.child {
+                if foreground != target {
                     let _ = killpg(foreground, signal);
                 }
             }
             if signal == Signal::SIGHUP {
-                let _ = kill(self.child, Signal::SIGCONT);
+                let _ = kill(target, Signal::SIGCONT);
             }
         }
         self.phase = Phase::Terminating {
-            deadline: Instant::now() + TERMINATE_GRACE,
+            deadline: Instant::now() + grace,
         };
     }
 

@@ -6,7 +6,11 @@
 //!   read-only; Landlock opens reads and limits writes to the writable roots — a second wall.
 //! - `Layering::Alone`: reads are an allow-list (system directories, the workspace, declared
 //!   roots, protected paths — never `$HOME` wholesale). A denied path inside a readable tree
-//!   or a protected path inside a writable one cannot be expressed, and is refused.
+//!   or an existing protected path inside a writable one cannot be expressed, and is refused.
+//!   (Landlock rights are inherited down a tree and a rename needs only rights on the parent,
+//!   so nothing short of a mount keeps `.git/config` in a writable repository unwritable.) A
+//!   protected path that does not exist yet is not enforced by either backend: bwrap can only
+//!   re-bind what exists.
 //!
 //! TCP bind and connect are handled (so denied) with network none; abstract unix sockets and
 //! signals are scoped to the sandbox. Applying it (the `landlock` crate, checking the
@@ -14,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::config::FsMode;
@@ -36,7 +40,7 @@ pub const DEVICES_RW: &[&str] = &[
     "/dev/tty",
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Layering {
     UnderBwrap,
@@ -44,7 +48,7 @@ pub enum Layering {
 }
 
 /// The rights one rule grants beneath its path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Access {
     /// execute, read_file, read_dir
@@ -69,13 +73,15 @@ impl Access {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PathRule {
     pub path: PathBuf,
     pub access: Access,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Ruleset {
     pub layering: Layering,
     /// Every filesystem right is handled: what no rule grants is denied.
@@ -90,9 +96,9 @@ pub struct Ruleset {
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum LandlockError {
-    #[error("Landlock alone cannot deny {denied} inside the readable {inside}\nHint: install bubblewrap so the bwrap layer hides it, or choose a workspace that does not contain it")]
+    #[error("Landlock alone cannot deny {denied} inside the readable {inside}\nHint: use the bwrap backend, which hides it (install bubblewrap; `sbx-shell doctor` checks it), or choose a workspace that does not contain it")]
     DeniedInsideReadable { denied: PathBuf, inside: PathBuf },
-    #[error("Landlock alone cannot protect {protected} inside the writable {inside}\nHint: install bubblewrap so the bwrap layer protects it, or remove it from the protected paths")]
+    #[error("Landlock alone cannot protect {protected} inside the writable {inside}\nHint: use the bwrap backend, which mounts it read-only (install bubblewrap; `sbx-shell doctor` checks it), or run read-only: --profile read-only")]
     ProtectedInsideWritable { protected: PathBuf, inside: PathBuf },
     #[error("the Landlock backend cannot enforce {what} yet\nHint: {hint}")]
     Unsupported {
@@ -101,7 +107,12 @@ pub enum LandlockError {
     },
 }
 
-pub fn build_ruleset(policy: &Policy, layering: Layering) -> Result<Ruleset, LandlockError> {
+/// The ruleset for `policy`; `exists` tells which protected paths exist on the host.
+pub fn build_ruleset(
+    policy: &Policy,
+    layering: Layering,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Result<Ruleset, LandlockError> {
     if let Network::Allow(_) = policy.network {
         return Err(LandlockError::Unsupported {
             what: "a network allow-list",
@@ -147,7 +158,7 @@ pub fn build_ruleset(policy: &Policy, layering: Layering) -> Result<Ruleset, Lan
                 });
             }
         }
-        for protected in fs.protected.iter().map(real) {
+        for protected in fs.protected.iter().map(real).filter(|p| exists(p)) {
             if let Some(inside) = writable.iter().find(|w| protected.starts_with(w)) {
                 return Err(LandlockError::ProtectedInsideWritable {
                     protected: protected.into(),
@@ -205,6 +216,12 @@ mod tests {
             .collect()
     }
 
+    fn build_ruleset(policy: &Policy, layering: Layering) -> Result<Ruleset, LandlockError> {
+        super::build_ruleset(policy, layering, &|p| {
+            p == Path::new("/srv/proj/.git/config") || p.starts_with("/home/u")
+        })
+    }
+
     #[test]
     fn under_bwrap_reads_are_open_and_writes_limited() {
         let r = build_ruleset(&policy_with("/home/u/proj", "{}"), Layering::UnderBwrap).unwrap();
@@ -221,11 +238,20 @@ mod tests {
             "/srv/proj",
             r#"{"filesystem": {"read": ["/data"]}, "network": "full", "nested_pty": false}"#,
         );
-        // Protected workspace paths lie inside the writable workspace: refused alone.
+        // An existing protected path inside the writable workspace: refused alone.
         let err = build_ruleset(&p, Layering::Alone).unwrap_err();
-        assert!(
-            matches!(err, LandlockError::ProtectedInsideWritable { .. }),
-            "{err}"
+        assert_eq!(
+            err,
+            LandlockError::ProtectedInsideWritable {
+                protected: "/srv/proj/.git/config".into(),
+                inside: "/srv/proj".into()
+            }
+        );
+        // Without one (no .git), the workspace is writable.
+        let no_git = super::build_ruleset(&p, Layering::Alone, &|_| false).unwrap();
+        assert_eq!(
+            access_of(&no_git, "/srv/proj"),
+            [Access::Read, Access::ReadWrite]
         );
         let ro = policy_with(
             "/srv/proj",

@@ -1,9 +1,12 @@
 //! Sandbox backends. Each is a pure builder that turns the policy into what runs (an argv
-//! prefix, a profile, rule tables); `wrap` is the one place that picks the backend for this
-//! platform and prefixes the helper's argv with its launcher.
+//! prefix, a profile, rule tables). This file is the one place that knows, per backend, which
+//! layers run where:
+//! - `wrap`: the launcher in front of the helper's argv (`bwrap …`, `sandbox-exec …`);
+//! - `in_process`: what the helper applies to itself before exec (Landlock, seccomp,
+//!   dropped privileges, the process guard).
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
@@ -13,32 +16,43 @@ pub mod bwrap;
 pub mod landlock;
 pub mod seatbelt;
 pub mod seccomp;
+pub mod select;
 
-/// The backend that confines the child on this platform.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The backend that confines this run.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
     /// macOS: Seatbelt through /usr/bin/sandbox-exec.
     Seatbelt,
-    /// No backend in this build for this platform (Linux until its backend lands): only an
-    /// explicit absence of policy may run.
-    Unavailable,
+    /// Linux: bubblewrap namespaces, with seccomp inside and Landlock when the kernel has
+    /// the ABI the rules need.
+    Bwrap { path: PathBuf, landlock: bool },
+    /// Linux: Landlock and seccomp alone, with the process guard.
+    Landlock,
+    /// Nothing: only when asked for by name.
+    None,
 }
 
 impl Backend {
-    /// The backend this build uses on this platform.
-    pub fn for_this_platform() -> Backend {
-        if cfg!(target_os = "macos") {
-            Backend::Seatbelt
-        } else {
-            Backend::Unavailable
+    /// The name the child sees in `SBX_SANDBOX`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Seatbelt => "seatbelt",
+            Backend::Bwrap { .. } => "bwrap",
+            Backend::Landlock => "landlock",
+            Backend::None => "none",
         }
     }
 
-    /// The name the child sees in `SBX_SANDBOX`.
-    pub fn name(self) -> &'static str {
+    /// The layers that enforce the policy, outermost first.
+    pub fn layers(&self) -> Vec<&'static str> {
         match self {
-            Backend::Seatbelt => "seatbelt",
-            Backend::Unavailable => "none",
+            Backend::Seatbelt => vec!["seatbelt"],
+            Backend::Bwrap { landlock: true, .. } => vec!["bwrap", "landlock", "seccomp"],
+            Backend::Bwrap {
+                landlock: false, ..
+            } => vec!["bwrap", "seccomp"],
+            Backend::Landlock => vec!["landlock", "seccomp"],
+            Backend::None => vec![],
         }
     }
 }
@@ -47,36 +61,112 @@ impl Backend {
 pub enum SandboxError {
     #[error(transparent)]
     Seatbelt(#[from] seatbelt::SeatbeltError),
+    #[error(transparent)]
+    Bwrap(#[from] bwrap::BwrapError),
+    #[error(transparent)]
+    Landlock(#[from] landlock::LandlockError),
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::SeccompError),
 }
 
-/// What the policy needs from the session to be built.
-#[derive(Debug, Clone, Copy)]
-pub struct Session<'a> {
+/// What the builders need to know about the host and the session.
+#[derive(Clone, Copy)]
+pub struct Host<'a> {
     /// The per-user temporary directory (real path).
     pub temp_dir: Option<&'a Path>,
     /// The child's terminal, when it has one.
     pub tty: Option<&'a Path>,
+    /// Where the program starts.
+    pub cwd: &'a Path,
+    /// `$XDG_RUNTIME_DIR`.
+    pub runtime_dir: Option<&'a Path>,
+    /// Other host sockets ($SSH_AUTH_SOCK, docker.sock …) that exist.
+    pub host_sockets: &'a [PathBuf],
+    pub kind_of: &'a dyn Fn(&Path) -> bwrap::PathKind,
 }
 
-/// The argv that runs `command` (the helper's argv) confined by `backend`.
+/// The argv that runs `command` (the helper's argv) inside `backend`'s launcher.
 pub fn wrap(
-    backend: Backend,
+    backend: &Backend,
     policy: &Policy,
-    session: Session<'_>,
+    host: &Host<'_>,
     command: &[OsString],
 ) -> Result<Vec<OsString>, SandboxError> {
     match backend {
         Backend::Seatbelt => {
             let inputs = seatbelt::Inputs {
                 policy,
-                temp_dir: session.temp_dir,
-                tty: session.tty,
+                temp_dir: host.temp_dir,
+                tty: host.tty,
             };
             Ok(seatbelt::build_argv(
                 &seatbelt::build_profile(&inputs)?,
                 command,
             ))
         }
-        Backend::Unavailable => Ok(command.to_vec()),
+        Backend::Bwrap { path, .. } => {
+            let inputs = bwrap::Inputs {
+                policy,
+                bwrap: path,
+                cwd: host.cwd,
+                runtime_dir: host.runtime_dir,
+                host_sockets: host.host_sockets,
+                kind_of: host.kind_of,
+            };
+            Ok(bwrap::build_argv(&inputs, command)?)
+        }
+        Backend::Landlock | Backend::None => Ok(command.to_vec()),
     }
+}
+
+/// What the helper applies to itself before exec.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InProcess {
+    pub drop_privileges: bool,
+    pub landlock: Option<landlock::Ruleset>,
+    pub seccomp: Option<seccomp::Filter>,
+    /// The helper stays behind as the guard of the program's tree (`helper/guard.rs`).
+    pub guard: bool,
+    /// Launcher processes between sbx-shell and the helper (bwrap: its own process and its
+    /// pid namespace's init). They hide the program's stops, which the guard then reports,
+    /// and signals for the program go to the guard.
+    pub launcher_depth: usize,
+}
+
+/// The in-process layers of `backend` for `policy`. Errors when a layer refuses the policy.
+pub fn in_process(
+    backend: &Backend,
+    policy: &Policy,
+    host: &Host<'_>,
+) -> Result<InProcess, SandboxError> {
+    let exists = |p: &Path| (host.kind_of)(p) != bwrap::PathKind::Missing;
+    let filter = || -> Result<seccomp::Filter, SandboxError> {
+        let filter = seccomp::build_filter(policy);
+        #[cfg(target_os = "linux")]
+        seccomp::compile(&filter)?;
+        Ok(filter)
+    };
+    Ok(match backend {
+        Backend::Seatbelt | Backend::None => InProcess::default(),
+        Backend::Bwrap { landlock, .. } => InProcess {
+            drop_privileges: true,
+            landlock: landlock
+                .then(|| landlock::build_ruleset(policy, landlock::Layering::UnderBwrap, &exists))
+                .transpose()?,
+            seccomp: Some(filter()?),
+            guard: true,
+            launcher_depth: 2,
+        },
+        Backend::Landlock => InProcess {
+            drop_privileges: true,
+            landlock: Some(landlock::build_ruleset(
+                policy,
+                landlock::Layering::Alone,
+                &exists,
+            )?),
+            seccomp: Some(filter()?),
+            guard: true,
+            launcher_depth: 0,
+        },
+    })
 }

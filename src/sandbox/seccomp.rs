@@ -12,7 +12,7 @@
 //! address family (AF_INET*, AF_PACKET, AF_VSOCK — which reached the hypervisor from this VM)
 //! are denied.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::policy::{Network, Policy};
 
@@ -23,8 +23,8 @@ pub const AF_UNIX: u32 = 1;
 pub const AF_NETLINK: u32 = 16;
 pub const NETLINK_ROUTE: u32 = 0;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "when")]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "when", deny_unknown_fields)]
 pub enum Condition {
     /// Always denied.
     Always,
@@ -34,36 +34,38 @@ pub enum Condition {
     SocketNotIn { allowed: Vec<(u32, Option<u32>)> },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Rule {
-    pub syscalls: Vec<&'static str>,
+    pub syscalls: Vec<String>,
     pub condition: Condition,
-    pub why: &'static str,
+    pub why: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// The filter: every rule's match returns EPERM, everything else is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Filter {
     pub rules: Vec<Rule>,
     pub reject_x32: bool,
-    pub errno: &'static str,
 }
 
-fn always(syscalls: &[&'static str], why: &'static str) -> Rule {
+fn always(syscalls: &[&str], why: &str) -> Rule {
     Rule {
-        syscalls: syscalls.to_vec(),
+        syscalls: syscalls.iter().map(|s| s.to_string()).collect(),
         condition: Condition::Always,
-        why,
+        why: why.into(),
     }
 }
 
 pub fn build_filter(policy: &Policy) -> Filter {
     let mut rules = vec![
         Rule {
-            syscalls: vec!["ioctl"],
+            syscalls: vec!["ioctl".into()],
             condition: Condition::IoctlRequest {
                 requests: vec![TIOCSTI, TIOCLINUX],
             },
-            why: "typing into a terminal's input, here or (legacy_tiocsti) in another one",
+            why: "typing into a terminal's input, here or (legacy_tiocsti) in another one".into(),
         },
         always(
             &["ptrace", "process_vm_readv", "process_vm_writev"],
@@ -100,18 +102,158 @@ pub fn build_filter(policy: &Policy) -> Filter {
     ];
     if policy.network == Network::None {
         rules.push(Rule {
-            syscalls: vec!["socket", "socketpair"],
+            syscalls: vec!["socket".into(), "socketpair".into()],
             condition: Condition::SocketNotIn {
                 allowed: vec![(AF_UNIX, None), (AF_NETLINK, Some(NETLINK_ROUTE))],
             },
-            why: "network none: only local sockets",
+            why: "network none: only local sockets".into(),
         });
     }
     Filter {
         rules,
         reject_x32: true,
-        errno: "EPERM",
     }
+}
+
+/// A filter that cannot be compiled for this machine.
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    #[error("seccomp: unknown system call {0:?} on this architecture")]
+    UnknownSyscall(String),
+    #[error("seccomp: {0}")]
+    Compile(String),
+}
+
+/// The classic-BPF program for `filter` on this machine's architecture. Pure.
+#[cfg(target_os = "linux")]
+pub fn compile(filter: &Filter) -> Result<seccompiler::BpfProgram, SeccompError> {
+    use seccompiler::{SeccompAction, SeccompFilter, TargetArch};
+    use std::collections::BTreeMap;
+
+    let compile_err = |e: seccompiler::BackendError| SeccompError::Compile(e.to_string());
+    let mut rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = BTreeMap::new();
+    for rule in &filter.rules {
+        let chain = conditions(&rule.condition).map_err(compile_err)?;
+        for name in &rule.syscalls {
+            let nr =
+                syscall_number(name).ok_or_else(|| SeccompError::UnknownSyscall(name.clone()))?;
+            rules.entry(nr).or_default().extend(chain.iter().cloned());
+        }
+    }
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(compile_err)?;
+    let deny = SeccompAction::Errno(libc::EPERM as u32);
+    let built =
+        SeccompFilter::new(rules, SeccompAction::Allow, deny.clone(), arch).map_err(compile_err)?;
+    let mut program: seccompiler::BpfProgram = built.try_into().map_err(compile_err)?;
+    if filter.reject_x32 && cfg!(target_arch = "x86_64") {
+        // After the architecture check (3 instructions): x32 calls are x86_64 calls with
+        // bit 30 set in the number, which the per-syscall comparisons would never match.
+        let x32_check = [
+            stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR),
+            jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1),
+            stmt(BPF_RET_K, u32::from(deny)),
+        ];
+        program.splice(3..3, x32_check);
+    }
+    Ok(program)
+}
+
+/// The rules under which one syscall is denied; empty means always.
+#[cfg(target_os = "linux")]
+fn conditions(
+    condition: &Condition,
+) -> Result<Vec<seccompiler::SeccompRule>, seccompiler::BackendError> {
+    use seccompiler::{SeccompCmpArgLen::Dword, SeccompCmpOp, SeccompCondition, SeccompRule};
+    let cmp = |arg, op, value: u32| SeccompCondition::new(arg, Dword, op, u64::from(value));
+    match condition {
+        Condition::Always => Ok(Vec::new()),
+        Condition::IoctlRequest { requests } => requests
+            .iter()
+            .map(|r| SeccompRule::new(vec![cmp(1, SeccompCmpOp::Eq, *r)?]))
+            .collect(),
+        Condition::SocketNotIn { allowed } => {
+            // Denied when the family is none of the allowed ones …
+            let mut families: Vec<u32> = allowed.iter().map(|(f, _)| *f).collect();
+            families.dedup();
+            let mut rules = vec![SeccompRule::new(
+                families
+                    .iter()
+                    .map(|f| cmp(0, SeccompCmpOp::Ne, *f))
+                    .collect::<Result<_, _>>()?,
+            )?];
+            // … or when an allowed family is limited to one protocol and this is another.
+            for (family, protocol) in allowed {
+                if let Some(protocol) = protocol {
+                    rules.push(SeccompRule::new(vec![
+                        cmp(0, SeccompCmpOp::Eq, *family)?,
+                        cmp(2, SeccompCmpOp::Ne, *protocol)?,
+                    ])?);
+                }
+            }
+            Ok(rules)
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+const BPF_LD_W_ABS: u16 = 0x20;
+#[cfg(target_os = "linux")]
+const BPF_JGE_K: u16 = 0x35;
+#[cfg(target_os = "linux")]
+const BPF_RET_K: u16 = 0x06;
+#[cfg(target_os = "linux")]
+const SECCOMP_DATA_NR: u32 = 0;
+#[cfg(target_os = "linux")]
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+#[cfg(target_os = "linux")]
+fn stmt(code: u16, k: u32) -> seccompiler::sock_filter {
+    seccompiler::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> seccompiler::sock_filter {
+    seccompiler::sock_filter { code, jt, jf, k }
+}
+
+/// The number of a system call named in the table, on this architecture.
+#[cfg(target_os = "linux")]
+fn syscall_number(name: &str) -> Option<i64> {
+    let nr = match name {
+        "ioctl" => libc::SYS_ioctl,
+        "ptrace" => libc::SYS_ptrace,
+        "process_vm_readv" => libc::SYS_process_vm_readv,
+        "process_vm_writev" => libc::SYS_process_vm_writev,
+        "io_uring_setup" => libc::SYS_io_uring_setup,
+        "io_uring_enter" => libc::SYS_io_uring_enter,
+        "io_uring_register" => libc::SYS_io_uring_register,
+        "kexec_load" => libc::SYS_kexec_load,
+        "kexec_file_load" => libc::SYS_kexec_file_load,
+        "bpf" => libc::SYS_bpf,
+        "perf_event_open" => libc::SYS_perf_event_open,
+        "keyctl" => libc::SYS_keyctl,
+        "add_key" => libc::SYS_add_key,
+        "request_key" => libc::SYS_request_key,
+        "mount" => libc::SYS_mount,
+        "umount2" => libc::SYS_umount2,
+        "pivot_root" => libc::SYS_pivot_root,
+        "move_mount" => libc::SYS_move_mount,
+        "open_tree" => libc::SYS_open_tree,
+        "fsopen" => libc::SYS_fsopen,
+        "fsconfig" => libc::SYS_fsconfig,
+        "fsmount" => libc::SYS_fsmount,
+        "fspick" => libc::SYS_fspick,
+        "mount_setattr" => libc::SYS_mount_setattr,
+        "socket" => libc::SYS_socket,
+        "socketpair" => libc::SYS_socketpair,
+        _ => return None,
+    };
+    Some(nr)
 }
 
 #[cfg(test)]
@@ -125,7 +267,7 @@ mod tests {
         let denied: Vec<&str> = filter
             .rules
             .iter()
-            .flat_map(|r| r.syscalls.clone())
+            .flat_map(|r| r.syscalls.iter().map(String::as_str))
             .collect();
         for syscall in [
             "ioctl",
@@ -156,12 +298,15 @@ mod tests {
     #[test]
     fn sockets_are_only_limited_without_network() {
         let full = build_filter(&policy_with("/home/u/p", r#"{"network": "full"}"#));
-        assert!(!full.rules.iter().any(|r| r.syscalls.contains(&"socket")));
+        assert!(!full
+            .rules
+            .iter()
+            .any(|r| r.syscalls.iter().any(|s| s == "socket")));
         let none = build_filter(&policy_with("/home/u/p", "{}"));
         let socket = none
             .rules
             .iter()
-            .find(|r| r.syscalls.contains(&"socket"))
+            .find(|r| r.syscalls.iter().any(|s| s == "socket"))
             .unwrap();
         assert_eq!(
             socket.condition,
@@ -169,5 +314,19 @@ mod tests {
                 allowed: vec![(1, None), (16, Some(0))]
             }
         );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn every_table_compiles_and_x32_is_checked_after_the_architecture() {
+        for extra in [r#"{}"#, r#"{"network": "full"}"#] {
+            let program = compile(&build_filter(&policy_with("/home/u/p", extra))).unwrap();
+            assert!(program.len() > 20);
+            if cfg!(target_arch = "x86_64") {
+                assert_eq!(program[0].k, 4, "arch is loaded first");
+                assert_eq!((program[3].code, program[3].k), (0x20, 0));
+                assert_eq!((program[4].code, program[4].k), (0x35, 0x4000_0000));
+            }
+        }
     }
 }

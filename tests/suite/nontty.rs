@@ -103,12 +103,16 @@ fn pty_always_passes_piped_input_and_ends_it() {
 #[test]
 fn nothing_survives_a_command_run_without_a_pty() {
     let out = Command::new(bin())
-        .args(["-c", "nohup sleep 1003 >/dev/null 2>&1 & echo $!"])
+        .args(["-c", "nohup sleep 1003.47 >/dev/null 2>&1 & echo STARTED"])
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let pid: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    assert!(!super::support::alive(pid), "the nohup'd job survived");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "STARTED");
+    assert_eq!(
+        super::support::pids_with("sleep 1003.47"),
+        Vec::<i32>::new(),
+        "the nohup'd job survived"
+    );
 }
 
 /// Without a pty the child shares our process group; a signal a process sends to

@@ -1,5 +1,5 @@
 //! The policy inputs end to end: config files and profiles through the real binary,
-//! `explain`, `schema`, and the refusal to run a policy that nothing enforces yet.
+//! `explain`, `schema`, and the refusal to run a policy that the backend cannot enforce.
 
 use std::path::Path;
 
@@ -178,31 +178,42 @@ fn the_schema_command_prints_the_committed_schema() {
     assert_eq!(out, committed);
 }
 
-/// Until a backend enforces a policy, asking for one is refused, never run unconfined.
+/// A policy the chosen backend cannot enforce is refused before anything runs, never
+/// weakened: an allow-list (until its proxy exists), a protected file inside the writable
+/// workspace under Landlock alone, and a backend name from the config file.
 #[test]
-fn a_policy_nothing_enforces_is_refused() {
+fn a_policy_the_backend_cannot_enforce_is_refused() {
     let dir = Scratch::new("refuse");
-    for args in [
-        &["--profile", "claude", "--", "true"][..],
-        &["--net", "none", "--", "true"],
-        &["--write", "/tmp", "-c", "true"],
-    ] {
-        let (code, _, err) = run(&dir.0, &dir.0, args);
+    let (home, ws) = (dir.path("home"), dir.path("ws"));
+    std::fs::create_dir_all(ws.join(".git")).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(ws.join(".git/config"), "").unwrap();
+    let marker = ws.join("ran");
+    let touch = format!("touch {}", marker.display());
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--net", "allow=api.example.com", "-c", &touch],
+            "allow-list",
+        ),
+        (&["--backend", "landlock", "-c", &touch], "cannot protect"),
+        (&["--backend", "seatbelt", "-c", &touch], "macOS backend"),
+    ];
+    for (args, needle) in cases {
+        let (code, _, err) = run(&home, &ws, args);
         assert_eq!(code, 1, "{args:?}: {err}");
         assert!(
-            err.contains("would not be enforced") && err.contains("Hint: "),
+            err.contains(needle) && err.contains("Hint: "),
             "{args:?}: {err}"
         );
+        assert!(!marker.exists(), "{args:?} ran");
     }
-    let config_dir = dir.path(".config/sbx-shell");
+    let config_dir = home.join(".config/sbx-shell");
     std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(config_dir.join("config.json"), r#"{"network": "full"}"#).unwrap();
-    let (code, _, err) = run(&dir.0, &dir.0, &["--", "true"]);
+    std::fs::write(config_dir.join("config.json"), r#"{"backend": "landlock"}"#).unwrap();
+    let (code, _, err) = run(&home, &ws, &["-c", &touch]);
     assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains("config.json sets a sandbox policy") && err.contains("Hint: "),
-        "{err}"
-    );
+    assert!(err.contains("cannot protect"), "{err}");
+    assert!(!marker.exists());
 }
 
 #[test]

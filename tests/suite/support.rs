@@ -63,7 +63,9 @@ impl Scratch {
     pub fn new(name: &str) -> Scratch {
         static COUNT: AtomicUsize = AtomicUsize::new(0);
         let n = COUNT.fetch_add(1, Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!("sbx-test-{}-{name}-{n}", std::process::id()));
+        // Inside the crate (the workspace of every run), so the sandbox lets the child write it.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("sbx-test-{}-{name}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Scratch(dir)
@@ -103,6 +105,32 @@ pub fn wait_until<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
 }
 
 /// Is `pid` alive (and not a zombie)?
+/// Live processes (pids as this test sees them) whose command line contains `marker`. A
+/// sandboxed process's own `$$` is a pid in its namespace; the marker finds it from here.
+pub fn pids_with(marker: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me && alive(*pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .collect()
+}
+
+/// Live children of `pid`.
+pub fn children_of(pid: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .filter(|p| alive(*p))
+        .collect()
+}
+
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {

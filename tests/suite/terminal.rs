@@ -6,7 +6,9 @@ use std::os::unix::process::ExitStatusExt;
 
 use nix::sys::signal::Signal;
 
-use super::support::{alive, find, path_str, wait_until, Launch, OuterPty, Scratch};
+use super::support::{
+    children_of, find, path_str, pids_with, wait_until, Launch, OuterPty, Scratch,
+};
 
 /// Point 1: a new session with the inner pty as controlling terminal, sized; default signal
 /// dispositions and an empty mask although sbx-shell started with signals ignored and
@@ -78,7 +80,11 @@ fn the_child_starts_clean_on_its_own_sized_terminal() {
         "the inner pty has the outer size:\n{out}"
     );
     assert!(out.contains(&format!("cwd={} ", path_str(&dir.0))), "{out}");
-    assert!(field("tty").starts_with("/dev/pts/"), "{out}");
+    // bwrap's private /dev shows the inner pty as /dev/console.
+    assert!(
+        field("tty").starts_with("/dev/pts/") || field("tty") == "/dev/console",
+        "{out}"
+    );
     assert!(out.contains("SigBlk: 0000000000000000"), "{out}");
     assert!(out.contains("SigIgn: 0000000000000000"), "{out}");
     // Listed before the shell does any redirection of its own (dash keeps saved copies).
@@ -147,28 +153,19 @@ fn the_outer_termios_is_restored_on_normal_exit_codes_and_child_signals() {
 
 #[test]
 fn the_outer_termios_is_restored_when_sbx_shell_gets_a_terminating_signal() {
-    let dir = Scratch::new("term-signals");
     for signal in [
         Signal::SIGTERM,
         Signal::SIGHUP,
         Signal::SIGINT,
         Signal::SIGQUIT,
     ] {
-        let pidfile = dir.path(&format!("{signal}.pid"));
         // An interactive-like child that ignores none of them but takes a moment.
-        let script = format!(
-            "echo $$ > {}; echo READY; exec sleep 60",
-            path_str(&pidfile)
-        );
+        let marker = format!("60.{}", signal as i32);
+        let script = format!("echo READY; exec sleep {marker}");
         let mut outer = OuterPty::spawn(&["--", "sh", "-c", &script]);
         let before = outer.initial_stty();
         outer.expect("READY");
         outer.wait_raw();
-        let child: i32 = dir
-            .wait_for_file(&format!("{signal}.pid"))
-            .trim()
-            .parse()
-            .unwrap();
         outer.signal(signal);
         let status = outer.wait();
         assert_eq!(
@@ -177,27 +174,26 @@ fn the_outer_termios_is_restored_when_sbx_shell_gets_a_terminating_signal() {
             "{signal}: {status:?}"
         );
         assert_eq!(outer.stty_g(), before, "{signal}: termios restored");
-        assert!(!alive(child), "{signal}: the child was ended too");
+        assert_eq!(
+            pids_with(&format!("sleep {marker}")),
+            Vec::<i32>::new(),
+            "{signal}: the child was ended too"
+        );
     }
 }
 
 #[test]
 fn a_child_that_ignores_the_signal_is_still_ended() {
-    let dir = Scratch::new("stubborn");
-    let script = format!(
-        "trap '' TERM INT QUIT; echo $$ > {}; echo READY; while :; do sleep 1; done",
-        path_str(&dir.path("pid"))
-    );
-    let mut outer = OuterPty::spawn(&["--", "sh", "-c", &script]);
+    let script = "trap '' TERM INT QUIT; echo READY; while :; do sleep 1.0417; done";
+    let mut outer = OuterPty::spawn(&["--", "sh", "-c", script]);
     let before = outer.initial_stty();
     outer.expect("READY");
     outer.wait_raw();
-    let child: i32 = dir.wait_for_file("pid").trim().parse().unwrap();
     outer.signal(Signal::SIGTERM);
     assert_eq!(outer.wait().code(), Some(143));
     assert_eq!(outer.stty_g(), before);
     wait_until("the stubborn child to die", || {
-        (!alive(child)).then_some(())
+        pids_with("sleep 1.0417").is_empty().then_some(())
     });
 }
 
@@ -230,8 +226,7 @@ fn the_outer_termios_is_restored_after_a_panic() {
 fn a_stopped_sbx_shell_gives_the_terminal_back_and_takes_it_again() {
     let dir = Scratch::new("tstp");
     let (before, during) = (dir.path("before"), dir.path("during"));
-    let child =
-        "trap 'echo SIZE $(stty size)' WINCH; echo READY $PPID; while :; do sleep 0.05; done";
+    let child = "trap 'echo SIZE $(stty size)' WINCH; echo READY; while :; do sleep 0.05; done";
     let outer_script = format!(
         "set -m; stty -g > {b}; {sbx} -- bash -c {child}; echo \"STOPPED $?\"; stty -g > {d}; read line; fg",
         b = path_str(&before),
@@ -243,15 +238,10 @@ fn a_stopped_sbx_shell_gives_the_terminal_back_and_takes_it_again() {
         "bash",
         Launch::new(&["--norc", "--noprofile", "-c", &outer_script]),
     );
-    let ready = outer.expect("READY ");
-    let sbx_pid: i32 = ready
-        .rsplit("READY ")
-        .next()
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    outer.expect("READY");
     outer.wait_raw();
+    // The outer bash's only child is sbx-shell (whatever the sandbox shows the child as $PPID).
+    let sbx_pid = children_of(outer.pid().as_raw())[0];
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(sbx_pid), Signal::SIGTSTP).unwrap();
     outer.expect("STOPPED 148");
     let saved = dir.wait_for_file("before");
@@ -373,23 +363,13 @@ fn a_tidy_tui_gets_no_extra_reset() {
 /// background jobs, nohup'd ones, and setsid'd double forks.
 #[test]
 fn nothing_the_child_started_survives_it() {
-    let dir = Scratch::new("leftovers");
-    let pids = dir.path("pids");
-    let script = format!(
-        "sleep 1000 & echo $! > {p}; nohup sleep 1001 >/dev/null 2>&1 & echo $! >> {p}; \
-         sh -c 'setsid sleep 1002 & echo $! >> {p}' ; echo STARTED; exit 3",
-        p = path_str(&pids)
-    );
-    let mut outer = OuterPty::spawn(&["--", "sh", "-c", &script]);
+    let script = "sleep 1000.31 & nohup sleep 1001.31 >/dev/null 2>&1 & \
+         sh -c 'setsid sleep 1002.31 &'; echo STARTED; exit 3";
+    let mut outer = OuterPty::spawn(&["--", "sh", "-c", script]);
+    outer.expect("STARTED");
     assert_eq!(outer.wait().code(), Some(3));
-    let pids: Vec<i32> = std::fs::read_to_string(&pids)
-        .unwrap()
-        .lines()
-        .map(|l| l.parse().unwrap())
-        .collect();
-    assert_eq!(pids.len(), 3);
-    for pid in pids {
-        assert!(!alive(pid), "pid {pid} survived the session");
+    for marker in ["sleep 1000.31", "sleep 1001.31", "sleep 1002.31"] {
+        assert_eq!(pids_with(marker), Vec::<i32>::new(), "{marker} survived");
     }
 }
 

@@ -1,0 +1,226 @@
+//! The in-process sandbox layers (Linux), applied by the helper just before exec, in this
+//! order: capabilities dropped and no_new_privs set; the Landlock ruleset; the seccomp filter
+//! last (so the calls the steps before it make are not filtered).
+//!
+//! Each applier either applies its layer in full or fails: a ruleset the kernel would only
+//! partly enforce is an error, never a weaker sandbox.
+
+use std::fmt;
+use std::path::Path;
+
+use landlock::{
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+};
+
+use crate::sandbox::landlock::{Access as Rights, Ruleset};
+use crate::sandbox::seccomp::{self, Filter};
+
+/// Why a layer could not be applied.
+#[derive(Debug)]
+pub struct ConfineError(String);
+
+impl fmt::Display for ConfineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn fail(what: impl fmt::Display) -> ConfineError {
+    ConfineError(what.to_string())
+}
+
+/// Every capability gone for good (bounding set, ambient, effective/permitted/inheritable),
+/// then no_new_privs, so neither root nor a set-uid program gets privileges back.
+pub fn apply_drop_privileges() -> Result<(), ConfineError> {
+    let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse::<libc::c_ulong>().ok())
+        .unwrap_or(63);
+    if has_capabilities()? {
+        for cap in 0..=last_cap {
+            // SAFETY: PR_CAPBSET_DROP takes an integer and touches no memory of ours.
+            if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } == -1
+                && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
+            {
+                return Err(fail(format_args!(
+                    "cannot drop capability {cap} from the bounding set: {}",
+                    std::io::Error::last_os_error()
+                )));
+            }
+        }
+        // SAFETY: integer arguments only.
+        unsafe {
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            )
+        };
+        set_capabilities_empty()?;
+    }
+    // SAFETY: integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == -1 {
+        return Err(fail(format_args!(
+            "cannot set no_new_privs: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const CAP_VERSION_3: u32 = 0x2008_0522;
+
+fn has_capabilities() -> Result<bool, ConfineError> {
+    let mut header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget writes two CapData (the v3 layout) into `data` and reads `header`.
+    let rc = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
+    if rc == -1 {
+        return Err(fail(format_args!(
+            "capget: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(data.iter().any(|d| d.permitted != 0 || d.effective != 0))
+}
+
+fn set_capabilities_empty() -> Result<(), ConfineError> {
+    let mut header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData::default(); 2];
+    // SAFETY: capset reads `header` and two CapData (the v3 layout) from `data`.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) };
+    if rc == -1 {
+        return Err(fail(format_args!(
+            "cannot drop capabilities: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}
+
+/// The Landlock ABI whose rights the ruleset handles.
+fn abi_of(ruleset: &Ruleset) -> Result<ABI, ConfineError> {
+    match ruleset.min_abi {
+        6 => Ok(ABI::V6),
+        other => Err(fail(format_args!(
+            "internal error: no Landlock ABI {other} in this build"
+        ))),
+    }
+}
+
+/// The rights one rule grants, for a directory or (narrowed) for a file.
+fn rights(access: Rights, abi: ABI, is_dir: bool) -> BitFlags<AccessFs> {
+    let read = AccessFs::from_read(abi);
+    let rw_files = read | AccessFs::WriteFile | AccessFs::Truncate;
+    let all = match access {
+        Rights::Read => read,
+        Rights::ReadWriteFiles => rw_files,
+        Rights::ReadWrite => AccessFs::from_all(abi),
+        Rights::Terminal => rw_files | AccessFs::IoctlDev,
+    };
+    if is_dir {
+        all
+    } else {
+        all & AccessFs::from_file(abi)
+    }
+}
+
+/// Apply `ruleset` to this (single-threaded) process. Paths that do not exist are skipped
+/// (nothing to grant); anything less than full enforcement is an error.
+pub fn apply_landlock(ruleset: &Ruleset) -> Result<(), ConfineError> {
+    let abi = abi_of(ruleset)?;
+    let landlock_err = |e: landlock::RulesetError| {
+        fail(format_args!(
+            "Landlock: {e}\nHint: `sbx-shell doctor` shows what this kernel supports; Linux 6.12 or later is needed"
+        ))
+    };
+    let mut builder = landlock::Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(landlock_err)?
+        .scope(if ruleset.scoped {
+            Scope::from_all(abi)
+        } else {
+            BitFlags::EMPTY
+        })
+        .map_err(landlock_err)?;
+    if ruleset.deny_tcp {
+        builder = builder
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(landlock_err)?;
+    }
+    let mut created = builder.create().map_err(landlock_err)?;
+    for rule in &ruleset.rules {
+        let Some(is_dir) = kind(&rule.path) else {
+            continue;
+        };
+        let fd = PathFd::new(&rule.path).map_err(|e| {
+            fail(format_args!(
+                "Landlock: cannot open {}: {e}",
+                rule.path.display()
+            ))
+        })?;
+        created = created
+            .add_rule(PathBeneath::new(fd, rights(rule.access, abi, is_dir)))
+            .map_err(landlock_err)?;
+    }
+    let status = created.restrict_self().map_err(landlock_err)?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(fail(format_args!(
+            "Landlock: the ruleset is only {:?} on this kernel\nHint: `sbx-shell doctor` shows the Landlock ABI; use the bwrap backend or a newer kernel",
+            status.ruleset
+        )));
+    }
+    Ok(())
+}
+
+/// Some(is_dir) for a path that exists.
+fn kind(path: &Path) -> Option<bool> {
+    std::fs::metadata(path).ok().map(|m| m.is_dir())
+}
+
+/// Install the seccomp filter (needs no_new_privs or CAP_SYS_ADMIN; set before).
+pub fn apply_seccomp(filter: &Filter) -> Result<(), ConfineError> {
+    let program = seccomp::compile(filter).map_err(fail)?;
+    seccompiler::apply_filter(&program).map_err(|e| fail(format_args!("seccomp: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_rules_get_only_file_rights() {
+        let dir = rights(Rights::ReadWrite, ABI::V6, true);
+        let file = rights(Rights::ReadWrite, ABI::V6, false);
+        assert!(dir.contains(AccessFs::MakeReg | AccessFs::Refer));
+        assert!(!file.contains(AccessFs::MakeReg));
+        assert!(file.contains(AccessFs::WriteFile | AccessFs::Truncate));
+        let tty = rights(Rights::Terminal, ABI::V6, false);
+        assert!(tty.contains(AccessFs::IoctlDev | AccessFs::ReadFile));
+        assert!(!rights(Rights::Read, ABI::V6, true).contains(AccessFs::WriteFile));
+    }
+}

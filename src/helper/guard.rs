@@ -1,0 +1,123 @@
+//! The guard (Linux, when no bwrap pid namespace holds the program's tree).
+//!
+//! sbx-shell can clean up after the program only while it runs; killed with SIGKILL, it leaves
+//! the program's orphans to init. So in guard mode the helper forks: the child goes on to
+//! confine itself and exec the program, and the parent — outside the Landlock domain, so the
+//! program can neither signal nor trace it — stays behind as a child subreaper that:
+//! - is told by the kernel (PR_SET_PDEATHSIG) when sbx-shell dies, and then kills every
+//!   process below it, setsid'd and double-forked ones included (they are re-parented to it);
+//! - when the program ends, kills what is left and ends the same way the program did, so
+//!   sbx-shell sees the program's exit status;
+//! - reports the program's stops so that job control still reaches sbx-shell: on the notice
+//!   fd when sbx-shell gave one (needed inside bwrap, whose processes sit between us and
+//!   sbx-shell and never pass a stop on), else by stopping itself; passes SIGCONT on;
+//! - forwards signals that processes send it (not terminal-generated ones, which reach the
+//!   program's process group directly).
+//!
+//! Inside bwrap the pid namespace already ends the tree with sbx-shell; there the guard is
+//! used for the stop notices only.
+
+use std::process::ExitCode;
+
+use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
+use nix::unistd::{fork, getpid, getppid, ForkResult, Pid};
+
+use crate::exit::{self, ChildEnd};
+use crate::process::{self, ChildEvent};
+
+/// The signal the kernel sends the guard when sbx-shell dies (never sent by sbx-shell).
+fn death_signal() -> i32 {
+    libc::SIGRTMIN() + 2
+}
+
+/// Fork. Returns `None` in the child (which goes on to exec the program); in the guard,
+/// returns the exit code once the program and everything it started are gone.
+pub fn split(stop_notify_fd: Option<i32>) -> std::io::Result<Option<ExitCode>> {
+    let parent = getppid();
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), None)?;
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number and touches no memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, death_signal(), 0, 0, 0) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if getppid() != parent {
+        // sbx-shell died before the death signal was armed: run nothing.
+        return Ok(Some(ExitCode::from(1)));
+    }
+    process::install_subreaper();
+    // SAFETY: the helper is single-threaded, so the child may run any code after fork.
+    match unsafe { fork() }? {
+        ForkResult::Child => {
+            // The guard's death signal is not inherited; the mask is emptied before exec.
+            Ok(None)
+        }
+        ForkResult::Parent { child } => Ok(Some(watch(child, stop_notify_fd))),
+    }
+}
+
+/// Wait for signals (all blocked) and act on them until the program is gone.
+fn watch(child: Pid, stop_notify_fd: Option<i32>) -> ExitCode {
+    let all = SigSet::all();
+    loop {
+        let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
+        // SAFETY: `all` is a valid sigset and `info` a writable siginfo_t.
+        let signal = unsafe { libc::sigwaitinfo(all.as_ref(), info.as_mut_ptr()) };
+        if signal == -1 {
+            continue;
+        }
+        // SAFETY: sigwaitinfo succeeded and filled `info`.
+        let sent_by_process = unsafe { info.assume_init() }.si_code <= 0;
+        match signal {
+            libc::SIGCHLD => {
+                for event in process::reap_children() {
+                    match event {
+                        ChildEvent::Ended(pid, end) if pid == child => {
+                            process::kill_leftovers(None);
+                            return end_like(end);
+                        }
+                        ChildEvent::Stopped(pid) if pid == child => match stop_notify_fd {
+                            // SAFETY: writes one byte from a valid buffer; a closed or
+                            // full pipe only makes it fail.
+                            Some(fd) => unsafe {
+                                libc::write(fd, b"S".as_ptr().cast(), 1);
+                            },
+                            None => {
+                                let _ = kill(getpid(), Signal::SIGSTOP);
+                            }
+                        },
+                        _ => {}
+                    }
+                }
+            }
+            libc::SIGCONT => {
+                let _ = kill(Pid::from_raw(-child.as_raw()), Signal::SIGCONT);
+                let _ = kill(child, Signal::SIGCONT);
+            }
+            s if s == death_signal() => {
+                process::kill_leftovers(None);
+                return ExitCode::from(exit::signal_exit_code(libc::SIGKILL));
+            }
+            s if sent_by_process => {
+                // SAFETY: kill with a valid signal number touches no memory.
+                unsafe { libc::kill(child.as_raw(), s) };
+            }
+            _ => {}
+        }
+    }
+}
+
+/// End the way the program ended: the same exit code, or death by the same signal (without
+/// a core dump), so sbx-shell reports it exactly as it would the program's.
+fn end_like(end: ChildEnd) -> ExitCode {
+    if let ChildEnd::Signaled(signal) = end {
+        let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
+        if let Ok(sig) = Signal::try_from(signal) {
+            // SAFETY: SIG_DFL installs no code of ours.
+            let _ = unsafe { nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl) };
+            let mut only = SigSet::empty();
+            only.add(sig);
+            let _ = kill(getpid(), sig);
+            let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&only), None);
+        }
+    }
+    ExitCode::from(exit::exit_code(end))
+}
