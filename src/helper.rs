@@ -214,7 +214,14 @@ fn apply_limits(limits: &ProcessLimits) -> Result<(), String> {
         }
     }
     if let Some(seconds) = limits.cpu_seconds {
-        set(Resource::RLIMIT_CPU, "RLIMIT_CPU", seconds)?;
+        // SIGXCPU at the limit, SIGKILL one second later if it is caught or ignored.
+        let (_, hard) =
+            getrlimit(Resource::RLIMIT_CPU).map_err(|e| format!("getrlimit RLIMIT_CPU: {e}"))?;
+        if seconds >= hard {
+            return Err(format!("cannot set RLIMIT_CPU to {seconds}: the hard limit is {hard}\nHint: ask for less than {hard}"));
+        }
+        setrlimit(Resource::RLIMIT_CPU, seconds, (seconds + 1).min(hard))
+            .map_err(|e| format!("setrlimit RLIMIT_CPU {seconds}: {e}"))?;
     }
     if let Some(bytes) = limits.data_bytes {
         set(Resource::RLIMIT_DATA, "RLIMIT_DATA", bytes)?;

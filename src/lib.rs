@@ -167,6 +167,12 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     check_program(&launch.program, &probe)?;
 
     let policy = inputs::resolve(&cli.policy, &home, user_config)?;
+    if policy.limits.processes.is_some() && nix::unistd::getuid().is_root() {
+        return Err(anyhow!(
+            "the processes limit cannot be enforced for root: the kernel exempts uid 0 from RLIMIT_NPROC\nHint: run sbx-shell as a normal user, or leave out --processes / limits.processes"
+        )
+        .into());
+    }
     let backend = sandbox::select::select(policy.backend, &sandbox::select::Machine::measure())?;
     if backend == sandbox::Backend::None {
         eprintln!(

@@ -173,6 +173,10 @@ pub fn build_ruleset(
     for path in writable {
         add(path, Access::ReadWrite);
     }
+    // POSIX shared memory and semaphores (python multiprocessing, node workers, browsers).
+    // Under bwrap it is private to the sandbox; alone it is the host's, shared with the
+    // user's other programs.
+    add(Path::new("/dev/shm"), Access::ReadWrite);
     for device in DEVICES_RW {
         add(
             Path::new(device),

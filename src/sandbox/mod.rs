@@ -67,6 +67,8 @@ pub enum SandboxError {
     Landlock(#[from] landlock::LandlockError),
     #[error(transparent)]
     Seccomp(#[from] seccomp::SeccompError),
+    #[error("without Landlock the bwrap backend cannot enforce {what}\nHint: use Linux 6.12 or later (Landlock ABI 6; `sbx-shell doctor` shows this kernel's), or drop {what} from the policy")]
+    NeedsLandlock { what: &'static str },
 }
 
 /// What the builders need to know about the host and the session.
@@ -148,6 +150,14 @@ pub fn in_process(
     };
     Ok(match backend {
         Backend::Seatbelt | Backend::None => InProcess::default(),
+        Backend::Bwrap {
+            landlock: false, ..
+        } if !policy.nested_pty => {
+            // bwrap's private /dev always offers /dev/ptmx; only Landlock can withhold it.
+            return Err(SandboxError::NeedsLandlock {
+                what: "nested_pty: false",
+            });
+        }
         Backend::Bwrap { landlock, .. } => InProcess {
             drop_privileges: true,
             landlock: landlock

@@ -1,6 +1,7 @@
 mod cli;
 mod nontty;
 mod policy;
+mod sandbox;
 mod support;
 mod terminal;
 mod tmux;
