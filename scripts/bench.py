@@ -7,7 +7,9 @@ Measures, for each subject, on the same file and the same machine:
   - keystroke echo latency: one byte written to the outer pty, echoed back by `cat` running
     raw inside, p50 and p99 over many keystrokes (microseconds);
   - an idle session over IDLE_SECONDS: CPU time and context switches of the supervisor;
-  - peak RSS (VmHWM) of the supervising process(es) after the bulk run.
+  - peak RSS (VmHWM) of the supervising process(es) after the bulk run;
+  - startup: `sbx-shell --backend B -- true` for each backend, beside `true` itself and the
+    same `bwrap … true` that the bwrap backend runs (wall time of spawn to exit, no pty).
 
 Prints a Markdown table. Invoked by scripts/bench.sh, which builds the binary and records
 the result; see that script for the environment variables.
@@ -197,7 +199,56 @@ def head_to_head():
     return {n: (med([r[0] for r in v]), med([r[1] for r in v]), med([r[2] for r in v])) for n, v in runs.items()}
 
 
+STARTUP_RUNS = int(os.environ.get("BENCH_STARTUP_RUNS", "300"))
+
+
+def startup():
+    """name -> (median ms, p90 ms) from spawn to exit, subjects taking turns."""
+    cwd = os.getcwd()
+    bwrap = ["/usr/bin/bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
+             "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
+             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+             "--bind", cwd, cwd, "--chdir", cwd, "--", "/bin/true"]
+    cases = {
+        "true": ["/bin/true"],
+        "bwrap … true": bwrap,
+        "sbx-shell --backend none": [SBX, "--backend", "none", "--", "/bin/true"],
+        "sbx-shell --backend landlock": [SBX, "--backend", "landlock", "--", "/bin/true"],
+        "sbx-shell --backend bwrap": [SBX, "--backend", "bwrap", "--", "/bin/true"],
+    }
+    times = {name: [] for name in cases}
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for _ in range(STARTUP_RUNS):
+        for name, argv in cases.items():
+            start = time.perf_counter()
+            pid = os.posix_spawn(argv[0], argv, os.environ,
+                                 file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0),
+                                               (os.POSIX_SPAWN_DUP2, devnull, 2)])
+            _, status = os.waitpid(pid, 0)
+            times[name].append((time.perf_counter() - start) * 1000)
+            if status != 0:
+                raise SystemExit("%s failed: status %d" % (name, status))
+    q = lambda xs, f: sorted(xs)[int(f * (len(xs) - 1))]
+    return {n: (statistics.median(v), q(v, 0.9)) for n, v in times.items()}
+
+
+def print_startup():
+    results = startup()
+    print()
+    print("Startup, spawn to exit of `true` without a pty (%d alternating rounds):" % STARTUP_RUNS)
+    print()
+    print("| subject | median ms | p90 ms |")
+    print("|---|---|---|")
+    for name, (median, p90) in results.items():
+        print("| %s | %.2f | %.2f |" % (name, median, p90))
+    return results
+
+
 def main():
+    if os.environ.get("BENCH_ONLY") == "startup":
+        s = print_startup()
+        startup_verdicts(s)
+        return
     rows = []
     bulk = bulk_all(subjects())
     for name, wrap in subjects().items():
@@ -233,6 +284,16 @@ def main():
     print("- echo p99 %+.0f µs over the bare pty (target ≤ +50 µs): %s" % (sbx[3] - bare[3], verdict(sbx[3] - bare[3] <= 50)))
     print("- idle: %s context switches, %.0f ms CPU in %gs (target: no wakeups): %s" % (sbx[5], sbx[4], IDLE_SECONDS, verdict(sbx[5] == 0)))
     print("- peak RSS %d KiB (target ≤ 4096 KiB): %s" % (sbx[6], verdict(sbx[6] <= 4096)))
+    startup_verdicts(print_startup())
+
+
+def startup_verdicts(s):
+    verdict = lambda ok: "met" if ok else "**not met**"
+    over_bwrap = s["sbx-shell --backend bwrap"][0] - s["bwrap … true"][0]
+    over_true = s["sbx-shell --backend landlock"][0] - s["true"][0]
+    print()
+    print("- startup, bwrap backend: %+.2f ms over `bwrap … true` (target ≤ +1 ms): %s" % (over_bwrap, verdict(over_bwrap <= 1)))
+    print("- startup, landlock backend: %+.2f ms over `true`, its bare launcher (target ≤ +1 ms): %s" % (over_true, verdict(over_true <= 1)))
 
 
 if __name__ == "__main__":
