@@ -32,7 +32,8 @@ fi
 # Which code is measured: taken before anything here writes into the work tree.
 revision=$(git describe --always --dirty 2>/dev/null || echo unknown)
 cargo build --release --locked --quiet
-work=$(mktemp -d)
+# Outside /tmp, which is private inside the sandbox.
+work=$(mktemp -d -p /var/tmp)
 trap 'rm -rf "$work"' EXIT
 mb=${BENCH_MB:-200}
 # Printable text in 100-column lines, like a build log: the same file for every subject.
