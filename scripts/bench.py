@@ -203,7 +203,9 @@ STARTUP_RUNS = int(os.environ.get("BENCH_STARTUP_RUNS", "300"))
 
 
 def startup():
-    """name -> (median ms, p90 ms) from spawn to exit, subjects taking turns."""
+    """name -> (median ms, p90 ms) from spawn to exit, subjects taking turns. Runs in the
+    scratch directory: a workspace without .git, which Landlock alone accepts."""
+    os.chdir(os.path.dirname(FILE))
     cwd = os.getcwd()
     bwrap = ["/usr/bin/bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
              "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
