@@ -71,6 +71,10 @@ $table
   starves the second core and makes p99 several milliseconds for every subject.
 - Idle: sbx-shell waits in one poll with no timeout; nothing wakes it.
 - Peak RSS is VmHWM of the supervising process after the bulk run (tmux: client + server).
+- The sbx-shell rows run under the default backend (bwrap here); its own RSS does not include
+  bwrap's. Startup: sbx-shell's own start (argument parsing and resolving the policy's
+  paths, ~1 ms), a re-exec of itself as the helper (~1 ms), the guard's fork, Landlock and
+  seccomp setup and the exit path add up to the gap over the bare launcher.
 HEAD
 } > docs/benchmarks.md
 echo "recorded in docs/benchmarks.md"
