@@ -560,6 +560,8 @@ fn start_leaving_orphans(lab: &Lab, backend: &str, tag: &str) -> (Child, Vec<Str
     let mut child = lab
         .command(backend, &["-c", &script])
         .stdout(Stdio::piped())
+        // Not the test's stderr: a survivor holding it would keep `cargo test | tee` open.
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -597,13 +599,17 @@ fn nothing_survives_a_sigkill_of_sbx_shell() {
     let _ = child.wait();
     std::thread::sleep(Duration::from_millis(300));
     let survivors: Vec<i32> = markers.iter().flat_map(|m| pids_with(m)).collect();
-    for pid in &survivors {
-        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
-    }
     assert!(
         !survivors.is_empty(),
         "control: orphans survive without a sandbox"
     );
+    wait_until("the control's orphans to be killed", || {
+        let left: Vec<i32> = markers.iter().flat_map(|m| pids_with(m)).collect();
+        for pid in &left {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        left.is_empty().then_some(())
+    });
 }
 
 /// TIOCSTI from inside types into no terminal: not its own, not another one of the user's

@@ -115,8 +115,11 @@ pub fn pids_with(marker: &str) -> Vec<i32> {
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| *pid != me && alive(*pid))
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(marker)
+            })
         })
         .collect()
 }
