@@ -103,23 +103,44 @@ fn run_doctor(json: bool) -> Result<u8, Failure> {
     Ok(if report.default_backend_can_run { 0 } else { 1 })
 }
 
+/// What the sandbox builders need to know about this machine and session, owned.
+struct HostFacts {
+    temp_dir: Option<PathBuf>,
+    cwd: PathBuf,
+    runtime_dir: Option<PathBuf>,
+    host_sockets: Vec<PathBuf>,
+}
+
+impl HostFacts {
+    fn gather() -> Result<HostFacts, Failure> {
+        Ok(HostFacts {
+            temp_dir: std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok()),
+            cwd: std::env::current_dir().context("cannot read the current directory")?,
+            runtime_dir: std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+            host_sockets: inputs::host_sockets(),
+        })
+    }
+
+    /// The builders' view, before the child's terminal is known.
+    fn host(&self) -> sandbox::Host<'_> {
+        sandbox::Host {
+            temp_dir: self.temp_dir.as_deref(),
+            tty: None,
+            cwd: &self.cwd,
+            runtime_dir: self.runtime_dir.as_deref(),
+            host_sockets: &self.host_sockets,
+            kind_of: &inputs::path_kind,
+        }
+    }
+}
+
 /// `sbx-shell explain`.
 fn run_explain(args: &ExplainArgs) -> Result<u8, Failure> {
     let home = inputs::home_dir()?;
     let user_config = profiles::load_user_config(&inputs::config_dir(&home))?;
     let policy = inputs::resolve(&args.policy, &home, user_config)?;
-    let temp_dir = std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok());
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
-    let host_sockets = inputs::host_sockets();
-    let host = sandbox::Host {
-        temp_dir: temp_dir.as_deref(),
-        tty: None,
-        cwd: &cwd,
-        runtime_dir: runtime_dir.as_deref(),
-        host_sockets: &host_sockets,
-        kind_of: &inputs::path_kind,
-    };
+    let facts = HostFacts::gather()?;
+    let host = facts.host();
     let selected = sandbox::select::select(policy.backend, &sandbox::select::Machine::measure())
         .map_err(|e| e.to_string());
     let report = explain::report(
@@ -180,18 +201,8 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             launch.program.to_string_lossy()
         );
     }
-    let temp_dir = std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok());
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
-    let host_sockets = inputs::host_sockets();
-    let host = sandbox::Host {
-        temp_dir: temp_dir.as_deref(),
-        tty: None,
-        cwd: &cwd,
-        runtime_dir: runtime_dir.as_deref(),
-        host_sockets: &host_sockets,
-        kind_of: &inputs::path_kind,
-    };
+    let facts = HostFacts::gather()?;
+    let host = facts.host();
     // Build before the terminal is touched, so a policy the backend refuses fails here.
     let layers = sandbox::in_process(&backend, &policy, &host)?;
     sandbox::wrap(&backend, &policy, &host, &[])?;
