@@ -14,6 +14,7 @@ Measures, for each subject, on the same file and the same machine:
 Prints a Markdown table. Invoked by scripts/bench.sh, which builds the binary and records
 the result; see that script for the environment variables.
 """
+import json
 import os
 import pty
 import select
@@ -211,9 +212,23 @@ def startup():
              "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
              "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
              "--bind", cwd, cwd, "--chdir", cwd, "--", "/bin/true"]
+    shown = subprocess.run([SBX, "explain", "--backend", "bwrap", "--show", "bwrap", "--", "/bin/true"],
+                           check=True, capture_output=True, text=True).stdout.split()
+    policy_bwrap = shown[:shown.index("--") + 1] + ["/bin/true"]
+    # The helper mode with nothing to apply: the exec of sbx-shell that the design puts
+    # between the launcher and the program (src/launch.rs, HelperSpec).
+    helper = [SBX, "__sbx_helper", json.dumps({
+        "new_session": False,
+        "limits": {"raise_nofile": False, "open_files": None, "cpu_seconds": None,
+                   "data_bytes": None, "processes": None, "no_core_dumps": False},
+    }), "/bin/true", "/bin/true"]
     cases = {
         "true": ["/bin/true"],
+        "sbx-shell --version": [SBX, "--version"],
         "bwrap … true": bwrap,
+        "bwrap with the policy's mounts … true": policy_bwrap,
+        "sbx-shell's helper alone … true": helper,
+        "bwrap with the policy's mounts … helper … true": policy_bwrap[:-1] + helper,
         "sbx-shell --backend none": [SBX, "--backend", "none", "--", "/bin/true"],
         "sbx-shell --backend landlock": [SBX, "--backend", "landlock", "--", "/bin/true"],
         "sbx-shell --backend bwrap": [SBX, "--backend", "bwrap", "--", "/bin/true"],
@@ -293,10 +308,17 @@ def startup_verdicts(s):
     verdict = lambda ok: "met" if ok else "**not met**"
     over_bwrap = s["sbx-shell --backend bwrap"][0] - s["bwrap … true"][0]
     over_true = s["sbx-shell --backend landlock"][0] - s["true"][0]
+    own_exec = s["sbx-shell --version"][0] - s["true"][0]
+    mounts = s["bwrap with the policy's mounts … true"][0] - s["bwrap … true"][0]
+    helper = s["sbx-shell's helper alone … true"][0] - s["true"][0]
+    helper_in_bwrap = (s["bwrap with the policy's mounts … helper … true"][0]
+                       - s["bwrap with the policy's mounts … true"][0])
     print()
     print("- startup, bwrap backend: %+.2f ms over `bwrap … true` (target ≤ +1 ms): %s" % (over_bwrap, verdict(over_bwrap <= 1)))
     print("- startup, landlock backend: %+.2f ms over `true`, its bare launcher (target ≤ +1 ms): %s" % (over_true, verdict(over_true <= 1)))
-
+    print("- floors inside those gaps, before any sandbox work: the helper's exec %+.2f ms "
+          "(%+.2f ms inside bwrap); the policy's extra mounts %+.2f ms; the sbx-shell binary "
+          "starting at all (`--version`) %+.2f ms over `true`" % (helper, helper_in_bwrap, mounts, own_exec))
 
 if __name__ == "__main__":
     main()

@@ -3,6 +3,8 @@
 //! reads configuration files; `policy::resolve` then merges without touching the disk
 //! except through `RealFs` for symlinks.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
@@ -11,23 +13,65 @@ use crate::cli::PolicyArgs;
 use crate::config::{AllowList, Config, Entry, LimitsConfig, NetworkConfig, NetworkMode};
 use crate::policy::{self, Layer, PathContext, PathResolver, Policy};
 use crate::profiles;
+use crate::sandbox::bwrap::PathKind;
 
-/// The real filesystem, for symlink resolution.
-pub struct RealFs;
+/// The real filesystem, for symlink resolution. Remembers the directories it resolved: a
+/// policy names a hundred paths under a few directories, and `canonicalize` would read
+/// every link of every prefix again for each one (startup time).
+#[derive(Default)]
+pub struct RealFs {
+    known: RefCell<HashMap<PathBuf, Option<PathBuf>>>,
+}
 
 impl PathResolver for RealFs {
     fn real_path(&self, path: &Path) -> Option<PathBuf> {
-        std::fs::canonicalize(path).ok()
+        if let Some(known) = self.known.borrow().get(path) {
+            return known.clone();
+        }
+        let real = match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) if path.is_absolute() => {
+                let joined = self.real_path(parent)?.join(name);
+                match std::fs::symlink_metadata(&joined) {
+                    Ok(meta) if meta.file_type().is_symlink() => {
+                        std::fs::canonicalize(&joined).ok()
+                    }
+                    Ok(_) => Some(joined),
+                    Err(_) => None,
+                }
+            }
+            _ => std::fs::canonicalize(path).ok(),
+        };
+        self.known
+            .borrow_mut()
+            .insert(path.to_path_buf(), real.clone());
+        real
     }
 }
 
 /// What a path is on this host (following symlinks).
-pub fn path_kind(path: &Path) -> crate::sandbox::bwrap::PathKind {
-    use crate::sandbox::bwrap::PathKind;
+pub fn path_kind(path: &Path) -> PathKind {
     match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => PathKind::Dir,
         Ok(_) => PathKind::File,
         Err(_) => PathKind::Missing,
+    }
+}
+
+/// `path_kind`, asked once per path: the sandbox is built once to check it and again for
+/// the spawn, and each build looks at every protected and denied path.
+#[derive(Default)]
+pub struct PathKinds {
+    known: RefCell<HashMap<PathBuf, PathKind>>,
+}
+
+impl PathKinds {
+    pub fn kind(&self, path: &Path) -> PathKind {
+        if let Some(kind) = self.known.borrow().get(path) {
+            return *kind;
+        }
+        let kind = path_kind(path);
+        self.known.borrow_mut().insert(path.to_path_buf(), kind);
+        kind
     }
 }
 
@@ -108,7 +152,7 @@ pub fn resolve(
         home: home.to_path_buf(),
         workspace,
     };
-    Ok(policy::resolve(&name, &layers, &ctx, &RealFs)?)
+    Ok(policy::resolve(&name, &layers, &ctx, &RealFs::default())?)
 }
 
 /// The command-line flags as a configuration layer (the highest).
@@ -180,6 +224,41 @@ pub fn parse_duration(value: &str) -> anyhow::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn real_paths_match_canonicalize_through_links_dots_and_missing_parts() {
+        let dir = std::env::temp_dir().join(format!("sbx-realfs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("real/sub")).unwrap();
+        std::fs::write(dir.join("real/sub/file"), "").unwrap();
+        std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).unwrap();
+        std::os::unix::fs::symlink("sub/file", dir.join("real/relative")).unwrap();
+        std::os::unix::fs::symlink(dir.join("nowhere"), dir.join("dangling")).unwrap();
+        let fs = RealFs::default();
+        for tail in [
+            "real/sub/file",
+            "link/sub/file",
+            "link/relative",
+            "link/sub/../sub/file",
+            "./link/./sub",
+            "dangling",
+            "missing/file",
+            "real/sub/file/below",
+            "link",
+            "",
+        ] {
+            let path = dir.join(tail);
+            // Twice: the second answer comes from what the first one remembered.
+            for _ in 0..2 {
+                assert_eq!(
+                    fs.real_path(&path),
+                    std::fs::canonicalize(&path).ok(),
+                    "{tail}"
+                );
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn durations_take_a_unit() {

@@ -109,6 +109,7 @@ struct HostFacts {
     cwd: PathBuf,
     runtime_dir: Option<PathBuf>,
     host_sockets: Vec<PathBuf>,
+    kind_of: Box<dyn Fn(&Path) -> sandbox::bwrap::PathKind>,
 }
 
 impl HostFacts {
@@ -118,6 +119,10 @@ impl HostFacts {
             cwd: std::env::current_dir().context("cannot read the current directory")?,
             runtime_dir: std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
             host_sockets: inputs::host_sockets(),
+            kind_of: {
+                let kinds = inputs::PathKinds::default();
+                Box::new(move |path| kinds.kind(path))
+            },
         })
     }
 
@@ -129,7 +134,7 @@ impl HostFacts {
             cwd: &self.cwd,
             runtime_dir: self.runtime_dir.as_deref(),
             host_sockets: &self.host_sockets,
-            kind_of: &inputs::path_kind,
+            kind_of: &*self.kind_of,
         }
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! "Nothing the child started survives the session": on Linux the supervisor is a child
 //! subreaper, so every orphan the child leaves behind (nohup'd, setsid'd, double-forked) is
-//! re-parented to it and found by walking the process tree in /proc. On macOS, which has no
-//! subreaper, the walk also takes every member of the child's session. The tree walk itself
-//! (`select_leftovers`) is pure.
+//! re-parented to it and found by walking down from it through /proc's `children` lists; a
+//! subreaper without children has nothing left below it at all. On macOS, which has no
+//! subreaper, the walk covers every process and also takes every member of the child's
+//! session. The tree walk itself (`select_leftovers`) is pure.
 
 use std::ffi::OsString;
 use std::io;
@@ -140,6 +141,84 @@ pub fn reap_children() -> Vec<ChildEvent> {
     }
 }
 
+/// True when we are a child subreaper (Linux): every orphan below us is then re-parented to
+/// us, so the processes below us are exactly our children and theirs.
+#[cfg(target_os = "linux")]
+fn is_subreaper() -> bool {
+    let mut reaper: libc::c_int = 0;
+    // SAFETY: PR_GET_CHILD_SUBREAPER writes one int through the pointer, which is valid.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_GET_CHILD_SUBREAPER,
+            &mut reaper as *mut libc::c_int,
+            0,
+            0,
+            0,
+        )
+    };
+    rc == 0 && reaper != 0
+}
+
+/// True when nothing can be left below us: a subreaper without any child, not even an
+/// unreaped one. Saves every walk on the common way out.
+#[cfg(target_os = "linux")]
+fn no_descendants_left() -> bool {
+    if !is_subreaper() {
+        return false;
+    }
+    let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
+    let flags = libc::WEXITED | libc::WSTOPPED | libc::WCONTINUED | libc::WNOHANG | libc::WNOWAIT;
+    // SAFETY: `info` is a writable siginfo_t; WNOWAIT leaves any child's state in place.
+    let rc = unsafe { libc::waitid(libc::P_ALL, 0, info.as_mut_ptr(), flags) };
+    rc == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn no_descendants_left() -> bool {
+    false
+}
+
+/// The processes that `select_leftovers` needs to see: as a subreaper, only those below
+/// `me`, found through each task's `children` list (a handful of reads instead of one per
+/// process on the machine); else every process.
+#[cfg(target_os = "linux")]
+fn processes_below(me: i32) -> Vec<ProcInfo> {
+    if !is_subreaper() {
+        return list_processes();
+    }
+    let mut found: Vec<ProcInfo> = Vec::new();
+    let mut frontier = vec![me];
+    while let Some(pid) = frontier.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
+                continue;
+            };
+            for child in children
+                .split_ascii_whitespace()
+                .filter_map(|c| c.parse::<i32>().ok())
+            {
+                if found.iter().any(|p| p.pid == child) {
+                    continue;
+                }
+                let stat = std::fs::read_to_string(format!("/proc/{child}/stat"));
+                if let Some(info) = stat.ok().and_then(|stat| parse_proc_stat(child, &stat)) {
+                    found.push(info);
+                    frontier.push(child);
+                }
+            }
+        }
+    }
+    found
+}
+
+#[cfg(not(target_os = "linux"))]
+fn processes_below(_me: i32) -> Vec<ProcInfo> {
+    list_processes()
+}
+
 /// Become the reaper of every orphan below us (Linux); elsewhere a no-op.
 pub fn install_subreaper() {
     #[cfg(target_os = "linux")]
@@ -190,7 +269,10 @@ pub fn kill_leftovers(child_session: Option<Pid>) -> Vec<ChildEvent> {
     let mut reaped = Vec::new();
     let mut leftovers = || {
         reaped.extend(reap_children());
-        select_leftovers(&list_processes(), me, session)
+        if no_descendants_left() {
+            return Vec::new();
+        }
+        select_leftovers(&processes_below(me), me, session)
     };
     let first = leftovers();
     if first.is_empty() {
@@ -200,9 +282,13 @@ pub fn kill_leftovers(child_session: Option<Pid>) -> Vec<ChildEvent> {
         let _ = kill(Pid::from_raw(*pid), Signal::SIGHUP);
         let _ = kill(Pid::from_raw(*pid), Signal::SIGCONT);
     }
+    // Most leftovers are already on their way out (a launcher's init, still exiting when its
+    // parent is reaped): look again soon, then less and less often.
     let start = Instant::now();
+    let mut pause = Duration::from_micros(100);
     while start.elapsed() < HANGUP_GRACE {
-        thread::sleep(Duration::from_millis(5));
+        thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(5));
         if leftovers().is_empty() {
             return reaped;
         }
