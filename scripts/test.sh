@@ -20,13 +20,15 @@ apple_target=aarch64-apple-darwin
 say() { printf '==> %s\n' "$*"; }
 
 # System packages the tests drive: tmux (pane tests), bubblewrap (the bwrap backend),
-# python3 (/usr/bin/python3: the sandbox attacks), procps (ps, for diagnostics),
+# python3 (/usr/bin/python3: the sandbox attacks), curl (the allow-list's client),
+# procps (ps, for diagnostics),
 # bsdutils (script) and coreutils (stty).
 need_packages() {
   local missing=()
   command -v tmux >/dev/null || missing+=(tmux)
   [ -x /usr/bin/bwrap ] || missing+=(bubblewrap)
   [ -x /usr/bin/python3 ] || missing+=(python3)
+  command -v curl >/dev/null || missing+=(curl)
   command -v ps >/dev/null || missing+=(procps)
   command -v script >/dev/null || missing+=(bsdutils)
   command -v stty >/dev/null || missing+=(coreutils)

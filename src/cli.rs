@@ -51,6 +51,11 @@ pub struct Cli {
     #[arg(long, value_name = "PATH")]
     pub shell: Option<PathBuf>,
 
+    /// With a network allow-list: the proxy connects HOST to ADDR instead of resolving it,
+    /// like curl's --resolve (repeatable; for private setups and tests).
+    #[arg(long = "resolve", value_name = "HOST:ADDR")]
+    pub resolve: Vec<String>,
+
     /// When to give the child a pseudo-terminal.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = PtyMode::Auto)]
     pub pty: PtyMode,

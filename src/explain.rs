@@ -106,6 +106,7 @@ pub fn backends(policy: &Policy, host: &Host<'_>, selected: &Selected) -> Vec<Ba
         policy,
         temp_dir: host.temp_dir,
         tty: None,
+        proxy_port: host.proxy_port,
     }) {
         Ok(profile) => BackendOutput::Runs {
             argv: vec![
@@ -136,21 +137,17 @@ pub fn backends(policy: &Policy, host: &Host<'_>, selected: &Selected) -> Vec<Ba
         host_sockets: host.host_sockets,
         kind_of: host.kind_of,
     };
-    let bwrap = match bwrap::build_argv(&inputs, &[HELPER.into()]) {
-        Ok(argv) => BackendOutput::Runs {
-            argv: strings(argv),
-            profile: None,
-            params: Vec::new(),
-        },
-        Err(e) => BackendOutput::Refuses {
-            reason: e.to_string(),
-        },
+    let bwrap = BackendOutput::Runs {
+        argv: strings(bwrap::build_argv(&inputs, &[HELPER.into()])),
+        profile: None,
+        params: Vec::new(),
     };
     let exists = |p: &Path| (host.kind_of)(p) != bwrap::PathKind::Missing;
-    let ruleset = |layering| match landlock::build_ruleset(policy, layering, &exists) {
-        Ok(rules) => RulesOrRefusal::Rules(rules),
-        Err(e) => RulesOrRefusal::Refuses(e.to_string()),
-    };
+    let ruleset =
+        |layering| match landlock::build_ruleset(policy, layering, &exists, host.proxy_port) {
+            Ok(rules) => RulesOrRefusal::Rules(rules),
+            Err(e) => RulesOrRefusal::Refuses(e.to_string()),
+        };
     let landlock = match ruleset(landlock::Layering::UnderBwrap) {
         RulesOrRefusal::Refuses(reason) => BackendOutput::Refuses { reason },
         under_bwrap => BackendOutput::Applies {
@@ -243,10 +240,12 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
                                 rule.path.display()
                             );
                         }
-                        let tcp = if r.deny_tcp {
-                            "TCP bind and connect denied"
-                        } else {
-                            "TCP not restricted"
+                        let tcp = match (r.deny_tcp, r.connect_port) {
+                            (true, Some(port)) => {
+                                format!("TCP bind denied, connect only to port {port} (the proxy)")
+                            }
+                            (true, None) => "TCP bind and connect denied".to_string(),
+                            (false, _) => "TCP not restricted".to_string(),
                         };
                         let _ = writeln!(
                             out,
@@ -277,9 +276,18 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
                                 .join(" or ")
                         )
                     }
-                    seccomp::Condition::SocketNotIn { allowed } => {
+                    seccomp::Condition::SocketNotIn {
+                        allowed,
+                        stream_only,
+                    } if stream_only.is_empty() => {
                         format!(" unless (family, protocol) is one of {allowed:?}")
                     }
+                    seccomp::Condition::SocketNotIn {
+                        allowed,
+                        stream_only,
+                    } => format!(
+                        " unless (family, protocol) is one of {allowed:?}, families {stream_only:?} as stream sockets only"
+                    ),
                 };
                 let _ = writeln!(out, "  {}{when}: {}", rule.syscalls.join(" "), rule.why);
             }
@@ -337,7 +345,10 @@ pub fn render_text(report: &Report<'_>) -> String {
                     r.port.map_or(host.clone(), |port| format!("{host}:{port}"))
                 })
                 .collect();
-            format!("only {}", shown.join(", "))
+            format!(
+                "only {} (ports 80 and 443 unless a port is given), through sbx-shell's proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY)",
+                shown.join(", ")
+            )
         }
     };
     line("network", &network);

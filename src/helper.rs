@@ -5,6 +5,8 @@
 //! execs the program in place (same pid). It is single-threaded and runs our own code only,
 //! so it is where process state that must be set from inside the child is set, in order:
 //!
+//! 0. with a network allow-list inside bwrap, open the proxy's port in the sandbox's network
+//!    namespace and hand the listening socket to sbx-shell (`netproxy`);
 //! 0. in guard mode (Landlock without bwrap), fork: the parent stays behind as the guard of
 //!    the program's process tree (`guard.rs`), the child goes on;
 //! 1. new session, and fd 0 (the inner pty) as the controlling terminal, when asked;
@@ -25,7 +27,7 @@ use std::process::ExitCode;
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, SigmaskHow};
 
-use crate::launch::{parse_helper_args, HelperSpec, ProcessLimits};
+use crate::launch::{parse_helper_args, HelperSpec, ProcessLimits, ProxyListen};
 
 #[cfg(target_os = "linux")]
 mod confine;
@@ -46,6 +48,12 @@ pub fn run(args: &[OsString]) -> ExitCode {
             return ExitCode::from(EXIT_NOT_RUNNABLE);
         }
     };
+    if let Some(listen) = parsed.spec.proxy_listen {
+        if let Err(e) = hand_over_proxy_port(listen) {
+            eprintln!("sbx-shell: cannot open the network proxy's port: {e}");
+            return ExitCode::from(EXIT_NOT_RUNNABLE);
+        }
+    }
     if parsed.spec.guard {
         match split_off_guard(parsed.spec.stop_notify_fd) {
             Ok(Some(code)) => return code,
@@ -81,6 +89,16 @@ fn split_off_guard(stop_notify_fd: Option<i32>) -> io::Result<Option<ExitCode>> 
 #[cfg(not(target_os = "linux"))]
 fn split_off_guard(_stop_notify_fd: Option<i32>) -> io::Result<Option<ExitCode>> {
     Err(io::Error::other("guard mode exists on Linux only"))
+}
+
+/// Listen on the loopback port inside the sandbox's network namespace and send the socket
+/// to sbx-shell's proxy, which then accepts there; close both here.
+fn hand_over_proxy_port(listen: ProxyListen) -> io::Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: sbx-shell passed this fd for this purpose; nothing else in the helper owns it.
+    let channel = unsafe { OwnedFd::from_raw_fd(listen.channel_fd) };
+    let listener = std::net::TcpListener::bind(("127.0.0.1", listen.port))?;
+    crate::netproxy::send_fd(channel.as_raw_fd(), listener.as_raw_fd())
 }
 
 fn prepare(spec: &HelperSpec) -> Result<(), String> {

@@ -70,6 +70,19 @@ pub struct HelperSpec {
     /// one, it stops itself so that its parent sees the stop.
     #[serde(default)]
     pub stop_notify_fd: Option<i32>,
+    /// Network allow-list inside bwrap: listen on this loopback port of the sandbox's network
+    /// namespace and hand the listening socket to sbx-shell's proxy over this inherited
+    /// unix socket, before anything else.
+    #[serde(default)]
+    pub proxy_listen: Option<ProxyListen>,
+}
+
+/// Where the helper opens the proxy's port, and how it hands it over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyListen {
+    pub port: u16,
+    pub channel_fd: i32,
 }
 
 /// The rlimits the helper sets. `None` leaves a limit as inherited.
@@ -355,6 +368,10 @@ mod tests {
             seccomp: None,
             guard: false,
             stop_notify_fd: None,
+            proxy_listen: Some(ProxyListen {
+                port: 3128,
+                channel_fd: 7,
+            }),
         };
         let launch = Launch {
             program: "/bin/bash".into(),

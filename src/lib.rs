@@ -13,6 +13,7 @@ pub mod explain;
 mod helper;
 pub mod inputs;
 pub mod launch;
+pub mod netproxy;
 pub mod policy;
 pub mod process;
 pub mod profiles;
@@ -23,6 +24,8 @@ mod signals;
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -135,6 +138,7 @@ impl HostFacts {
             runtime_dir: self.runtime_dir.as_deref(),
             host_sockets: &self.host_sockets,
             kind_of: &*self.kind_of,
+            proxy_port: None,
         }
     }
 }
@@ -145,7 +149,11 @@ fn run_explain(args: &ExplainArgs) -> Result<u8, Failure> {
     let user_config = profiles::load_user_config(&inputs::config_dir(&home))?;
     let policy = inputs::resolve(&args.policy, &home, user_config)?;
     let facts = HostFacts::gather()?;
-    let host = facts.host();
+    // The proxy's port as inside bwrap; elsewhere it is picked when the session starts.
+    let host = sandbox::Host {
+        proxy_port: Some(netproxy::SANDBOX_PORT),
+        ..facts.host()
+    };
     let selected = sandbox::select::select(policy.backend, &sandbox::select::Machine::measure())
         .map_err(|e| e.to_string());
     let report = explain::report(
@@ -206,8 +214,12 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             launch.program.to_string_lossy()
         );
     }
+    let proxy = start_proxy(&policy, &backend, &cli.resolve, &home)?;
     let facts = HostFacts::gather()?;
-    let host = facts.host();
+    let host = sandbox::Host {
+        proxy_port: proxy.as_ref().map(|p| p.port),
+        ..facts.host()
+    };
     // Build before the terminal is touched, so a policy the backend refuses fails here.
     let layers = sandbox::in_process(&backend, &policy, &host)?;
     sandbox::wrap(&backend, &policy, &host, &[])?;
@@ -225,12 +237,29 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         seccomp: layers.seccomp,
         guard: layers.guard,
         stop_notify_fd: None,
+        proxy_listen: proxy.as_ref().and_then(|p| {
+            p.channel.as_ref().map(|fd| launch::ProxyListen {
+                port: p.port,
+                channel_fd: fd.as_raw_fd(),
+            })
+        }),
     };
     let exe = std::env::current_exe().context("cannot locate the sbx-shell executable")?;
     let mut env = policy
         .environment
         .apply(std::env::vars_os(), backend.name());
     env.retain(|(name, _)| name != "SHELL");
+    if let Some(proxy) = &proxy {
+        let set = netproxy::proxy_env(proxy.port);
+        env.retain(|(name, _)| {
+            !netproxy::BYPASS_ENV.iter().any(|n| name == n)
+                && !set.iter().any(|(n, _)| name == n.as_str())
+        });
+        env.extend(
+            set.into_iter()
+                .map(|(n, v)| (OsString::from(n), OsString::from(v))),
+        );
+    }
     env.push((
         OsString::from("SHELL"),
         launch.shell.clone().into_os_string(),
@@ -260,8 +289,85 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     } else {
         direct::run(&argv_for, &env, options)
     };
+    if let Some(line) = proxy.as_ref().and_then(|p| p.proxy.summary()) {
+        eprintln!("{line}");
+    }
     code.with_context(|| format!("cannot run {}", launch.program.to_string_lossy()))
         .map_err(Failure::from)
+}
+
+/// The allow-list proxy of a session, and how the sandbox reaches it.
+struct ProxySession {
+    proxy: netproxy::Proxy,
+    /// The loopback port the sandbox connects to.
+    port: u16,
+    /// Inside bwrap: the helper's end of the unix socket over which it sends the listening
+    /// socket (inherited by the helper; kept open here until the session ends).
+    channel: Option<std::os::fd::OwnedFd>,
+}
+
+/// Start the proxy when the policy has a network allow-list.
+fn start_proxy(
+    policy: &policy::Policy,
+    backend: &sandbox::Backend,
+    resolve: &[String],
+    home: &Path,
+) -> Result<Option<ProxySession>, Failure> {
+    let policy::Network::Allow(rules) = &policy.network else {
+        if !resolve.is_empty() {
+            return Err(anyhow!("--resolve applies to a network allow-list only\nHint: add --net allow=HOST,… or leave out --resolve").into());
+        }
+        return Ok(None);
+    };
+    let overrides = netproxy::request::parse_resolve(resolve).map_err(|e| anyhow!(e))?;
+    let proxy = netproxy::Proxy::new(rules.clone(), overrides, network_log(home));
+    if let sandbox::Backend::Bwrap { .. } = backend {
+        use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::empty(),
+        )
+        .context("cannot create the network proxy's channel")?;
+        nix::fcntl::fcntl(
+            &ours,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        )
+        .context("cannot create the network proxy's channel")?;
+        proxy
+            .serve_from_sandbox(ours)
+            .context("cannot start the network proxy")?;
+        return Ok(Some(ProxySession {
+            proxy,
+            port: netproxy::SANDBOX_PORT,
+            channel: Some(theirs),
+        }));
+    }
+    let port = proxy
+        .listen_on_host()
+        .context("cannot start the network proxy")?;
+    Ok(Some(ProxySession {
+        proxy,
+        port,
+        channel: None,
+    }))
+}
+
+/// `$XDG_STATE_HOME/sbx-shell/network.log` (else under ~/.local/state), its directory
+/// created private; `None` when it cannot be.
+fn network_log(home: &Path) -> Option<PathBuf> {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| home.join(".local/state"));
+    let dir = state.join("sbx-shell");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .ok()?;
+    Some(dir.join("network.log"))
 }
 
 /// `--pty auto` means a pty only when both stdin and stdout are terminals.

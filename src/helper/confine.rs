@@ -9,7 +9,7 @@ use std::fmt;
 use std::path::Path;
 
 use landlock::{
-    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
@@ -173,6 +173,11 @@ pub fn apply_landlock(ruleset: &Ruleset) -> Result<(), ConfineError> {
             .map_err(landlock_err)?;
     }
     let mut created = builder.create().map_err(landlock_err)?;
+    if let Some(port) = ruleset.connect_port {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(landlock_err)?;
+    }
     for rule in &ruleset.rules {
         let Some(is_dir) = kind(&rule.path) else {
             continue;

@@ -86,8 +86,12 @@ pub struct Ruleset {
     pub layering: Layering,
     /// Every filesystem right is handled: what no rule grants is denied.
     pub rules: Vec<PathRule>,
-    /// TCP bind and connect handled (all denied) — network none.
+    /// TCP bind and connect handled: denied, except connecting to `connect_port`.
     pub deny_tcp: bool,
+    /// With a network allow-list: the loopback port of the proxy, the one TCP destination
+    /// (any address on that port: Landlock cannot tell addresses apart).
+    #[serde(default)]
+    pub connect_port: Option<u16>,
     /// Abstract unix sockets and signals scoped to the sandbox.
     pub scoped: bool,
     /// The Landlock ABI these rules need in full (a lower one is refused, not weakened).
@@ -100,25 +104,22 @@ pub enum LandlockError {
     DeniedInsideReadable { denied: PathBuf, inside: PathBuf },
     #[error("Landlock alone cannot protect {protected} inside the writable {inside}\nHint: use the bwrap backend, which mounts it read-only (install bubblewrap; `sbx-shell doctor` checks it), or run read-only: --profile read-only")]
     ProtectedInsideWritable { protected: PathBuf, inside: PathBuf },
-    #[error("the Landlock backend cannot enforce {what} yet\nHint: {hint}")]
-    Unsupported {
-        what: &'static str,
-        hint: &'static str,
-    },
+    #[error("internal error: a network allow-list without the proxy's port")]
+    NoProxy,
 }
 
 /// The ruleset for `policy`; `exists` tells which protected paths exist on the host.
+/// `proxy_port`: where the sandbox reaches the allow-list proxy (needed for an allow-list).
 pub fn build_ruleset(
     policy: &Policy,
     layering: Layering,
     exists: &dyn Fn(&Path) -> bool,
+    proxy_port: Option<u16>,
 ) -> Result<Ruleset, LandlockError> {
-    if let Network::Allow(_) = policy.network {
-        return Err(LandlockError::Unsupported {
-            what: "a network allow-list",
-            hint: "use --net none or --net full until the allow-list proxy lands",
-        });
-    }
+    let connect_port = match policy.network {
+        Network::Allow(_) => Some(proxy_port.ok_or(LandlockError::NoProxy)?),
+        _ => None,
+    };
     let fs = &policy.filesystem;
     let mut rules = Vec::new();
     let mut add = |path: &Path, access| {
@@ -191,11 +192,12 @@ pub fn build_ruleset(
         add(Path::new("/dev/ptmx"), Access::Terminal);
         add(Path::new("/dev/pts"), Access::Terminal);
     }
-    let deny_tcp = policy.network == Network::None;
+    let deny_tcp = policy.network != Network::Full;
     Ok(Ruleset {
         layering,
         rules,
         deny_tcp,
+        connect_port,
         scoped: true,
         // 6: scoping of abstract sockets and signals (5: device ioctls, 4: TCP, 3: truncate).
         min_abi: 6,
@@ -221,9 +223,29 @@ mod tests {
     }
 
     fn build_ruleset(policy: &Policy, layering: Layering) -> Result<Ruleset, LandlockError> {
-        super::build_ruleset(policy, layering, &|p| {
-            p == Path::new("/srv/proj/.git/config") || p.starts_with("/home/u")
-        })
+        super::build_ruleset(
+            policy,
+            layering,
+            &|p| p == Path::new("/srv/proj/.git/config") || p.starts_with("/home/u"),
+            Some(3128),
+        )
+    }
+
+    #[test]
+    fn an_allow_list_leaves_only_the_proxy_port_to_connect_to() {
+        let allow = policy_with(
+            "/home/u/proj",
+            r#"{"network": {"allow": ["api.example.com"]}}"#,
+        );
+        let nothing = |_: &Path| false;
+        let r = super::build_ruleset(&allow, Layering::Alone, &nothing, Some(3128)).unwrap();
+        assert!(r.deny_tcp);
+        assert_eq!(r.connect_port, Some(3128));
+        let none = policy_with("/home/u/proj", "{}");
+        let none = super::build_ruleset(&none, Layering::Alone, &nothing, Some(3128)).unwrap();
+        assert_eq!((none.deny_tcp, none.connect_port), (true, None));
+        let no_port = super::build_ruleset(&allow, Layering::Alone, &|_| false, None);
+        assert_eq!(no_port, Err(LandlockError::NoProxy));
     }
 
     #[test]
@@ -252,7 +274,7 @@ mod tests {
             }
         );
         // Without one (no .git), the workspace is writable.
-        let no_git = super::build_ruleset(&p, Layering::Alone, &|_| false).unwrap();
+        let no_git = super::build_ruleset(&p, Layering::Alone, &|_| false, None).unwrap();
         assert_eq!(
             access_of(&no_git, "/srv/proj"),
             [Access::Read, Access::ReadWrite]

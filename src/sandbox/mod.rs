@@ -62,8 +62,6 @@ pub enum SandboxError {
     #[error(transparent)]
     Seatbelt(#[from] seatbelt::SeatbeltError),
     #[error(transparent)]
-    Bwrap(#[from] bwrap::BwrapError),
-    #[error(transparent)]
     Landlock(#[from] landlock::LandlockError),
     #[error(transparent)]
     Seccomp(#[from] seccomp::SeccompError),
@@ -85,6 +83,9 @@ pub struct Host<'a> {
     /// Other host sockets ($SSH_AUTH_SOCK, docker.sock …) that exist.
     pub host_sockets: &'a [PathBuf],
     pub kind_of: &'a dyn Fn(&Path) -> bwrap::PathKind,
+    /// With a network allow-list: the loopback port where the sandbox reaches the proxy
+    /// (inside bwrap, a port of its private network namespace).
+    pub proxy_port: Option<u16>,
 }
 
 /// The argv that runs `command` (the helper's argv) inside `backend`'s launcher.
@@ -100,6 +101,7 @@ pub fn wrap(
                 policy,
                 temp_dir: host.temp_dir,
                 tty: host.tty,
+                proxy_port: host.proxy_port,
             };
             Ok(seatbelt::build_argv(
                 &seatbelt::build_profile(&inputs)?,
@@ -115,7 +117,7 @@ pub fn wrap(
                 host_sockets: host.host_sockets,
                 kind_of: host.kind_of,
             };
-            Ok(bwrap::build_argv(&inputs, command)?)
+            Ok(bwrap::build_argv(&inputs, command))
         }
         Backend::Landlock | Backend::None => Ok(command.to_vec()),
     }
@@ -161,7 +163,14 @@ pub fn in_process(
         Backend::Bwrap { landlock, .. } => InProcess {
             drop_privileges: true,
             landlock: landlock
-                .then(|| landlock::build_ruleset(policy, landlock::Layering::UnderBwrap, &exists))
+                .then(|| {
+                    landlock::build_ruleset(
+                        policy,
+                        landlock::Layering::UnderBwrap,
+                        &exists,
+                        host.proxy_port,
+                    )
+                })
                 .transpose()?,
             seccomp: Some(filter()?),
             guard: true,
@@ -173,6 +182,7 @@ pub fn in_process(
                 policy,
                 landlock::Layering::Alone,
                 &exists,
+                host.proxy_port,
             )?),
             seccomp: Some(filter()?),
             guard: true,

@@ -8,7 +8,8 @@
 //! denied paths, protected paths and their parents, and the GUI when not granted. A test pins
 //! that order. Only `/usr/bin/sandbox-exec` is ever run: one found on `PATH` could be anyone's.
 //!
-//! Not enforced here (refused, never weakened): a network allow-list (it needs the proxy).
+//! A network allow-list leaves one destination: the loopback port of sbx-shell's proxy
+//! (`netproxy`), which resolves names and checks every request.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -28,6 +29,7 @@ const BASE: &str = include_str!("seatbelt/base.sbpl");
 const NESTED_PTY: &str = include_str!("seatbelt/nested_pty.sbpl");
 const KEYCHAIN: &str = include_str!("seatbelt/keychain.sbpl");
 const NETWORK_FULL: &str = include_str!("seatbelt/network_full.sbpl");
+const NETWORK_PROXY: &str = include_str!("seatbelt/network_proxy.sbpl");
 const GUI: &str = include_str!("seatbelt/gui.sbpl");
 const NO_GUI: &str = include_str!("seatbelt/no_gui.sbpl");
 
@@ -65,6 +67,8 @@ pub struct Inputs<'a> {
     pub temp_dir: Option<&'a Path>,
     /// The session's terminal (the inner pty's slave), for ioctls on inherited fds.
     pub tty: Option<&'a Path>,
+    /// The loopback port of the allow-list proxy (needed for an allow-list).
+    pub proxy_port: Option<u16>,
 }
 
 /// An SBPL profile and the values of its parameters.
@@ -76,11 +80,8 @@ pub struct Profile {
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum SeatbeltError {
-    #[error("the Seatbelt backend cannot enforce {what} yet\nHint: {hint}")]
-    Unsupported {
-        what: &'static str,
-        hint: &'static str,
-    },
+    #[error("internal error: a network allow-list without the proxy's port")]
+    NoProxy,
     #[error("internal error: the generated Seatbelt profile is malformed: {0}")]
     Malformed(String),
 }
@@ -88,12 +89,6 @@ pub enum SeatbeltError {
 /// Build the profile for `inputs`.
 pub fn build_profile(inputs: &Inputs<'_>) -> Result<Profile, SeatbeltError> {
     let policy = inputs.policy;
-    if let Network::Allow(_) = policy.network {
-        return Err(SeatbeltError::Unsupported {
-            what: "a network allow-list",
-            hint: "use --net none or --net full until the allow-list proxy lands",
-        });
-    }
     let mut b = Builder::default();
     b.text.push_str(BASE);
     if policy.nested_pty {
@@ -110,8 +105,17 @@ pub fn build_profile(inputs: &Inputs<'_>) -> Result<Profile, SeatbeltError> {
         );
         b.section(KEYCHAIN);
     }
-    if policy.network == Network::Full {
-        b.section(NETWORK_FULL);
+    match policy.network {
+        Network::None => {}
+        Network::Full => b.section(NETWORK_FULL),
+        Network::Allow(_) => {
+            let port = inputs.proxy_port.ok_or(SeatbeltError::NoProxy)?;
+            b.section(NETWORK_PROXY);
+            let _ = writeln!(
+                b.text,
+                "(allow network-outbound (remote tcp \"localhost:{port}\"))"
+            );
+        }
     }
     if policy.gui {
         b.section(GUI);

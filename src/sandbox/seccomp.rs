@@ -11,6 +11,10 @@
 //! machine. Other netlink families (audit, netfilter, sock_diag, uevents) and every other
 //! address family (AF_INET*, AF_PACKET, AF_VSOCK — which reached the hypervisor from this VM)
 //! are denied.
+//!
+//! With a network allow-list, AF_INET and AF_INET6 are allowed too, as stream sockets only
+//! (TCP, to reach the proxy's loopback port): no UDP, so no DNS of one's own. Where TCP may
+//! go is the business of the network namespace (bwrap) or of Landlock's port rule.
 
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +26,13 @@ pub const TIOCLINUX: u32 = 0x541C;
 pub const AF_UNIX: u32 = 1;
 pub const AF_NETLINK: u32 = 16;
 pub const NETLINK_ROUTE: u32 = 0;
+pub const AF_INET: u32 = 2;
+pub const AF_INET6: u32 = 10;
+/// The socket type sits in the low 4 bits of socket()'s second argument (flags above).
+#[cfg(target_os = "linux")]
+const SOCK_TYPE_MASK: u32 = 0xf;
+#[cfg(target_os = "linux")]
+const SOCK_STREAM: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "when", deny_unknown_fields)]
@@ -31,7 +42,12 @@ pub enum Condition {
     /// Denied when the ioctl request (low 32 bits of argument 1) is one of these.
     IoctlRequest { requests: Vec<u32> },
     /// Denied unless (domain, protocol) is allowed; `protocol: None` allows any protocol.
-    SocketNotIn { allowed: Vec<(u32, Option<u32>)> },
+    /// Families in `stream_only` are allowed as SOCK_STREAM sockets only.
+    SocketNotIn {
+        allowed: Vec<(u32, Option<u32>)>,
+        #[serde(default)]
+        stream_only: Vec<u32>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,14 +116,25 @@ pub fn build_filter(policy: &Policy) -> Filter {
             "changing what the filesystem looks like",
         ),
     ];
-    if policy.network == Network::None {
-        rules.push(Rule {
+    let local = vec![(AF_UNIX, None), (AF_NETLINK, Some(NETLINK_ROUTE))];
+    match policy.network {
+        Network::Full => {}
+        Network::None => rules.push(Rule {
             syscalls: vec!["socket".into(), "socketpair".into()],
             condition: Condition::SocketNotIn {
-                allowed: vec![(AF_UNIX, None), (AF_NETLINK, Some(NETLINK_ROUTE))],
+                allowed: local,
+                stream_only: Vec::new(),
             },
             why: "network none: only local sockets".into(),
-        });
+        }),
+        Network::Allow(_) => rules.push(Rule {
+            syscalls: vec!["socket".into(), "socketpair".into()],
+            condition: Condition::SocketNotIn {
+                allowed: [local, vec![(AF_INET, None), (AF_INET6, None)]].concat(),
+                stream_only: vec![AF_INET, AF_INET6],
+            },
+            why: "network allow-list: local sockets, and TCP for the proxy".into(),
+        }),
     }
     Filter {
         rules,
@@ -171,7 +198,10 @@ fn conditions(
             .iter()
             .map(|r| SeccompRule::new(vec![cmp(1, SeccompCmpOp::Eq, *r)?]))
             .collect(),
-        Condition::SocketNotIn { allowed } => {
+        Condition::SocketNotIn {
+            allowed,
+            stream_only,
+        } => {
             // Denied when the family is none of the allowed ones …
             let mut families: Vec<u32> = allowed.iter().map(|(f, _)| *f).collect();
             families.dedup();
@@ -187,6 +217,16 @@ fn conditions(
                     rules.push(SeccompRule::new(vec![
                         cmp(0, SeccompCmpOp::Eq, *family)?,
                         cmp(2, SeccompCmpOp::Ne, *protocol)?,
+                    ])?);
+                }
+            }
+            // … or when a stream-only family asks for any other type (every value of the
+            // type bits but SOCK_STREAM's, so no type is left out).
+            for family in stream_only {
+                for other in (0..=SOCK_TYPE_MASK).filter(|t| *t != SOCK_STREAM) {
+                    rules.push(SeccompRule::new(vec![
+                        cmp(0, SeccompCmpOp::Eq, *family)?,
+                        cmp(1, SeccompCmpOp::MaskedEq(u64::from(SOCK_TYPE_MASK)), other)?,
                     ])?);
                 }
             }
@@ -311,7 +351,24 @@ mod tests {
         assert_eq!(
             socket.condition,
             Condition::SocketNotIn {
-                allowed: vec![(1, None), (16, Some(0))]
+                allowed: vec![(1, None), (16, Some(0))],
+                stream_only: vec![],
+            }
+        );
+        let allow = build_filter(&policy_with(
+            "/home/u/p",
+            r#"{"network": {"allow": ["api.example.com"]}}"#,
+        ));
+        let socket = allow
+            .rules
+            .iter()
+            .find(|r| r.syscalls.iter().any(|s| s == "socket"))
+            .unwrap();
+        assert_eq!(
+            socket.condition,
+            Condition::SocketNotIn {
+                allowed: vec![(1, None), (16, Some(0)), (2, None), (10, None)],
+                stream_only: vec![2, 10],
             }
         );
     }
@@ -319,7 +376,11 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn every_table_compiles_and_x32_is_checked_after_the_architecture() {
-        for extra in [r#"{}"#, r#"{"network": "full"}"#] {
+        for extra in [
+            r#"{}"#,
+            r#"{"network": "full"}"#,
+            r#"{"network": {"allow": ["api.example.com"]}}"#,
+        ] {
             let program = compile(&build_filter(&policy_with("/home/u/p", extra))).unwrap();
             assert!(program.len() > 20);
             if cfg!(target_arch = "x86_64") {

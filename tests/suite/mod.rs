@@ -1,4 +1,5 @@
 mod cli;
+mod network;
 mod nontty;
 mod policy;
 mod sandbox;

@@ -111,8 +111,8 @@ fn every_shipped_profile_resolves() {
                     "{name}: {writable:?}"
                 );
                 assert_eq!(
-                    policy["network"]["mode"], "full",
-                    "{name}: agents keep full network until the allow-list"
+                    policy["network"]["mode"], "allow",
+                    "{name}: agents reach their own API and login hosts only"
                 );
                 assert!(
                     !policy["environment"]["allow"]
@@ -179,8 +179,8 @@ fn the_schema_command_prints_the_committed_schema() {
 }
 
 /// A policy the chosen backend cannot enforce is refused before anything runs, never
-/// weakened: an allow-list (until its proxy exists), a protected file inside the writable
-/// workspace under Landlock alone, and a backend name from the config file.
+/// weakened: a protected file inside the writable workspace under Landlock alone, a backend
+/// that does not exist here, and a backend name from the config file.
 #[test]
 fn a_policy_the_backend_cannot_enforce_is_refused() {
     let dir = Scratch::new("refuse");
@@ -190,11 +190,7 @@ fn a_policy_the_backend_cannot_enforce_is_refused() {
     std::fs::write(ws.join(".git/config"), "").unwrap();
     let marker = ws.join("ran");
     let touch = format!("touch {}", marker.display());
-    let cases: [(&[&str], &str); 3] = [
-        (
-            &["--net", "allow=api.example.com", "-c", &touch],
-            "allow-list",
-        ),
+    let cases: [(&[&str], &str); 2] = [
         (&["--backend", "landlock", "-c", &touch], "cannot protect"),
         (&["--backend", "seatbelt", "-c", &touch], "macOS backend"),
     ];

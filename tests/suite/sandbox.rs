@@ -23,12 +23,12 @@ use nix::unistd::Pid;
 use super::support::{pids_with, require, wait_until, Launch, OuterPty};
 
 const BACKENDS: [&str; 2] = ["bwrap", "landlock"];
-const PYTHON: &str = "/usr/bin/python3";
+pub(super) const PYTHON: &str = "/usr/bin/python3";
 const CANARY: &str = "CANARY-7f3a9c";
 const NOBODY: u32 = 65534;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum User {
+pub(super) enum User {
     Root,
     Nobody,
 }
@@ -36,7 +36,7 @@ enum User {
 const USERS: [User; 2] = [User::Root, User::Nobody];
 
 /// The tools every test here needs; a missing one fails under SBX_REQUIRE_ALL=1.
-fn tools_present() -> bool {
+pub(super) fn tools_present() -> bool {
     let root = nix::unistd::geteuid().is_root();
     if !root {
         // Running as another user needs root; CI runs the suite as root.
@@ -79,16 +79,16 @@ fn lab_root() -> &'static Path {
 }
 
 /// A fake home full of canaries, a workspace, and a directory outside both.
-struct Lab {
-    dir: PathBuf,
-    home: PathBuf,
-    ws: PathBuf,
+pub(super) struct Lab {
+    pub(super) dir: PathBuf,
+    pub(super) home: PathBuf,
+    pub(super) ws: PathBuf,
     outside: PathBuf,
     user: User,
 }
 
 impl Lab {
-    fn new(name: &str, user: User, git: bool) -> Lab {
+    pub(super) fn new(name: &str, user: User, git: bool) -> Lab {
         static COUNT: AtomicUsize = AtomicUsize::new(0);
         let n = COUNT.fetch_add(1, Ordering::SeqCst);
         let dir = lab_root().join(format!("{name}-{user:?}-{n}"));
@@ -121,7 +121,7 @@ impl Lab {
 
     /// `sbx-shell --backend BACKEND ARGS…` in the workspace, as the lab's user, without a
     /// terminal, with a small clean environment.
-    fn command(&self, backend: &str, args: &[&str]) -> Command {
+    pub(super) fn command(&self, backend: &str, args: &[&str]) -> Command {
         let mut cmd = Command::new(lab_root().join("sbx-shell"));
         cmd.arg("--backend")
             .arg(backend)
@@ -151,7 +151,7 @@ impl Lab {
         )
     }
 
-    fn what(&self, backend: &str) -> String {
+    pub(super) fn what(&self, backend: &str) -> String {
         format!("{backend} as {:?} in {}", self.user, self.dir.display())
     }
 }
@@ -166,7 +166,7 @@ fn chown_tree(path: &Path, uid: u32) {
 }
 
 /// Every (backend, user) pair.
-fn each(mut test: impl FnMut(&str, User)) {
+pub(super) fn each(mut test: impl FnMut(&str, User)) {
     for backend in BACKENDS {
         for user in USERS {
             test(backend, user);
@@ -174,7 +174,7 @@ fn each(mut test: impl FnMut(&str, User)) {
     }
 }
 
-fn assert_lines(out: &str, expected: &[&str], what: &str) {
+pub(super) fn assert_lines(out: &str, expected: &[&str], what: &str) {
     for line in expected {
         assert!(
             out.lines().any(|l| l == *line),

@@ -43,6 +43,7 @@ fn build(policy: &Policy) -> Profile {
         policy,
         temp_dir: Some(Path::new("/private/var/folders/ab/xyz/T")),
         tty: Some(Path::new("/dev/ttys003")),
+        proxy_port: Some(43128),
     };
     build_profile(&inputs).unwrap()
 }
@@ -216,15 +217,21 @@ fn protected_paths_and_their_parents_cannot_be_moved_away() {
 }
 
 #[test]
-fn a_network_allow_list_is_refused_not_weakened() {
+fn a_network_allow_list_reaches_only_the_proxy_port() {
     let policy = policy_for("shell", r#"{"network": {"allow": ["api.example.com"]}}"#);
-    let err = build_profile(&Inputs {
+    let profile = build(&policy);
+    assert!(profile
+        .text
+        .contains("(allow network-outbound (remote tcp \"localhost:43128\"))"));
+    assert!(!profile.text.contains("(allow network-outbound)"));
+    assert!(!profile.text.contains("mDNSResponder"));
+    let without_port = build_profile(&Inputs {
         policy: &policy,
         temp_dir: None,
         tty: None,
-    })
-    .unwrap_err();
-    assert!(err.to_string().contains("allow-list") && err.to_string().contains("Hint: "));
+        proxy_port: None,
+    });
+    assert_eq!(without_port, Err(SeatbeltError::NoProxy));
 }
 
 #[test]

@@ -1,0 +1,361 @@
+//! The network allow-list proxy: an HTTP proxy (CONNECT tunnels and plain HTTP) that sbx-shell
+//! runs outside the sandbox, in its own threads, for a policy with `network: {allow: …}`.
+//!
+//! The sandbox has no network of its own, only a way to this proxy (see `sandbox`): inside
+//! bwrap, a loopback port of the sandbox's private network namespace whose listening socket
+//! the helper hands over (so the proxy accepts connections from inside the namespace, and
+//! nothing outside can reach that port); with Landlock alone or Seatbelt, a loopback port of
+//! the host that is the only TCP destination the sandbox may connect to.
+//!
+//! Names are resolved here, never inside; a name must lead to a public address (else an
+//! allowed name could be pointed at this machine), unless `--resolve` set its address.
+//! Decisions are pure (`request`); this file only moves bytes. Every refusal is written to
+//! the network log and counted for the summary line at the end of the session.
+//!
+//! The threads never panic on input (a panic aborts sbx-shell) and block every signal, so
+//! signals keep reaching the supervisor's main thread.
+
+pub mod request;
+
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::{OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::policy::DomainRule;
+use request::{Refusal, Request, Target};
+
+/// How long a client may take to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long connecting to an upstream server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The loopback port the proxy has inside bwrap's private network namespace.
+pub const SANDBOX_PORT: u16 = 3128;
+
+/// The proxy for one session.
+#[derive(Clone)]
+pub struct Proxy {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    rules: Vec<DomainRule>,
+    overrides: BTreeMap<String, IpAddr>,
+    log: Option<PathBuf>,
+    stats: Mutex<Stats>,
+}
+
+#[derive(Default)]
+struct Stats {
+    allowed: u64,
+    refused: u64,
+    /// The first few refusals, for the summary: "target reason".
+    examples: Vec<String>,
+}
+
+impl Proxy {
+    /// `log`: where each refusal is appended (the network log), if anywhere.
+    pub fn new(
+        rules: Vec<DomainRule>,
+        overrides: BTreeMap<String, IpAddr>,
+        log: Option<PathBuf>,
+    ) -> Proxy {
+        Proxy {
+            shared: Arc::new(Shared {
+                rules,
+                overrides,
+                log,
+                stats: Mutex::new(Stats::default()),
+            }),
+        }
+    }
+
+    /// Listen on a loopback port of the host; returns the port. Serves until sbx-shell ends.
+    pub fn listen_on_host(&self) -> io::Result<u16> {
+        let listener = TcpListener::bind(("127.0.0.1", 0))?;
+        let port = listener.local_addr()?.port();
+        let proxy = self.clone();
+        spawn_quiet(move || proxy.accept_loop(listener))?;
+        Ok(port)
+    }
+
+    /// Linux: serve the listening socket that the helper sends over `channel` (from inside the
+    /// sandbox's network namespace). Returns at once; a helper that never sends leaves the
+    /// thread waiting until sbx-shell ends.
+    #[cfg(target_os = "linux")]
+    pub fn serve_from_sandbox(&self, channel: OwnedFd) -> io::Result<()> {
+        let proxy = self.clone();
+        spawn_quiet(move || {
+            if let Ok(listener) = receive_fd(&channel) {
+                use std::os::fd::FromRawFd;
+                // SAFETY: the fd was just received and is owned by nothing else.
+                let listener = unsafe { TcpListener::from_raw_fd(listener) };
+                proxy.accept_loop(listener);
+            }
+        })?;
+        Ok(())
+    }
+
+    /// The helper's socket handover happens inside bwrap, which exists on Linux only.
+    #[cfg(not(target_os = "linux"))]
+    pub fn serve_from_sandbox(&self, _channel: OwnedFd) -> io::Result<()> {
+        Err(io::Error::other("bwrap exists on Linux only"))
+    }
+
+    /// The line for stderr at the end of the session, when something was refused.
+    pub fn summary(&self) -> Option<String> {
+        let stats = self.shared.stats.lock().ok()?;
+        if stats.refused == 0 {
+            return None;
+        }
+        let mut line = format!(
+            "sbx-shell: network: {} connection{} refused ({}{})",
+            stats.refused,
+            if stats.refused == 1 { "" } else { "s" },
+            stats.examples.join("; "),
+            if stats.refused > stats.examples.len() as u64 {
+                "; …"
+            } else {
+                ""
+            },
+        );
+        if stats.allowed > 0 {
+            line.push_str(&format!(", {} allowed", stats.allowed));
+        }
+        if let Some(log) = &self.shared.log {
+            line.push_str(&format!("; log: {}", log.display()));
+        }
+        Some(line)
+    }
+
+    fn accept_loop(&self, listener: TcpListener) {
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            let proxy = self.clone();
+            let _ = spawn_quiet(move || proxy.handle(client));
+        }
+    }
+
+    fn handle(&self, mut client: TcpStream) {
+        let (head, extra) = match read_head(&mut client) {
+            Ok(read) => read,
+            Err(_) => return,
+        };
+        let request = match request::parse(&head) {
+            Ok(request) => request,
+            Err(rejected) => {
+                let unknown = Target {
+                    host: "?".into(),
+                    port: 0,
+                };
+                let target = rejected.target.unwrap_or(unknown);
+                return self.refuse(&mut client, &target, &rejected.refusal);
+            }
+        };
+        if let Err(refusal) = request::check(&self.shared.rules, &request.target) {
+            return self.refuse(&mut client, &request.target, &refusal);
+        }
+        let addrs = match self.resolve(&request.target) {
+            Ok(addrs) => addrs,
+            Err(refusal) => return self.refuse(&mut client, &request.target, &refusal),
+        };
+        let Some(upstream) = addrs
+            .iter()
+            .find_map(|a| TcpStream::connect_timeout(a, CONNECT_TIMEOUT).ok())
+        else {
+            self.log(&request.target, "failed: cannot connect");
+            let _ = respond(&mut client, "502 Bad Gateway", "sbx-shell: cannot connect");
+            return;
+        };
+        if let Ok(mut stats) = self.shared.stats.lock() {
+            stats.allowed += 1;
+        }
+        let _ = tunnel(client, upstream, &request, &extra);
+    }
+
+    /// The addresses to connect to: `--resolve`'s, the IP literal itself, or the public ones
+    /// that the name resolves to.
+    fn resolve(&self, target: &Target) -> Result<Vec<SocketAddr>, Refusal> {
+        if let Some(addr) = self.shared.overrides.get(&target.host) {
+            return Ok(vec![SocketAddr::new(*addr, target.port)]);
+        }
+        if let Ok(ip) = target.host.parse::<IpAddr>() {
+            return Ok(vec![SocketAddr::new(ip, target.port)]);
+        }
+        let all: Vec<SocketAddr> = (target.host.as_str(), target.port)
+            .to_socket_addrs()
+            .map_err(|_| Refusal::Unresolved)?
+            .collect();
+        let public: Vec<SocketAddr> = all
+            .iter()
+            .copied()
+            .filter(|a| request::is_public(a.ip()))
+            .collect();
+        match (public.is_empty(), all.first()) {
+            (false, _) => Ok(public),
+            (true, Some(first)) => Err(Refusal::NotPublic(first.ip())),
+            (true, None) => Err(Refusal::Unresolved),
+        }
+    }
+
+    fn refuse(&self, client: &mut TcpStream, target: &Target, refusal: &Refusal) {
+        let reason = refusal.reason();
+        self.log(target, &format!("refused: {reason}"));
+        if let Ok(mut stats) = self.shared.stats.lock() {
+            stats.refused += 1;
+            let example = format!("{target} {reason}");
+            if stats.examples.len() < 3 && !stats.examples.contains(&example) {
+                stats.examples.push(example);
+            }
+        }
+        let _ = respond(
+            client,
+            refusal.status(),
+            &format!("sbx-shell: {target} {reason}"),
+        );
+    }
+
+    fn log(&self, target: &Target, what: &str) {
+        let Some(path) = &self.shared.log else { return };
+        let when = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let line = format!("{when} pid={} {target} {what}\n", std::process::id());
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path);
+        if let Ok(mut file) = file {
+            let _ = file.write_all(line.as_bytes());
+        }
+    }
+}
+
+/// Start a thread with every signal blocked (they are the main thread's business).
+fn spawn_quiet(work: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    thread::Builder::new()
+        .name("sbx-proxy".into())
+        .spawn(move || {
+            let all = nix::sys::signal::SigSet::all();
+            let _ = nix::sys::signal::pthread_sigmask(
+                nix::sys::signal::SigmaskHow::SIG_BLOCK,
+                Some(&all),
+                None,
+            );
+            work();
+        })?;
+    Ok(())
+}
+
+/// Read up to the end of the request head; returns the head and what came after it.
+fn read_head(client: &mut TcpStream) -> io::Result<(Vec<u8>, Vec<u8>)> {
+    client.set_read_timeout(Some(HEAD_TIMEOUT))?;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = client.read(&mut chunk)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
+        if let Some(end) = request::head_end(&buf) {
+            let extra = buf.split_off(end);
+            client.set_read_timeout(None)?;
+            return Ok((buf, extra));
+        }
+        if buf.len() > request::MAX_HEAD {
+            return Err(io::ErrorKind::InvalidData.into());
+        }
+    }
+}
+
+fn respond(client: &mut TcpStream, status: &str, body: &str) -> io::Result<()> {
+    let text = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}\n",
+        body.len() + 1
+    );
+    client.write_all(text.as_bytes())
+}
+
+/// Answer the client and move bytes both ways until both sides are done.
+fn tunnel(
+    mut client: TcpStream,
+    mut upstream: TcpStream,
+    request: &Request,
+    extra: &[u8],
+) -> io::Result<()> {
+    if request.connect {
+        client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")?;
+    } else {
+        upstream.write_all(&request.forward_head)?;
+    }
+    upstream.write_all(extra)?;
+    let (mut client_in, mut upstream_out) = (client.try_clone()?, upstream.try_clone()?);
+    let uplink = thread::Builder::new()
+        .name("sbx-proxy".into())
+        .spawn(move || {
+            let _ = io::copy(&mut client_in, &mut upstream_out);
+            let _ = upstream_out.shutdown(Shutdown::Write);
+        })?;
+    let _ = io::copy(&mut upstream, &mut client);
+    let _ = client.shutdown(Shutdown::Write);
+    let _ = uplink.join();
+    Ok(())
+}
+
+/// Receive one fd sent with SCM_RIGHTS over `channel`.
+#[cfg(target_os = "linux")]
+fn receive_fd(channel: &OwnedFd) -> io::Result<RawFd> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let mut byte = [0u8; 1];
+    let mut iov = [io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!(RawFd);
+    let msg = recvmsg::<()>(
+        channel.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    for cmsg in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg {
+            if let Some(fd) = fds.first() {
+                return Ok(*fd);
+            }
+        }
+    }
+    Err(io::ErrorKind::UnexpectedEof.into())
+}
+
+/// Send `fd` with SCM_RIGHTS over `channel` (the helper's side).
+pub fn send_fd(channel: RawFd, fd: RawFd) -> io::Result<()> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+    let iov = [io::IoSlice::new(b"L")];
+    let fds = [fd];
+    sendmsg::<()>(
+        channel,
+        &iov,
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )?;
+    Ok(())
+}
+
+/// The environment that points the program's HTTP clients at the proxy.
+pub fn proxy_env(port: u16) -> Vec<(String, String)> {
+    let url = format!("http://127.0.0.1:{port}");
+    let mut env = Vec::new();
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        env.push((name.to_string(), url.clone()));
+        env.push((name.to_ascii_lowercase(), url.clone()));
+    }
+    env
+}
+
+/// Names that would make clients skip the proxy: removed from the program's environment.
+pub const BYPASS_ENV: [&str; 2] = ["NO_PROXY", "no_proxy"];
