@@ -9,7 +9,10 @@ Measures, for each subject, on the same file and the same machine:
   - an idle session over IDLE_SECONDS: CPU time and context switches of the supervisor;
   - peak RSS (VmHWM) of the supervising process(es) after the bulk run;
   - startup: `sbx-shell --backend B -- true` for each backend, beside `true` itself and the
-    same `bwrap … true` that the bwrap backend runs (wall time of spawn to exit, no pty).
+    same `bwrap … true` that the bwrap backend runs (wall time of spawn to exit, no pty);
+  - the allow-list proxy: FILE downloaded by curl from a loopback HTTP server, directly and
+    through sbx-shell's proxy (plain HTTP and a CONNECT tunnel, from inside each Linux
+    backend): throughput, and time to the first byte as the added latency.
 
 Prints a Markdown table. Invoked by scripts/bench.sh, which builds the binary and records
 the result; see that script for the environment variables.
@@ -261,10 +264,63 @@ def print_startup():
     return results
 
 
+def proxy_download():
+    """name -> (median MB/s, median ms to first byte) for FILE fetched over loopback HTTP."""
+    import http.server, threading, functools
+    directory = os.path.dirname(FILE)
+    handler = functools.partial(QuietHandler, directory=directory)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    url = "http://bench.test:%d/%s" % (port, os.path.basename(FILE))
+    curl = ["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download} %{time_total} %{time_starttransfer}"]
+    allow = ["--net", "allow=bench.test:%d" % port, "--resolve", "bench.test:127.0.0.1"]
+    cases = {"curl, no proxy": curl + ["--noproxy", "*", "--resolve", "bench.test:%d:127.0.0.1" % port, url]}
+    for backend in ("bwrap", "landlock"):
+        sbx = [SBX, "--backend", backend] + allow + ["--"]
+        cases["proxy, plain HTTP (%s)" % backend] = sbx + curl + [url]
+        cases["proxy, CONNECT tunnel (%s)" % backend] = sbx + curl + ["-p", url]
+    results = {name: [] for name in cases}
+    os.chdir(directory)
+    for _ in range(RUNS):
+        for name, argv in cases.items():
+            out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.split()
+            size, total, first = int(out[0]), float(out[1]), float(out[2])
+            if size != os.path.getsize(FILE):
+                raise SystemExit("%s: downloaded %d bytes" % (name, size))
+            results[name].append((size / 1e6 / total, first * 1000))
+    server.shutdown()
+    return {n: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
+            for n, v in results.items()}
+
+
+class QuietHandler(__import__("http.server").server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def print_proxy():
+    results = proxy_download()
+    base = results["curl, no proxy"]
+    print()
+    print("The allow-list proxy: a %d MB download from a loopback HTTP server by curl "
+          "(median of %d rounds):" % (os.path.getsize(FILE) // 1000000, RUNS))
+    print()
+    print("| path | MB/s | vs no proxy | first byte ms | added ms |")
+    print("|---|---|---|---|---|")
+    for name, (mbps, first) in results.items():
+        print("| %s | %.0f | %.2f× | %.2f | %s |" % (
+            name, mbps, mbps / base[0], first,
+            "—" if name == "curl, no proxy" else "%+.2f" % (first - base[1])))
+
+
 def main():
     if os.environ.get("BENCH_ONLY") == "startup":
         s = print_startup()
         startup_verdicts(s)
+        return
+    if os.environ.get("BENCH_ONLY") == "proxy":
+        print_proxy()
         return
     rows = []
     bulk = bulk_all(subjects())
@@ -302,6 +358,7 @@ def main():
     print("- idle: %s context switches, %.0f ms CPU in %gs (target: no wakeups): %s" % (sbx[5], sbx[4], IDLE_SECONDS, verdict(sbx[5] == 0)))
     print("- peak RSS %d KiB (target ≤ 4096 KiB): %s" % (sbx[6], verdict(sbx[6] <= 4096)))
     startup_verdicts(print_startup())
+    print_proxy()
 
 
 def startup_verdicts(s):

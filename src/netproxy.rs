@@ -298,13 +298,27 @@ fn tunnel(
     let uplink = thread::Builder::new()
         .name("sbx-proxy".into())
         .spawn(move || {
-            let _ = io::copy(&mut client_in, &mut upstream_out);
+            let _ = pump(&mut client_in, &mut upstream_out);
             let _ = upstream_out.shutdown(Shutdown::Write);
         })?;
-    let _ = io::copy(&mut upstream, &mut client);
+    let _ = pump(&mut upstream, &mut client);
     let _ = client.shutdown(Shutdown::Write);
     let _ = uplink.join();
     Ok(())
+}
+
+/// Copy until end of file, in large chunks (io::copy's 8 KiB cost a download half its speed).
+fn pump(from: &mut TcpStream, to: &mut TcpStream) -> io::Result<()> {
+    let mut buf = vec![0u8; 128 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(buf.get(..n).unwrap_or_default())?;
+    }
 }
 
 /// Receive one fd sent with SCM_RIGHTS over `channel`.
