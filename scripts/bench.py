@@ -243,6 +243,7 @@ def startup():
             start = time.perf_counter()
             pid = os.posix_spawn(argv[0], argv, os.environ,
                                  file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0),
+                                               (os.POSIX_SPAWN_DUP2, devnull, 1),
                                                (os.POSIX_SPAWN_DUP2, devnull, 2)])
             _, status = os.waitpid(pid, 0)
             times[name].append((time.perf_counter() - start) * 1000)

@@ -72,9 +72,15 @@ $table
 - Idle: sbx-shell waits in one poll with no timeout; nothing wakes it.
 - Peak RSS is VmHWM of the supervising process after the bulk run (tmux: client + server).
 - The sbx-shell rows run under the default backend (bwrap here); its own RSS does not include
-  bwrap's. Startup: sbx-shell's own start (argument parsing and resolving the policy's
-  paths, ~1 ms), a re-exec of itself as the helper (~1 ms), the guard's fork, Landlock and
-  seccomp setup and the exit path add up to the gap over the bare launcher.
+  bwrap's.
+- Startup: the gap over the bare launcher is sbx-shell's own process (starting the binary
+  at all, the `--version` row, plus parsing and resolving the policy), the exec of itself
+  as the helper that the design puts between the launcher and the program (the helper
+  rows: about 1 ms by itself, inside bwrap or not), the policy's extra mounts (bwrap), the
+  guard's fork, Landlock and seccomp. The helper's exec alone exceeds the 1 ms target.
+- The proxy: sbx-shell's proxy threads copy each connection in 128 KiB chunks between two
+  sockets, so a download crosses loopback twice; time to the first byte includes the
+  proxy's check and its connection to the origin.
 HEAD
 } > docs/benchmarks.md
 echo "recorded in docs/benchmarks.md"
