@@ -74,10 +74,11 @@ $table
 - The sbx-shell rows run under the default backend (bwrap here); its own RSS does not include
   bwrap's.
 - Startup: the gap over the bare launcher is sbx-shell's own process (starting the binary
-  at all, the `--version` row, plus parsing and resolving the policy), the exec of itself
+  at all, the \`--version\` row, plus parsing and resolving the policy), the exec of itself
   as the helper that the design puts between the launcher and the program (the helper
   rows: about 1 ms by itself, inside bwrap or not), the policy's extra mounts (bwrap), the
-  guard's fork, Landlock and seccomp. The helper's exec alone exceeds the 1 ms target.
+  guard's fork, Landlock and seccomp. The helper's exec and the binary's own start
+  together exceed the 1 ms target before any sandbox work.
 - The proxy: sbx-shell's proxy threads copy each connection in 128 KiB chunks between two
   sockets, so a download crosses loopback twice; time to the first byte includes the
   proxy's check and its connection to the origin.
