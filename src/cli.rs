@@ -18,13 +18,24 @@ pub enum PtyMode {
 }
 
 /// Run a shell or an agent TUI inside a sandbox, on a pseudo-terminal of its own.
+/// `--version`: the version and the sandbox backends built into this binary.
+#[cfg(target_os = "linux")]
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (backends: bwrap with landlock and seccomp, landlock with seccomp, none)"
+);
+#[cfg(target_os = "macos")]
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (backends: seatbelt, none)");
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (backends: none)");
+
 #[derive(Debug, Parser)]
 #[command(
     name = "sbx-shell",
-    version,
+    version = VERSION,
     about = "Run a shell or an agent TUI on a pseudo-terminal of its own, supervised",
     after_help = include_str!("help_examples.txt"),
-    override_usage = "sbx-shell [OPTIONS] [-- COMMAND [ARGS...]]\n       sbx-shell [OPTIONS] -c COMMAND_STRING [-- ARG0 [ARGS...]]\n       sbx-shell explain|doctor|schema [OPTIONS]",
+    override_usage = "sbx-shell [OPTIONS] [-- COMMAND [ARGS...]]\n       sbx-shell [OPTIONS] -c COMMAND_STRING [-- ARG0 [ARGS...]]\n       sbx-shell explain|doctor|schema|log|completions|man [OPTIONS]",
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -56,6 +67,14 @@ pub struct Cli {
     #[arg(long = "resolve", value_name = "HOST:ADDR")]
     pub resolve: Vec<String>,
 
+    /// Say nothing but errors and warnings (no network summary at the end).
+    #[arg(short = 'q', long, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Say which profile, backend and layers run, and where the proxy and the logs are.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+
     /// When to give the child a pseudo-terminal.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = PtyMode::Auto)]
     pub pty: PtyMode,
@@ -82,6 +101,22 @@ pub enum Action {
         #[arg(long)]
         json: bool,
     },
+    /// Show the recent sessions from the session log.
+    Log {
+        /// How many sessions, newest last.
+        #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]
+        count: usize,
+        /// Print the log's JSON lines as they are.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), made from this command line's definition.
+    Man,
 }
 
 #[derive(Debug, Args)]

@@ -19,6 +19,8 @@ pub mod process;
 pub mod profiles;
 pub mod pty;
 pub mod sandbox;
+pub mod say;
+pub mod sessionlog;
 pub mod shell;
 mod signals;
 
@@ -69,12 +71,15 @@ pub fn main_entry() -> ExitCode {
         Some(Action::Schema) => print_schema(),
         Some(Action::Doctor { json }) => run_doctor(json),
         Some(Action::Explain(ref explain)) => run_explain(explain),
+        Some(Action::Log { count, json }) => print_log(count, json),
+        Some(Action::Completions { shell }) => print_completions(shell),
+        Some(Action::Man) => print_man(),
         None => run(cli, login_arg0),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            eprintln!("sbx-shell: error: {:#}", failure.error);
+            say::error(&format!("{:#}", failure.error));
             ExitCode::from(failure.code)
         }
     }
@@ -87,6 +92,77 @@ fn clap_error(e: &clap::Error) -> ExitCode {
         eprintln!("Hint: run `sbx-shell --help` for the options and examples");
     }
     ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+}
+
+/// `sbx-shell log`: the last `count` sessions.
+fn print_log(count: usize, json: bool) -> Result<u8, Failure> {
+    let home = inputs::home_dir()?;
+    let path = sessionlog::path(&home);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(anyhow!("cannot read the session log {}: {e}", path.display()).into())
+        }
+    };
+    let records = sessionlog::last(&text, count);
+    let out = if json {
+        records
+            .iter()
+            .map(|r| serde_json::to_string(r).map(|line| line + "\n"))
+            .collect::<Result<String, _>>()?
+    } else if records.is_empty() {
+        format!("no sessions logged yet in {}\n", path.display())
+    } else {
+        sessionlog::render(&records)
+    };
+    write_stdout(out.as_bytes())
+}
+
+/// `sbx-shell completions SHELL`.
+fn print_completions(shell: clap_complete::Shell) -> Result<u8, Failure> {
+    use clap::CommandFactory;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "sbx-shell", &mut script);
+    write_stdout(&script)
+}
+
+/// `sbx-shell man`: the man page, from the command line's definition.
+fn print_man() -> Result<u8, Failure> {
+    use clap::CommandFactory;
+    let mut page = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut page)
+        .context("cannot render the man page")?;
+    write_stdout(&page)
+}
+
+/// Write `bytes` to stdout; a reader that went away early (`| head`) is not an error.
+fn write_stdout(bytes: &[u8]) -> Result<u8, Failure> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(bytes) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow!("cannot write to stdout: {e}").into())
+        }
+        _ => Ok(0),
+    }
+}
+
+/// The command line's policy options, with the agent profile for `program` when no profile
+/// is named (`sbx-shell -- claude` runs with the claude profile).
+fn with_agent_profile(
+    args: &cli::PolicyArgs,
+    program: Option<&std::ffi::OsStr>,
+) -> (cli::PolicyArgs, Option<&'static str>) {
+    let mut args = args.clone();
+    let picked = match (&args.profile, program.and_then(profiles::for_program)) {
+        (None, Some(agent)) => {
+            args.profile = Some(agent.to_string());
+            Some(agent)
+        }
+        _ => None,
+    };
+    (args, picked)
 }
 
 /// `sbx-shell schema`.
@@ -147,7 +223,9 @@ impl HostFacts {
 fn run_explain(args: &ExplainArgs) -> Result<u8, Failure> {
     let home = inputs::home_dir()?;
     let user_config = profiles::load_user_config(&inputs::config_dir(&home))?;
-    let policy = inputs::resolve(&args.policy, &home, user_config)?;
+    let (policy_args, _) =
+        with_agent_profile(&args.policy, args.command.first().map(|c| c.as_os_str()));
+    let policy = inputs::resolve(&policy_args, &home, user_config)?;
     let facts = HostFacts::gather()?;
     // The proxy's port as inside bwrap; elsewhere it is picked when the session starts.
     let host = sandbox::Host {
@@ -174,6 +252,11 @@ fn run_explain(args: &ExplainArgs) -> Result<u8, Failure> {
 
 /// Run what the command line asks for; returns the exit code.
 pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
+    let started = std::time::SystemTime::now();
+    let verbosity = say::Verbosity {
+        quiet: cli.quiet,
+        verbose: cli.verbose,
+    };
     process::install_subreaper();
     pty::install_panic_hook();
     let home = inputs::home_dir()?;
@@ -200,7 +283,13 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let launch = launch::plan(&request, &shell)?;
     check_program(&launch.program, &probe)?;
 
-    let policy = inputs::resolve(&cli.policy, &home, user_config)?;
+    let (policy_args, picked) = with_agent_profile(&cli.policy, Some(launch.program.as_os_str()));
+    if let Some(agent) = picked {
+        verbosity.detail(&format!(
+            "sbx-shell: profile {agent}, picked for the command {agent} (--profile chooses another)"
+        ));
+    }
+    let policy = inputs::resolve(&policy_args, &home, user_config)?;
     if policy.limits.processes.is_some() && nix::unistd::getuid().is_root() {
         return Err(anyhow!(
             "the processes limit cannot be enforced for root: the kernel exempts uid 0 from RLIMIT_NPROC\nHint: run sbx-shell as a normal user, or leave out --processes / limits.processes"
@@ -209,12 +298,32 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     }
     let backend = sandbox::select::select(policy.backend, &sandbox::select::Machine::measure())?;
     if backend == sandbox::Backend::None {
-        eprintln!(
-            "sbx-shell: warning: --backend none: {} runs without any sandbox",
+        say::warning(&format!(
+            "--backend none: {} runs without any sandbox",
             launch.program.to_string_lossy()
-        );
+        ));
     }
+    verbosity.detail(&format!(
+        "sbx-shell: profile {}, backend {} (layers: {})",
+        policy.profile,
+        backend.name(),
+        backend.layers().join(", ")
+    ));
     let proxy = start_proxy(&policy, &backend, &cli.resolve, &home)?;
+    if let Some(proxy) = &proxy {
+        verbosity.detail(&format!(
+            "sbx-shell: network allow-list: the proxy is at 127.0.0.1:{} {}; refusals go to {}",
+            proxy.port,
+            if proxy.channel.is_some() {
+                "inside the sandbox"
+            } else {
+                "on this host"
+            },
+            network_log(&home).map_or("nowhere (no state directory)".into(), |p| p
+                .display()
+                .to_string())
+        ));
+    }
     let facts = HostFacts::gather()?;
     let host = sandbox::Host {
         proxy_port: proxy.as_ref().map(|p| p.port),
@@ -290,7 +399,30 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         direct::run(&argv_for, &env, options)
     };
     if let Some(line) = proxy.as_ref().and_then(|p| p.proxy.summary()) {
-        eprintln!("{line}");
+        verbosity.note(&line);
+    }
+    if let Ok(code) = &code {
+        let record = sessionlog::Record {
+            start: sessionlog::rfc3339(started),
+            end: sessionlog::rfc3339(std::time::SystemTime::now()),
+            duration_ms: started
+                .elapsed()
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            command: std::iter::once(&launch.program)
+                .chain(&launch.args)
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            cwd: facts.cwd.display().to_string(),
+            profile: policy.profile.clone(),
+            backend: backend.name().to_string(),
+            layers: backend.layers().iter().map(|l| l.to_string()).collect(),
+            policy_digest: sessionlog::digest(&serde_json::to_string(&policy).unwrap_or_default()),
+            exit_status: *code,
+            network_refused: proxy.as_ref().map_or(0, |p| p.proxy.refused()),
+        };
+        if let Err(e) = sessionlog::append(&home, &record) {
+            verbosity.detail(&format!("sbx-shell: cannot write the session log: {e}"));
+        }
     }
     code.with_context(|| format!("cannot run {}", launch.program.to_string_lossy()))
         .map_err(Failure::from)
@@ -357,11 +489,7 @@ fn start_proxy(
 /// `$XDG_STATE_HOME/sbx-shell/network.log` (else under ~/.local/state), its directory
 /// created private; `None` when it cannot be.
 fn network_log(home: &Path) -> Option<PathBuf> {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .unwrap_or_else(|| home.join(".local/state"));
-    let dir = state.join("sbx-shell");
+    let dir = sessionlog::state_dir(home);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

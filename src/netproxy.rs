@@ -106,6 +106,11 @@ impl Proxy {
         Err(io::Error::other("bwrap exists on Linux only"))
     }
 
+    /// How many connections were refused so far.
+    pub fn refused(&self) -> u64 {
+        self.shared.stats.lock().map_or(0, |s| s.refused)
+    }
+
     /// The line for stderr at the end of the session, when something was refused.
     pub fn summary(&self) -> Option<String> {
         let stats = self.shared.stats.lock().ok()?;

@@ -22,6 +22,16 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("opencode", include_str!("../profiles/opencode.json")),
 ];
 
+/// The shipped profiles made for one program each, picked when that program is the command
+/// and no profile is named.
+pub const AGENTS: &[&str] = &["claude", "gemini", "codex", "opencode"];
+
+/// The agent profile for `program` (matched by its file name), if there is one.
+pub fn for_program(program: &std::ffi::OsStr) -> Option<&'static str> {
+    let name = Path::new(program).file_name()?;
+    AGENTS.iter().copied().find(|agent| name == *agent)
+}
+
 #[derive(Debug, Error)]
 pub enum ProfileError {
     #[error("no profile named {name:?}\nHint: use one of {known}, a file of your own in {dir}, or a path to a JSON file")]
@@ -100,6 +110,21 @@ pub fn load(name_or_path: &str, dir: &Path) -> Result<(String, Layer), ProfileEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agents_get_their_profile_by_the_program_name() {
+        use std::ffi::OsStr;
+        assert_eq!(for_program(OsStr::new("claude")), Some("claude"));
+        assert_eq!(
+            for_program(OsStr::new("/usr/local/bin/codex")),
+            Some("codex")
+        );
+        assert_eq!(for_program(OsStr::new("vim")), None);
+        assert_eq!(for_program(OsStr::new("claude-wrapper")), None);
+        for agent in AGENTS {
+            assert!(SHIPPED.iter().any(|(name, _)| name == agent), "{agent}");
+        }
+    }
 
     #[test]
     fn every_shipped_profile_loads() {

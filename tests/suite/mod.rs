@@ -1,4 +1,5 @@
 mod cli;
+mod everyday;
 mod network;
 mod nontty;
 mod policy;
