@@ -546,6 +546,20 @@ impl Tmux {
         tmux
     }
 
+    /// A detached session of `cols`×`rows` started with the configuration file `config` and
+    /// no command: its pane runs tmux's `default-command`.
+    pub fn start_configured(config: &Path, cols: u16, rows: u16) -> Tmux {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, Ordering::SeqCst);
+        let tmux = Tmux {
+            socket: format!("sbx-test-conf-{}-{n}", std::process::id()),
+        };
+        let (cols, rows) = (cols.to_string(), rows.to_string());
+        let config = config.to_str().unwrap();
+        tmux.run(&["-f", config, "new-session", "-d", "-x", &cols, "-y", &rows]);
+        tmux
+    }
+
     pub fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> String {
         let out = Command::new("tmux")
             .arg("-L")

@@ -1,7 +1,9 @@
-//! sbx-shell as a tmux pane command: resize, ^C, ^Z/fg/bg in an inner bash, a self-stopping
-//! TUI, exit status, and kill-pane.
+//! sbx-shell as a tmux pane command and as tmux's `default-command`: resize, ^C, ^Z/fg/bg
+//! in an inner bash, a self-stopping TUI, exit status, kill-pane, and the pane closing.
 
-use super::support::{alive, bin_quoted, path_str, require, sh_quote, wait_until, Scratch, Tmux};
+use super::support::{
+    alive, bin_quoted, path_str, pids_with, require, sh_quote, wait_until, Scratch, Tmux,
+};
 
 fn sbx(args: &str) -> String {
     format!("{} {args}", bin_quoted())
@@ -99,5 +101,63 @@ fn kill_pane_hangs_up_the_child_and_ends_sbx_shell() {
     assert_eq!(dir.wait_for_file("got"), "HUP\n");
     wait_until("sbx-shell to exit after kill-pane", || {
         (!alive(sbx_pid)).then_some(())
+    });
+}
+
+/// As `default-command` (every new pane and window supervised): the pane's shell runs in the
+/// sandbox at the pane's size, follows a resize, takes ^C and ^Z, ends with its status, and
+/// leaves nothing running; a window without remain-on-exit closes.
+#[test]
+fn as_default_command_every_pane_is_supervised() {
+    if !require("tmux", "sbx-shell as tmux's default-command") {
+        return;
+    }
+    let dir = Scratch::new("default-command");
+    let config = dir.path("tmux.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "set -g default-shell /bin/sh\n\
+             set -g default-command {}\n\
+             set -g remain-on-exit on\n",
+            sh_quote(&sbx("--shell /bin/bash"))
+        ),
+    )
+    .unwrap();
+    let tmux = Tmux::start_configured(&config, 90, 25);
+    tmux.type_line("PS1='D''> '; echo IN-$SBX_SHELL-$SBX_SANDBOX $(stty size)");
+    let pane = tmux.expect("IN-1-");
+    assert!(!pane.contains("IN-1-none"), "{pane}");
+    tmux.expect(" 25 90");
+    tmux.resize(100, 30);
+    tmux.type_line("echo SIZE $(stty size)");
+    tmux.expect("SIZE 30 100");
+    tmux.type_line("sleep 102; echo NOT-INTERRUPTED-$((1+1))");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    tmux.send_keys(&["C-c"]);
+    tmux.expect("^C\nD>");
+    tmux.type_line("sleep 103");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    tmux.send_keys(&["C-z"]);
+    tmux.expect("Stopped");
+    tmux.type_line("kill -KILL %1; echo KILLED-$((1+1))");
+    tmux.expect("KILLED-2");
+    tmux.type_line("exit 5");
+    assert_eq!(tmux.wait_dead(), 5);
+    let pane = tmux.capture();
+    assert!(!pane.contains("NOT-INTERRUPTED-2"), "{pane}");
+    wait_until("nothing left of the pane's session", || {
+        (pids_with("sleep 102").is_empty() && pids_with("sleep 103").is_empty()).then_some(())
+    });
+
+    // A new window without remain-on-exit: `exit` closes it, and tmux keeps running.
+    tmux.run(&["set-option", "-g", "remain-on-exit", "off"]);
+    tmux.run(&["new-window", "-d", "-n", "closing"]);
+    tmux.run(&["send-keys", "-t", ":closing", "exit", "Enter"]);
+    wait_until("the window to close", || {
+        (!tmux
+            .run(&["list-windows", "-F", "#{window_name}"])
+            .contains("closing"))
+        .then_some(())
     });
 }
