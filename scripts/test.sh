@@ -21,7 +21,8 @@ say() { printf '==> %s\n' "$*"; }
 
 # System packages the tests drive: tmux (pane tests), bubblewrap (the bwrap backend),
 # python3 (/usr/bin/python3: the sandbox attacks), curl (the allow-list's client),
-# procps (ps, for diagnostics),
+# openssh-server and rsync (sbx-shell as the login shell of a real sshd), procps (ps,
+# for diagnostics),
 # bsdutils (script) and coreutils (stty).
 need_packages() {
   local missing=()
@@ -29,6 +30,9 @@ need_packages() {
   [ -x /usr/bin/bwrap ] || missing+=(bubblewrap)
   [ -x /usr/bin/python3 ] || missing+=(python3)
   command -v curl >/dev/null || missing+=(curl)
+  [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+  command -v ssh >/dev/null || missing+=(openssh-client)
+  command -v rsync >/dev/null || missing+=(rsync)
   command -v ps >/dev/null || missing+=(procps)
   command -v script >/dev/null || missing+=(bsdutils)
   command -v stty >/dev/null || missing+=(coreutils)

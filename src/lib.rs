@@ -260,7 +260,14 @@ pub fn run(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     process::install_subreaper();
     pty::install_panic_hook();
     let home = inputs::home_dir()?;
-    let user_config = profiles::load_user_config(&inputs::config_dir(&home))?;
+    let config_dir = inputs::config_dir(&home);
+    let user_config = profiles::load_user_config(&config_dir).map_err(|e| {
+        // sbx-shell may be this account's login shell: say how to get back in.
+        anyhow!(
+            "{e}\nHint: until it is fixed, sbx-shell refuses to start, logins through it too; from another session, account or a root console, fix or move aside {} (sbx-shell runs with its defaults without it), or give the account another shell: chsh -s /bin/bash",
+            config_dir.join(profiles::CONFIG_FILE).display()
+        )
+    })?;
     let request = Request {
         login: cli.login || login_arg0,
         interactive: cli.interactive,

@@ -9,6 +9,9 @@ use thiserror::Error;
 use crate::config::{self, ConfigError};
 use crate::policy::Layer;
 
+/// The user's config file, in `config_dir`.
+pub const CONFIG_FILE: &str = "config.json";
+
 /// The profile used when none is named.
 pub const DEFAULT_PROFILE: &str = "shell";
 
@@ -55,7 +58,7 @@ pub fn config_dir(xdg_config_home: Option<&Path>, home: &Path) -> PathBuf {
 
 /// The user's config file, if there is one.
 pub fn load_user_config(dir: &Path) -> Result<Option<Layer>, ConfigError> {
-    let path = dir.join("config.json");
+    let path = dir.join(CONFIG_FILE);
     if !path.exists() {
         return Ok(None);
     }

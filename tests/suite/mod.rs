@@ -4,6 +4,7 @@ mod network;
 mod nontty;
 mod policy;
 mod sandbox;
+mod ssh;
 mod support;
 mod terminal;
 mod tmux;
