@@ -139,7 +139,11 @@ impl Proxy {
 
     fn accept_loop(&self, listener: TcpListener) {
         for client in listener.incoming() {
-            let Ok(client) = client else { continue };
+            let Ok(client) = client else {
+                // Out of fds or memory: wait rather than spin.
+                thread::sleep(Duration::from_millis(20));
+                continue;
+            };
             let proxy = self.clone();
             let _ = spawn_quiet(move || proxy.handle(client));
         }

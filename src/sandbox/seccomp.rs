@@ -335,41 +335,31 @@ mod tests {
         );
     }
 
+    /// The condition of the socket rule for a policy with `extra`, if there is one.
+    fn socket_condition(extra: &str) -> Option<Condition> {
+        build_filter(&policy_with("/home/u/p", extra))
+            .rules
+            .into_iter()
+            .find(|r| r.syscalls.iter().any(|s| s == "socket"))
+            .map(|r| r.condition)
+    }
+
     #[test]
     fn sockets_are_only_limited_without_network() {
-        let full = build_filter(&policy_with("/home/u/p", r#"{"network": "full"}"#));
-        assert!(!full
-            .rules
-            .iter()
-            .any(|r| r.syscalls.iter().any(|s| s == "socket")));
-        let none = build_filter(&policy_with("/home/u/p", "{}"));
-        let socket = none
-            .rules
-            .iter()
-            .find(|r| r.syscalls.iter().any(|s| s == "socket"))
-            .unwrap();
+        assert_eq!(socket_condition(r#"{"network": "full"}"#), None);
         assert_eq!(
-            socket.condition,
-            Condition::SocketNotIn {
+            socket_condition("{}"),
+            Some(Condition::SocketNotIn {
                 allowed: vec![(1, None), (16, Some(0))],
                 stream_only: vec![],
-            }
+            })
         );
-        let allow = build_filter(&policy_with(
-            "/home/u/p",
-            r#"{"network": {"allow": ["api.example.com"]}}"#,
-        ));
-        let socket = allow
-            .rules
-            .iter()
-            .find(|r| r.syscalls.iter().any(|s| s == "socket"))
-            .unwrap();
         assert_eq!(
-            socket.condition,
-            Condition::SocketNotIn {
+            socket_condition(r#"{"network": {"allow": ["api.example.com"]}}"#),
+            Some(Condition::SocketNotIn {
                 allowed: vec![(1, None), (16, Some(0)), (2, None), (10, None)],
                 stream_only: vec![2, 10],
-            }
+            })
         );
     }
 

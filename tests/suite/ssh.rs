@@ -10,21 +10,14 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use super::support::{bin, require, wait_until, Launch, OuterPty};
+use super::support::{bin, require, require_root, wait_until, Launch, OuterPty};
 
 const USER: &str = "sbx-ssh-test";
 
 /// Root, sshd and the clients; a missing one fails under SBX_REQUIRE_ALL=1.
 fn tools_present() -> bool {
-    if !nix::unistd::geteuid().is_root() {
-        let message = "the ssh suite runs as root (it creates a user and starts sshd)";
-        if std::env::var_os("SBX_REQUIRE_ALL").is_some_and(|v| v == "1") {
-            panic!("{message} (SBX_REQUIRE_ALL=1: a skip is a failure)");
-        }
-        eprintln!("SKIPPED: {message}");
-        return false;
-    }
-    require("ssh", "the OpenSSH client")
+    require_root("the ssh suite (it creates a user and starts sshd)")
+        && require("ssh", "the OpenSSH client")
         && require("scp", "scp")
         && require("sftp", "sftp")
         && require("rsync", "rsync over ssh")

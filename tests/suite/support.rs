@@ -40,6 +40,20 @@ pub fn run_captured(args: &[&str], configure: impl FnOnce(&mut Command)) -> (i32
     )
 }
 
+/// True when the test runs as root. Otherwise: fail under SBX_REQUIRE_ALL=1, else say loudly
+/// that the calling test is skipped and why (`why`: what needs root), and return false.
+pub fn require_root(why: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    let message = format!("{why} needs root");
+    if std::env::var_os("SBX_REQUIRE_ALL").is_some_and(|v| v == "1") {
+        panic!("{message} (SBX_REQUIRE_ALL=1: a skip is a failure)");
+    }
+    eprintln!("SKIPPED: {message}");
+    false
+}
+
 /// True when `tool` is on PATH. Otherwise: fail under SBX_REQUIRE_ALL=1, else say loudly
 /// that the calling test is skipped and why, and return false.
 pub fn require(tool: &str, why: &str) -> bool {
@@ -511,13 +525,18 @@ pub struct Tmux {
 }
 
 impl Tmux {
-    /// A detached session of `cols`×`rows` running `command` (a shell command line).
-    pub fn start(command: &str, cols: u16, rows: u16) -> Tmux {
+    /// A handle on a server of its own (a socket name no other test uses).
+    fn private() -> Tmux {
         static COUNT: AtomicUsize = AtomicUsize::new(0);
         let n = COUNT.fetch_add(1, Ordering::SeqCst);
-        let tmux = Tmux {
+        Tmux {
             socket: format!("sbx-test-{}-{n}", std::process::id()),
-        };
+        }
+    }
+
+    /// A detached session of `cols`×`rows` running `command` (a shell command line).
+    pub fn start(command: &str, cols: u16, rows: u16) -> Tmux {
+        let tmux = Tmux::private();
         // remain-on-exit must be on before the command can exit, so that its status stays
         // readable: start on a placeholder, set the option, then respawn with the command.
         let (cols, rows) = (cols.to_string(), rows.to_string());
@@ -549,11 +568,7 @@ impl Tmux {
     /// A detached session of `cols`×`rows` started with the configuration file `config` and
     /// no command: its pane runs tmux's `default-command`.
     pub fn start_configured(config: &Path, cols: u16, rows: u16) -> Tmux {
-        static COUNT: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNT.fetch_add(1, Ordering::SeqCst);
-        let tmux = Tmux {
-            socket: format!("sbx-test-conf-{}-{n}", std::process::id()),
-        };
+        let tmux = Tmux::private();
         let (cols, rows) = (cols.to_string(), rows.to_string());
         let config = config.to_str().unwrap();
         tmux.run(&["-f", config, "new-session", "-d", "-x", &cols, "-y", &rows]);
