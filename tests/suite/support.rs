@@ -43,15 +43,7 @@ pub fn run_captured(args: &[&str], configure: impl FnOnce(&mut Command)) -> (i32
 /// True when the test runs as root. Otherwise: fail under SBX_REQUIRE_ALL=1, else say loudly
 /// that the calling test is skipped and why (`why`: what needs root), and return false.
 pub fn require_root(why: &str) -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    let message = format!("{why} needs root");
-    if std::env::var_os("SBX_REQUIRE_ALL").is_some_and(|v| v == "1") {
-        panic!("{message} (SBX_REQUIRE_ALL=1: a skip is a failure)");
-    }
-    eprintln!("SKIPPED: {message}");
-    false
+    nix::unistd::geteuid().is_root() || skipped(&format!("{why} needs root"))
 }
 
 /// True when `tool` is on PATH. Otherwise: fail under SBX_REQUIRE_ALL=1, else say loudly
@@ -59,12 +51,17 @@ pub fn require_root(why: &str) -> bool {
 pub fn require(tool: &str, why: &str) -> bool {
     let found = std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()));
-    if found {
-        return true;
-    }
-    let message = format!("`{tool}` is not installed; it is needed to test {why}");
+    found
+        || skipped(&format!(
+            "`{tool}` is not installed; it is needed to test {why} (scripts/test.sh installs it)"
+        ))
+}
+
+/// A test that cannot run here: a failure under SBX_REQUIRE_ALL=1 (as in CI), else a loud
+/// skip. Returns false.
+fn skipped(message: &str) -> bool {
     if std::env::var_os("SBX_REQUIRE_ALL").is_some_and(|v| v == "1") {
-        panic!("{message} (SBX_REQUIRE_ALL=1: a skip is a failure; scripts/test.sh installs it)");
+        panic!("{message} (SBX_REQUIRE_ALL=1: a skip is a failure)");
     }
     eprintln!("SKIPPED: {message}");
     false
