@@ -76,6 +76,9 @@ import os, socket, sys, urllib.request
 port = int(sys.argv[1])
 proxy = os.environ["HTTP_PROXY"]
 print("PROXY", proxy)
+names = ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"]
+if all(os.environ.get(n) == proxy for n in names) and not ({"NO_PROXY", "no_proxy"} & set(os.environ)):
+    print("PROXY-ENV-OK")
 phost, pport = proxy.rsplit("/", 1)[1].rsplit(":", 1)
 def ask(raw):
     s = socket.create_connection((phost, int(pport)), timeout=5)
@@ -143,7 +146,13 @@ fn the_allow_list_lets_listed_hosts_through_the_proxy_and_nothing_else() {
             "-c",
             &script,
         ];
-        let out = lab.command(backend, &args).output().unwrap();
+        // A NO_PROXY that would send allowed.test around the proxy is removed.
+        let out = lab
+            .command(backend, &args)
+            .env("NO_PROXY", "allowed.test,127.0.0.1")
+            .env("no_proxy", "allowed.test")
+            .output()
+            .unwrap();
         let (text, err) = (
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
@@ -165,6 +174,7 @@ fn the_allow_list_lets_listed_hosts_through_the_proxy_and_nothing_else() {
                 "DIRECT-TCP-FAILED",
                 "UDP-FAILED",
                 "RESOLVE-FAILED",
+                "PROXY-ENV-OK",
                 "PROBE-DONE",
             ],
             &what,
