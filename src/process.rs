@@ -183,7 +183,9 @@ fn no_descendants_left() -> bool {
 /// process on the machine); else every process.
 #[cfg(target_os = "linux")]
 fn processes_below(me: i32) -> Vec<ProcInfo> {
-    if !is_subreaper() {
+    // Without CONFIG_PROC_CHILDREN there are no lists: walk everything rather than miss any.
+    let lists = std::path::Path::new(&format!("/proc/{me}/task/{me}/children")).exists();
+    if !is_subreaper() || !lists {
         return list_processes();
     }
     let mut found: Vec<ProcInfo> = Vec::new();
