@@ -167,18 +167,18 @@ fn with_agent_profile(
 
 /// `sbx-shell schema`.
 fn print_schema() -> Result<u8, Failure> {
-    println!("{}", serde_json::to_string_pretty(&config::schema())?);
-    Ok(0)
+    write_stdout(format!("{}\n", serde_json::to_string_pretty(&config::schema())?).as_bytes())
 }
 
 /// `sbx-shell doctor`: exits 1 when the default backend cannot run here.
 fn run_doctor(json: bool) -> Result<u8, Failure> {
     let report = doctor::evaluate(&doctor::measure());
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let text = if json {
+        format!("{}\n", serde_json::to_string_pretty(&report)?)
     } else {
-        print!("{}", doctor::render_text(&report));
-    }
+        doctor::render_text(&report)
+    };
+    write_stdout(text.as_bytes())?;
     Ok(if report.default_backend_can_run { 0 } else { 1 })
 }
 
@@ -240,14 +240,14 @@ fn run_explain(args: &ExplainArgs) -> Result<u8, Failure> {
         &host,
         explain::Selected::of(selected.as_ref().map_err(Clone::clone)),
     );
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let text = if args.json {
+        format!("{}\n", serde_json::to_string_pretty(&report)?)
     } else if let Some(backend) = args.show {
-        print!("{}", explain::render_backend(&report, backend));
+        explain::render_backend(&report, backend)
     } else {
-        print!("{}", explain::render_text(&report));
-    }
-    Ok(0)
+        explain::render_text(&report)
+    };
+    write_stdout(text.as_bytes())
 }
 
 /// Run what the command line asks for; returns the exit code.

@@ -229,3 +229,28 @@ fn completions_load_in_their_shells_and_the_man_page_is_roff() {
         assert!(man.contains(option), "{option} not in the man page");
     }
 }
+
+#[test]
+fn output_into_a_closed_pipe_is_not_a_crash() {
+    // `sbx-shell explain | head -1`: the reader may be gone before sbx-shell writes.
+    for args in [
+        &["explain"][..],
+        &["schema"],
+        &["doctor"],
+        &["log"],
+        &["man"],
+        &["completions", "bash"],
+    ] {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        drop(read);
+        let out = Command::new(super::support::bin())
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::from(write))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
