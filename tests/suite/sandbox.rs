@@ -5,11 +5,10 @@
 //! Every attack has a control: the same script under `--backend none` must succeed, so a
 //! test that passes proves the sandbox stopped it, not that the attack was broken.
 
-use std::fs::{self, Permissions};
+use std::fs;
 use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, UdpSocket};
 use std::os::fd::AsFd;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -49,25 +48,7 @@ pub(super) fn tools_present() -> bool {
 /// permissions) and outside /tmp (private inside the sandbox). Holds a copy of the binary.
 fn lab_root() -> &'static Path {
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
-    ROOT.get_or_init(|| {
-        // Labs of earlier runs whose process is gone.
-        for entry in fs::read_dir("/var/tmp").into_iter().flatten().flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = name.strip_prefix("sbx-lab-") {
-                if pid.parse::<i32>().is_ok_and(|p| !super::support::alive(p)) {
-                    let _ = fs::remove_dir_all(entry.path());
-                }
-            }
-        }
-        let root = PathBuf::from(format!("/var/tmp/sbx-lab-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
-        fs::create_dir_all(&root).unwrap();
-        fs::set_permissions(&root, Permissions::from_mode(0o755)).unwrap();
-        let bin = root.join("sbx-shell");
-        fs::copy(super::support::bin(), &bin).unwrap();
-        fs::set_permissions(&bin, Permissions::from_mode(0o755)).unwrap();
-        root
-    })
+    ROOT.get_or_init(|| super::support::run_dir("sbx-lab"))
 }
 
 /// A fake home full of canaries, a workspace, and a directory outside both.

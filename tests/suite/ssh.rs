@@ -10,7 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use super::support::{bin, require, require_root, wait_until, Launch, OuterPty};
+use super::support::{require, require_root, run_dir, wait_until, Launch, OuterPty};
 
 const USER: &str = "sbx-ssh-test";
 
@@ -44,16 +44,12 @@ struct Site {
 fn site() -> &'static Site {
     static SITE: OnceLock<Site> = OnceLock::new();
     SITE.get_or_init(|| {
-        let dir = PathBuf::from(format!("/var/tmp/sbx-ssh-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = run_dir("sbx-ssh");
         let (home, outside) = (dir.join("home"), dir.join("outside"));
         fs::create_dir_all(home.join(".ssh")).unwrap();
         fs::create_dir_all(&outside).unwrap();
-        fs::set_permissions(&dir, Permissions::from_mode(0o755)).unwrap();
         fs::set_permissions(&outside, Permissions::from_mode(0o777)).unwrap();
         let shell = dir.join("sbx-shell");
-        fs::copy(bin(), &shell).unwrap();
-        fs::set_permissions(&shell, Permissions::from_mode(0o755)).unwrap();
         // The account: created once per machine, pointed at this run's home and binary.
         let exists = Command::new("id")
             .arg(USER)
@@ -211,6 +207,17 @@ impl Drop for Sshd {
     }
 }
 
+/// Write the test user's sbx-shell config file (as the user's); returns its path.
+fn write_user_config(text: &str) -> PathBuf {
+    let site = site();
+    let dir = site.home.join(".config/sbx-shell");
+    fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.json");
+    fs::write(&config, text).unwrap();
+    chown_tree(&site.home.join(".config"), site.uid);
+    config
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -247,15 +254,12 @@ fn a_remote_command_runs_sandboxed_with_its_exit_status() {
     assert!(!outside.exists());
     // Control: the same login with the user's config asking for no sandbox writes there, so
     // the sandbox is what stopped it above.
-    let config_dir = site.home.join(".config/sbx-shell");
-    fs::create_dir_all(&config_dir).unwrap();
-    fs::write(config_dir.join("config.json"), "{\"backend\": \"none\"}\n").unwrap();
-    chown_tree(&site.home.join(".config"), site.uid);
+    let config = write_user_config("{\"backend\": \"none\"}\n");
     let out = sshd.run(&format!(
         "echo w > {} && echo OUTSIDE-WRITTEN",
         outside.display()
     ));
-    fs::remove_file(config_dir.join("config.json")).unwrap();
+    fs::remove_file(config).unwrap();
     assert!(
         text(&out.stdout).contains("OUTSIDE-WRITTEN"),
         "{}",
@@ -420,13 +424,8 @@ fn a_broken_config_is_a_clear_error_not_a_silent_login() {
         return;
     }
     let _serial = serial();
-    let site = site();
     let sshd = Sshd::start();
-    let config_dir = site.home.join(".config/sbx-shell");
-    fs::create_dir_all(&config_dir).unwrap();
-    let config = config_dir.join("config.json");
-    fs::write(&config, "{\"network\": \"sometimes\"}\n").unwrap();
-    chown_tree(&site.home.join(".config"), site.uid);
+    let config = write_user_config("{\"network\": \"sometimes\"}\n");
     let out = sshd.run("echo SHOULD-NOT-RUN");
     fs::remove_file(&config).unwrap();
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));

@@ -67,6 +67,35 @@ fn skipped(message: &str) -> bool {
     false
 }
 
+/// `/var/tmp/PREFIX-PID` for this test run, fresh, mode 755, holding a copy of the binary
+/// (`sbx-shell`, mode 755) that other users can run. Outside the checkout (whose
+/// permissions may shut other users out) and outside /tmp (private inside the sandbox).
+/// Directories of earlier runs whose process is gone are removed first.
+pub fn run_dir(prefix: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in std::fs::read_dir("/var/tmp")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix('-'));
+        if pid.is_some_and(|pid| pid.parse::<i32>().is_ok_and(|p| !alive(p))) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    let dir = PathBuf::from(format!("/var/tmp/{prefix}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = dir.join("sbx-shell");
+    std::fs::copy(bin(), &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
 /// A fresh scratch directory under the target dir, removed on drop.
 pub struct Scratch(pub PathBuf);
 
