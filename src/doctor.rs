@@ -1,38 +1,16 @@
 //! `sbx-shell doctor`: which sandbox layers can run on this machine, and why not.
 //!
-//! `measure` takes the facts (small probes, platform-gated); `evaluate` turns them into
+//! The facts are `host::Machine`'s, measured with probe runs; `evaluate` turns them into
 //! checks, each with what was measured, what was expected and the remedy — pure, so every
-//! branch is unit-tested. The exit code is non-zero when the default backend cannot run.
-
-use std::path::{Path, PathBuf};
+//! branch is unit-tested. The verdict is `select::select`'s for `auto`, the same decision a
+//! run takes. The exit code is non-zero when the default backend cannot run.
 
 use serde::Serialize;
 
 use crate::config::BackendChoice;
-use crate::sandbox::select::{self, Machine, BWRAP_PATHS};
-
-/// Facts about this machine.
-#[derive(Debug, Clone, Default)]
-pub struct Measurements {
-    pub os: &'static str,
-    pub root: bool,
-    /// Landlock ABI version, or why there is none.
-    pub landlock_abi: Option<Result<i64, String>>,
-    /// kernel.unprivileged_userns_clone and user.max_user_namespaces, when the files exist.
-    pub userns_clone: Option<String>,
-    pub max_user_namespaces: Option<String>,
-    /// kernel.apparmor_restrict_unprivileged_userns (Ubuntu), when the file exists.
-    pub apparmor_restrict: Option<String>,
-    /// The bwrap found at a fixed path, and how its probe run ended.
-    pub bwrap: Option<PathBuf>,
-    pub bwrap_probe: Option<Result<(), String>>,
-    /// "Seccomp:" in /proc/self/status (the kernel supports it) and our current mode.
-    pub seccomp_mode: Option<String>,
-    pub legacy_tiocsti: Option<String>,
-    pub nofile: Option<(u64, u64)>,
-    /// macOS: /usr/bin/sandbox-exec and its probe run.
-    pub sandbox_exec_probe: Option<Result<(), String>>,
-}
+use crate::host::{Machine, BWRAP_PATHS};
+use crate::sandbox::landlock::MIN_ABI;
+use crate::sandbox::select;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -79,22 +57,19 @@ fn check(
 }
 
 /// Turn the facts into checks and the verdict.
-pub fn evaluate(m: &Measurements) -> Report {
+pub fn evaluate(m: &Machine) -> Report {
     let mut checks = Vec::new();
-    let can_run = match m.os {
-        "linux" => evaluate_linux(m, &mut checks),
-        "macos" => evaluate_macos(m, &mut checks),
-        _ => {
-            checks.push(check(
-                "platform",
-                Status::Fail,
-                m.os,
-                "linux or macos",
-                Some("sbx-shell sandboxes on Linux and macOS only"),
-            ));
-            false
-        }
-    };
+    match m.os {
+        "linux" => checks.extend(linux_checks(m)),
+        "macos" => checks.push(sandbox_exec_check(m)),
+        _ => checks.push(check(
+            "platform",
+            Status::Fail,
+            m.os,
+            "linux or macos",
+            Some("sbx-shell sandboxes on Linux and macOS only"),
+        )),
+    }
     if let Some((soft, hard)) = m.nofile {
         let status = if hard >= 4096 {
             Status::Ok
@@ -109,25 +84,7 @@ pub fn evaluate(m: &Measurements) -> Report {
             (status != Status::Ok).then_some("raise the hard nofile limit (/etc/security/limits.conf, or LimitNOFILE= for a service)"),
         ));
     }
-    let machine = Machine {
-        os: m.os,
-        // Only a bwrap that passed its probe counts (the run path checks only the sysctls).
-        bwrap: m
-            .bwrap
-            .clone()
-            .filter(|_| matches!(m.bwrap_probe, Some(Ok(())))),
-        namespaces_open: select::namespaces_open(
-            m.root,
-            m.userns_clone.as_deref(),
-            m.max_user_namespaces.as_deref(),
-            m.apparmor_restrict.as_deref(),
-        ),
-        landlock_abi: m
-            .landlock_abi
-            .clone()
-            .unwrap_or_else(|| Err("not measured".into())),
-    };
-    let (default_backend, selected_ok) = match select::select(BackendChoice::Auto, &machine) {
+    let (default_backend, can_run) = match select::select(BackendChoice::Auto, m) {
         Ok(backend) => (
             format!(
                 "{} (layers: {})",
@@ -142,16 +99,15 @@ pub fn evaluate(m: &Measurements) -> Report {
         os: m.os,
         checks,
         default_backend,
-        default_backend_can_run: can_run && selected_ok,
+        default_backend_can_run: can_run,
     }
 }
 
-fn evaluate_linux(m: &Measurements, checks: &mut Vec<Check>) -> bool {
+fn linux_checks(m: &Machine) -> [Check; 5] {
     let landlock = match &m.landlock_abi {
-        Some(Ok(abi)) if *abi >= 6 => check("landlock", Status::Ok, format!("ABI {abi}"), "ABI ≥ 1; ≥ 4 for TCP rules, ≥ 6 for signal and socket scoping", None),
-        Some(Ok(abi)) => check("landlock", Status::Warn, format!("ABI {abi}"), "ABI ≥ 6 for TCP rules and scoping", Some("a newer kernel (6.12 or later) enforces more; older ABIs are used for what they cover, and a policy needing more is refused")),
-        Some(Err(why)) => check("landlock", Status::Fail, why.clone(), "Landlock enabled", Some("boot with Landlock in the LSM list (lsm=landlock,… on the kernel command line) on a kernel ≥ 5.13")),
-        None => check("landlock", Status::Fail, "not measured", "Landlock enabled", None),
+        Ok(abi) if *abi >= i64::from(MIN_ABI) => check("landlock", Status::Ok, format!("ABI {abi}"), &format!("ABI ≥ {MIN_ABI} (TCP rules, signal and socket scoping)"), None),
+        Ok(abi) => check("landlock", Status::Warn, format!("ABI {abi}"), &format!("ABI ≥ {MIN_ABI} for TCP rules and scoping"), Some("a newer kernel (6.12 or later) enforces more; older ABIs are used for what they cover, and a policy needing more is refused")),
+        Err(why) => check("landlock", Status::Fail, why.clone(), "Landlock enabled", Some("boot with Landlock in the LSM list (lsm=landlock,… on the kernel command line) on a kernel ≥ 5.13")),
     };
     let seccomp = match &m.seccomp_mode {
         Some(mode) => check(
@@ -171,22 +127,16 @@ fn evaluate_linux(m: &Measurements, checks: &mut Vec<Check>) -> bool {
     };
     let userns_measured = format!(
         "kernel.unprivileged_userns_clone={}, user.max_user_namespaces={}, kernel.apparmor_restrict_unprivileged_userns={}, {}",
-        m.userns_clone.as_deref().unwrap_or("(absent)"),
-        m.max_user_namespaces.as_deref().unwrap_or("(absent)"),
-        m.apparmor_restrict.as_deref().unwrap_or("(absent)"),
+        m.userns.unprivileged_clone.as_deref().unwrap_or("(absent)"),
+        m.userns.max.as_deref().unwrap_or("(absent)"),
+        m.userns.apparmor_restrict.as_deref().unwrap_or("(absent)"),
         if m.root {
             "running as root"
         } else {
             "unprivileged"
         },
     );
-    let userns_open = select::namespaces_open(
-        m.root,
-        m.userns_clone.as_deref(),
-        m.max_user_namespaces.as_deref(),
-        m.apparmor_restrict.as_deref(),
-    );
-    let userns = if userns_open {
+    let userns = if m.userns.open(m.root) {
         check(
             "user namespaces",
             Status::Ok,
@@ -214,24 +164,15 @@ fn evaluate_linux(m: &Measurements, checks: &mut Vec<Check>) -> bool {
         Some(value) => check("legacy TIOCSTI", Status::Warn, format!("dev.tty.legacy_tiocsti={value}"), "0: no typing into other terminals", Some("sysctl -w dev.tty.legacy_tiocsti=0 (otherwise a program that can open a terminal can type into it)")),
         None => check("legacy TIOCSTI", Status::Ok, "sysctl absent (kernel before 6.2: TIOCSTI allowed)", "TIOCSTI denied inside the sandbox by seccomp", None),
     };
-    let layered = bwrap.status == Status::Ok
-        && landlock.status != Status::Fail
-        && seccomp.status == Status::Ok;
-    let landlock_alone = landlock.status != Status::Fail && seccomp.status == Status::Ok;
-    let can_run = layered || landlock_alone;
-    checks.extend([landlock, seccomp, userns, bwrap, tiocsti]);
-    can_run
+    [landlock, seccomp, userns, bwrap, tiocsti]
 }
 
-fn evaluate_macos(m: &Measurements, checks: &mut Vec<Check>) -> bool {
-    let probe = match &m.sandbox_exec_probe {
+fn sandbox_exec_check(m: &Machine) -> Check {
+    match &m.sandbox_exec_probe {
         Some(Ok(())) => check("sandbox-exec", Status::Ok, "/usr/bin/sandbox-exec ran a probe profile", "/usr/bin/sandbox-exec able to run", None),
         Some(Err(why)) => check("sandbox-exec", Status::Fail, format!("/usr/bin/sandbox-exec: {why}"), "/usr/bin/sandbox-exec able to run", Some("sandbox-exec ships with macOS; check that /usr/bin/sandbox-exec exists and is not blocked by a management profile")),
-        None => check("sandbox-exec", Status::Fail, "not measured", "/usr/bin/sandbox-exec able to run", None),
-    };
-    let ok = probe.status == Status::Ok;
-    checks.push(probe);
-    ok
+        None => check("sandbox-exec", Status::Warn, "not probed", "/usr/bin/sandbox-exec able to run", None),
+    }
 }
 
 /// The report as text.
@@ -261,80 +202,6 @@ pub fn render_text(report: &Report) -> String {
         report.default_backend
     ));
     out
-}
-
-/// Take the measurements of this machine.
-pub fn measure() -> Measurements {
-    let read = |path: &str| {
-        std::fs::read_to_string(path)
-            .ok()
-            .map(|s| s.trim().to_string())
-    };
-    let nofile = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok();
-    let mut m = Measurements {
-        os: std::env::consts::OS,
-        root: nix::unistd::geteuid().is_root(),
-        nofile,
-        ..Measurements::default()
-    };
-    if m.os == "linux" {
-        m.landlock_abi = Some(select::landlock_abi());
-        m.userns_clone = read("/proc/sys/kernel/unprivileged_userns_clone");
-        m.max_user_namespaces = read("/proc/sys/user/max_user_namespaces");
-        m.apparmor_restrict = read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
-        m.seccomp_mode = read("/proc/self/status").and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Seccomp:").map(|v| v.trim().to_string()))
-        });
-        m.legacy_tiocsti = read("/proc/sys/dev/tty/legacy_tiocsti");
-        m.bwrap = select::find_bwrap();
-        m.bwrap_probe = m.bwrap.as_deref().map(probe_bwrap);
-    }
-    if m.os == "macos" {
-        m.sandbox_exec_probe = Some(probe(
-            crate::sandbox::seatbelt::SANDBOX_EXEC,
-            &["-p", "(version 1)(allow default)", "/usr/bin/true"],
-        ));
-    }
-    m
-}
-
-/// Run bwrap around `true` with the namespaces and base mounts the bwrap backend uses.
-fn probe_bwrap(bwrap: &Path) -> Result<(), String> {
-    let mut args = crate::sandbox::bwrap::NAMESPACES.to_vec();
-    args.extend([
-        "--unshare-net",
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--",
-        "/bin/true",
-    ]);
-    probe(&bwrap.display().to_string(), &args)
-}
-
-fn probe(program: &str, args: &[&str]) -> Result<(), String> {
-    match std::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-    {
-        Ok(out) if out.status.success() => Ok(()),
-        Ok(out) => Err(format!(
-            "{}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-                .trim()
-                .lines()
-                .next()
-                .unwrap_or("")
-        )),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 #[cfg(test)]

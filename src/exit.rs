@@ -1,7 +1,35 @@
-//! How a child's end maps to sbx-shell's own exit code.
+//! sbx-shell's exit codes, all in one place: its own (failure, timeout, not found, not
+//! runnable), how a child's end maps to one, and `Failure`, an error with the code it ends
+//! sbx-shell with.
 //!
 //! Shells report a child killed by signal N as 128 + N; sbx-shell does the same so that
 //! `sbx-shell -- sh -c 'kill -SEGV $$'` exits 139, exactly like the bare command under bash.
+
+/// An error before the child starts (bad configuration, failed set-up).
+pub const FAILURE: u8 = 1;
+/// The session reached its timeout (timeout(1)'s code).
+pub const TIMEOUT: u8 = 124;
+/// The program exists but cannot be run, or the sandbox could not be prepared (as shells
+/// report a command that cannot be executed).
+pub const NOT_RUNNABLE: u8 = 126;
+/// The program was not found (as shells report it).
+pub const NOT_FOUND: u8 = 127;
+
+/// An error that ends sbx-shell, with the exit code it ends with.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Failure {
+            code: FAILURE,
+            error: error.into(),
+        }
+    }
+}
 
 /// How the direct child ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -91,12 +91,18 @@ pub enum RulesOrRefusal {
     Refuses(String),
 }
 
-pub use crate::sandbox::Host;
+use crate::host::{Host, PathKind};
 
 const HELPER: &str = "sbx-shell __sbx_helper …";
 
 /// Every backend, with what it would run for `policy`.
-pub fn backends(policy: &Policy, host: &Host<'_>, selected: &Selected) -> Vec<BackendReport> {
+pub fn backends(
+    policy: &Policy,
+    host: &Host,
+    proxy_port: Option<u16>,
+    selected: &Selected,
+) -> Vec<BackendReport> {
+    let place = &host.place;
     let strings = |argv: Vec<std::ffi::OsString>| {
         argv.iter()
             .map(|a| a.to_string_lossy().into_owned())
@@ -104,9 +110,9 @@ pub fn backends(policy: &Policy, host: &Host<'_>, selected: &Selected) -> Vec<Ba
     };
     let seatbelt = match seatbelt::build_profile(&seatbelt::Inputs {
         policy,
-        temp_dir: host.temp_dir,
+        temp_dir: place.temp_dir.as_deref(),
         tty: None,
-        proxy_port: host.proxy_port,
+        proxy_port,
     }) {
         Ok(profile) => BackendOutput::Runs {
             argv: vec![
@@ -127,27 +133,31 @@ pub fn backends(policy: &Policy, host: &Host<'_>, selected: &Selected) -> Vec<Ba
             reason: e.to_string(),
         },
     };
-    let found = sandbox::select::find_bwrap();
-    let bwrap_path = found.as_deref().unwrap_or(Path::new("/usr/bin/bwrap"));
+    let bwrap_path = host
+        .machine
+        .bwrap
+        .as_deref()
+        .unwrap_or(Path::new("/usr/bin/bwrap"));
+    let kind_of = |p: &Path| place.kind(p);
+    let cwd = place.cwd.as_deref().unwrap_or(Path::new("."));
     let inputs = bwrap::Inputs {
         policy,
         bwrap: bwrap_path,
-        cwd: host.cwd,
-        runtime_dir: host.runtime_dir,
-        host_sockets: host.host_sockets,
-        kind_of: host.kind_of,
+        cwd,
+        runtime_dir: place.runtime_dir.as_deref(),
+        host_sockets: &place.sockets,
+        kind_of: &kind_of,
     };
     let bwrap = BackendOutput::Runs {
         argv: strings(bwrap::build_argv(&inputs, &[HELPER.into()])),
         profile: None,
         params: Vec::new(),
     };
-    let exists = |p: &Path| (host.kind_of)(p) != bwrap::PathKind::Missing;
-    let ruleset =
-        |layering| match landlock::build_ruleset(policy, layering, &exists, host.proxy_port) {
-            Ok(rules) => RulesOrRefusal::Rules(rules),
-            Err(e) => RulesOrRefusal::Refuses(e.to_string()),
-        };
+    let exists = |p: &Path| place.kind(p) != PathKind::Missing;
+    let ruleset = |layering| match landlock::build_ruleset(policy, layering, &exists, proxy_port) {
+        Ok(rules) => RulesOrRefusal::Rules(rules),
+        Err(e) => RulesOrRefusal::Refuses(e.to_string()),
+    };
     let landlock = match ruleset(landlock::Layering::UnderBwrap) {
         RulesOrRefusal::Refuses(reason) => BackendOutput::Refuses { reason },
         under_bwrap => BackendOutput::Applies {
@@ -181,7 +191,8 @@ pub fn backends(policy: &Policy, host: &Host<'_>, selected: &Selected) -> Vec<Ba
 pub fn report<'a>(
     policy: &'a Policy,
     command: &[OsString],
-    host: &Host<'_>,
+    host: &Host,
+    proxy_port: Option<u16>,
     selected: Selected,
 ) -> Report<'a> {
     Report {
@@ -190,7 +201,7 @@ pub fn report<'a>(
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
-        backends: backends(policy, host, &selected),
+        backends: backends(policy, host, proxy_port, &selected),
         selected,
     }
 }

@@ -27,17 +27,16 @@ use std::process::ExitCode;
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, SigmaskHow};
 
-use crate::launch::{parse_helper_args, HelperSpec, ProcessLimits, ProxyListen};
+use crate::exit;
+
+use spec::{parse_helper_args, HelperSpec, ProcessLimits, ProxyListen};
+
+pub mod spec;
 
 #[cfg(target_os = "linux")]
 mod confine;
 #[cfg(target_os = "linux")]
 mod guard;
-
-/// Exit code when the program exists but cannot be run.
-pub const EXIT_NOT_RUNNABLE: u8 = 126;
-/// Exit code when the program is not found.
-pub const EXIT_NOT_FOUND: u8 = 127;
 
 /// Run the helper mode with the arguments after `__sbx_helper`. Returns only on failure.
 pub fn run(args: &[OsString]) -> ExitCode {
@@ -45,13 +44,13 @@ pub fn run(args: &[OsString]) -> ExitCode {
         Ok(parsed) => parsed,
         Err(e) => {
             eprintln!("sbx-shell: internal error: helper mode: {e}");
-            return ExitCode::from(EXIT_NOT_RUNNABLE);
+            return ExitCode::from(exit::NOT_RUNNABLE);
         }
     };
     if let Some(listen) = parsed.spec.proxy_listen {
         if let Err(e) = hand_over_proxy_port(listen) {
             eprintln!("sbx-shell: cannot open the network proxy's port: {e}");
-            return ExitCode::from(EXIT_NOT_RUNNABLE);
+            return ExitCode::from(exit::NOT_RUNNABLE);
         }
     }
     if parsed.spec.guard {
@@ -60,21 +59,21 @@ pub fn run(args: &[OsString]) -> ExitCode {
             Ok(None) => {}
             Err(e) => {
                 eprintln!("sbx-shell: cannot start the process guard: {e}");
-                return ExitCode::from(EXIT_NOT_RUNNABLE);
+                return ExitCode::from(exit::NOT_RUNNABLE);
             }
         }
     }
     if let Err(e) = prepare(&parsed.spec) {
         eprintln!("sbx-shell: cannot prepare the sandbox: {e}");
-        return ExitCode::from(EXIT_NOT_RUNNABLE);
+        return ExitCode::from(exit::NOT_RUNNABLE);
     }
     let errno = exec(&parsed.program, &parsed.argv);
     let program = parsed.program.to_string_lossy();
     eprintln!("sbx-shell: cannot run {program}: {}", errno.desc());
     ExitCode::from(if errno == Errno::ENOENT {
-        EXIT_NOT_FOUND
+        exit::NOT_FOUND
     } else {
-        EXIT_NOT_RUNNABLE
+        exit::NOT_RUNNABLE
     })
 }
 

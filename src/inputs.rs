@@ -1,98 +1,17 @@
 //! Gathering the policy's inputs: built-in defaults, the user config, the profile, and the
 //! command-line flags (turned into one more configuration layer). The one place that
 //! reads configuration files; `policy::resolve` then merges without touching the disk
-//! except through `RealFs` for symlinks.
+//! except through `host::RealFs` for symlinks.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 
 use crate::cli::PolicyArgs;
 use crate::config::{AllowList, Config, Entry, LimitsConfig, NetworkConfig, NetworkMode};
-use crate::policy::{self, Layer, PathContext, PathResolver, Policy};
+use crate::host::RealFs;
+use crate::policy::{self, Layer, PathContext, Policy};
 use crate::profiles;
-use crate::sandbox::bwrap::PathKind;
-
-/// The real filesystem, for symlink resolution. Remembers the directories it resolved: a
-/// policy names a hundred paths under a few directories, and `canonicalize` would read
-/// every link of every prefix again for each one (startup time).
-#[derive(Default)]
-pub struct RealFs {
-    known: RefCell<HashMap<PathBuf, Option<PathBuf>>>,
-}
-
-impl PathResolver for RealFs {
-    fn real_path(&self, path: &Path) -> Option<PathBuf> {
-        if let Some(known) = self.known.borrow().get(path) {
-            return known.clone();
-        }
-        let real = match (path.parent(), path.file_name()) {
-            (Some(parent), Some(name)) if path.is_absolute() => {
-                let joined = self.real_path(parent)?.join(name);
-                match std::fs::symlink_metadata(&joined) {
-                    Ok(meta) if meta.file_type().is_symlink() => {
-                        std::fs::canonicalize(&joined).ok()
-                    }
-                    Ok(_) => Some(joined),
-                    Err(_) => None,
-                }
-            }
-            _ => std::fs::canonicalize(path).ok(),
-        };
-        self.known
-            .borrow_mut()
-            .insert(path.to_path_buf(), real.clone());
-        real
-    }
-}
-
-/// What a path is on this host (following symlinks).
-pub fn path_kind(path: &Path) -> PathKind {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => PathKind::Dir,
-        Ok(_) => PathKind::File,
-        Err(_) => PathKind::Missing,
-    }
-}
-
-/// `path_kind`, asked once per path: the sandbox is built once to check it and again for
-/// the spawn, and each build looks at every protected and denied path.
-#[derive(Default)]
-pub struct PathKinds {
-    known: RefCell<HashMap<PathBuf, PathKind>>,
-}
-
-impl PathKinds {
-    pub fn kind(&self, path: &Path) -> PathKind {
-        if let Some(kind) = self.known.borrow().get(path) {
-            return *kind;
-        }
-        let kind = path_kind(path);
-        self.known.borrow_mut().insert(path.to_path_buf(), kind);
-        kind
-    }
-}
-
-/// Sockets on the host that reach outside the sandbox and exist here: the ssh agent and
-/// container engines. (The session bus and gpg-agent live in `$XDG_RUNTIME_DIR`, masked
-/// whole.)
-pub fn host_sockets() -> Vec<PathBuf> {
-    let mut candidates: Vec<PathBuf> = std::env::var_os("SSH_AUTH_SOCK")
-        .map(PathBuf::from)
-        .into_iter()
-        .collect();
-    candidates.extend(
-        [
-            "/var/run/docker.sock",
-            "/run/docker.sock",
-            "/run/podman/podman.sock",
-        ]
-        .map(PathBuf::from),
-    );
-    candidates.into_iter().filter(|p| p.exists()).collect()
-}
 
 /// The home directory: `$HOME`, else the passwd entry.
 pub fn home_dir() -> anyhow::Result<PathBuf> {
@@ -114,6 +33,24 @@ pub fn config_dir(home: &Path) -> PathBuf {
             .map(Path::new),
         home,
     )
+}
+
+/// The command line's policy options, with the agent profile for `program` when no profile
+/// is named (`sbx-shell -- claude` runs with the claude profile); returns that agent's name
+/// when it was picked so.
+pub fn with_agent_profile(
+    args: &PolicyArgs,
+    program: Option<&std::ffi::OsStr>,
+) -> (PolicyArgs, Option<&'static str>) {
+    let mut args = args.clone();
+    let picked = match (&args.profile, program.and_then(profiles::for_program)) {
+        (None, Some(agent)) => {
+            args.profile = Some(agent.to_string());
+            Some(agent)
+        }
+        _ => None,
+    };
+    (args, picked)
 }
 
 /// Every layer, lowest precedence first, and the profile's name. `user_config` is the
@@ -224,41 +161,6 @@ pub fn parse_duration(value: &str) -> anyhow::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn real_paths_match_canonicalize_through_links_dots_and_missing_parts() {
-        let dir = std::env::temp_dir().join(format!("sbx-realfs-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("real/sub")).unwrap();
-        std::fs::write(dir.join("real/sub/file"), "").unwrap();
-        std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).unwrap();
-        std::os::unix::fs::symlink("sub/file", dir.join("real/relative")).unwrap();
-        std::os::unix::fs::symlink(dir.join("nowhere"), dir.join("dangling")).unwrap();
-        let fs = RealFs::default();
-        for tail in [
-            "real/sub/file",
-            "link/sub/file",
-            "link/relative",
-            "link/sub/../sub/file",
-            "./link/./sub",
-            "dangling",
-            "missing/file",
-            "real/sub/file/below",
-            "link",
-            "",
-        ] {
-            let path = dir.join(tail);
-            // Twice: the second answer comes from what the first one remembered.
-            for _ in 0..2 {
-                assert_eq!(
-                    fs.real_path(&path),
-                    std::fs::canonicalize(&path).ok(),
-                    "{tail}"
-                );
-            }
-        }
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 
     #[test]
     fn durations_take_a_unit() {

@@ -16,6 +16,7 @@
 //! signals keep reaching the supervisor's main thread.
 
 pub mod request;
+pub mod session;
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};

@@ -25,39 +25,6 @@ const HANGUP_GRACE: Duration = Duration::from_millis(100);
 /// Give up killing after this long (a fork bomb outrunning us must not hang the exit).
 const KILL_DEADLINE: Duration = Duration::from_secs(2);
 
-/// The session's wall-clock limit: SIGTERM after `after`, and the whole tree killed `grace`
-/// later; sbx-shell then exits with `EXIT_TIMEOUT`, as timeout(1) does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeout {
-    pub after: Duration,
-    pub grace: Duration,
-}
-
-/// How the supervisor runs the session's child.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SessionOptions {
-    pub timeout: Option<Timeout>,
-    /// How many launcher processes (bwrap: 2) stand between our child and the helper's
-    /// guard. Then the child gets a process group of its own (so that the outer terminal's
-    /// signals never kill the launcher), and signals meant for the program go to the guard,
-    /// which passes them on.
-    pub launcher_depth: usize,
-}
-
-impl SessionOptions {
-    /// The process that signals for the program go to: `child`, or the guard below the
-    /// launcher (`child` when it cannot be found, e.g. before it started).
-    pub fn signal_target(&self, child: Pid) -> Pid {
-        if self.launcher_depth == 0 {
-            return child;
-        }
-        Pid::from_raw(
-            only_child_chain(&list_processes(), child.as_raw(), self.launcher_depth)
-                .unwrap_or(child.as_raw()),
-        )
-    }
-}
-
 /// The process `depth` generations below `root`, if each generation has exactly one live
 /// process (a launcher's chain).
 pub fn only_child_chain(procs: &[ProcInfo], root: i32, depth: usize) -> Option<i32> {
@@ -71,17 +38,6 @@ pub fn only_child_chain(procs: &[ProcInfo], root: i32, depth: usize) -> Option<i
         pid = only.pid;
     }
     Some(pid)
-}
-
-/// The exit code after the session timed out (timeout(1)'s).
-pub const EXIT_TIMEOUT: u8 = 124;
-
-/// Say that the session timed out (on a raw terminal too: hence the CR).
-pub fn report_timeout(timeout: &Timeout) {
-    eprint!(
-        "\r\nsbx-shell: the session reached its timeout of {}s: ending it\r\n",
-        timeout.after.as_secs()
-    );
 }
 
 /// Spawn `argv` with exactly the environment `env`, on `tty` (0, 1 and 2) when given, else

@@ -6,12 +6,16 @@
 //! same rules), how it ended and the network refusals. Never an environment value: the
 //! policy's `set` values are part of the digest only.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::policy::Policy;
+use crate::sandbox::Backend;
 
 /// One session, as logged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +34,36 @@ pub struct Record {
     /// sbx-shell's exit status (the program's, 128+N for signal N, 124 after the timeout).
     pub exit_status: u8,
     pub network_refused: u64,
+}
+
+impl Record {
+    /// The record of a session that started at `started` and ends now.
+    pub fn new<'a>(
+        started: SystemTime,
+        command: impl Iterator<Item = &'a OsString>,
+        cwd: Option<&Path>,
+        policy: &Policy,
+        backend: &Backend,
+        exit_status: u8,
+        network_refused: u64,
+    ) -> Record {
+        let policy_json = serde_json::to_string(policy).unwrap_or_default();
+        Record {
+            start: rfc3339(started),
+            end: rfc3339(SystemTime::now()),
+            duration_ms: started
+                .elapsed()
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            command: command.map(|a| a.to_string_lossy().into_owned()).collect(),
+            cwd: cwd.map_or_else(String::new, |c| c.display().to_string()),
+            profile: policy.profile.clone(),
+            backend: backend.name().to_string(),
+            layers: backend.layers().iter().map(|l| l.to_string()).collect(),
+            policy_digest: digest(&policy_json),
+            exit_status,
+            network_refused,
+        }
+    }
 }
 
 /// The log file for `home`.

@@ -1,20 +1,8 @@
 use super::*;
+use crate::host::test_support::capable_linux;
 
-fn good_linux() -> Measurements {
-    Measurements {
-        os: "linux",
-        root: false,
-        landlock_abi: Some(Ok(7)),
-        userns_clone: Some("1".into()),
-        max_user_namespaces: Some("15000".into()),
-        apparmor_restrict: None,
-        bwrap: Some("/usr/bin/bwrap".into()),
-        bwrap_probe: Some(Ok(())),
-        seccomp_mode: Some("0".into()),
-        legacy_tiocsti: Some("0".into()),
-        nofile: Some((1024, 524288)),
-        sandbox_exec_probe: None,
-    }
+fn good_linux() -> Machine {
+    capable_linux()
 }
 
 fn status(report: &Report, name: &str) -> Status {
@@ -39,7 +27,7 @@ fn a_capable_linux_machine_passes_everything() {
 
 #[test]
 fn landlock_alone_still_runs_the_default_backend() {
-    let m = Measurements {
+    let m = Machine {
         bwrap: None,
         bwrap_probe: None,
         ..good_linux()
@@ -60,12 +48,15 @@ fn landlock_alone_still_runs_the_default_backend() {
 
 #[test]
 fn without_landlock_and_bwrap_nothing_runs() {
-    let m = Measurements {
-        landlock_abi: Some(Err("disabled at boot (EOPNOTSUPP)".into())),
+    let m = Machine {
+        landlock_abi: Err("disabled at boot (EOPNOTSUPP)".into()),
         bwrap_probe: Some(Err(
             "exit status: 1: No permissions to create new namespace".into(),
         )),
-        userns_clone: Some("0".into()),
+        userns: crate::host::UserNamespaces {
+            unprivileged_clone: Some("0".into()),
+            ..Default::default()
+        },
         ..good_linux()
     };
     let report = evaluate(&m);
@@ -78,8 +69,8 @@ fn without_landlock_and_bwrap_nothing_runs() {
 
 #[test]
 fn weak_spots_are_warnings_with_remedies() {
-    let m = Measurements {
-        landlock_abi: Some(Ok(3)),
+    let m = Machine {
+        landlock_abi: Ok(3),
         legacy_tiocsti: Some("1".into()),
         nofile: Some((256, 1024)),
         ..good_linux()
@@ -100,7 +91,7 @@ fn the_default_backend_names_its_layers() {
         report.default_backend,
         "bwrap (layers: bwrap, landlock, seccomp)"
     );
-    let no_bwrap = evaluate(&Measurements {
+    let no_bwrap = evaluate(&Machine {
         bwrap_probe: Some(Err("exit status: 1".into())),
         ..good_linux()
     });
@@ -108,9 +99,9 @@ fn the_default_backend_names_its_layers() {
         no_bwrap.default_backend,
         "landlock (layers: landlock, seccomp)"
     );
-    let nothing = evaluate(&Measurements {
+    let nothing = evaluate(&Machine {
         bwrap: None,
-        landlock_abi: Some(Ok(4)),
+        landlock_abi: Ok(4),
         ..good_linux()
     });
     assert!(
@@ -123,14 +114,14 @@ fn the_default_backend_names_its_layers() {
 
 #[test]
 fn macos_depends_on_sandbox_exec() {
-    let mac = Measurements {
+    let mac = Machine {
         os: "macos",
         sandbox_exec_probe: Some(Ok(())),
         nofile: Some((256, 10240)),
-        ..Measurements::default()
+        ..capable_linux()
     };
     assert!(evaluate(&mac).default_backend_can_run);
-    let broken = Measurements {
+    let broken = Machine {
         sandbox_exec_probe: Some(Err("No such file or directory".into())),
         ..mac
     };

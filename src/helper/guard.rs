@@ -41,7 +41,7 @@ pub fn split(stop_notify_fd: Option<i32>) -> std::io::Result<Option<ExitCode>> {
     }
     if getppid() != parent {
         // sbx-shell died before the death signal was armed: run nothing.
-        return Ok(Some(ExitCode::from(1)));
+        return Ok(Some(ExitCode::from(exit::FAILURE)));
     }
     process::install_subreaper();
     // SAFETY: the helper is single-threaded, so the child may run any code after fork.

@@ -35,7 +35,7 @@ impl OuterTerminal {
     }
 
     /// Put fd 0 into raw mode; the returned guard restores it when dropped.
-    pub fn enter_raw(&self) -> io::Result<RawMode<'_>> {
+    pub fn enter_raw(self) -> io::Result<RawMode> {
         self.apply_raw()?;
         Ok(RawMode { terminal: self })
     }
@@ -63,11 +63,18 @@ impl OuterTerminal {
 
 /// Raw mode on fd 0 for as long as it lives.
 #[derive(Debug)]
-pub struct RawMode<'a> {
-    terminal: &'a OuterTerminal,
+pub struct RawMode {
+    terminal: OuterTerminal,
 }
 
-impl Drop for RawMode<'_> {
+impl RawMode {
+    /// The terminal, for restoring and re-entering raw mode around job control.
+    pub fn terminal(&self) -> &OuterTerminal {
+        &self.terminal
+    }
+}
+
+impl Drop for RawMode {
     fn drop(&mut self) {
         self.terminal.restore();
     }

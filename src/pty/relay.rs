@@ -21,8 +21,7 @@ use nix::unistd::Pid;
 use super::modes::ModeTracker;
 use super::raw_mode::OuterTerminal;
 use super::winsize;
-use crate::exit::{exit_code, signal_exit_code, ChildEnd};
-use crate::process::{self, ChildEvent, SessionOptions, Timeout};
+use crate::session::supervise::Supervisor;
 use crate::signals::{self, SignalPipes};
 
 /// Input waiting for the child, at most; beyond it we stop reading the outer terminal.
@@ -35,25 +34,12 @@ const DRAIN_MAX: Duration = Duration::from_secs(1);
 /// The end-of-file character written for a non-terminal stdin that ended.
 const VEOF: u8 = 0x04;
 
-#[derive(Debug, Clone, Copy)]
-enum Phase {
-    Running,
-    /// A terminating signal was forwarded; the tree is killed at the deadline.
-    Terminating {
-        deadline: Instant,
-    },
-    /// The child is gone; read what is left in the pty until EIO or the deadline.
-    Draining {
-        deadline: Instant,
-    },
-}
-
 /// Everything the loop touches.
 pub struct Relay<'a> {
-    pub master: OwnedFd,
-    pub child: Pid,
-    pub outer: Option<&'a OuterTerminal>,
-    pub signals: &'a SignalPipes,
+    master: OwnedFd,
+    supervisor: Supervisor,
+    outer: Option<&'a OuterTerminal>,
+    signals: &'a SignalPipes,
     /// The SIGWINCH self-pipe's read end.
     winch: BorrowedFd<'a>,
     modes: ModeTracker,
@@ -61,27 +47,23 @@ pub struct Relay<'a> {
     stdin_open: bool,
     master_open: bool,
     stdout_open: bool,
-    child_end: Option<ChildEnd>,
-    exit_override: Option<u8>,
-    phase: Phase,
-    timeout: Option<(Instant, Timeout)>,
-    options: SessionOptions,
-    /// The helper's guard writes here when the program stopped itself (see `ChildSetup`).
+    /// Once the tree is gone: read what is left in the pty until EIO or this deadline.
+    drain_until: Option<Instant>,
+    /// The helper's guard writes here when the program stopped itself (see `pty::Session`).
     stop_notices: Option<OwnedFd>,
 }
 
 impl<'a> Relay<'a> {
     pub fn new(
         master: OwnedFd,
-        child: Pid,
+        supervisor: Supervisor,
         outer: Option<&'a OuterTerminal>,
         signals: &'a SignalPipes,
         winch: BorrowedFd<'a>,
-        options: SessionOptions,
     ) -> Self {
         Relay {
             master,
-            child,
+            supervisor,
             outer,
             signals,
             winch,
@@ -90,11 +72,7 @@ impl<'a> Relay<'a> {
             stdin_open: true,
             master_open: true,
             stdout_open: true,
-            child_end: None,
-            exit_override: None,
-            phase: Phase::Running,
-            timeout: options.timeout.map(|t| (Instant::now() + t.after, t)),
-            options,
+            drain_until: None,
             stop_notices: None,
         }
     }
@@ -114,34 +92,28 @@ impl<'a> Relay<'a> {
         if !reset.is_empty() {
             self.write_stdout(&reset);
         }
-        match (self.exit_override, self.child_end) {
-            (Some(code), _) => code,
-            (None, Some(end)) => exit_code(end),
-            (None, None) => 1,
-        }
+        self.supervisor.exit_code()
     }
 
     /// The poll timeout for the next turn, or None when the session is over.
     fn next_timeout(&mut self) -> Option<PollTimeout> {
         let now = Instant::now();
-        match self.phase {
-            Phase::Running => match self.timeout {
-                None => Some(PollTimeout::NONE),
-                Some((at, timeout)) if now >= at => {
-                    self.time_out(timeout);
-                    self.next_timeout()
-                }
-                Some((at, _)) => Some(PollTimeout::try_from(at - now).unwrap_or(PollTimeout::MAX)),
-            },
-            Phase::Terminating { deadline } if now >= deadline => {
-                self.end_child_tree();
-                self.next_timeout()
-            }
-            Phase::Draining { deadline } if now >= deadline || !self.master_open => None,
-            Phase::Terminating { deadline } | Phase::Draining { deadline } => {
-                Some(PollTimeout::try_from(deadline - now).unwrap_or(PollTimeout::MAX))
-            }
+        self.supervisor.on_time(now, self.foreground());
+        let until = |at: Instant| PollTimeout::try_from(at - now).unwrap_or(PollTimeout::MAX);
+        if !self.supervisor.is_over() {
+            return Some(
+                self.supervisor
+                    .next_deadline()
+                    .map_or(PollTimeout::NONE, |at| until(at.max(now))),
+            );
         }
+        let deadline = *self.drain_until.get_or_insert(now + DRAIN_MAX);
+        (now < deadline && self.master_open).then(|| until(deadline))
+    }
+
+    /// The inner terminal's foreground process group.
+    fn foreground(&self) -> Option<Pid> {
+        nix::unistd::tcgetpgrp(self.master.as_fd()).ok()
     }
 
     fn turn(&mut self, timeout: PollTimeout) {
@@ -214,32 +186,16 @@ impl<'a> Relay<'a> {
 
     fn on_signal(&mut self, signal: i32) {
         match signal {
-            libc::SIGCHLD => {
-                let events = process::reap_children();
-                self.on_child_events(&events);
+            // The child stopped itself (some TUIs do on ^Z, expecting a shell as parent):
+            // stop with it, and continue it when we are continued.
+            libc::SIGCHLD if self.supervisor.on_child_events() => {
+                self.suspend();
+                let _ = kill(self.supervisor.child(), Signal::SIGCONT);
             }
             libc::SIGTSTP => self.suspend(),
             libc::SIGCONT => self.resume(),
             libc::SIGTERM | libc::SIGINT | libc::SIGQUIT | libc::SIGHUP => self.terminate(signal),
             _ => {}
-        }
-    }
-
-    fn on_child_events(&mut self, events: &[ChildEvent]) {
-        for event in events {
-            match *event {
-                ChildEvent::Ended(pid, end) if pid == self.child => {
-                    self.child_end = Some(end);
-                    self.end_child_tree();
-                }
-                ChildEvent::Stopped(pid) if pid == self.child => {
-                    // The child stopped itself (some TUIs do on ^Z, expecting a shell as
-                    // parent): stop with it, and continue it when we are continued.
-                    self.suspend();
-                    let _ = kill(self.child, Signal::SIGCONT);
-                }
-                _ => {}
-            }
         }
     }
 
@@ -260,66 +216,22 @@ impl<'a> Relay<'a> {
             Some(Err(_)) => false,
         };
         if stopped {
-            let foreground = nix::unistd::tcgetpgrp(self.master.as_fd());
+            let foreground = self.foreground();
             self.suspend();
-            if let Ok(foreground) = foreground {
+            if let Some(foreground) = foreground {
                 let _ = killpg(foreground, Signal::SIGCONT);
             }
         }
     }
 
-    /// Kill everything below us that is still alive, then drain.
-    fn end_child_tree(&mut self) {
-        let session = Some(self.child);
-        let events = process::kill_leftovers(session);
-        if self.child_end.is_none() {
-            for event in events {
-                if let ChildEvent::Ended(pid, end) = event {
-                    if pid == self.child {
-                        self.child_end = Some(end);
-                    }
-                }
-            }
-        }
-        self.phase = Phase::Draining {
-            deadline: Instant::now() + DRAIN_MAX,
-        };
-    }
-
-    /// The session ran out of time: SIGTERM as for a terminating signal, with the policy's
-    /// grace, and timeout(1)'s exit code.
-    fn time_out(&mut self, timeout: Timeout) {
-        process::report_timeout(&timeout);
-        self.exit_override = Some(process::EXIT_TIMEOUT);
-        self.terminate_with_grace(libc::SIGTERM, timeout.grace);
-    }
-
     /// A terminating signal reached us (or the outer terminal went away): pass it on to the
     /// child and its foreground job, give them a moment, then end the tree.
     fn terminate(&mut self, signal: i32) {
-        self.exit_override.get_or_insert(signal_exit_code(signal));
-        self.terminate_with_grace(signal, TERMINATE_GRACE);
-    }
-
-    fn terminate_with_grace(&mut self, signal: i32, grace: Duration) {
-        if !matches!(self.phase, Phase::Running) {
-            return;
-        }
         if let Ok(signal) = Signal::try_from(signal) {
-            let target = self.options.signal_target(self.child);
-            let _ = kill(target, signal);
-            if let Ok(foreground) = nix::unistd::tcgetpgrp(self.master.as_fd()) {
-                if foreground != target {
-                    let _ = killpg(foreground, signal);
-                }
-            }
-            if signal == Signal::SIGHUP {
-                let _ = kill(target, Signal::SIGCONT);
-            }
+            let foreground = self.foreground();
+            self.supervisor
+                .terminate(signal, TERMINATE_GRACE, foreground);
         }
-        self.phase = Phase::Terminating {
-            deadline: Instant::now() + grace,
-        };
     }
 
     /// Give the terminal back and stop; on continue, take it again.

@@ -12,6 +12,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::config::FsMode;
+use crate::host::PathKind;
 use crate::policy::{Network, Policy, ResolvedPath};
 
 /// The namespaces and the base mounts of every bwrap sandbox (doctor's probe runs them too).
@@ -23,14 +24,6 @@ pub const NAMESPACES: &[&str] = &[
     "--unshare-uts",
     "--unshare-cgroup-try",
 ];
-
-/// What a path is on the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PathKind {
-    Dir,
-    File,
-    Missing,
-}
 
 #[derive(Clone, Copy)]
 pub struct Inputs<'a> {

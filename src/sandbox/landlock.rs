@@ -40,6 +40,11 @@ pub const DEVICES_RW: &[&str] = &[
     "/dev/tty",
 ];
 
+/// The Landlock ABI whose rights every ruleset here uses, in full: 6 scopes abstract unix
+/// sockets and signals (5 added device ioctls, 4 TCP ports, 3 truncate). The one place the
+/// number is written; a kernel with less is refused, never given weaker rules.
+pub const MIN_ABI: u32 = 6;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Layering {
@@ -199,8 +204,7 @@ pub fn build_ruleset(
         deny_tcp,
         connect_port,
         scoped: true,
-        // 6: scoping of abstract sockets and signals (5: device ioctls, 4: TCP, 3: truncate).
-        min_abi: 6,
+        min_abi: MIN_ABI,
     })
 }
 

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+use crate::host::{PathKind, Place};
 use crate::policy::Policy;
 
 pub mod bwrap;
@@ -65,43 +66,44 @@ pub enum SandboxError {
     Landlock(#[from] landlock::LandlockError),
     #[error(transparent)]
     Seccomp(#[from] seccomp::SeccompError),
+    #[error("{0}\nHint: cd to a directory that exists")]
+    NoCwd(String),
     #[error("without Landlock the bwrap backend cannot enforce {what}\nHint: use Linux 6.12 or later (Landlock ABI 6; `sbx-shell doctor` shows this kernel's), or drop {what} from the policy")]
     NeedsLandlock { what: &'static str },
 }
 
-/// What the builders need to know about the host and the session.
+/// What the builders need beyond the policy: the session's place on the host, and what the
+/// session itself brings.
 #[derive(Clone, Copy)]
-pub struct Host<'a> {
-    /// The per-user temporary directory (real path).
-    pub temp_dir: Option<&'a Path>,
+pub struct Context<'a> {
+    pub place: &'a Place,
     /// The child's terminal, when it has one.
     pub tty: Option<&'a Path>,
-    /// Where the program starts.
-    pub cwd: &'a Path,
-    /// `$XDG_RUNTIME_DIR`.
-    pub runtime_dir: Option<&'a Path>,
-    /// Other host sockets ($SSH_AUTH_SOCK, docker.sock …) that exist.
-    pub host_sockets: &'a [PathBuf],
-    pub kind_of: &'a dyn Fn(&Path) -> bwrap::PathKind,
     /// With a network allow-list: the loopback port where the sandbox reaches the proxy
     /// (inside bwrap, a port of its private network namespace).
     pub proxy_port: Option<u16>,
+}
+
+impl Context<'_> {
+    fn exists(&self, path: &Path) -> bool {
+        self.place.kind(path) != PathKind::Missing
+    }
 }
 
 /// The argv that runs `command` (the helper's argv) inside `backend`'s launcher.
 pub fn wrap(
     backend: &Backend,
     policy: &Policy,
-    host: &Host<'_>,
+    ctx: &Context<'_>,
     command: &[OsString],
 ) -> Result<Vec<OsString>, SandboxError> {
     match backend {
         Backend::Seatbelt => {
             let inputs = seatbelt::Inputs {
                 policy,
-                temp_dir: host.temp_dir,
-                tty: host.tty,
-                proxy_port: host.proxy_port,
+                temp_dir: ctx.place.temp_dir.as_deref(),
+                tty: ctx.tty,
+                proxy_port: ctx.proxy_port,
             };
             Ok(seatbelt::build_argv(
                 &seatbelt::build_profile(&inputs)?,
@@ -109,13 +111,18 @@ pub fn wrap(
             ))
         }
         Backend::Bwrap { path, .. } => {
+            let kind_of = |p: &Path| ctx.place.kind(p);
             let inputs = bwrap::Inputs {
                 policy,
                 bwrap: path,
-                cwd: host.cwd,
-                runtime_dir: host.runtime_dir,
-                host_sockets: host.host_sockets,
-                kind_of: host.kind_of,
+                cwd: ctx
+                    .place
+                    .cwd
+                    .as_deref()
+                    .map_err(|e| SandboxError::NoCwd(e.clone()))?,
+                runtime_dir: ctx.place.runtime_dir.as_deref(),
+                host_sockets: &ctx.place.sockets,
+                kind_of: &kind_of,
             };
             Ok(bwrap::build_argv(&inputs, command))
         }
@@ -141,9 +148,9 @@ pub struct InProcess {
 pub fn in_process(
     backend: &Backend,
     policy: &Policy,
-    host: &Host<'_>,
+    ctx: &Context<'_>,
 ) -> Result<InProcess, SandboxError> {
-    let exists = |p: &Path| (host.kind_of)(p) != bwrap::PathKind::Missing;
+    let exists = |p: &Path| ctx.exists(p);
     let filter = || -> Result<seccomp::Filter, SandboxError> {
         let filter = seccomp::build_filter(policy);
         #[cfg(target_os = "linux")]
@@ -168,7 +175,7 @@ pub fn in_process(
                         policy,
                         landlock::Layering::UnderBwrap,
                         &exists,
-                        host.proxy_port,
+                        ctx.proxy_port,
                     )
                 })
                 .transpose()?,
@@ -182,7 +189,7 @@ pub fn in_process(
                 policy,
                 landlock::Layering::Alone,
                 &exists,
-                host.proxy_port,
+                ctx.proxy_port,
             )?),
             seccomp: Some(filter()?),
             guard: true,

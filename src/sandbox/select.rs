@@ -1,35 +1,17 @@
 //! Which backend confines this run: the user's choice (`--backend`, or `backend` in the
-//! configuration) against what this machine offers. `select` is pure; `Machine::measure`
-//! takes the facts cheaply (file reads and one syscall, no probe run) on every start.
+//! configuration) against what this machine offers (`host::Machine`). `select` is pure and is
+//! the one decision: the run and `doctor` both call it, on the same kind of facts.
 //!
 //! Never a silent fallback: `auto` prefers bwrap with Landlock and seccomp inside it, then
 //! Landlock and seccomp alone, and otherwise refuses; a named backend that cannot run is an
 //! error; `none` runs unconfined only when named, with a warning.
 
-use std::path::{Path, PathBuf};
-
 use thiserror::Error;
 
+use super::landlock::MIN_ABI;
 use super::Backend;
 use crate::config::BackendChoice;
-
-/// Fixed locations bwrap is taken from: never `$PATH`, which a workspace could shadow.
-pub const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/bin/bwrap"];
-
-/// The Landlock ABI whose rights the rulesets use (see `landlock::Ruleset::min_abi`).
-pub const LANDLOCK_MIN_ABI: i64 = 6;
-
-/// What this machine offers the backends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Machine {
-    pub os: &'static str,
-    /// bwrap at a fixed path, if any.
-    pub bwrap: Option<PathBuf>,
-    /// Whether bwrap can create its namespaces here (root, or user namespaces open).
-    pub namespaces_open: bool,
-    /// The Landlock ABI, or why there is none.
-    pub landlock_abi: Result<i64, String>,
-}
+use crate::host::Machine;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum SelectError {
@@ -43,83 +25,54 @@ pub enum SelectError {
     },
 }
 
-impl Machine {
-    /// The facts, measured now.
-    pub fn measure() -> Machine {
-        let read = |path: &str| std::fs::read_to_string(path).ok();
-        Machine {
-            os: std::env::consts::OS,
-            bwrap: find_bwrap(),
-            namespaces_open: namespaces_open(
-                nix::unistd::geteuid().is_root(),
-                read("/proc/sys/kernel/unprivileged_userns_clone").as_deref(),
-                read("/proc/sys/user/max_user_namespaces").as_deref(),
-                read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref(),
-            ),
-            landlock_abi: landlock_abi(),
-        }
-    }
-}
-
-/// The first bwrap at a fixed path.
-pub fn find_bwrap() -> Option<PathBuf> {
-    BWRAP_PATHS
-        .iter()
-        .map(Path::new)
-        .find(|p| p.is_file())
-        .map(Path::to_path_buf)
-}
-
-/// Whether an unprivileged bwrap can create user namespaces (root always can).
-pub fn namespaces_open(
-    root: bool,
-    userns_clone: Option<&str>,
-    max_user_namespaces: Option<&str>,
-    apparmor_restrict: Option<&str>,
-) -> bool {
-    let is = |v: Option<&str>, x: &str| v.is_some_and(|v| v.trim() == x);
-    root || !(is(userns_clone, "0") || is(max_user_namespaces, "0") || is(apparmor_restrict, "1"))
-}
-
 /// Pick the backend for `choice` on `machine`.
 pub fn select(choice: BackendChoice, machine: &Machine) -> Result<Backend, SelectError> {
     if choice == BackendChoice::None {
         return Ok(Backend::None);
     }
-    if machine.os == "macos" {
-        return match choice {
-            BackendChoice::Auto | BackendChoice::Seatbelt => Ok(Backend::Seatbelt),
-            other => Err(SelectError::Unusable {
-                backend: other.name(),
-                why: "it is a Linux backend".into(),
-                hint: "use --backend auto (Seatbelt) on macOS".into(),
-            }),
-        };
-    }
-    if machine.os != "linux" {
-        return Err(SelectError::NoneUsable {
-            why: format!("sbx-shell has no sandbox for {}", machine.os),
+    match machine.os {
+        "macos" => select_macos(choice, machine),
+        "linux" => select_linux(choice, machine),
+        os => Err(SelectError::NoneUsable {
+            why: format!("sbx-shell has no sandbox for {os}"),
             hint: "run sbx-shell on Linux or macOS".into(),
+        }),
+    }
+}
+
+fn select_macos(choice: BackendChoice, machine: &Machine) -> Result<Backend, SelectError> {
+    match choice {
+        BackendChoice::Auto | BackendChoice::Seatbelt => match &machine.sandbox_exec_probe {
+            Some(Err(why)) => Err(SelectError::Unusable {
+                backend: "seatbelt",
+                why: format!("{}: {why}", super::seatbelt::SANDBOX_EXEC),
+                hint: "sandbox-exec ships with macOS; check that it exists and is not blocked by a management profile".into(),
+            }),
+            _ => Ok(Backend::Seatbelt),
+        },
+        other => Err(SelectError::Unusable {
+            backend: other.name(),
+            why: "it is a Linux backend".into(),
+            hint: "use --backend auto (Seatbelt) on macOS".into(),
+        }),
+    }
+}
+
+fn select_linux(choice: BackendChoice, machine: &Machine) -> Result<Backend, SelectError> {
+    if machine.seccomp_mode.is_none() {
+        return Err(SelectError::NoneUsable {
+            why: "this kernel has no seccomp filters, which every Linux backend installs".into(),
+            hint: "use a kernel built with CONFIG_SECCOMP_FILTER".into(),
         });
     }
     let landlock = match &machine.landlock_abi {
-        Ok(abi) if *abi >= LANDLOCK_MIN_ABI => Ok(()),
+        Ok(abi) if *abi >= i64::from(MIN_ABI) => Ok(()),
         Ok(abi) => Err(format!(
-            "Landlock ABI {abi} is older than the {LANDLOCK_MIN_ABI} the rules need"
+            "Landlock ABI {abi} is older than the {MIN_ABI} the rules need"
         )),
         Err(why) => Err(format!("Landlock: {why}")),
     };
-    let bwrap = match (&machine.bwrap, machine.namespaces_open) {
-        (Some(path), true) => Ok(path.clone()),
-        (Some(path), false) => Err(format!(
-            "{} cannot create user namespaces here",
-            path.display()
-        )),
-        (None, _) => Err(format!(
-            "bwrap is not installed ({})",
-            BWRAP_PATHS.join(" or ")
-        )),
-    };
+    let bwrap = machine.bwrap_runs().map(std::path::Path::to_path_buf);
     match choice {
         BackendChoice::Auto => match (bwrap, landlock) {
             (Ok(path), landlock) => Ok(Backend::Bwrap {
@@ -158,48 +111,23 @@ pub fn select(choice: BackendChoice, machine: &Machine) -> Result<Backend, Selec
     }
 }
 
-/// The Landlock ABI version the kernel offers (landlock_create_ruleset with the VERSION flag).
-pub fn landlock_abi() -> Result<i64, String> {
-    #[cfg(target_os = "linux")]
-    {
-        const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-        // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the kernel only
-        // returns the ABI number; no memory is read or written.
-        let abi = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<u8>(),
-                0usize,
-                LANDLOCK_CREATE_RULESET_VERSION,
-            )
-        };
-        if abi >= 0 {
-            return Ok(abi);
-        }
-        let err = std::io::Error::last_os_error();
-        Err(match err.raw_os_error() {
-            Some(libc::ENOSYS) => "not in this kernel (ENOSYS)".to_string(),
-            Some(libc::EOPNOTSUPP) => "disabled at boot (EOPNOTSUPP)".to_string(),
-            _ => err.to_string(),
-        })
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        Err("not Linux".to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::test_support::capable_linux;
+    use std::path::PathBuf;
 
     fn linux(bwrap: bool, open: bool, abi: Result<i64, String>) -> Machine {
-        Machine {
-            os: "linux",
+        let mut machine = Machine {
             bwrap: bwrap.then(|| PathBuf::from("/usr/bin/bwrap")),
-            namespaces_open: open,
+            bwrap_probe: None,
             landlock_abi: abi,
+            ..capable_linux()
+        };
+        if !open {
+            machine.userns.max = Some("0".into());
         }
+        machine
     }
 
     #[test]
@@ -256,6 +184,7 @@ mod tests {
         );
         let mac = Machine {
             os: "macos",
+            sandbox_exec_probe: None,
             ..linux(false, false, Err("not Linux".into()))
         };
         assert_eq!(select(BackendChoice::Auto, &mac), Ok(Backend::Seatbelt));
@@ -263,17 +192,24 @@ mod tests {
     }
 
     #[test]
-    fn user_namespaces_are_open_unless_a_sysctl_closes_them() {
-        assert!(namespaces_open(false, None, None, None));
-        assert!(namespaces_open(
-            false,
-            Some("1\n"),
-            Some("15000\n"),
-            Some("0\n")
-        ));
-        assert!(!namespaces_open(false, Some("0\n"), None, None));
-        assert!(!namespaces_open(false, None, Some("0"), None));
-        assert!(!namespaces_open(false, None, None, Some("1")));
-        assert!(namespaces_open(true, Some("0"), Some("0"), Some("1")));
+    fn a_failed_probe_or_no_seccomp_counts_against_a_backend() {
+        let probed = Machine {
+            bwrap_probe: Some(Err("exit status: 1: setting up uid map".into())),
+            ..capable_linux()
+        };
+        assert_eq!(select(BackendChoice::Auto, &probed), Ok(Backend::Landlock));
+        let err = select(BackendChoice::Bwrap, &probed)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("probe failed: exit status: 1"), "{err}");
+        let no_seccomp = Machine {
+            seccomp_mode: None,
+            ..capable_linux()
+        };
+        let err = select(BackendChoice::Auto, &no_seccomp)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("seccomp") && err.contains("Hint: "), "{err}");
+        assert_eq!(select(BackendChoice::None, &no_seccomp), Ok(Backend::None));
     }
 }

@@ -1,0 +1,21 @@
+//! `sbx-shell doctor`: which backends and layers can run here, and why not. Exits 1 when the
+//! default backend cannot run.
+
+use crate::doctor;
+use crate::exit::{self, Failure};
+use crate::host::{Machine, Probes};
+
+pub fn main(json: bool) -> Result<u8, Failure> {
+    let report = doctor::evaluate(&Machine::measure(Probes::Run));
+    let text = if json {
+        format!("{}\n", serde_json::to_string_pretty(&report)?)
+    } else {
+        doctor::render_text(&report)
+    };
+    super::write_stdout(text.as_bytes())?;
+    Ok(if report.default_backend_can_run {
+        0
+    } else {
+        exit::FAILURE
+    })
+}

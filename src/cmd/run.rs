@@ -1,0 +1,291 @@
+//! What sbx-shell does without a subcommand: run the program in the sandbox. One straight
+//! path, each step a short function with plain data in and out, read top to bottom:
+//!
+//! 1. measure the host, once (`host::Host`);
+//! 2. resolve the request and the policy (`resolve`): the real shell, the launch plan, the
+//!    program checked, the profile, the configuration layers;
+//! 3. choose the backend from the host facts (`choose_backend`);
+//! 4. prepare the network: the allow-list proxy, when the policy has one (`start_network`);
+//! 5. build the in-process layers, so that a policy a layer refuses fails before the
+//!    terminal is touched (`confine`), and the child's environment;
+//! 6. open the session (`session::Session::open`: the terminal raw, the inner pty);
+//! 7. build the argv once: the helper's, wrapped in the sandbox (`build_argv`);
+//! 8. run it until the end (`Session::run`);
+//! 9. record it: the network summary and the session log (`record`).
+//!
+//! Nothing below calls back up into this file.
+
+use std::ffi::OsStr;
+use std::io::IsTerminal;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use anyhow::{anyhow, Context as _};
+
+use crate::cli::{Cli, PtyMode};
+use crate::exit::Failure;
+use crate::helper::spec::{self as helper_spec, HelperSpec, ProcessLimits, ProxyListen};
+use crate::host::Host;
+use crate::launch::{self, Launch, Request};
+use crate::netproxy::session::ProxySession;
+use crate::policy::Policy;
+use crate::sandbox::{self, select, Backend, InProcess};
+use crate::say::Verbosity;
+use crate::session::{Session, SessionOptions, Timeout};
+use crate::{inputs, netproxy, process, profiles, program, pty, sessionlog, shell};
+
+/// What the request and the policy resolved to.
+struct Plan {
+    home: PathBuf,
+    launch: Launch,
+    policy: Policy,
+}
+
+pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
+    let started = SystemTime::now();
+    let say = Verbosity {
+        quiet: cli.quiet,
+        verbose: cli.verbose,
+    };
+    process::install_subreaper();
+    pty::install_panic_hook();
+    let host = Host::measure();
+    let plan = resolve(&cli, login_arg0, say)?;
+    let backend = choose_backend(&plan, &host, say)?;
+    let net = start_network(&plan, &backend, &cli.resolve, say)?;
+    let layers = confine(&plan, &backend, &host, net.as_ref())?;
+    let env = launch::child_env(
+        plan.policy
+            .environment
+            .apply(std::env::vars_os(), backend.name()),
+        net.as_ref().map(|n| netproxy::proxy_env(n.port)),
+        &plan.launch.shell,
+    );
+    let session = Session::open(wants_pty(
+        cli.pty,
+        std::io::stdin().is_terminal(),
+        std::io::stdout().is_terminal(),
+    ))?;
+    let argv = build_argv(&plan, &backend, &host, &layers, net.as_ref(), &session)?;
+    let code = session.run(&argv, &env, session_options(&plan.policy, &layers));
+    record(&plan, &backend, &host, started, &code, net.as_ref(), say);
+    code.with_context(|| format!("cannot run {}", plan.launch.program.to_string_lossy()))
+        .map_err(Failure::from)
+}
+
+/// Step 2: the real shell, the launch plan (the program checked before anything else is
+/// touched), and the policy from the defaults, the user config, the profile and the flags.
+fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Plan, Failure> {
+    let home = inputs::home_dir()?;
+    let config_dir = inputs::config_dir(&home);
+    let user_config = profiles::load_user_config(&config_dir).map_err(|e| {
+        // sbx-shell may be this account's login shell: say how to get back in.
+        anyhow!(
+            "{e}\nHint: until it is fixed, sbx-shell refuses to start, logins through it too; from another session, account or a root console, fix or move aside {} (sbx-shell runs with its defaults without it), or give the account another shell: chsh -s /bin/bash",
+            config_dir.join(profiles::CONFIG_FILE).display()
+        )
+    })?;
+    let request = Request {
+        login: cli.login || login_arg0,
+        interactive: cli.interactive,
+        command_string: cli.command_string.clone(),
+        shell_args: cli.stray.clone(),
+        command: cli.command.clone(),
+    };
+    let system = program::System::default();
+    let candidates = shell::Candidates {
+        explicit: cli.shell.clone(),
+        configured: user_config
+            .as_ref()
+            .and_then(|layer| layer.config.shell.clone()),
+        env: std::env::var_os("SHELL"),
+        passwd: program::passwd_shell(),
+    };
+    let shell = shell::resolve(&candidates, &system)?;
+    let launch = launch::plan(&request, &shell)?;
+    program::check(&launch.program, &system)?;
+    let (policy_args, picked) = inputs::with_agent_profile(&cli.policy, Some(&launch.program));
+    if let Some(agent) = picked {
+        say.detail(&format!(
+            "sbx-shell: profile {agent}, picked for the command {agent} (--profile chooses another)"
+        ));
+    }
+    let policy = inputs::resolve(&policy_args, &home, user_config)?;
+    Ok(Plan {
+        home,
+        launch,
+        policy,
+    })
+}
+
+/// Step 3: the backend for the policy's choice on this machine, or why none can run it.
+fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result<Backend, Failure> {
+    let policy = &plan.policy;
+    if policy.limits.processes.is_some() && host.machine.root {
+        return Err(anyhow!(
+            "the processes limit cannot be enforced for root: the kernel exempts uid 0 from RLIMIT_NPROC\nHint: run sbx-shell as a normal user, or leave out --processes / limits.processes"
+        )
+        .into());
+    }
+    let backend = select::select(policy.backend, &host.machine)?;
+    if backend == Backend::None {
+        say_unconfined(&plan.launch.program);
+    }
+    say.detail(&format!(
+        "sbx-shell: profile {}, backend {} (layers: {})",
+        policy.profile,
+        backend.name(),
+        backend.layers().join(", ")
+    ));
+    Ok(backend)
+}
+
+fn say_unconfined(program: &OsStr) {
+    crate::say::warning(&format!(
+        "--backend none: {} runs without any sandbox",
+        program.to_string_lossy()
+    ));
+}
+
+/// Step 4: the allow-list proxy, when the policy has one.
+fn start_network(
+    plan: &Plan,
+    backend: &Backend,
+    resolve: &[String],
+    say: Verbosity,
+) -> Result<Option<ProxySession>, Failure> {
+    let net = netproxy::session::start(&plan.policy, backend, resolve, &plan.home)?;
+    if let Some(net) = &net {
+        say.detail(&format!(
+            "sbx-shell: network allow-list: the proxy is at 127.0.0.1:{} {}; refusals go to {}",
+            net.port,
+            if net.channel.is_some() {
+                "inside the sandbox"
+            } else {
+                "on this host"
+            },
+            net.log
+                .as_ref()
+                .map_or("nowhere (no state directory)".into(), |p| p
+                    .display()
+                    .to_string())
+        ));
+    }
+    Ok(net)
+}
+
+/// Step 5: what the helper applies to itself before exec; a layer that refuses the policy
+/// fails here, before the terminal is touched.
+fn confine(
+    plan: &Plan,
+    backend: &Backend,
+    host: &Host,
+    net: Option<&ProxySession>,
+) -> Result<InProcess, Failure> {
+    let ctx = sandbox::Context {
+        place: &host.place,
+        tty: None,
+        proxy_port: net.map(|n| n.port),
+    };
+    Ok(sandbox::in_process(backend, &plan.policy, &ctx)?)
+}
+
+/// Step 7: the helper's argv, wrapped in the backend's launcher, built once the session
+/// has its terminal.
+fn build_argv(
+    plan: &Plan,
+    backend: &Backend,
+    host: &Host,
+    layers: &InProcess,
+    net: Option<&ProxySession>,
+    session: &Session,
+) -> Result<Vec<std::ffi::OsString>, Failure> {
+    let spec = HelperSpec {
+        new_session: session.is_pty(),
+        limits: ProcessLimits::from_policy(&plan.policy.limits),
+        drop_privileges: layers.drop_privileges,
+        landlock: layers.landlock.clone(),
+        seccomp: layers.seccomp.clone(),
+        guard: layers.guard,
+        stop_notify_fd: session
+            .stop_notify_fd()
+            .filter(|_| layers.launcher_depth > 0),
+        proxy_listen: net.and_then(|n| {
+            n.channel.as_ref().map(|fd| ProxyListen {
+                port: n.port,
+                channel_fd: fd.as_raw_fd(),
+            })
+        }),
+    };
+    let exe = std::env::current_exe().context("cannot locate the sbx-shell executable")?;
+    let helper_argv = helper_spec::build_helper_argv(&exe, &spec, &plan.launch)?;
+    let ctx = sandbox::Context {
+        place: &host.place,
+        tty: session.tty(),
+        proxy_port: net.map(|n| n.port),
+    };
+    Ok(sandbox::wrap(backend, &plan.policy, &ctx, &helper_argv)?)
+}
+
+fn session_options(policy: &Policy, layers: &InProcess) -> SessionOptions {
+    SessionOptions {
+        timeout: policy.limits.timeout_seconds.map(|after| Timeout {
+            after: std::time::Duration::from_secs(after),
+            grace: std::time::Duration::from_secs(policy.limits.timeout_grace_seconds),
+        }),
+        launcher_depth: layers.launcher_depth,
+    }
+}
+
+/// Step 9: the network summary on stderr and the session's line in the session log.
+fn record(
+    plan: &Plan,
+    backend: &Backend,
+    host: &Host,
+    started: SystemTime,
+    code: &std::io::Result<u8>,
+    net: Option<&ProxySession>,
+    say: Verbosity,
+) {
+    if let Some(line) = net.and_then(|n| n.proxy.summary()) {
+        say.note(&line);
+    }
+    let Ok(code) = code else { return };
+    let launch = &plan.launch;
+    let record = sessionlog::Record::new(
+        started,
+        std::iter::once(&launch.program).chain(&launch.args),
+        host.place.cwd.as_deref().ok(),
+        &plan.policy,
+        backend,
+        *code,
+        net.map_or(0, |n| n.proxy.refused()),
+    );
+    if let Err(e) = sessionlog::append(&plan.home, &record) {
+        say.detail(&format!("sbx-shell: cannot write the session log: {e}"));
+    }
+}
+
+/// `--pty auto` means a pty only when both stdin and stdout are terminals.
+pub fn wants_pty(mode: PtyMode, stdin_tty: bool, stdout_tty: bool) -> bool {
+    match mode {
+        PtyMode::Auto => stdin_tty && stdout_tty,
+        PtyMode::Always => true,
+        PtyMode::Never => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_wants_a_pty_only_between_two_terminals() {
+        assert!(wants_pty(PtyMode::Auto, true, true));
+        assert!(!wants_pty(PtyMode::Auto, false, true));
+        assert!(!wants_pty(PtyMode::Auto, true, false));
+        assert!(wants_pty(PtyMode::Always, false, false));
+        assert!(!wants_pty(PtyMode::Never, true, true));
+    }
+}

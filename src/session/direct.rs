@@ -1,0 +1,77 @@
+//! Running without a pty: when stdin or stdout is not a terminal (ssh remote commands, scp,
+//! sftp, rsync, git over ssh, pipes), the child runs on the inherited fds, because a pty
+//! would corrupt binary streams. No raw mode, no relay: the loop only waits, passes on
+//! signals that a process sent to sbx-shell, and leaves the rest to the `Supervisor`.
+//!
+//! The child stays in our process group, so signals from a terminal (^C) reach it directly;
+//! those are not passed on again.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::AsFd;
+use std::time::Instant;
+
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{kill, Signal};
+
+use super::supervise::{SessionOptions, Supervisor};
+use crate::process;
+use crate::signals::{self, SignalPipes};
+
+const HANDLED: [Signal; 5] = [
+    Signal::SIGCHLD,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+];
+
+/// A session on the inherited stdio: the signal handling, installed before the spawn.
+pub struct Session {
+    signals: SignalPipes,
+}
+
+impl Session {
+    pub fn open() -> io::Result<Session> {
+        Ok(Session {
+            signals: signals::install(&HANDLED, false)?,
+        })
+    }
+
+    /// Run `argv` on the inherited stdio until it ends; returns the exit code.
+    pub fn run(
+        self,
+        argv: &[OsString],
+        env: &[(OsString, OsString)],
+        options: SessionOptions,
+    ) -> io::Result<u8> {
+        let child = process::spawn_child(argv, env, None, false)?;
+        let mut supervisor = Supervisor::new(child, options, None);
+        while !(supervisor.is_over() && supervisor.child_ended()) {
+            let wait = supervisor.next_deadline().map_or(PollTimeout::NONE, |at| {
+                PollTimeout::try_from(at.saturating_duration_since(Instant::now()))
+                    .unwrap_or(PollTimeout::MAX)
+            });
+            let mut fds = [PollFd::new(self.signals.events.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, wait) {
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+            supervisor.on_time(Instant::now(), None);
+            for event in signals::read_events(self.signals.events.as_fd()) {
+                if event.signal == libc::SIGCHLD {
+                    if supervisor.on_child_events() {
+                        let _ = signals::stop_self();
+                        let _ = kill(supervisor.child(), Signal::SIGCONT);
+                    }
+                } else if let (true, Ok(signal)) =
+                    (event.sent_by_process, Signal::try_from(event.signal))
+                {
+                    supervisor.forward(signal);
+                }
+            }
+        }
+        Ok(supervisor.exit_code())
+    }
+}
