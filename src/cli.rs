@@ -19,15 +19,16 @@ pub enum PtyMode {
 
 /// Run a shell or an agent TUI inside a sandbox, on a pseudo-terminal of its own.
 /// `--version`: the version and the sandbox backends built into this binary.
-#[cfg(target_os = "linux")]
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (backends: bwrap with landlock and seccomp, landlock with seccomp, none)"
-);
-#[cfg(target_os = "macos")]
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (backends: seatbelt, none)");
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (backends: none)");
+pub const VERSION: &str = if cfg!(target_os = "linux") {
+    concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (backends: bwrap with landlock and seccomp, landlock with seccomp, none)"
+    )
+} else if cfg!(target_os = "macos") {
+    concat!(env!("CARGO_PKG_VERSION"), " (backends: seatbelt, none)")
+} else {
+    concat!(env!("CARGO_PKG_VERSION"), " (backends: none)")
+};
 
 #[derive(Debug, Parser)]
 #[command(

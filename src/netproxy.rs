@@ -18,6 +18,16 @@
 pub mod request;
 pub mod session;
 
+/// The proxy's end of the handover (MSG_CMSG_CLOEXEC is Linux's, like bwrap).
+#[cfg(target_os = "linux")]
+mod handover;
+#[cfg(not(target_os = "linux"))]
+mod handover {
+    pub fn receive_fd(_channel: &std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::RawFd> {
+        Err(std::io::Error::other("bwrap exists on Linux only"))
+    }
+}
+
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -84,14 +94,13 @@ impl Proxy {
         Ok(port)
     }
 
-    /// Linux: serve the listening socket that the helper sends over `channel` (from inside the
-    /// sandbox's network namespace). Returns at once; a helper that never sends leaves the
+    /// Serve the listening socket that the helper sends over `channel` (from inside bwrap's
+    /// network namespace: Linux). Returns at once; a helper that never sends leaves the
     /// thread waiting until sbx-shell ends.
-    #[cfg(target_os = "linux")]
     pub fn serve_from_sandbox(&self, channel: OwnedFd) -> io::Result<()> {
         let proxy = self.clone();
         spawn_quiet(move || {
-            if let Ok(listener) = receive_fd(&channel) {
+            if let Ok(listener) = handover::receive_fd(&channel) {
                 use std::os::fd::FromRawFd;
                 // SAFETY: the fd was just received and is owned by nothing else.
                 let listener = unsafe { TcpListener::from_raw_fd(listener) };
@@ -99,12 +108,6 @@ impl Proxy {
             }
         })?;
         Ok(())
-    }
-
-    /// The helper's socket handover happens inside bwrap, which exists on Linux only.
-    #[cfg(not(target_os = "linux"))]
-    pub fn serve_from_sandbox(&self, _channel: OwnedFd) -> io::Result<()> {
-        Err(io::Error::other("bwrap exists on Linux only"))
     }
 
     /// How many connections were refused so far.
@@ -329,30 +332,6 @@ fn pump(from: &mut TcpStream, to: &mut TcpStream) -> io::Result<()> {
         };
         to.write_all(buf.get(..n).unwrap_or_default())?;
     }
-}
-
-/// Receive one fd sent with SCM_RIGHTS over `channel`.
-#[cfg(target_os = "linux")]
-fn receive_fd(channel: &OwnedFd) -> io::Result<RawFd> {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-    use std::os::fd::AsRawFd;
-    let mut byte = [0u8; 1];
-    let mut iov = [io::IoSliceMut::new(&mut byte)];
-    let mut space = nix::cmsg_space!(RawFd);
-    let msg = recvmsg::<()>(
-        channel.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )?;
-    for cmsg in msg.cmsgs()? {
-        if let ControlMessageOwned::ScmRights(fds) = cmsg {
-            if let Some(fd) = fds.first() {
-                return Ok(*fd);
-            }
-        }
-    }
-    Err(io::ErrorKind::UnexpectedEof.into())
 }
 
 /// Send `fd` with SCM_RIGHTS over `channel` (the helper's side).

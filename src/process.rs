@@ -20,6 +20,16 @@ use nix::unistd::Pid;
 
 use crate::exit::ChildEnd;
 
+#[cfg(target_os = "linux")]
+#[path = "process/linux.rs"]
+mod os;
+#[cfg(target_os = "macos")]
+#[path = "process/macos.rs"]
+mod os;
+
+pub use os::{install_subreaper, list_processes};
+use os::{no_descendants_left, processes_below};
+
 /// How long leftovers get after SIGHUP before SIGKILL.
 const HANGUP_GRACE: Duration = Duration::from_millis(100);
 /// Give up killing after this long (a fork bomb outrunning us must not hang the exit).
@@ -94,95 +104,6 @@ pub fn reap_children() -> Vec<ChildEvent> {
             Ok(WaitStatus::StillAlive) | Err(_) => return events,
             Ok(_) => {}
         }
-    }
-}
-
-/// True when we are a child subreaper (Linux): every orphan below us is then re-parented to
-/// us, so the processes below us are exactly our children and theirs.
-#[cfg(target_os = "linux")]
-fn is_subreaper() -> bool {
-    let mut reaper: libc::c_int = 0;
-    // SAFETY: PR_GET_CHILD_SUBREAPER writes one int through the pointer, which is valid.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_GET_CHILD_SUBREAPER,
-            &mut reaper as *mut libc::c_int,
-            0,
-            0,
-            0,
-        )
-    };
-    rc == 0 && reaper != 0
-}
-
-/// True when nothing can be left below us: a subreaper without any child, not even an
-/// unreaped one. Saves every walk on the common way out.
-#[cfg(target_os = "linux")]
-fn no_descendants_left() -> bool {
-    if !is_subreaper() {
-        return false;
-    }
-    let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
-    let flags = libc::WEXITED | libc::WSTOPPED | libc::WCONTINUED | libc::WNOHANG | libc::WNOWAIT;
-    // SAFETY: `info` is a writable siginfo_t; WNOWAIT leaves any child's state in place.
-    let rc = unsafe { libc::waitid(libc::P_ALL, 0, info.as_mut_ptr(), flags) };
-    rc == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn no_descendants_left() -> bool {
-    false
-}
-
-/// The processes that `select_leftovers` needs to see: as a subreaper, only those below
-/// `me`, found through each task's `children` list (a handful of reads instead of one per
-/// process on the machine); else every process.
-#[cfg(target_os = "linux")]
-fn processes_below(me: i32) -> Vec<ProcInfo> {
-    // Without CONFIG_PROC_CHILDREN there are no lists: walk everything rather than miss any.
-    let lists = std::path::Path::new(&format!("/proc/{me}/task/{me}/children")).exists();
-    if !is_subreaper() || !lists {
-        return list_processes();
-    }
-    let mut found: Vec<ProcInfo> = Vec::new();
-    let mut frontier = vec![me];
-    while let Some(pid) = frontier.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
-                continue;
-            };
-            for child in children
-                .split_ascii_whitespace()
-                .filter_map(|c| c.parse::<i32>().ok())
-            {
-                if found.iter().any(|p| p.pid == child) {
-                    continue;
-                }
-                let stat = std::fs::read_to_string(format!("/proc/{child}/stat"));
-                if let Some(info) = stat.ok().and_then(|stat| parse_proc_stat(child, &stat)) {
-                    found.push(info);
-                    frontier.push(child);
-                }
-            }
-        }
-    }
-    found
-}
-
-#[cfg(not(target_os = "linux"))]
-fn processes_below(_me: i32) -> Vec<ProcInfo> {
-    list_processes()
-}
-
-/// Become the reaper of every orphan below us (Linux); elsewhere a no-op.
-pub fn install_subreaper() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag and touches no memory of ours.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     }
 }
 
@@ -264,21 +185,6 @@ pub fn kill_leftovers(child_session: Option<Pid>) -> Vec<ChildEvent> {
     reaped
 }
 
-/// Every process on the machine, as far as we may see it.
-#[cfg(target_os = "linux")]
-pub fn list_processes() -> Vec<ProcInfo> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|entry| {
-            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-            parse_proc_stat(pid, &stat)
-        })
-        .collect()
-}
-
 /// Parse `/proc/PID/stat`: "pid (comm) state ppid pgrp session ..."; comm may hold ')'.
 pub fn parse_proc_stat(pid: i32, stat: &str) -> Option<ProcInfo> {
     let after_comm = &stat[stat.rfind(')')? + 1..];
@@ -292,48 +198,6 @@ pub fn parse_proc_stat(pid: i32, stat: &str) -> Option<ProcInfo> {
         ppid,
         sid,
         zombie: state == "Z" || state == "X",
-    })
-}
-
-/// Every process on the machine, through libproc.
-#[cfg(target_os = "macos")]
-pub fn list_processes() -> Vec<ProcInfo> {
-    let mut pids = vec![0 as libc::pid_t; 8192];
-    let bytes = i32::try_from(pids.len() * std::mem::size_of::<libc::pid_t>()).unwrap_or(i32::MAX);
-    // SAFETY: the buffer is valid for `bytes` bytes and libproc writes at most that many.
-    let count = unsafe { libc::proc_listallpids(pids.as_mut_ptr().cast(), bytes) };
-    pids.truncate(usize::try_from(count).unwrap_or(0));
-    pids.into_iter()
-        .filter(|pid| *pid > 0)
-        .filter_map(macos_proc_info)
-        .collect()
-}
-
-#[cfg(target_os = "macos")]
-fn macos_proc_info(pid: libc::pid_t) -> Option<ProcInfo> {
-    // SAFETY: proc_bsdinfo is plain old data; all-zero is a valid value.
-    let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
-    let size = i32::try_from(std::mem::size_of::<libc::proc_bsdinfo>()).ok()?;
-    // SAFETY: `info` is valid for `size` bytes, which is what PROC_PIDTBSDINFO writes.
-    let got = unsafe {
-        libc::proc_pidinfo(
-            pid,
-            libc::PROC_PIDTBSDINFO,
-            0,
-            (&mut info as *mut libc::proc_bsdinfo).cast(),
-            size,
-        )
-    };
-    if got != size {
-        return None;
-    }
-    let sid = nix::unistd::getsid(Some(Pid::from_raw(pid))).ok()?.as_raw();
-    let ppid = i32::try_from(info.pbi_ppid).ok()?;
-    Some(ProcInfo {
-        pid,
-        ppid,
-        sid,
-        zombie: info.pbi_status == libc::SZOMB,
     })
 }
 

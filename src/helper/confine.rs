@@ -5,29 +5,48 @@
 //! Each applier either applies its layer in full or fails: a ruleset the kernel would only
 //! partly enforce is an error, never a weaker sandbox.
 
-use std::fmt;
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
 
 use landlock::{
     Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
+use thiserror::Error;
+
 use crate::sandbox::landlock::{Access as Rights, Ruleset};
-use crate::sandbox::seccomp::{self, Filter};
+use crate::sandbox::seccomp::{self, Filter, SeccompError};
 
-/// Why a layer could not be applied.
-#[derive(Debug)]
-pub struct ConfineError(String);
-
-impl fmt::Display for ConfineError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-fn fail(what: impl fmt::Display) -> ConfineError {
-    ConfineError(what.to_string())
+/// Why a layer could not be applied: one variant per failing step, the source kept.
+#[derive(Debug, Error)]
+pub enum ConfineError {
+    #[error("cannot drop capability {cap} from the bounding set: {source}")]
+    BoundingSet {
+        cap: libc::c_ulong,
+        #[source]
+        source: io::Error,
+    },
+    #[error("capget: {0}")]
+    ReadCapabilities(#[source] io::Error),
+    #[error("cannot drop capabilities: {0}")]
+    DropCapabilities(#[source] io::Error),
+    #[error("cannot set no_new_privs: {0}")]
+    NoNewPrivs(#[source] io::Error),
+    #[error("Landlock: {0}\nHint: `sbx-shell doctor` shows what this kernel supports; Linux 6.12 or later is needed")]
+    Landlock(#[source] landlock::RulesetError),
+    #[error("Landlock: cannot open {path}: {source}")]
+    LandlockPath {
+        path: PathBuf,
+        #[source]
+        source: landlock::PathFdError,
+    },
+    #[error("Landlock: the ruleset is only {0:?} on this kernel\nHint: `sbx-shell doctor` shows the Landlock ABI; use the bwrap backend or a newer kernel")]
+    PartlyEnforced(RulesetStatus),
+    #[error(transparent)]
+    SeccompCompile(#[from] SeccompError),
+    #[error("seccomp: {0}")]
+    SeccompApply(#[source] seccompiler::Error),
 }
 
 /// Every capability gone for good (bounding set, ambient, effective/permitted/inheritable),
@@ -40,13 +59,11 @@ pub fn apply_drop_privileges() -> Result<(), ConfineError> {
     if has_capabilities()? {
         for cap in 0..=last_cap {
             // SAFETY: PR_CAPBSET_DROP takes an integer and touches no memory of ours.
-            if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } == -1
-                && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
-            {
-                return Err(fail(format_args!(
-                    "cannot drop capability {cap} from the bounding set: {}",
-                    std::io::Error::last_os_error()
-                )));
+            if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } == -1 {
+                let source = io::Error::last_os_error();
+                if source.raw_os_error() != Some(libc::EINVAL) {
+                    return Err(ConfineError::BoundingSet { cap, source });
+                }
             }
         }
         // SAFETY: integer arguments only.
@@ -63,10 +80,7 @@ pub fn apply_drop_privileges() -> Result<(), ConfineError> {
     }
     // SAFETY: integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == -1 {
-        return Err(fail(format_args!(
-            "cannot set no_new_privs: {}",
-            std::io::Error::last_os_error()
-        )));
+        return Err(ConfineError::NoNewPrivs(io::Error::last_os_error()));
     }
     Ok(())
 }
@@ -96,10 +110,7 @@ fn has_capabilities() -> Result<bool, ConfineError> {
     // SAFETY: capget writes two CapData (the v3 layout) into `data` and reads `header`.
     let rc = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
     if rc == -1 {
-        return Err(fail(format_args!(
-            "capget: {}",
-            std::io::Error::last_os_error()
-        )));
+        return Err(ConfineError::ReadCapabilities(io::Error::last_os_error()));
     }
     Ok(data.iter().any(|d| d.permitted != 0 || d.effective != 0))
 }
@@ -113,22 +124,14 @@ fn set_capabilities_empty() -> Result<(), ConfineError> {
     // SAFETY: capset reads `header` and two CapData (the v3 layout) from `data`.
     let rc = unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) };
     if rc == -1 {
-        return Err(fail(format_args!(
-            "cannot drop capabilities: {}",
-            std::io::Error::last_os_error()
-        )));
+        return Err(ConfineError::DropCapabilities(io::Error::last_os_error()));
     }
     Ok(())
 }
 
 /// The Landlock ABI whose rights the ruleset handles.
-fn abi_of(ruleset: &Ruleset) -> Result<ABI, ConfineError> {
-    match ruleset.min_abi {
-        6 => Ok(ABI::V6),
-        other => Err(fail(format_args!(
-            "internal error: no Landlock ABI {other} in this build"
-        ))),
-    }
+fn abi_of(ruleset: &Ruleset) -> ABI {
+    ABI::from(i32::try_from(ruleset.min_abi).unwrap_or(i32::MAX))
 }
 
 /// The rights one rule grants, for a directory or (narrowed) for a file.
@@ -151,12 +154,8 @@ fn rights(access: Rights, abi: ABI, is_dir: bool) -> BitFlags<AccessFs> {
 /// Apply `ruleset` to this (single-threaded) process. Paths that do not exist are skipped
 /// (nothing to grant); anything less than full enforcement is an error.
 pub fn apply_landlock(ruleset: &Ruleset) -> Result<(), ConfineError> {
-    let abi = abi_of(ruleset)?;
-    let landlock_err = |e: landlock::RulesetError| {
-        fail(format_args!(
-            "Landlock: {e}\nHint: `sbx-shell doctor` shows what this kernel supports; Linux 6.12 or later is needed"
-        ))
-    };
+    let abi = abi_of(ruleset);
+    let landlock_err = ConfineError::Landlock;
     let mut builder = landlock::Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(abi))
@@ -182,11 +181,9 @@ pub fn apply_landlock(ruleset: &Ruleset) -> Result<(), ConfineError> {
         let Some(is_dir) = kind(&rule.path) else {
             continue;
         };
-        let fd = PathFd::new(&rule.path).map_err(|e| {
-            fail(format_args!(
-                "Landlock: cannot open {}: {e}",
-                rule.path.display()
-            ))
+        let fd = PathFd::new(&rule.path).map_err(|source| ConfineError::LandlockPath {
+            path: rule.path.clone(),
+            source,
         })?;
         created = created
             .add_rule(PathBeneath::new(fd, rights(rule.access, abi, is_dir)))
@@ -194,10 +191,7 @@ pub fn apply_landlock(ruleset: &Ruleset) -> Result<(), ConfineError> {
     }
     let status = created.restrict_self().map_err(landlock_err)?;
     if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(fail(format_args!(
-            "Landlock: the ruleset is only {:?} on this kernel\nHint: `sbx-shell doctor` shows the Landlock ABI; use the bwrap backend or a newer kernel",
-            status.ruleset
-        )));
+        return Err(ConfineError::PartlyEnforced(status.ruleset));
     }
     Ok(())
 }
@@ -209,8 +203,8 @@ fn kind(path: &Path) -> Option<bool> {
 
 /// Install the seccomp filter (needs no_new_privs or CAP_SYS_ADMIN; set before).
 pub fn apply_seccomp(filter: &Filter) -> Result<(), ConfineError> {
-    let program = seccomp::compile(filter).map_err(fail)?;
-    seccompiler::apply_filter(&program).map_err(|e| fail(format_args!("seccomp: {e}")))
+    let program = seccomp::compile(filter)?;
+    seccompiler::apply_filter(&program).map_err(ConfineError::SeccompApply)
 }
 
 #[cfg(test)]

@@ -153,8 +153,7 @@ pub fn in_process(
     let exists = |p: &Path| ctx.exists(p);
     let filter = || -> Result<seccomp::Filter, SandboxError> {
         let filter = seccomp::build_filter(policy);
-        #[cfg(target_os = "linux")]
-        seccomp::compile(&filter)?;
+        seccomp::check(&filter)?;
         Ok(filter)
     };
     Ok(match backend {

@@ -1,0 +1,43 @@
+//! The helper's parts on platforms other than Linux (`helper::os` there; macOS in
+//! practice): no guard and no in-process layers — Seatbelt confines from outside.
+
+use std::io;
+use std::process::ExitCode;
+
+use thiserror::Error;
+
+use super::spec::HelperSpec;
+
+/// The in-process layers exist on Linux only.
+#[derive(Debug, Error)]
+pub enum ConfineError {
+    #[error("Landlock and seccomp exist on Linux only")]
+    Unsupported,
+}
+
+/// macOS: setrlimit(RLIMIT_NOFILE) above OPEN_MAX fails, even as root.
+pub const NOFILE_CAP: Option<u64> = Some(10240);
+
+pub fn split_off_guard(_stop_notify_fd: Option<i32>) -> io::Result<Option<ExitCode>> {
+    Err(io::Error::other("guard mode exists on Linux only"))
+}
+
+pub fn confine(spec: &HelperSpec) -> Result<(), ConfineError> {
+    if spec.drop_privileges || spec.landlock.is_some() || spec.seccomp.is_some() {
+        return Err(ConfineError::Unsupported);
+    }
+    Ok(())
+}
+
+pub fn signal_count() -> i32 {
+    32
+}
+
+pub fn set_default_disposition(signal: i32) {
+    // SAFETY: setting SIG_DFL installs no code of ours.
+    unsafe { libc::signal(signal, libc::SIG_DFL) };
+}
+
+pub fn apply_cloexec_above_stderr() -> io::Result<()> {
+    super::cloexec_each_fd_above_stderr()
+}
