@@ -97,39 +97,47 @@ impl From<Refusal> for Rejected {
     }
 }
 
-/// The end of the head (index after "\r\n\r\n"), once `buf` holds it.
+/// The most header lines a request head may carry.
+const MAX_HEADERS: usize = 128;
+
+/// Where the head ends in `buf` (the index after its blank line), once `buf` holds it all;
+/// for a head that is already malformed, the whole buffer (reading more cannot mend it, and
+/// `parse` says what is wrong).
 pub fn head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    match httparse::Request::new(&mut headers).parse(buf) {
+        Ok(httparse::Status::Complete(end)) => Some(end),
+        Ok(httparse::Status::Partial) => None,
+        Err(_) => Some(buf.len()),
+    }
 }
 
-/// Parse a complete request head (up to and including the blank line).
+/// Parse a complete request head (up to and including the blank line) with httparse, a
+/// maintained and fuzzed HTTP/1 parser: it refuses whitespace before a header's colon, bare
+/// control characters and anything but HTTP/1.x. On top of it: exactly one `Host` header at
+/// most, whose value must be an authority, and header values that are text.
 pub fn parse(head: &[u8]) -> Result<Request, Rejected> {
-    let malformed = |why: &str| Refusal::Malformed(why.to_string());
-    let text = std::str::from_utf8(head).map_err(|_| malformed("not text"))?;
-    let mut lines = text.split("\r\n");
-    let request_line = lines.next().unwrap_or_default();
-    let mut parts = request_line.split(' ');
-    let (Some(method), Some(uri), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut headers);
+    match request.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err(malformed("incomplete head").into()),
+        Err(e) => return Err(malformed(&e.to_string()).into()),
+    }
+    let (Some(method), Some(uri), Some(minor)) = (request.method, request.path, request.version)
     else {
         return Err(malformed("bad request line").into());
     };
-    if !version.starts_with("HTTP/1.") {
-        return Err(malformed("not HTTP/1").into());
-    }
-    let headers: Vec<(&str, &str)> = lines
-        .take_while(|l| !l.is_empty())
-        .map(|l| {
-            l.split_once(':')
-                .map(|(n, v)| (n.trim(), v.trim()))
-                .ok_or_else(|| malformed("bad header line"))
+    let headers: Vec<(&str, &str)> = request
+        .headers
+        .iter()
+        .map(|h| {
+            std::str::from_utf8(h.value)
+                .map(|v| (h.name, v.trim()))
+                .map_err(|_| malformed("a header value that is not text"))
         })
         .collect::<Result<_, _>>()?;
-    let host_header = headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case("host"))
-        .map(|(_, v)| *v);
-
+    let host_header = host_header(&headers)?;
     if method.eq_ignore_ascii_case("CONNECT") {
         let target = parse_authority(uri, None).ok_or_else(|| malformed("bad CONNECT target"))?;
         if let Some(host) = host_header {
@@ -144,7 +152,37 @@ pub fn parse(head: &[u8]) -> Result<Request, Rejected> {
             forward_head: Vec::new(),
         });
     }
+    let (target, path) = parse_http_url(uri)?;
+    let host = host_header.ok_or_else(|| malformed("no Host header"))?;
+    check_host_header(host, &target, Some(80)).map_err(|refusal| Rejected {
+        target: Some(target.clone()),
+        refusal,
+    })?;
+    Ok(Request {
+        connect: false,
+        forward_head: forward_head(method, &path, minor, &headers),
+        target,
+    })
+}
 
+fn malformed(why: &str) -> Refusal {
+    Refusal::Malformed(why.to_string())
+}
+
+/// The one `Host` header's value, if there is one; two or more are refused.
+fn host_header<'h>(headers: &[(&str, &'h str)]) -> Result<Option<&'h str>, Refusal> {
+    let mut hosts = headers
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case("host"));
+    let first = hosts.next().map(|(_, value)| *value);
+    match hosts.next() {
+        Some(_) => Err(malformed("more than one Host header")),
+        None => Ok(first),
+    }
+}
+
+/// `http://authority/path?query` → the target and the origin-form path.
+fn parse_http_url(uri: &str) -> Result<(Target, String), Refusal> {
     let rest = uri
         .strip_prefix("http://")
         .or_else(|| uri.strip_prefix("HTTP://"))
@@ -154,40 +192,34 @@ pub fn parse(head: &[u8]) -> Result<Request, Rejected> {
         None => (rest, "/"),
     };
     if authority.contains('@') {
-        return Err(malformed("credentials in the URL").into());
+        return Err(malformed("credentials in the URL"));
     }
     let target = parse_authority(authority, Some(80)).ok_or_else(|| malformed("bad URL host"))?;
-    let host = host_header.ok_or_else(|| malformed("no Host header"))?;
-    check_host_header(host, &target, Some(80)).map_err(|refusal| Rejected {
-        target: Some(target.clone()),
-        refusal,
-    })?;
     let path = if path.starts_with('?') {
         format!("/{path}")
     } else {
         path.to_string()
     };
+    Ok((target, path))
+}
 
-    let mut forward = format!("{method} {path} {version}\r\n");
-    for (name, value) in &headers {
-        let hop = [
-            "connection",
-            "proxy-connection",
-            "proxy-authorization",
-            "keep-alive",
-        ]
-        .iter()
-        .any(|h| name.eq_ignore_ascii_case(h));
-        if !hop {
+/// The plain-HTTP request as the origin gets it: origin-form, hop-by-hop and proxy headers
+/// removed, `Connection: close`.
+fn forward_head(method: &str, path: &str, minor: u8, headers: &[(&str, &str)]) -> Vec<u8> {
+    const HOP_BY_HOP: [&str; 4] = [
+        "connection",
+        "proxy-connection",
+        "proxy-authorization",
+        "keep-alive",
+    ];
+    let mut forward = format!("{method} {path} HTTP/1.{minor}\r\n");
+    for (name, value) in headers {
+        if !HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h)) {
             forward.push_str(&format!("{name}: {value}\r\n"));
         }
     }
     forward.push_str("Connection: close\r\n\r\n");
-    Ok(Request {
-        connect: false,
-        target,
-        forward_head: forward.into_bytes(),
-    })
+    forward.into_bytes()
 }
 
 /// The Host header must name the request's target (its port may be left out when it is the
@@ -197,13 +229,12 @@ fn check_host_header(
     target: &Target,
     default_port: Option<u16>,
 ) -> Result<(), Refusal> {
-    let mismatch = || Refusal::HostMismatch(value.to_string());
-    let given =
-        parse_authority(value, Some(default_port.unwrap_or(target.port))).ok_or_else(mismatch)?;
+    let given = parse_authority(value, Some(default_port.unwrap_or(target.port)))
+        .ok_or_else(|| malformed("bad Host header"))?;
     if given == *target {
         Ok(())
     } else {
-        Err(mismatch())
+        Err(Refusal::HostMismatch(value.to_string()))
     }
 }
 
@@ -403,6 +434,33 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    #[test]
+    fn duplicate_malformed_and_spaced_host_headers_are_refused() {
+        for bad in [
+            &b"GET http://a.example.com/ HTTP/1.1\r\nHost: a.example.com\r\nHost: evil.example.net\r\n\r\n"[..],
+            b"GET http://a.example.com/ HTTP/1.1\r\nHost: a.example.com\r\nhOsT: a.example.com\r\n\r\n",
+            b"CONNECT a.example.com:443 HTTP/1.1\r\nHost: a.example.com:443\r\nHost: evil.example.net:443\r\n\r\n",
+            b"GET http://a.example.com/ HTTP/1.1\r\nHost : evil.example.net\r\n\r\n",
+            b"GET http://a.example.com/ HTTP/1.1\r\nHost\t: a.example.com\r\n\r\n",
+            b"GET http://a.example.com/ HTTP/1.1\r\nHost: a.example.com/evil\r\n\r\n",
+            b"GET http://a.example.com/ HTTP/1.1\r\nHost: a.exa\x01mple.com\r\n\r\n",
+            b"GET http://a.example.com/ HTTP/1.1\r\nX: \xff\r\nHost: a.example.com\r\n\r\n",
+        ] {
+            assert!(
+                matches!(parse(bad).map_err(|r| r.refusal), Err(Refusal::Malformed(_))),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn the_head_ends_at_its_blank_line_or_where_it_went_wrong() {
+        assert_eq!(head_end(b"CONNECT a:443 HTTP/1.1\r\n"), None);
+        assert_eq!(head_end(b"CONNECT a:443 HTTP/1.1\r\n\r\nrest"), Some(26));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\nBad Name: x\r\n"), Some(29));
     }
 
     #[test]
