@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::config::FsMode;
-use crate::policy::{Network, Policy, ResolvedPath};
+use crate::policy::{Filesystem, Network, Policy, ResolvedPath};
 
 /// System trees a program needs to read (and run) when reads are an allow-list.
 pub const SYSTEM_READ: &[&str] = &[
@@ -126,6 +126,11 @@ pub fn build_ruleset(
         _ => None,
     };
     let fs = &policy.filesystem;
+    let writable = writable_roots(fs);
+    let readable = readable_roots(fs, layering);
+    if layering == Layering::Alone {
+        check_alone(fs, &readable, &writable, exists)?;
+    }
     let mut rules = Vec::new();
     let mut add = |path: &Path, access| {
         rules.push(PathRule {
@@ -133,46 +138,6 @@ pub fn build_ruleset(
             access,
         })
     };
-    let writable: Vec<&Path> = match fs.mode {
-        FsMode::Unrestricted => vec![Path::new("/")],
-        FsMode::WorkspaceWrite => {
-            let mut w: Vec<&Path> = vec![real(&fs.workspace), Path::new("/tmp")];
-            w.extend(fs.writable.iter().map(real));
-            w
-        }
-        FsMode::ReadOnly => fs.writable.iter().map(real).collect(),
-    };
-    let readable: Vec<&Path> = match layering {
-        Layering::UnderBwrap => vec![Path::new("/")],
-        Layering::Alone => {
-            let mut r: Vec<&Path> = SYSTEM_READ.iter().map(Path::new).collect();
-            r.push(real(&fs.workspace));
-            r.extend(fs.readable.iter().chain(&fs.protected).map(real));
-            r
-        }
-    };
-    if layering == Layering::Alone {
-        for denied in fs.denied.iter().map(real) {
-            if let Some(inside) = readable
-                .iter()
-                .chain(&writable)
-                .find(|r| denied.starts_with(r))
-            {
-                return Err(LandlockError::DeniedInsideReadable {
-                    denied: denied.into(),
-                    inside: inside.into(),
-                });
-            }
-        }
-        for protected in fs.protected.iter().map(real).filter(|p| exists(p)) {
-            if let Some(inside) = writable.iter().find(|w| protected.starts_with(w)) {
-                return Err(LandlockError::ProtectedInsideWritable {
-                    protected: protected.into(),
-                    inside: inside.into(),
-                });
-            }
-        }
-    }
     for path in readable {
         add(path, Access::Read);
     }
@@ -206,6 +171,64 @@ pub fn build_ruleset(
         scoped: true,
         min_abi: MIN_ABI,
     })
+}
+
+/// The trees the program may write.
+fn writable_roots(fs: &Filesystem) -> Vec<&Path> {
+    match fs.mode {
+        FsMode::Unrestricted => vec![Path::new("/")],
+        FsMode::WorkspaceWrite => {
+            let mut w: Vec<&Path> = vec![real(&fs.workspace), Path::new("/tmp")];
+            w.extend(fs.writable.iter().map(real));
+            w
+        }
+        FsMode::ReadOnly => fs.writable.iter().map(real).collect(),
+    }
+}
+
+/// The trees the program may read: everything under bwrap (whose mounts hide the rest),
+/// an allow-list alone.
+fn readable_roots(fs: &Filesystem, layering: Layering) -> Vec<&Path> {
+    match layering {
+        Layering::UnderBwrap => vec![Path::new("/")],
+        Layering::Alone => {
+            let mut r: Vec<&Path> = SYSTEM_READ.iter().map(Path::new).collect();
+            r.push(real(&fs.workspace));
+            r.extend(fs.readable.iter().chain(&fs.protected).map(real));
+            r
+        }
+    }
+}
+
+/// Alone, Landlock cannot deny inside an allowed tree nor protect inside a writable one:
+/// such a policy is refused, never weakened.
+fn check_alone(
+    fs: &Filesystem,
+    readable: &[&Path],
+    writable: &[&Path],
+    exists: &dyn Fn(&Path) -> bool,
+) -> Result<(), LandlockError> {
+    for denied in fs.denied.iter().map(real) {
+        if let Some(inside) = readable
+            .iter()
+            .chain(writable)
+            .find(|r| denied.starts_with(r))
+        {
+            return Err(LandlockError::DeniedInsideReadable {
+                denied: denied.into(),
+                inside: inside.into(),
+            });
+        }
+    }
+    for protected in fs.protected.iter().map(real).filter(|p| exists(p)) {
+        if let Some(inside) = writable.iter().find(|w| protected.starts_with(w)) {
+            return Err(LandlockError::ProtectedInsideWritable {
+                protected: protected.into(),
+                inside: inside.into(),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn real(path: &ResolvedPath) -> &Path {

@@ -1,0 +1,270 @@
+//! `explain`'s report as text: the policy, section by section, and one backend in full.
+
+use std::fmt::Write;
+
+use super::{BackendOutput, BackendReport, Report, RulesOrRefusal, Selected};
+use crate::cli::ExplainBackend;
+use crate::config::{FsMode, OpenFiles, OpenFilesMode};
+use crate::policy::{Limits, Network, ResolvedPath, ALWAYS_DROPPED};
+use crate::sandbox::{landlock, seccomp};
+
+/// One backend in full, as text.
+pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
+    let name = match which {
+        ExplainBackend::Seatbelt => "seatbelt",
+        ExplainBackend::Bwrap => "bwrap",
+        ExplainBackend::Landlock => "landlock",
+    };
+    let Some(backend) = report.backends.iter().find(|b| b.name == name) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    match &backend.output {
+        BackendOutput::Runs {
+            argv,
+            profile,
+            params,
+        } => {
+            let _ = writeln!(out, "{}", argv.join(" "));
+            for (key, value) in params {
+                let _ = writeln!(out, "  -D {key}={value}");
+            }
+            if let Some(profile) = profile {
+                let _ = writeln!(out, "\nPROFILE:\n{profile}");
+            }
+        }
+        BackendOutput::Applies {
+            landlock_under_bwrap,
+            landlock_alone,
+            seccomp,
+        } => {
+            write_landlock(
+                &mut out,
+                "Landlock, layered under bwrap",
+                landlock_under_bwrap,
+            );
+            write_landlock(&mut out, "Landlock alone (no bwrap)", landlock_alone);
+            write_seccomp(&mut out, seccomp);
+        }
+        BackendOutput::Refuses { reason } => {
+            let _ = writeln!(out, "{name} refuses this policy: {reason}");
+        }
+    }
+    if !backend.enforced_here {
+        let _ = writeln!(
+            out,
+            "\n(not used on this machine with this policy: shown for review)"
+        );
+    }
+    out
+}
+
+fn write_landlock(out: &mut String, title: &str, rules: &RulesOrRefusal) {
+    let _ = writeln!(out, "{title}:");
+    let r: &landlock::Ruleset = match rules {
+        RulesOrRefusal::Rules(r) => r,
+        RulesOrRefusal::Refuses(reason) => {
+            let _ = writeln!(out, "  refuses: {}", reason.replace('\n', " "));
+            return;
+        }
+    };
+    for rule in &r.rules {
+        let _ = writeln!(out, "  {:<18} {}", rule.access.label(), rule.path.display());
+    }
+    let tcp = match (r.deny_tcp, r.connect_port) {
+        (true, Some(port)) => format!("TCP bind denied, connect only to port {port} (the proxy)"),
+        (true, None) => "TCP bind and connect denied".to_string(),
+        (false, _) => "TCP not restricted".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "  {tcp}; abstract unix sockets and signals scoped; needs ABI {}",
+        r.min_abi
+    );
+}
+
+fn write_seccomp(out: &mut String, filter: &seccomp::Filter) {
+    let _ = writeln!(
+        out,
+        "seccomp (denied with EPERM; x32 ABI rejected: {}):",
+        filter.reject_x32
+    );
+    for rule in &filter.rules {
+        let when = match &rule.condition {
+            seccomp::Condition::Always => String::new(),
+            seccomp::Condition::IoctlRequest { requests } => {
+                let requests: Vec<String> = requests.iter().map(|r| format!("{r:#x}")).collect();
+                format!(" when request is {}", requests.join(" or "))
+            }
+            seccomp::Condition::SocketNotIn {
+                allowed,
+                stream_only,
+            } if stream_only.is_empty() => {
+                format!(" unless (family, protocol) is one of {allowed:?}")
+            }
+            seccomp::Condition::SocketNotIn {
+                allowed,
+                stream_only,
+            } => format!(
+                " unless (family, protocol) is one of {allowed:?}, families {stream_only:?} as stream sockets only"
+            ),
+        };
+        let _ = writeln!(out, "  {}{when}: {}", rule.syscalls.join(" "), rule.why);
+    }
+}
+
+/// The report as text.
+pub fn render_text(report: &Report<'_>) -> String {
+    let p = report.policy;
+    let fs = &p.filesystem;
+    let mut out = String::new();
+    let mut line = |key: &str, value: &str| {
+        let _ = writeln!(out, "{key:<13} {value}");
+    };
+    line("profile", &p.profile);
+    if !report.command.is_empty() {
+        line("command", &report.command.join(" "));
+    }
+    line(
+        "filesystem",
+        match fs.mode {
+            FsMode::ReadOnly => "read-only",
+            FsMode::WorkspaceWrite => "workspace-write",
+            FsMode::Unrestricted => "unrestricted",
+        },
+    );
+    line("  workspace", &show(&fs.workspace));
+    line("  writable", &list(&fs.writable));
+    line("  readable", &list(&fs.readable));
+    line("  denied", &list(&fs.denied));
+    line("  protected", &list(&fs.protected));
+    line("network", &describe_network(&p.network));
+    line("nested pty", yes_no(p.nested_pty));
+    line("keychain", yes_no(p.keychain_access));
+    line("gui", yes_no(p.gui));
+    line("limits", &describe_limits(&p.limits));
+    let e = &p.environment;
+    line(
+        "environment",
+        &format!("always dropped: {}", ALWAYS_DROPPED.join(" ")),
+    );
+    line("", "dropped when the name looks secret (*TOKEN* *SECRET* *PASSWORD* *_API_KEY …), unless allowed");
+    line("  allowed", &words(e.allow.iter()));
+    line("  dropped", &words(e.drop.iter()));
+    line(
+        "  set",
+        &words(e.set.iter().map(|(k, v)| format!("{k}={v}"))),
+    );
+    line("", "and SBX_SHELL=1, SBX_SANDBOX=<backend>");
+    line("runs with", &describe_selected(&report.selected));
+    for backend in &report.backends {
+        line("backend", &describe_backend(backend));
+    }
+    out
+}
+
+fn describe_network(network: &Network) -> String {
+    let rules = match network {
+        Network::None => return "none".to_string(),
+        Network::Full => return "full".to_string(),
+        Network::Allow(rules) => rules,
+    };
+    let shown: Vec<String> = rules
+        .iter()
+        .map(|r| {
+            let host = if r.wildcard {
+                format!("*.{}", r.host)
+            } else {
+                r.host.clone()
+            };
+            r.port.map_or(host.clone(), |port| format!("{host}:{port}"))
+        })
+        .collect();
+    format!(
+        "only {} (ports 80 and 443 unless a port is given), through sbx-shell's proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY)",
+        shown.join(", ")
+    )
+}
+
+fn describe_limits(l: &Limits) -> String {
+    let open_files = match l.open_files {
+        OpenFiles::Mode(OpenFilesMode::Raise) => "raised to the hard limit".to_string(),
+        OpenFiles::Mode(OpenFilesMode::Keep) => "as inherited".to_string(),
+        OpenFiles::Count(n) => n.to_string(),
+    };
+    let or_none =
+        |v: Option<u64>, unit: &str| v.map_or("unlimited".to_string(), |v| format!("{v}{unit}"));
+    format!(
+        "open files {open_files}; cpu {}; memory {}; processes {}; core dumps {}; timeout {}",
+        or_none(l.cpu_seconds, " s"),
+        or_none(l.memory_mib, " MiB"),
+        or_none(l.processes, ""),
+        if l.core_dumps { "on" } else { "off" },
+        l.timeout_seconds.map_or("none".to_string(), |t| format!(
+            "{t} s, then SIGKILL after {} s",
+            l.timeout_grace_seconds
+        )),
+    )
+}
+
+fn describe_selected(selected: &Selected) -> String {
+    match selected {
+        Selected::Runs { backend, layers } if layers.is_empty() => {
+            format!("{backend}: NO SANDBOX (asked for by name)")
+        }
+        Selected::Runs { backend, layers } => format!("{backend} (layers: {})", layers.join(", ")),
+        Selected::Refuses { reason } => {
+            format!("nothing, it refuses: {}", reason.replace('\n', " "))
+        }
+    }
+}
+
+fn describe_backend(backend: &BackendReport) -> String {
+    let status = match &backend.output {
+        BackendOutput::Runs { .. } | BackendOutput::Applies { .. } => {
+            "builds for this policy (see --show)".to_string()
+        }
+        BackendOutput::Refuses { reason } => format!("refuses: {}", reason.replace('\n', " ")),
+    };
+    let here = if backend.enforced_here {
+        ", used here"
+    } else {
+        ", not used here"
+    };
+    format!("{} ({}{here}): {status}", backend.name, backend.platform)
+}
+
+fn show(path: &ResolvedPath) -> String {
+    match &path.real {
+        Some(real) => format!("{} (= {})", path.path.display(), real.display()),
+        None => path.path.display().to_string(),
+    }
+}
+
+fn list(paths: &[ResolvedPath]) -> String {
+    if paths.is_empty() {
+        return "—".into();
+    }
+    paths
+        .iter()
+        .map(show)
+        .collect::<Vec<_>>()
+        .join("\n              ")
+}
+
+fn words<T: std::fmt::Display>(items: impl Iterator<Item = T>) -> String {
+    let all: Vec<String> = items.map(|i| i.to_string()).collect();
+    if all.is_empty() {
+        "—".into()
+    } else {
+        all.join(" ")
+    }
+}
+
+fn yes_no(on: bool) -> &'static str {
+    if on {
+        "yes"
+    } else {
+        "no"
+    }
+}
