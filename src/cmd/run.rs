@@ -32,7 +32,7 @@ use crate::netproxy::session::ProxySession;
 use crate::policy::Policy;
 use crate::sandbox::{self, select, Backend, InProcess};
 use crate::say::Verbosity;
-use crate::session::{Session, SessionOptions, Timeout};
+use crate::session::{Child, Session, SessionOptions, Timeout};
 use crate::{inputs, netproxy, process, profiles, program, pty, sessionlog, shell};
 
 /// What the request and the policy resolved to.
@@ -67,8 +67,12 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         std::io::stdin().is_terminal(),
         std::io::stdout().is_terminal(),
     ))?;
-    let argv = build_argv(&plan, &backend, &host, &layers, net.as_ref(), &session)?;
-    let code = session.run(&argv, &env, session_options(&plan.policy, &layers));
+    let child = Child {
+        argv: build_argv(&plan, &backend, &host, &layers, net.as_ref(), &session)?,
+        env,
+        options: session_options(&plan.policy, &layers),
+    };
+    let code = session.run(&child);
     record(&plan, &backend, &host, started, &code, net.as_ref(), say);
     code.with_context(|| format!("cannot run {}", plan.launch.program.to_string_lossy()))
         .map_err(Failure::from)

@@ -12,7 +12,6 @@ mod raw_mode;
 mod relay;
 mod winsize;
 
-use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
@@ -23,7 +22,8 @@ use nix::sys::signal::Signal;
 pub use raw_mode::install_panic_hook;
 
 use crate::process;
-use crate::session::supervise::{SessionOptions, Supervisor};
+use crate::session::supervise::Supervisor;
+use crate::session::Child;
 use crate::signals;
 
 /// The signals the supervisor handles in a pty session (SIGWINCH has its own pipe).
@@ -96,12 +96,9 @@ impl Session {
     }
 
     /// Spawn `argv` on the inner pty and relay until the session ends; returns the exit code.
-    pub fn run(
-        self,
-        argv: &[OsString],
-        env: &[(OsString, OsString)],
-        options: SessionOptions,
-    ) -> io::Result<u8> {
+    pub fn run(self, child: &Child) -> io::Result<u8> {
+        let Child { argv, env, options } = child;
+        let options = *options;
         let Session {
             signals,
             raw,
@@ -116,12 +113,12 @@ impl Session {
             .as_ref()
             .ok_or(io::ErrorKind::NotFound)?
             .as_fd();
-        let child = process::spawn_child(argv, env, Some(&slave), options.launcher_depth > 0)?;
+        let pid = process::spawn_child(argv, env, Some(&slave), options.launcher_depth > 0)?;
         // Only the child may hold the slave, or the master never reports EIO at the end; and
         // the pipe reports EOF once the helper's guard is gone.
         drop(slave);
         drop(stops_write);
-        let supervisor = Supervisor::new(child, options, Some(child));
+        let supervisor = Supervisor::new(pid, options, Some(pid));
         let outer = raw.as_ref().map(raw_mode::RawMode::terminal);
         let code = relay::Relay::new(master, supervisor, outer, &signals, winch)
             .with_stop_notices(stops)

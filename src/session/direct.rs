@@ -6,7 +6,6 @@
 //! The child stays in our process group, so signals from a terminal (^C) reach it directly;
 //! those are not passed on again.
 
-use std::ffi::OsString;
 use std::io;
 use std::os::fd::AsFd;
 use std::time::Instant;
@@ -15,7 +14,8 @@ use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
 
-use super::supervise::{SessionOptions, Supervisor};
+use super::supervise::Supervisor;
+use super::Child;
 use crate::process;
 use crate::signals::{self, SignalPipes};
 
@@ -40,14 +40,11 @@ impl Session {
     }
 
     /// Run `argv` on the inherited stdio until it ends; returns the exit code.
-    pub fn run(
-        self,
-        argv: &[OsString],
-        env: &[(OsString, OsString)],
-        options: SessionOptions,
-    ) -> io::Result<u8> {
-        let child = process::spawn_child(argv, env, None, false)?;
-        let mut supervisor = Supervisor::new(child, options, None);
+    pub fn run(self, child: &Child) -> io::Result<u8> {
+        let Child { argv, env, options } = child;
+        let options = *options;
+        let pid = process::spawn_child(argv, env, None, false)?;
+        let mut supervisor = Supervisor::new(pid, options, None);
         while !(supervisor.is_over() && supervisor.child_ended()) {
             let wait = supervisor.next_deadline().map_or(PollTimeout::NONE, |at| {
                 PollTimeout::try_from(at.saturating_duration_since(Instant::now()))

@@ -19,6 +19,15 @@ pub use supervise::{SessionOptions, Timeout};
 
 use crate::pty;
 
+/// What the session runs: the argv (the launcher's, or the helper's), exactly this
+/// environment, and how it is supervised.
+#[derive(Debug, Clone)]
+pub struct Child {
+    pub argv: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    pub options: SessionOptions,
+}
+
 /// An open session, ready to run the child.
 pub enum Session {
     Pty(pty::Session),
@@ -58,16 +67,11 @@ impl Session {
         }
     }
 
-    /// Spawn `argv` with exactly `env` and supervise it until the end; returns the exit code.
-    pub fn run(
-        self,
-        argv: &[OsString],
-        env: &[(OsString, OsString)],
-        options: SessionOptions,
-    ) -> io::Result<u8> {
+    /// Spawn the child and supervise it until the end; returns the exit code.
+    pub fn run(self, child: &Child) -> io::Result<u8> {
         match self {
-            Session::Pty(session) => session.run(argv, env, options),
-            Session::Direct(session) => session.run(argv, env, options),
+            Session::Pty(session) => session.run(child),
+            Session::Direct(session) => session.run(child),
         }
     }
 }
