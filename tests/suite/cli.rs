@@ -3,6 +3,7 @@
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
+use super::support::Shown;
 use super::support::{bin, Scratch};
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
@@ -100,8 +101,7 @@ fn a_dash_argv0_or_dash_l_makes_the_real_shell_a_login_shell() {
             .env("SHELL", "/bin/bash")
             .env("HOME", "/nonexistent")
             .stdin(Stdio::null())
-            .output()
-            .unwrap();
+            .shown();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
             text.contains("LOGIN\narg0=-bash"),

@@ -3,6 +3,7 @@
 
 use std::process::Command;
 
+use super::support::Shown;
 use super::support::{require, run_captured, Launch, OuterPty, Scratch};
 
 /// A scratch HOME and a PATH dir with a fake `claude` that prints what it was given.
@@ -196,8 +197,7 @@ fn completions_load_in_their_shells_and_the_man_page_is_roff() {
             "source {} && complete -p sbx-shell",
             file.display()
         ))
-        .output()
-        .unwrap();
+        .shown();
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("sbx-shell"),
         "{}",
@@ -247,8 +247,7 @@ fn output_into_a_closed_pipe_is_not_a_crash() {
             .args(args)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::from(write))
-            .output()
-            .unwrap();
+            .shown();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");

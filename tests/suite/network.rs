@@ -10,6 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::sandbox::{assert_lines, each, tools_present, Lab, PYTHON};
+use super::support::Shown;
 use super::support::{pids_with, require};
 
 /// An HTTP origin on loopback that answers every request with what it saw, and remembers it.
@@ -151,8 +152,7 @@ fn the_allow_list_lets_listed_hosts_through_the_proxy_and_nothing_else() {
             .command(backend, &args)
             .env("NO_PROXY", "allowed.test,127.0.0.1")
             .env("no_proxy", "allowed.test")
-            .output()
-            .unwrap();
+            .shown();
         let (text, err) = (
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
@@ -243,8 +243,7 @@ fn the_bypass_probe_works_without_a_sandbox() {
     );
     let out = lab
         .command("none", &["--net", "full", "-c", &script])
-        .output()
-        .unwrap();
+        .shown();
     assert_lines(
         &String::from_utf8_lossy(&out.stdout),
         &["DIRECT-OK"],
@@ -264,8 +263,7 @@ fn resolve_without_an_allow_list_is_an_error() {
             "--",
             "true",
         ])
-        .output()
-        .unwrap();
+        .shown();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(

@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
 use super::support::bin;
+use super::support::Shown;
 
 fn random_bytes(n: usize) -> Vec<u8> {
     let mut data = vec![0u8; n];
@@ -45,8 +46,7 @@ fn no_pty_is_opened_and_the_exit_status_is_kept() {
     let out = Command::new(bin())
         .args(["-c", "tty; exit 5"])
         .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .shown();
     assert_eq!(out.status.code(), Some(5));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "not a tty");
 }
@@ -55,8 +55,7 @@ fn no_pty_is_opened_and_the_exit_status_is_kept() {
 fn signals_and_their_numbers_are_kept_without_a_pty() {
     let out = Command::new(bin())
         .args(["--", "sh", "-c", "kill -SEGV $$"])
-        .output()
-        .unwrap();
+        .shown();
     assert_eq!(out.status.code(), Some(139));
 }
 
@@ -65,8 +64,7 @@ fn pty_always_gives_a_pty_even_to_a_pipe() {
     let out = Command::new(bin())
         .args(["--pty", "always", "-c", "tty >/dev/null && echo IS-A-TTY"])
         .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .shown();
     assert!(out.status.success(), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("IS-A-TTY"));
 }
@@ -105,8 +103,7 @@ fn nothing_survives_a_command_run_without_a_pty() {
     let out = Command::new(bin())
         .args(["-c", "nohup sleep 1003.47 >/dev/null 2>&1 & echo STARTED"])
         .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .shown();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "STARTED");
     assert_eq!(
         super::support::pids_with("sleep 1003.47"),

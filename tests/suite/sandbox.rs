@@ -19,6 +19,7 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use super::support::Shown;
 use super::support::{pids_with, require, require_root, wait_until, Launch, OuterPty};
 
 const BACKENDS: [&str; 2] = ["bwrap", "landlock"];
@@ -116,7 +117,7 @@ impl Lab {
     fn sh(&self, backend: &str, args: &[&str], script: &str) -> (i32, String, String) {
         let mut all: Vec<&str> = args.to_vec();
         all.extend(["-c", script]);
-        let out = self.command(backend, &all).output().unwrap();
+        let out = self.command(backend, &all).shown();
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -392,7 +393,7 @@ fn network_none_blocks_tcp_udp_and_dns_and_full_works() {
         let listeners = Listeners::start();
         let (tcp, udp) = listeners.ports();
         let probe = ["--", PYTHON, "-c", NET_PROBE, &tcp, &udp];
-        let out = lab.command(backend, &probe).output().unwrap();
+        let out = lab.command(backend, &probe).shown();
         let text = String::from_utf8_lossy(&out.stdout);
         assert_lines(&text, &["RESOLVE-FAILED", "NET-DONE"], &what);
         assert!(
@@ -408,7 +409,7 @@ fn network_none_blocks_tcp_udp_and_dns_and_full_works() {
 
         let mut full = vec!["--net", "full"];
         full.extend(probe);
-        let out = lab.command(backend, &full).output().unwrap();
+        let out = lab.command(backend, &full).shown();
         let text = String::from_utf8_lossy(&out.stdout);
         assert_lines(&text, &["TCP-CONNECTED", "UDP-SENT", "NET-DONE"], &what);
         assert_eq!(
@@ -494,7 +495,7 @@ fn other_processes_cannot_be_traced_or_signalled() {
         let mut victim = victim.spawn().unwrap();
         let mut cmd = lab.command(backend, &["--", PYTHON, "-c", PROCESS_PROBE]);
         cmd.env("LAB_VICTIM", victim.id().to_string());
-        let out = cmd.output().unwrap();
+        let out = cmd.shown();
         let text = String::from_utf8_lossy(&out.stdout);
         let _ = victim.kill();
         let _ = victim.wait();
@@ -513,7 +514,7 @@ fn other_processes_cannot_be_traced_or_signalled() {
     let mut cmd = lab.command("none", &["--", PYTHON, "-c", PROCESS_PROBE]);
     cmd.env("LAB_VICTIM", victim.id().to_string())
         .env("LAB_CONTROL", "1");
-    let text = String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned();
+    let text = String::from_utf8_lossy(&cmd.shown().stdout).into_owned();
     let _ = victim.kill();
     let _ = victim.wait();
     assert!(text.contains("KILL 0 delivered"), "control: {text}");
@@ -524,7 +525,7 @@ fn other_processes_cannot_be_traced_or_signalled() {
 fn start_leaving_orphans(lab: &Lab, backend: &str, tag: &str) -> (Child, Vec<String>) {
     let markers: Vec<String> = (0..4).map(|i| format!("sleep 9{i}0.{tag}")).collect();
     let script = format!(
-        "{m0} & nohup {m1} >/dev/null 2>&1 & sh -c 'setsid {m2} &'; (sh -c '{m3} &' &); sleep 0.2; echo READY; wait",
+        "{m0} & nohup {m1} >/dev/null 2>&1 & sh -c 'setsid {m2} &'; (sh -c '{m3} &' &); echo READY; wait",
         m0 = markers[0],
         m1 = markers[1],
         m2 = markers[2],
@@ -540,7 +541,9 @@ fn start_leaving_orphans(lab: &Lab, backend: &str, tag: &str) -> (Child, Vec<Str
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "READY");
     for marker in &markers {
-        assert!(!pids_with(marker).is_empty(), "{marker} did not start");
+        wait_until(&format!("{marker} to start"), || {
+            (!pids_with(marker).is_empty()).then_some(())
+        });
     }
     (child, markers)
 }
@@ -568,13 +571,20 @@ fn nothing_survives_a_sigkill_of_sbx_shell() {
     // Control: unconfined, a SIGKILL'd supervisor can clean up nothing.
     let lab = Lab::new("sigkill-control", User::Root, false);
     let (mut child, markers) = start_leaving_orphans(&lab, "none", "99");
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
+    let supervisor = child.id() as i32;
+    kill(Pid::from_raw(supervisor), Signal::SIGKILL).unwrap();
     let _ = child.wait();
-    std::thread::sleep(Duration::from_millis(300));
+    // The supervisor is gone and reaped: the orphans are alive, with new parents.
     let survivors: Vec<i32> = markers.iter().flat_map(|m| pids_with(m)).collect();
     assert!(
-        !survivors.is_empty(),
+        markers.iter().all(|m| !pids_with(m).is_empty()),
         "control: orphans survive without a sandbox"
+    );
+    assert!(
+        survivors
+            .iter()
+            .all(|pid| parent_of(*pid) != Some(supervisor)),
+        "control: the orphans were re-parented"
     );
     wait_until("the control's orphans to be killed", || {
         let left: Vec<i32> = markers.iter().flat_map(|m| pids_with(m)).collect();
@@ -700,8 +710,7 @@ fn limits_and_the_timeout_are_applied() {
             .args(["explain", "--backend", backend])
             .current_dir(&lab.ws)
             .env("HOME", &lab.home)
-            .output()
-            .unwrap();
+            .shown();
         let text = String::from_utf8_lossy(&explained.stdout);
         let layers = if backend == "bwrap" {
             "runs with     bwrap (layers: bwrap, landlock, seccomp)"
@@ -717,4 +726,15 @@ fn limits_and_the_timeout_are_applied() {
         err.contains("exempts uid 0") && err.contains("Hint: "),
         "{err}"
     );
+}
+
+/// The parent of `pid`, as /proc says.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }

@@ -8,8 +8,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
 
+use super::support::Shown;
 use super::support::{require, require_root, run_dir, wait_until, Launch, OuterPty};
 
 const USER: &str = "sbx-ssh-test";
@@ -51,12 +51,7 @@ fn site() -> &'static Site {
         fs::set_permissions(&outside, Permissions::from_mode(0o777)).unwrap();
         let shell = dir.join("sbx-shell");
         // The account: created once per machine, pointed at this run's home and binary.
-        let exists = Command::new("id")
-            .arg(USER)
-            .output()
-            .unwrap()
-            .status
-            .success();
+        let exists = Command::new("id").arg(USER).shown().status.success();
         let (verb, extra): (&str, &[&str]) = if exists {
             ("usermod", &[])
         } else {
@@ -76,17 +71,11 @@ fn site() -> &'static Site {
             .status()
             .unwrap();
         assert!(status.success(), "{verb} {USER}");
-        let uid: u32 = String::from_utf8(
-            Command::new("id")
-                .args(["-u", USER])
-                .output()
-                .unwrap()
-                .stdout,
-        )
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+        let uid: u32 = String::from_utf8(Command::new("id").args(["-u", USER]).shown().stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         for key in ["host_key", "client_key"] {
             let status = Command::new("ssh-keygen")
                 .args(["-q", "-t", "ed25519", "-N", "", "-f"])
@@ -196,7 +185,7 @@ impl Sshd {
     }
 
     fn run(&self, remote: &str) -> Output {
-        self.ssh(&[]).arg(remote).output().unwrap()
+        self.ssh(&[]).arg(remote).shown()
     }
 }
 
@@ -295,8 +284,8 @@ fn an_interactive_login_gets_the_terminal_size_and_resizes() {
     );
     let mark = pty.mark();
     pty.resize(40, 120);
-    std::thread::sleep(Duration::from_millis(300));
-    pty.write(b"echo SIZE-$(stty size | tr ' ' x)\n");
+    // The new size travels ssh → sshd → sbx-shell → the inner pty: wait for it in there.
+    pty.write(b"until [ \"$(stty size)\" = '40 120' ]; do sleep 0.01; done; echo SIZE-$(stty size | tr ' ' x)\n");
     pty.expect_from(mark, "SIZE-40x120");
     pty.write(b"exit 3\n");
     assert_eq!(pty.wait().code(), Some(3));
@@ -336,7 +325,7 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
         if legacy {
             up.arg("-O");
         }
-        check(name, up.arg(&source).arg(remote(name)).output().unwrap());
+        check(name, up.arg(&source).arg(remote(name)).shown());
         assert_eq!(fs::read(site.home.join(name)).unwrap(), data, "{name} up");
         let back = local.join(format!("back-{name}"));
         let mut down = Command::new("scp");
@@ -344,7 +333,7 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
         if legacy {
             down.arg("-O");
         }
-        check(name, down.arg(remote(name)).arg(&back).output().unwrap());
+        check(name, down.arg(remote(name)).arg(&back).shown());
         assert_eq!(fs::read(&back).unwrap(), data, "{name} down");
     }
 
@@ -365,8 +354,7 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
         .args(["-P", &port, "-b"])
         .arg(&batch)
         .arg(format!("{USER}@127.0.0.1"))
-        .output()
-        .unwrap();
+        .shown();
     check("sftp", out);
     assert_eq!(
         fs::read(site.home.join("sftp.bin")).unwrap(),
@@ -383,8 +371,7 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
             .args(["-e", &rsh])
             .arg(&source)
             .arg(remote("rsync.bin"))
-            .output()
-            .unwrap(),
+            .shown(),
     );
     assert_eq!(
         fs::read(site.home.join("rsync.bin")).unwrap(),
@@ -398,8 +385,7 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
             .args(["-e", &rsh])
             .arg(remote("rsync.bin"))
             .arg(&back)
-            .output()
-            .unwrap(),
+            .shown(),
     );
     assert_eq!(fs::read(&back).unwrap(), data, "rsync down");
 
@@ -410,8 +396,7 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
         .args(["-P", &port])
         .arg(&source)
         .arg(remote(denied.to_str().unwrap()))
-        .output()
-        .unwrap();
+        .shown();
     assert!(!out.status.success(), "scp outside the workspace succeeded");
     assert!(!denied.exists());
     // (The directory itself is open to everyone: the control in the remote-command test

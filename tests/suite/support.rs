@@ -26,13 +26,35 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_sbx-shell")
 }
 
+/// `Command::output`, with what it did shown when the test fails: the command, its status,
+/// stdout and stderr go to the test's captured output, which the harness prints only for a
+/// failing test. Every assertion on a command's result then comes with its full output.
+pub trait Shown {
+    fn shown(&mut self) -> std::process::Output;
+}
+
+impl Shown for Command {
+    fn shown(&mut self) -> std::process::Output {
+        let out = self
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {self:?}: {e}"));
+        println!(
+            "--- ran {self:?}\n--- {}\n--- stdout:\n{}\n--- stderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+}
+
 /// Run sbx-shell without a terminal (stdin from /dev/null), after `configure` adds what the
 /// test needs; return its exit code, stdout and stderr.
 pub fn run_captured(args: &[&str], configure: impl FnOnce(&mut Command)) -> (i32, String, String) {
     let mut cmd = Command::new(bin());
     cmd.args(args).stdin(Stdio::null());
     configure(&mut cmd);
-    let out = cmd.output().unwrap();
+    let out = cmd.shown();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -162,6 +184,32 @@ pub fn pids_with(marker: &str) -> Vec<i32> {
             })
         })
         .collect()
+}
+
+/// Wait until a process whose command line holds `marker` runs in the foreground of its
+/// terminal: it is not stopped, and its process group is the terminal's foreground group.
+/// The state a test needs before it types ^C or ^Z at it, in place of a sleep. (Launchers
+/// whose arguments hold the marker too are not on that terminal, and do not count.)
+pub fn wait_running(marker: &str) {
+    wait_until(&format!("{marker:?} running in the foreground"), || {
+        pids_with(marker)
+            .iter()
+            .any(|p| in_foreground(*p))
+            .then_some(())
+    });
+}
+
+/// Is `pid` running (not stopped) in its terminal's foreground process group?
+fn in_foreground(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    // After the command: state ppid pgrp session tty_nr tpgid …
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    fields.len() > 5 && !matches!(fields[0], "T" | "t") && fields[2] == fields[5]
 }
 
 /// Live children of `pid`.
@@ -534,8 +582,7 @@ fn try_stty_g(tty: std::os::fd::BorrowedFd<'_>) -> Option<String> {
     let out = Command::new("stty")
         .arg("-g")
         .stdin(Stdio::from(tty.try_clone_to_owned().unwrap()))
-        .output()
-        .unwrap();
+        .shown();
     out.status
         .success()
         .then(|| String::from_utf8(out.stdout).unwrap().trim().to_string())
@@ -606,8 +653,7 @@ impl Tmux {
             .arg("-L")
             .arg(&self.socket)
             .args(args)
-            .output()
-            .unwrap();
+            .shown();
         assert!(
             out.status.success(),
             "tmux {:?}: {}",
@@ -686,8 +732,7 @@ impl Tmux {
             if start.elapsed() > PATIENCE {
                 let ps = Command::new("ps")
                     .args(["-o", "pid,ppid,stat,wchan:20,cmd", "-p", fields[3]])
-                    .output()
-                    .unwrap();
+                    .shown();
                 panic!(
                     "the pane never reported an exit status (dead|status|signal|pid = {state}); its process:\n{}\npane:\n{}",
                     String::from_utf8_lossy(&ps.stdout),

@@ -7,7 +7,7 @@ use std::os::unix::process::ExitStatusExt;
 use nix::sys::signal::Signal;
 
 use super::support::{
-    children_of, find, path_str, pids_with, wait_until, Launch, OuterPty, Scratch,
+    children_of, find, path_str, pids_with, wait_running, wait_until, Launch, OuterPty, Scratch,
 };
 
 /// Point 1: a new session with the inner pty as controlling terminal, sized; default signal
@@ -396,8 +396,8 @@ fn ctrl_c_interrupts_the_inner_job_not_sbx_shell() {
     // Markers are computed ($((…))) so that the echo of the typed line cannot match them.
     outer.write(b"PS1='P''> '; echo READY-$((1+1))\r");
     outer.expect("READY-2");
-    outer.write(b"sleep 100; echo SLEPT-$((1+1))\r");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    outer.write(b"sleep 100.83; echo SLEPT-$((1+1))\r");
+    wait_running("sleep 100.83");
     let mark = outer.mark();
     outer.write(b"\x03");
     // The inner line discipline flushes typed-ahead input on ^C, as any terminal does:
@@ -424,9 +424,11 @@ fn a_child_that_stops_itself_is_resumed() {
 /// timed: over a quiet second sbx-shell's context-switch count must not move.
 #[test]
 fn an_idle_session_never_wakes_up() {
-    let outer = OuterPty::spawn(&["--", "sh", "-c", "echo READY; exec sleep 60"]);
+    let outer = OuterPty::spawn(&["--", "sh", "-c", "echo READY; exec sleep 61.837"]);
     outer.expect("READY");
     outer.wait_raw();
+    // Settled: the program is the sleep, and its last output has been relayed.
+    wait_running("sleep 61.837");
     let switches = || {
         let status = std::fs::read_to_string(format!("/proc/{}/status", outer.pid())).unwrap();
         status
@@ -435,7 +437,6 @@ fn an_idle_session_never_wakes_up() {
             .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
             .sum::<u64>()
     };
-    std::thread::sleep(std::time::Duration::from_millis(300));
     let before = switches();
     std::thread::sleep(std::time::Duration::from_secs(1));
     assert_eq!(

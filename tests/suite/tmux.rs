@@ -2,7 +2,8 @@
 //! in an inner bash, a self-stopping TUI, exit status, kill-pane, and the pane closing.
 
 use super::support::{
-    alive, bin_quoted, path_str, pids_with, require, sh_quote, wait_until, Scratch, Tmux,
+    alive, bin_quoted, path_str, pids_with, require, sh_quote, wait_running, wait_until, Scratch,
+    Tmux,
 };
 
 fn sbx(args: &str) -> String {
@@ -32,23 +33,23 @@ fn job_control_inside_a_pane() {
     let tmux = Tmux::start(&sbx("-- bash --norc --noprofile -i"), 100, 30);
     tmux.type_line("PS1='P''> '; echo READY-$((1+1))");
     tmux.expect("READY-2");
-    tmux.type_line("sleep 100; echo NOT-INTERRUPTED-$((1+1))");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    tmux.type_line("sleep 100.61; echo NOT-INTERRUPTED-$((1+1))");
+    wait_running("sleep 100.61");
     tmux.send_keys(&["C-c"]);
     tmux.expect("^C\nP>");
     tmux.type_line("echo AFTER-CTRL-C-$((1+1))");
     let pane = tmux.expect("AFTER-CTRL-C-2");
     assert!(!pane.contains("NOT-INTERRUPTED-2"), "{pane}");
-    tmux.type_line("sleep 101");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    tmux.type_line("sleep 101.61");
+    wait_running("sleep 101.61");
     tmux.send_keys(&["C-z"]);
     tmux.expect("Stopped");
     tmux.type_line("bg");
-    tmux.expect("sleep 101 &");
+    tmux.expect("sleep 101.61 &");
     tmux.type_line("jobs");
     tmux.expect("Running");
     tmux.type_line("fg");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    wait_running("sleep 101.61");
     tmux.send_keys(&["C-c"]);
     tmux.expect("^C\nP>");
     tmux.type_line("echo BACK-$((1+1))");
@@ -132,12 +133,12 @@ fn as_default_command_every_pane_is_supervised() {
     tmux.resize(100, 30);
     tmux.type_line("echo SIZE $(stty size)");
     tmux.expect("SIZE 30 100");
-    tmux.type_line("sleep 102; echo NOT-INTERRUPTED-$((1+1))");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    tmux.type_line("sleep 102.61; echo NOT-INTERRUPTED-$((1+1))");
+    wait_running("sleep 102.61");
     tmux.send_keys(&["C-c"]);
     tmux.expect("^C\nD>");
-    tmux.type_line("sleep 103");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    tmux.type_line("sleep 103.61");
+    wait_running("sleep 103.61");
     tmux.send_keys(&["C-z"]);
     tmux.expect("Stopped");
     tmux.type_line("kill -KILL %1; echo KILLED-$((1+1))");
@@ -147,7 +148,7 @@ fn as_default_command_every_pane_is_supervised() {
     let pane = tmux.capture();
     assert!(!pane.contains("NOT-INTERRUPTED-2"), "{pane}");
     wait_until("nothing left of the pane's session", || {
-        (pids_with("sleep 102").is_empty() && pids_with("sleep 103").is_empty()).then_some(())
+        (pids_with("sleep 102.61").is_empty() && pids_with("sleep 103.61").is_empty()).then_some(())
     });
 
     // A new window without remain-on-exit: `exit` closes it, and tmux keeps running.

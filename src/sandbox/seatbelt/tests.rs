@@ -48,6 +48,34 @@ fn build(policy: &Policy) -> Profile {
     build_profile(&inputs).unwrap()
 }
 
+/// The lines that differ, numbered: `-N old` and `+N new`, at most 40 of them.
+fn line_diff(old: &str, new: &str) -> String {
+    let (old, new): (Vec<&str>, Vec<&str>) = (old.lines().collect(), new.lines().collect());
+    let mut out = Vec::new();
+    for i in 0..old.len().max(new.len()) {
+        let (a, b) = (old.get(i), new.get(i));
+        if a != b {
+            if let Some(a) = a {
+                out.push(format!("-{:<4} {a}", i + 1));
+            }
+            if let Some(b) = b {
+                out.push(format!("+{:<4} {b}", i + 1));
+            }
+        }
+    }
+    out.truncate(40);
+    out.join("\n")
+}
+
+#[test]
+fn a_golden_mismatch_shows_the_lines_that_differ() {
+    let diff = line_diff(
+        "(version 1)\n(allow a)\n(deny b)\n",
+        "(version 1)\n(allow A)\n(deny b)\n(x)\n",
+    );
+    assert_eq!(diff, "-2    (allow a)\n+2    (allow A)\n+4    (x)");
+}
+
 /// `UPDATE_GOLDEN=1 cargo test` rewrites the golden files on purpose.
 #[test]
 fn every_shipped_profile_matches_its_golden_file() {
@@ -72,7 +100,8 @@ fn every_shipped_profile_matches_its_golden_file() {
             let golden = std::fs::read_to_string(&path).unwrap_or_default();
             assert!(
                 golden == *generated,
-                "{file} differs from its golden file: run UPDATE_GOLDEN=1 cargo test if on purpose"
+                "{file} differs from its golden file (- golden, + generated):\n{}\nrun UPDATE_GOLDEN=1 cargo test if on purpose",
+                line_diff(&golden, generated)
             );
         }
     }
