@@ -32,7 +32,7 @@ use thiserror::Error;
 
 use crate::exit;
 use limits::LimitError;
-use spec::{parse_helper_args, HelperSpec, ProxyListen};
+use spec::{parse_helper_args, HelperSpec, ProxyListen, SpecError};
 
 mod limits;
 pub mod spec;
@@ -50,7 +50,7 @@ pub use os::ConfineError;
 #[derive(Debug, Error)]
 pub enum HelperError {
     #[error("internal error: helper mode: {0}")]
-    Spec(String),
+    Spec(#[from] SpecError),
     #[error("cannot open the network proxy's port: {0}")]
     ProxyPort(#[source] io::Error),
     #[error("cannot start the process guard: {0}")]
@@ -96,7 +96,7 @@ pub fn run(args: &[OsString]) -> ExitCode {
 
 /// The steps in the module doc's order; `Ok` only in the guard.
 fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
-    let parsed = parse_helper_args(args).map_err(HelperError::Spec)?;
+    let parsed = parse_helper_args(args)?;
     if let Some(listen) = parsed.spec.proxy_listen {
         hand_over_proxy_port(listen).map_err(HelperError::ProxyPort)?;
     }

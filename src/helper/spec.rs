@@ -113,13 +113,24 @@ pub struct HelperArgs {
     pub argv: Vec<OsString>,
 }
 
+/// A helper call that is not what sbx-shell writes.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("expected SPEC PROGRAM ARG0 [ARGS...]")]
+    Shape,
+    #[error("the spec is not UTF-8")]
+    NotUtf8,
+    #[error("bad spec: {0}")]
+    Json(#[source] serde_json::Error),
+}
+
 /// Parse what follows `__sbx_helper`; the error says what is wrong.
-pub fn parse_helper_args(args: &[OsString]) -> Result<HelperArgs, String> {
+pub fn parse_helper_args(args: &[OsString]) -> Result<HelperArgs, SpecError> {
     let [spec, program, arg0, rest @ ..] = args else {
-        return Err("expected SPEC PROGRAM ARG0 [ARGS...]".into());
+        return Err(SpecError::Shape);
     };
-    let spec = spec.to_str().ok_or("the spec is not UTF-8")?;
-    let spec: HelperSpec = serde_json::from_str(spec).map_err(|e| format!("bad spec: {e}"))?;
+    let spec = spec.to_str().ok_or(SpecError::NotUtf8)?;
+    let spec: HelperSpec = serde_json::from_str(spec).map_err(SpecError::Json)?;
     let mut argv = vec![arg0.clone()];
     argv.extend(rest.iter().cloned());
     Ok(HelperArgs {

@@ -98,7 +98,9 @@ impl<'a> Relay<'a> {
     /// The poll timeout for the next turn, or None when the session is over.
     fn next_timeout(&mut self) -> Option<PollTimeout> {
         let now = Instant::now();
-        self.supervisor.on_time(now, self.foreground());
+        let master = &self.master;
+        self.supervisor
+            .on_time(now, || nix::unistd::tcgetpgrp(master.as_fd()).ok());
         let until = |at: Instant| PollTimeout::try_from(at - now).unwrap_or(PollTimeout::MAX);
         if !self.supervisor.is_over() {
             return Some(

@@ -55,7 +55,7 @@ impl Session {
                 Ok(_) | Err(Errno::EINTR) => {}
                 Err(e) => return Err(e.into()),
             }
-            supervisor.on_time(Instant::now(), None);
+            supervisor.on_time(Instant::now(), || None);
             for event in signals::read_events(self.signals.events.as_fd()) {
                 if event.signal == libc::SIGCHLD {
                     if supervisor.on_child_events() {

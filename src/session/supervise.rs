@@ -114,15 +114,16 @@ impl Supervisor {
     }
 
     /// Do what is due at `now`: the timeout's SIGTERM, or the end of a grace period.
-    /// `foreground` is the terminal's foreground group, which is signalled too.
-    pub fn on_time(&mut self, now: Instant, foreground: Option<Pid>) {
+    /// `foreground` gives the terminal's foreground group, which is signalled too; it is
+    /// asked only when something is due (the relay calls this on every turn).
+    pub fn on_time(&mut self, now: Instant, foreground: impl FnOnce() -> Option<Pid>) {
         match self.phase {
             Phase::Running => {
                 if let (Some(at), Some(timeout)) = (self.timeout_at, self.options.timeout) {
                     if now >= at {
                         report_timeout(&timeout);
                         self.exit_override = Some(exit::TIMEOUT);
-                        self.terminate_with_grace(Signal::SIGTERM, timeout.grace, foreground);
+                        self.terminate_with_grace(Signal::SIGTERM, timeout.grace, foreground());
                     }
                 }
             }

@@ -94,6 +94,8 @@ except Exception as e:
 print("IP-LITERAL", ask("CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (port, port)))
 print("CONNECT-HOST-MISMATCH", ask("CONNECT allowed.test:%d HTTP/1.1\r\nHost: other.test:%d\r\n\r\n" % (port, port)))
 print("GET-HOST-MISMATCH", ask("GET http://allowed.test:%d/x HTTP/1.1\r\nHost: other.test:%d\r\n\r\n" % (port, port)))
+print("DUPLICATE-HOST", ask("GET http://allowed.test:%d/x HTTP/1.1\r\nHost: allowed.test:%d\r\nHost: other.test:%d\r\n\r\n" % (port, port, port)))
+print("SPACED-HOST", ask("GET http://allowed.test:%d/x HTTP/1.1\r\nHost : other.test:%d\r\n\r\n" % (port, port)))
 try:
     s = socket.create_connection(("127.0.0.1", port), timeout=3); s.sendall(b"DIRECT\r\n\r\n"); s.close()
     print("DIRECT-TCP-CONNECTED")
@@ -171,6 +173,8 @@ fn the_allow_list_lets_listed_hosts_through_the_proxy_and_nothing_else() {
                 "IP-LITERAL HTTP/1.1 403 Forbidden",
                 "CONNECT-HOST-MISMATCH HTTP/1.1 403 Forbidden",
                 "GET-HOST-MISMATCH HTTP/1.1 403 Forbidden",
+                "DUPLICATE-HOST HTTP/1.1 400 Bad Request",
+                "SPACED-HOST HTTP/1.1 400 Bad Request",
                 "DIRECT-TCP-FAILED",
                 "UDP-FAILED",
                 "RESOLVE-FAILED",
@@ -197,7 +201,7 @@ fn the_allow_list_lets_listed_hosts_through_the_proxy_and_nothing_else() {
             .find(|l| l.starts_with("sbx-shell: network: "))
             .unwrap_or_else(|| panic!("{what}: no summary line"));
         assert!(
-            summary.contains("6 connections refused") && summary.contains("3 allowed"),
+            summary.contains("8 connections refused") && summary.contains("3 allowed"),
             "{what}"
         );
         let log = std::fs::read_to_string(lab.home.join(".local/state/sbx-shell/network.log"))
@@ -207,6 +211,8 @@ fn the_allow_list_lets_listed_hosts_through_the_proxy_and_nothing_else() {
             "allowed.test:1 refused: port not allowed".to_string(),
             format!("127.0.0.1:{port} refused: IP address not on the allow-list"),
             format!("allowed.test:{port} refused: Host header"),
+            "refused: malformed request (more than one Host header)".to_string(),
+            "refused: malformed request (invalid header name)".to_string(),
         ] {
             assert!(
                 log.contains(&refused),
