@@ -431,7 +431,8 @@ fn an_idle_session_never_wakes_up() {
     let outer = OuterPty::spawn(&["--", "sh", "-c", "echo READY; exec sleep 61.837"]);
     outer.expect("READY");
     outer.wait_raw();
-    // Settled: the program is the sleep, and its last output has been relayed.
+    // Settled: the program is the sleep, and sbx-shell has gone quiet (the same count over
+    // 20 looks 10 ms apart) after the start-up's last events.
     wait_running("sleep 61.837");
     let switches = || {
         let status = std::fs::read_to_string(format!("/proc/{}/status", outer.pid())).unwrap();
@@ -441,6 +442,16 @@ fn an_idle_session_never_wakes_up() {
             .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
             .sum::<u64>()
     };
+    let mut quiet = (0, switches());
+    wait_until("sbx-shell to go quiet after start-up", || {
+        let now = switches();
+        quiet = if now == quiet.1 {
+            (quiet.0 + 1, now)
+        } else {
+            (0, now)
+        };
+        (quiet.0 >= 20).then_some(())
+    });
     let before = switches();
     std::thread::sleep(std::time::Duration::from_secs(1));
     assert_eq!(
