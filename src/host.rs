@@ -200,10 +200,11 @@ pub struct Place {
     pub cwd: Result<PathBuf, String>,
     /// The per-user temporary directory (`$TMPDIR`, real path).
     pub temp_dir: Option<PathBuf>,
-    /// `$XDG_RUNTIME_DIR`.
+    /// `$XDG_RUNTIME_DIR` (real path), when it exists.
     pub runtime_dir: Option<PathBuf>,
     /// Host sockets that reach outside the sandbox and exist here: the ssh agent and
-    /// container engines. (The session bus and gpg-agent live in the runtime directory.)
+    /// container engines, each by its real path (`/var/run` is often a link to `/run`) and
+    /// once. (The session bus and gpg-agent live in the runtime directory.)
     pub sockets: Vec<PathBuf>,
     kinds: PathKinds,
 }
@@ -215,8 +216,9 @@ impl Place {
             cwd: std::env::current_dir()
                 .map_err(|e| format!("cannot read the current directory: {e}")),
             temp_dir: std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok()),
-            runtime_dir: std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
-            sockets: host_sockets(),
+            runtime_dir: std::env::var_os("XDG_RUNTIME_DIR")
+                .and_then(|r| std::fs::canonicalize(r).ok()),
+            sockets: host_sockets(&RealFs::default()),
             kinds: PathKinds::default(),
         }
     }
@@ -290,7 +292,8 @@ impl PathKinds {
     }
 }
 
-fn host_sockets() -> Vec<PathBuf> {
+/// The host sockets that exist, resolved like policy paths (real path, each once).
+fn host_sockets(fs: &dyn PathResolver) -> Vec<PathBuf> {
     let mut candidates: Vec<PathBuf> = std::env::var_os("SSH_AUTH_SOCK")
         .map(PathBuf::from)
         .into_iter()
@@ -303,7 +306,13 @@ fn host_sockets() -> Vec<PathBuf> {
         ]
         .map(PathBuf::from),
     );
-    candidates.into_iter().filter(|p| p.exists()).collect()
+    let mut sockets: Vec<PathBuf> = Vec::new();
+    for real in candidates.iter().filter_map(|p| fs.real_path(p)) {
+        if !sockets.contains(&real) {
+            sockets.push(real);
+        }
+    }
+    sockets
 }
 
 #[cfg(target_os = "linux")]

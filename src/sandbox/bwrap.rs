@@ -70,28 +70,48 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
     {
         a.mount("--ro-bind", real(path), real(path));
     }
-    for path in &fs.denied {
-        hide(&mut a, real(path), (inputs.kind_of)(real(path)));
-    }
     let granted = |p: &Path| {
         fs.writable
             .iter()
             .chain(&fs.readable)
             .any(|g| p.starts_with(real(g)))
     };
-    if let Some(runtime) = inputs.runtime_dir.filter(|r| !granted(r)) {
-        hide(&mut a, runtime, (inputs.kind_of)(runtime));
-    }
-    for socket in inputs.host_sockets.iter().filter(|s| !granted(s)) {
-        hide(&mut a, socket, (inputs.kind_of)(socket));
-    }
+    // Denied paths first, then the host's runtime directory and sockets, each resolved to
+    // its real path (the policy's paths already are; `host::Place` resolves the rest).
+    let host_objects = inputs
+        .runtime_dir
+        .into_iter()
+        .chain(inputs.host_sockets.iter().map(PathBuf::as_path))
+        .filter(|p| !granted(p));
+    let to_hide = fs.denied.iter().map(real).chain(host_objects);
+    hide_all(&mut a, to_hide.map(|p| (p, (inputs.kind_of)(p))));
     a.0.extend(["--chdir".into(), inputs.cwd.into(), "--".into()]);
     a.0.extend(command.iter().cloned());
     a.0
 }
 
-/// Make a denied path empty and unwritable: a directory becomes an empty read-only tmpfs,
-/// anything else `/dev/null`. A missing one has nothing to hide.
+/// Directories the sandbox gets fresh (private `/dev`, `/proc`, `/tmp`): nothing of the
+/// host's shows there, so nothing there needs hiding.
+const PRIVATE_DIRS: &[&str] = &["/dev", "/proc", "/tmp"];
+
+/// Hide each path that exists, unless a private or an already hidden directory covers it.
+/// bwrap ends the session when it cannot create a mount's destination — a path that vanished,
+/// or one inside a read-only tmpfs it made itself — so those are skipped, never mounted.
+fn hide_all<'p>(a: &mut Args, paths: impl Iterator<Item = (&'p Path, PathKind)>) {
+    let mut covered: Vec<&Path> = PRIVATE_DIRS.iter().map(Path::new).collect();
+    for (path, kind) in paths {
+        if kind == PathKind::Missing || covered.iter().any(|d| path.starts_with(d)) {
+            continue;
+        }
+        hide(a, path, kind);
+        if kind == PathKind::Dir {
+            covered.push(path);
+        }
+    }
+}
+
+/// Make a path empty and unwritable: a directory becomes an empty read-only tmpfs, anything
+/// else (a file, a socket) `/dev/null`.
 fn hide(a: &mut Args, path: &Path, kind: PathKind) {
     match kind {
         PathKind::Dir => {
@@ -135,7 +155,12 @@ mod tests {
             | "/home/u/proj/.git/hooks"
             | "/run/user/1000"
             | "/home/u/.config/sbx-shell" => PathKind::Dir,
-            "/home/u/.netrc" | "/home/u/proj/.git/config" | "/run/ssh-agent.sock" => PathKind::File,
+            "/home/u/.netrc"
+            | "/home/u/.ssh/id_ed25519"
+            | "/home/u/proj/.git/config"
+            | "/run/ssh-agent.sock"
+            | "/run/user/1000/gnupg/S.gpg-agent"
+            | "/tmp/ssh-XXXX/agent.1" => PathKind::File,
             _ => PathKind::Missing,
         }
     }
@@ -251,6 +276,45 @@ mod tests {
             .unwrap();
         let first_hide = all.iter().position(|a| a == "/home/u/.netrc").unwrap();
         assert!(last_protect < first_hide);
+    }
+
+    #[test]
+    fn paths_inside_private_or_hidden_directories_are_not_mounted_again() {
+        // bwrap cannot create a mount point inside a read-only tmpfs it made (the runtime
+        // directory, a denied directory) and ends the session instead; /tmp is private.
+        let p = policy_with(
+            "/home/u/proj",
+            r#"{"filesystem": {"deny": ["~/.ssh/id_ed25519", "/tmp/ssh-XXXX/agent.1"]}}"#,
+        );
+        let sockets = [
+            PathBuf::from("/run/user/1000/gnupg/S.gpg-agent"),
+            PathBuf::from("/tmp/ssh-XXXX/agent.1"),
+            PathBuf::from("/run/ssh-agent.sock"),
+            PathBuf::from("/run/gone.sock"),
+        ];
+        let inputs = Inputs {
+            policy: &p,
+            bwrap: Path::new("/usr/bin/bwrap"),
+            cwd: Path::new("/"),
+            runtime_dir: Some(Path::new("/run/user/1000")),
+            host_sockets: &sockets,
+            kind_of: &kind,
+        };
+        let argv: Vec<String> = build_argv(&inputs, &[])
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
+        for inside in [
+            "/home/u/.ssh/id_ed25519",
+            "/run/user/1000/gnupg/S.gpg-agent",
+            "/tmp/ssh-XXXX/agent.1",
+            "/run/gone.sock",
+        ] {
+            assert!(!argv.iter().any(|a| a == inside), "{inside}: {argv:?}");
+        }
+        for hidden in ["/home/u/.ssh", "/run/user/1000", "/run/ssh-agent.sock"] {
+            assert!(argv.iter().any(|a| a == hidden), "{hidden}: {argv:?}");
+        }
     }
 
     #[test]

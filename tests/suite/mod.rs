@@ -1,5 +1,6 @@
 mod cli;
 mod everyday;
+mod machines;
 mod network;
 mod nontty;
 mod policy;
