@@ -106,6 +106,7 @@ pub fn backends(
         place: &host.place,
         tty: None,
         proxy_port,
+        helper_fd: None,
     };
     let seatbelt = seatbelt_output(policy, &ctx);
     let bwrap = bwrap_output(policy, host, &ctx);

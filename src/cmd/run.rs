@@ -67,8 +67,17 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         std::io::stdin().is_terminal(),
         std::io::stdout().is_terminal(),
     ))?;
+    let helper = HelperExe::open()?;
     let child = Child {
-        argv: build_argv(&plan, &backend, &host, &layers, net.as_ref(), &session)?,
+        argv: build_argv(
+            &plan,
+            &backend,
+            &host,
+            &layers,
+            net.as_ref(),
+            &session,
+            &helper,
+        )?,
         env,
         options: session_options(&plan.policy, &layers),
     };
@@ -191,6 +200,7 @@ fn confine(
         place: &host.place,
         tty: None,
         proxy_port: net.map(|n| n.port),
+        helper_fd: None,
     };
     Ok(sandbox::in_process(backend, &plan.policy, &ctx)?)
 }
@@ -204,6 +214,7 @@ fn build_argv(
     layers: &InProcess,
     net: Option<&ProxySession>,
     session: &Session,
+    helper: &HelperExe,
 ) -> Result<Vec<std::ffi::OsString>, Failure> {
     let spec = HelperSpec {
         new_session: session.is_pty(),
@@ -222,14 +233,64 @@ fn build_argv(
             })
         }),
     };
-    let exe = std::env::current_exe().context("cannot locate the sbx-shell executable")?;
-    let helper_argv = helper_spec::build_helper_argv(&exe, &spec, &plan.launch)?;
+    let helper_argv = helper_spec::build_helper_argv(&helper.path, &spec, &plan.launch)?;
     let ctx = sandbox::Context {
         place: &host.place,
         tty: session.tty(),
         proxy_port: net.map(|n| n.port),
+        helper_fd: helper.fd.as_ref().map(|(fd, copy)| {
+            if *copy {
+                sandbox::bwrap::HelperFd::Copy(fd.as_raw_fd())
+            } else {
+                sandbox::bwrap::HelperFd::Bind(fd.as_raw_fd())
+            }
+        }),
     };
     Ok(sandbox::wrap(backend, &plan.policy, &ctx, &helper_argv)?)
+}
+
+/// The executable the helper runs from: the very file this process runs (an upgrade may
+/// have replaced or deleted its path since), reachable wherever the launcher puts the
+/// sandbox's view of the host — `/tmp` is private in bwrap, and the path may be denied.
+struct HelperExe {
+    /// The path the launcher execs (bwrap is given `fd` and execs its own copy's path).
+    path: PathBuf,
+    /// Linux: an fd of the running executable, inherited by the launcher, and whether its
+    /// path was deleted (then the launcher must copy it: there is no path left to bind).
+    fd: Option<(std::os::fd::OwnedFd, bool)>,
+}
+
+impl HelperExe {
+    #[cfg(target_os = "linux")]
+    fn open() -> Result<HelperExe, Failure> {
+        use std::os::unix::ffi::OsStrExt;
+        const EXE: &str = "/proc/self/exe";
+        // /proc/self/exe is the running file even when its path was deleted or now names
+        // another file; the kernel then marks the link's text.
+        let deleted = std::fs::read_link(EXE)
+            .map(|p| p.as_os_str().as_bytes().ends_with(b" (deleted)"))
+            .unwrap_or(true);
+        let how = if deleted {
+            nix::fcntl::OFlag::O_RDONLY
+        } else {
+            nix::fcntl::OFlag::O_PATH
+        };
+        // Not close-on-exec: the launcher inherits it.
+        let fd = nix::fcntl::open(EXE, how, nix::sys::stat::Mode::empty())
+            .context("cannot open the sbx-shell executable (/proc/self/exe)")?;
+        Ok(HelperExe {
+            path: PathBuf::from(EXE),
+            fd: Some((fd, deleted)),
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn open() -> Result<HelperExe, Failure> {
+        Ok(HelperExe {
+            path: std::env::current_exe().context("cannot locate the sbx-shell executable")?,
+            fd: None,
+        })
+    }
 }
 
 fn session_options(policy: &Policy, layers: &InProcess) -> SessionOptions {

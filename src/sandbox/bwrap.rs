@@ -9,6 +9,7 @@
 //! controlling terminal (job control, resize and ^C then work; see DESIGN.md §4).
 
 use std::ffi::OsString;
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 use crate::config::FsMode;
@@ -36,10 +37,26 @@ pub struct Inputs<'a> {
     pub runtime_dir: Option<&'a Path>,
     /// Other host sockets to mask ($SSH_AUTH_SOCK, docker.sock …), when they exist.
     pub host_sockets: &'a [PathBuf],
+    /// The sbx-shell executable as an inherited fd, put at `HELPER_PATH` and run from
+    /// there: its own path may be hidden inside (under /tmp, a denied path).
+    pub helper: Option<HelperFd>,
     pub kind_of: &'a dyn Fn(&Path) -> PathKind,
 }
 
-/// `bwrap … -- COMMAND…`
+/// Where the helper's executable appears inside (in the private /dev, which bwrap makes).
+pub const HELPER_PATH: &str = "/dev/.sbx-shell";
+
+/// An inherited fd of the sbx-shell executable that runs now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelperFd {
+    /// Bound read-only (bwrap binds the path the fd's link names).
+    Bind(RawFd),
+    /// Copied (readable fd): the file's path was deleted, by an upgrade in flight, so there
+    /// is no path to bind.
+    Copy(RawFd),
+}
+
+/// `bwrap … -- COMMAND…`; with `helper`, COMMAND's first word is replaced by `HELPER_PATH`.
 pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
     let policy = inputs.policy;
     let mut a = Args(vec![inputs.bwrap.as_os_str().to_owned()]);
@@ -57,6 +74,13 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
     };
     a.mount(root, Path::new("/"), Path::new("/"));
     a.flags(&["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
+    match inputs.helper {
+        Some(HelperFd::Bind(fd)) => a.flags(&["--ro-bind-fd", &fd.to_string(), HELPER_PATH]),
+        Some(HelperFd::Copy(fd)) => {
+            a.flags(&["--perms", "0555", "--file", &fd.to_string(), HELPER_PATH]);
+        }
+        None => {}
+    }
     if fs.mode == FsMode::WorkspaceWrite {
         a.mount("--bind", real(&fs.workspace), real(&fs.workspace));
     }
@@ -86,7 +110,13 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
     let to_hide = fs.denied.iter().map(real).chain(host_objects);
     hide_all(&mut a, to_hide.map(|p| (p, (inputs.kind_of)(p))));
     a.0.extend(["--chdir".into(), inputs.cwd.into(), "--".into()]);
-    a.0.extend(command.iter().cloned());
+    match (inputs.helper, command.split_first()) {
+        (Some(_), Some((_, rest))) => {
+            a.0.push(HELPER_PATH.into());
+            a.0.extend(rest.iter().cloned());
+        }
+        _ => a.0.extend(command.iter().cloned()),
+    }
     a.0
 }
 
@@ -173,6 +203,7 @@ mod tests {
             cwd: Path::new("/home/u/proj/src"),
             runtime_dir: Some(Path::new("/run/user/1000")),
             host_sockets: &sockets,
+            helper: None,
             kind_of: &kind,
         };
         build_argv(&inputs, &["/x/sbx-shell".into(), "__sbx_helper".into()])
@@ -298,6 +329,7 @@ mod tests {
             cwd: Path::new("/"),
             runtime_dir: Some(Path::new("/run/user/1000")),
             host_sockets: &sockets,
+            helper: None,
             kind_of: &kind,
         };
         let argv: Vec<String> = build_argv(&inputs, &[])
@@ -318,6 +350,37 @@ mod tests {
     }
 
     #[test]
+    fn the_helper_runs_from_its_fd_bound_or_copied_into_the_private_dev() {
+        let p = policy_with("/home/u/proj", "{}");
+        let run = |helper| {
+            let inputs = Inputs {
+                policy: &p,
+                bwrap: Path::new("/usr/bin/bwrap"),
+                cwd: Path::new("/"),
+                runtime_dir: None,
+                host_sockets: &[],
+                helper: Some(helper),
+                kind_of: &kind,
+            };
+            build_argv(&inputs, &["/proc/self/exe".into(), "__sbx_helper".into()])
+                .into_iter()
+                .map(|a| a.into_string().unwrap())
+                .collect::<Vec<_>>()
+        };
+        let bound = run(HelperFd::Bind(5));
+        assert!(bound
+            .windows(3)
+            .any(|w| w == ["--ro-bind-fd", "5", HELPER_PATH]));
+        assert!(bound.ends_with(&["--".into(), HELPER_PATH.into(), "__sbx_helper".into()]));
+        let dev = bound.iter().position(|a| a == "--dev").unwrap();
+        assert!(dev < bound.iter().position(|a| a == "--ro-bind-fd").unwrap());
+        let copied = run(HelperFd::Copy(6));
+        assert!(copied
+            .windows(5)
+            .any(|w| w == ["--perms", "0555", "--file", "6", HELPER_PATH]));
+    }
+
+    #[test]
     fn an_allow_list_gets_a_private_network_namespace() {
         let p = policy_with(
             "/home/u/proj",
@@ -329,6 +392,7 @@ mod tests {
             cwd: Path::new("/"),
             runtime_dir: None,
             host_sockets: &[],
+            helper: None,
             kind_of: &kind,
         };
         assert!(build_argv(&inputs, &[])

@@ -82,6 +82,9 @@ pub struct Context<'a> {
     /// With a network allow-list: the loopback port where the sandbox reaches the proxy
     /// (inside bwrap, a port of its private network namespace).
     pub proxy_port: Option<u16>,
+    /// The sbx-shell executable that runs now, as an fd the launcher inherits, for launchers
+    /// whose view of the host may not reach its path.
+    pub helper_fd: Option<bwrap::HelperFd>,
 }
 
 impl Context<'_> {
@@ -122,6 +125,7 @@ pub fn wrap(
                     .map_err(|e| SandboxError::NoCwd(e.clone()))?,
                 runtime_dir: ctx.place.runtime_dir.as_deref(),
                 host_sockets: &ctx.place.sockets,
+                helper: ctx.helper_fd,
                 kind_of: &kind_of,
             };
             Ok(bwrap::build_argv(&inputs, command))

@@ -105,3 +105,97 @@ fn host_sockets_behind_symlinked_spellings_are_hidden_and_the_session_starts() {
         drop(agent);
     }
 }
+
+/// A copy of the binary at `path` (mode 755, its directories created 755), removed on drop.
+struct BinaryCopy(PathBuf);
+
+impl BinaryCopy {
+    fn at(path: PathBuf) -> BinaryCopy {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = path.parent().unwrap();
+        fs::create_dir_all(dir).unwrap();
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::copy(super::support::bin(), &path).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        BinaryCopy(path)
+    }
+}
+
+impl Drop for BinaryCopy {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+        if let Some(dir) = self.0.parent() {
+            let _ = fs::remove_dir(dir);
+        }
+    }
+}
+
+#[test]
+fn the_helper_is_reachable_from_a_binary_under_tmp_or_a_denied_path() {
+    if !tools_present() {
+        return;
+    }
+    let tmp = BinaryCopy::at(PathBuf::from(format!(
+        "/tmp/sbx-bin-{}/sbx-shell",
+        std::process::id()
+    )));
+    for user in [User::Root, User::Nobody] {
+        let lab = Lab::new("helperpath", user, false);
+        // ~/.ssh is denied by default: hidden inside, yet the binary runs from there.
+        let denied = BinaryCopy::at(lab.home.join(".ssh/bin/sbx-shell"));
+        if user == User::Nobody {
+            for dir in [&lab.home.join(".ssh"), &lab.home.join(".ssh/bin")] {
+                std::os::unix::fs::chown(dir, Some(65534), Some(65534)).unwrap();
+            }
+        }
+        for binary in [&tmp.0, &denied.0] {
+            for backend in ["bwrap", "landlock"] {
+                let what = format!("{} from {}", lab.what(backend), binary.display());
+                let out = lab
+                    .command_of(binary, backend, &["-c", "echo REACHED; ls ~/.ssh | wc -l"])
+                    .current_dir(&lab.outside)
+                    .shown();
+                let text = String::from_utf8_lossy(&out.stdout);
+                assert!(out.status.success(), "{what}");
+                assert_lines(&text, &["REACHED"], &what);
+                if backend == "bwrap" {
+                    // The directory stays hidden: only the executable itself was bound.
+                    assert_lines(&text, &["0"], &what);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_helper_runs_from_the_running_file_after_an_upgrade_replaced_its_path() {
+    if !tools_present() {
+        return;
+    }
+    let lab = Lab::new("upgrade", User::Root, false);
+    let config_dir = lab.home.join(".config/sbx-shell");
+    fs::create_dir_all(&config_dir).unwrap();
+    for backend in ["bwrap", "landlock"] {
+        let binary = BinaryCopy::at(lab.dir.join(format!("bin-{backend}/sbx-shell")));
+        // sbx-shell blocks reading its configuration from a FIFO until we write it: the
+        // moment to replace the binary, after it started and before it runs the helper.
+        let fifo = config_dir.join("config.json");
+        let _ = fs::remove_file(&fifo);
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let child = lab
+            .command_of(&binary.0, backend, &["-c", "echo UPGRADED-OK"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        fs::remove_file(&binary.0).unwrap();
+        fs::write(&binary.0, "#!/bin/sh\necho WRONG-BINARY\n").unwrap();
+        fs::write(&fifo, "{}\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        println!("{text}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{backend}");
+        assert_lines(&text, &["UPGRADED-OK"], backend);
+        fs::remove_file(&fifo).unwrap();
+    }
+}

@@ -57,7 +57,7 @@ pub(super) struct Lab {
     pub(super) dir: PathBuf,
     pub(super) home: PathBuf,
     pub(super) ws: PathBuf,
-    outside: PathBuf,
+    pub(super) outside: PathBuf,
     user: User,
 }
 
@@ -96,7 +96,12 @@ impl Lab {
     /// `sbx-shell --backend BACKEND ARGS…` in the workspace, as the lab's user, without a
     /// terminal, with a small clean environment.
     pub(super) fn command(&self, backend: &str, args: &[&str]) -> Command {
-        let mut cmd = Command::new(lab_root().join("sbx-shell"));
+        self.command_of(&lab_root().join("sbx-shell"), backend, args)
+    }
+
+    /// `command`, with the sbx-shell binary at `binary`.
+    pub(super) fn command_of(&self, binary: &Path, backend: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new(binary);
         cmd.arg("--backend")
             .arg(backend)
             .args(args)
