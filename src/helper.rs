@@ -102,9 +102,7 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
     }
     if parsed.spec.guard {
         apply_default_signals().map_err(HelperError::Guard)?;
-        if let Some(code) =
-            os::split_off_guard(parsed.spec.stop_notify_fd).map_err(HelperError::Guard)?
-        {
+        if let Some(code) = os::split_off_guard(&parsed.spec).map_err(HelperError::Guard)? {
             return Ok(code);
         }
     }

@@ -81,6 +81,34 @@ pub fn spawn_child(
     Ok(Pid::from_raw(pid))
 }
 
+/// A pipe whose write end only this process holds (close-on-exec) and whose read end every
+/// child inherits: it reads as end-of-file once this process is gone — by SIGKILL too, and
+/// also when that happened before the child looked — which no death signal can promise.
+/// The helper's guard checks and watches it.
+#[derive(Debug)]
+pub struct Lifeline {
+    read: OwnedFd,
+    _write: OwnedFd,
+}
+
+impl Lifeline {
+    pub fn new() -> io::Result<Lifeline> {
+        use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+        use std::os::fd::AsFd;
+        let (read, write) = nix::unistd::pipe()?;
+        fcntl(write.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+        Ok(Lifeline {
+            read,
+            _write: write,
+        })
+    }
+
+    /// The read end, as children inherit it.
+    pub fn child_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.read)
+    }
+}
+
 /// What happened to one of our children.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChildEvent {

@@ -68,6 +68,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         std::io::stdout().is_terminal(),
     ))?;
     let helper = HelperExe::open()?;
+    let lifeline = process::Lifeline::new().context("cannot create the lifeline pipe")?;
     let child = Child {
         argv: build_argv(
             &plan,
@@ -76,7 +77,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             &layers,
             net.as_ref(),
             &session,
-            &helper,
+            (&helper, &lifeline),
         )?,
         env,
         options: session_options(&plan.policy, &layers),
@@ -214,7 +215,7 @@ fn build_argv(
     layers: &InProcess,
     net: Option<&ProxySession>,
     session: &Session,
-    helper: &HelperExe,
+    (helper, lifeline): (&HelperExe, &process::Lifeline),
 ) -> Result<Vec<std::ffi::OsString>, Failure> {
     let spec = HelperSpec {
         new_session: session.is_pty(),
@@ -226,6 +227,7 @@ fn build_argv(
         stop_notify_fd: session
             .stop_notify_fd()
             .filter(|_| layers.launcher_depth > 0),
+        lifeline_fd: layers.guard.then(|| lifeline.child_fd()),
         proxy_listen: net.and_then(|n| {
             n.channel.as_ref().map(|fd| ProxyListen {
                 port: n.port,

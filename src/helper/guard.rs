@@ -4,8 +4,10 @@
 //! the program's orphans to init. So in guard mode the helper forks: the child goes on to
 //! confine itself and exec the program, and the parent — outside the Landlock domain, so the
 //! program can neither signal nor trace it — stays behind as a child subreaper that:
-//! - is told by the kernel (PR_SET_PDEATHSIG) when sbx-shell dies, and then kills every
-//!   process below it, setsid'd and double-forked ones included (they are re-parented to it);
+//! - learns that sbx-shell died — from the lifeline, a pipe whose only write end sbx-shell
+//!   holds (end-of-file, however and whenever it died: before the guard started too), and
+//!   from the kernel (PR_SET_PDEATHSIG) — and then kills every process below it,
+//!   setsid'd and double-forked ones included (they are re-parented to it);
 //! - when the program ends, kills what is left and ends the same way the program did, so
 //!   sbx-shell sees the program's exit status;
 //! - reports the program's stops so that job control still reaches sbx-shell: on the notice
@@ -14,8 +16,9 @@
 //! - forwards signals that processes send it (not terminal-generated ones, which reach the
 //!   program's process group directly).
 //!
-//! Inside bwrap the pid namespace already ends the tree with sbx-shell; there the guard is
-//! used for the stop notices only.
+//! Inside bwrap the pid namespace ends the tree with bwrap, but bwrap learns of sbx-shell's
+//! death only once it armed its own death signal (a window at start-up): the lifeline
+//! closes that window there too.
 
 use std::process::ExitCode;
 
@@ -32,15 +35,19 @@ fn death_signal() -> i32 {
 
 /// Fork. Returns `None` in the child (which goes on to exec the program); in the guard,
 /// returns the exit code once the program and everything it started are gone.
-pub fn split(stop_notify_fd: Option<i32>) -> std::io::Result<Option<ExitCode>> {
+pub fn split(
+    stop_notify_fd: Option<i32>,
+    lifeline_fd: Option<i32>,
+) -> std::io::Result<Option<ExitCode>> {
     let parent = getppid();
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), None)?;
     // SAFETY: PR_SET_PDEATHSIG takes a signal number and touches no memory of ours.
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, death_signal(), 0, 0, 0) } == -1 {
         return Err(std::io::Error::last_os_error());
     }
-    if getppid() != parent {
-        // sbx-shell died before the death signal was armed: run nothing.
+    // Checked after arming: sbx-shell dying from here on is signalled and seen on the
+    // lifeline; dying before is seen now. Either way, run nothing.
+    if getppid() != parent || lifeline_fd.is_some_and(|fd| supervisor_gone(fd, 0)) {
         return Ok(Some(ExitCode::from(exit::FAILURE)));
     }
     process::install_subreaper();
@@ -50,29 +57,63 @@ pub fn split(stop_notify_fd: Option<i32>) -> std::io::Result<Option<ExitCode>> {
             // The guard's death signal is not inherited; the mask is emptied before exec.
             Ok(None)
         }
-        ForkResult::Parent { child } => Ok(Some(watch(child, stop_notify_fd))),
+        ForkResult::Parent { child } => Ok(Some(watch(child, stop_notify_fd, lifeline_fd)?)),
     }
 }
 
-/// Wait for signals (all blocked) and act on them until the program is gone.
-fn watch(child: Pid, stop_notify_fd: Option<i32>) -> ExitCode {
-    let all = SigSet::all();
+/// Whether the lifeline reads as end-of-file (or is broken) within `timeout_ms`: nobody
+/// writes to it, so anything but "nothing yet" means sbx-shell is gone.
+fn supervisor_gone(fd: i32, timeout_ms: i32) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    n == 1 && pfd.revents != 0
+}
+
+/// Wait for signals (all blocked, read from a signalfd) and for the lifeline, and act on
+/// them until the program is gone.
+fn watch(
+    child: Pid,
+    stop_notify_fd: Option<i32>,
+    lifeline_fd: Option<i32>,
+) -> std::io::Result<ExitCode> {
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    let signals = SignalFd::with_flags(&SigSet::all(), SfdFlags::SFD_CLOEXEC)?;
     loop {
-        let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
-        // SAFETY: `all` is a valid sigset and `info` a writable siginfo_t.
-        let signal = unsafe { libc::sigwaitinfo(all.as_ref(), info.as_mut_ptr()) };
-        if signal == -1 {
+        let mut fds = vec![libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&signals),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        fds.extend(lifeline_fd.map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        }));
+        // SAFETY: `fds` is a valid array of pollfds for the duration of the call.
+        if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) } == -1 {
             continue;
         }
-        // SAFETY: sigwaitinfo succeeded and filled `info`.
-        let sent_by_process = unsafe { info.assume_init() }.si_code <= 0;
+        if fds.get(1).is_some_and(|l| l.revents != 0) {
+            process::kill_leftovers(None);
+            return Ok(ExitCode::from(exit::signal_exit_code(libc::SIGKILL)));
+        }
+        let Ok(Some(info)) = signals.read_signal() else {
+            continue;
+        };
+        let signal = info.ssi_signo as i32;
+        let sent_by_process = info.ssi_code <= 0;
         match signal {
             libc::SIGCHLD => {
                 for event in process::reap_children() {
                     match event {
                         ChildEvent::Ended(pid, end) if pid == child => {
                             process::kill_leftovers(None);
-                            return end_like(end);
+                            return Ok(end_like(end));
                         }
                         ChildEvent::Stopped(pid) if pid == child => match stop_notify_fd {
                             // SAFETY: writes one byte from a valid buffer; a closed or
@@ -94,7 +135,7 @@ fn watch(child: Pid, stop_notify_fd: Option<i32>) -> ExitCode {
             }
             s if s == death_signal() => {
                 process::kill_leftovers(None);
-                return ExitCode::from(exit::signal_exit_code(libc::SIGKILL));
+                return Ok(ExitCode::from(exit::signal_exit_code(libc::SIGKILL)));
             }
             s if sent_by_process => {
                 // SAFETY: kill with a valid signal number touches no memory.

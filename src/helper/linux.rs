@@ -19,8 +19,8 @@ pub const NOFILE_CAP: Option<u64> = None;
 
 /// Guard mode: `Some(code)` in the guard once the program's tree is gone, `None` in the
 /// child that goes on to exec the program.
-pub fn split_off_guard(stop_notify_fd: Option<i32>) -> io::Result<Option<ExitCode>> {
-    guard::split(stop_notify_fd)
+pub fn split_off_guard(spec: &HelperSpec) -> io::Result<Option<ExitCode>> {
+    guard::split(spec.stop_notify_fd, spec.lifeline_fd)
 }
 
 /// Capabilities and no_new_privs, then Landlock, then seccomp, as the spec asks.

@@ -18,7 +18,7 @@ pub enum ConfineError {
 /// macOS: setrlimit(RLIMIT_NOFILE) above OPEN_MAX fails, even as root.
 pub const NOFILE_CAP: Option<u64> = Some(10240);
 
-pub fn split_off_guard(_stop_notify_fd: Option<i32>) -> io::Result<Option<ExitCode>> {
+pub fn split_off_guard(_spec: &HelperSpec) -> io::Result<Option<ExitCode>> {
     Err(io::Error::other("guard mode exists on Linux only"))
 }
 

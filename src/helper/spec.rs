@@ -38,6 +38,11 @@ pub struct HelperSpec {
     /// one, it stops itself so that its parent sees the stop.
     #[serde(default)]
     pub stop_notify_fd: Option<i32>,
+    /// The read end of a pipe whose only write end sbx-shell holds: it reads as end-of-file
+    /// once sbx-shell is gone, however it died and whenever (`run::Lifeline`). The guard
+    /// checks it before anything runs and watches it until the end.
+    #[serde(default)]
+    pub lifeline_fd: Option<i32>,
     /// Network allow-list inside bwrap: listen on this loopback port of the sandbox's network
     /// namespace and hand the listening socket to sbx-shell's proxy over this inherited
     /// unix socket, before anything else.
@@ -161,6 +166,7 @@ mod tests {
             seccomp: None,
             guard: false,
             stop_notify_fd: None,
+            lifeline_fd: None,
             proxy_listen: Some(ProxyListen {
                 port: 3128,
                 channel_fd: 7,

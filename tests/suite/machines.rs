@@ -199,3 +199,87 @@ fn the_helper_runs_from_the_running_file_after_an_upgrade_replaced_its_path() {
         fs::remove_file(&fifo).unwrap();
     }
 }
+
+/// A small xorshift generator: random kill points, reproducible from the printed seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below
+    }
+}
+
+#[test]
+fn nothing_survives_200_sigkills_at_random_points_of_start_up() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    use std::process::Stdio;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    if !tools_present() {
+        return;
+    }
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    println!("seed {seed}");
+    let mut rng = Rng(seed);
+    let labs = [
+        Lab::new("kill200", User::Root, false),
+        Lab::new("kill200", User::Nobody, false),
+    ];
+    for i in 0..200 {
+        let lab = &labs[i % 2];
+        let backend = ["bwrap", "landlock"][(i / 2) % 2];
+        let pty = ["never", "always"][(i / 4) % 2];
+        // Up to 60 ms: from before sbx-shell reads its configuration to after the program
+        // started (a debug build under bwrap takes about 20).
+        let delay = Duration::from_micros(rng.next(60_000));
+        let marker = format!("sleep 31337.{i:03}");
+        let what = format!(
+            "kill {i} after {delay:?}: {} --pty {pty}",
+            lab.what(backend)
+        );
+        let mut child = lab
+            .command(
+                backend,
+                &["--pty", pty, "-c", &format!("{marker} & {marker}")],
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
+        child.wait().unwrap();
+        super::support::wait_until(&format!("{what}: nothing left"), || {
+            super::support::pids_with(&marker).is_empty().then_some(())
+        });
+    }
+    // Control: unconfined, the program outlives a SIGKILL'd sbx-shell.
+    let marker = "sleep 31337.999";
+    let mut child = labs[0]
+        .command("none", &["-c", &format!("{marker}; true")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let supervisor = child.id() as i32;
+    super::support::wait_until("the control's program to start", || {
+        super::support::pids_with(marker)
+            .iter()
+            .any(|p| *p != supervisor)
+            .then_some(())
+    });
+    kill(Pid::from_raw(supervisor), Signal::SIGKILL).unwrap();
+    child.wait().unwrap();
+    let survivors = super::support::pids_with(marker);
+    for pid in &survivors {
+        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    assert!(!survivors.is_empty(), "control: the program survives");
+}
