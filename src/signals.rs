@@ -9,14 +9,50 @@
 //!
 //! Keeping SIGWINCH apart means a storm of resizes can never crowd a SIGTERM out of the pipe.
 //! Install before reading the initial window size, so no resize between the two is lost.
+//!
+//! Fault signals (SIGABRT, SIGSEGV, SIGBUS, SIGILL, SIGFPE) get a handler of their own: one
+//! that sbx-shell raised itself (a crash; an allocation failure aborts) restores the outer
+//! terminal from a copy taken before raw mode — `tcsetattr` only, async-signal-safe — and
+//! then dies of the same signal; one that another process sent is an event like SIGTERM
+//! (the session ends, exit 128+N), never swallowed. SIGKILL is the one death nothing can
+//! catch (README: "If the terminal is left raw").
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::OnceLock;
 
 use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal};
 
 const SENT_BY_PROCESS: u8 = 0x80;
+
+/// The signals a fault raises, and `abort`.
+pub const FAULTS: [i32; 5] = [
+    libc::SIGABRT,
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+    libc::SIGFPE,
+];
+
+/// The outer terminal's termios from before raw mode (set once, read in signal context).
+static TERMINAL: OnceLock<libc::termios> = OnceLock::new();
+/// The events pipe's write end, for the fault handler (-1 until installed).
+static EVENTS_WRITE: AtomicI32 = AtomicI32::new(-1);
+
+/// Keep `termios` (fd 0's, before raw mode) for restoring it where nothing else can run.
+pub fn remember_terminal(termios: libc::termios) {
+    let _ = TERMINAL.set(termios);
+}
+
+/// Put fd 0 back as remembered, if anything was (async-signal-safe).
+pub fn restore_terminal(when: libc::c_int) {
+    if let Some(saved) = TERMINAL.get() {
+        // SAFETY: `saved` is a complete termios read by tcgetattr from this same fd.
+        unsafe { libc::tcsetattr(0, when, saved) };
+    }
+}
 
 /// One delivered signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +76,8 @@ pub fn install(signals: &[Signal], watch_winch: bool) -> io::Result<SignalPipes>
     let write_fd: RawFd = events_write.as_raw_fd();
     // The handlers use the write end until the process exits.
     std::mem::forget(events_write);
+    EVENTS_WRITE.store(write_fd, Ordering::SeqCst);
+    install_fault_handlers()?;
     let mut unblock = SigSet::empty();
     for &signal in signals {
         let number = signal as i32;
@@ -67,6 +105,50 @@ pub fn install(signals: &[Signal], watch_winch: bool) -> io::Result<SignalPipes>
         events: events_read,
         winch,
     })
+}
+
+/// The fault handler for every fault signal, on the alternate stack (a stack overflow is a
+/// SIGSEGV too). Not through signal-hook, which refuses these signals.
+fn install_fault_handlers() -> io::Result<()> {
+    for signal in FAULTS {
+        // SAFETY: a zeroed sigaction is valid; every field that matters is set below.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = on_fault as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        // SAFETY: `action.sa_mask` is a valid sigset to empty.
+        unsafe { libc::sigemptyset(&mut action.sa_mask) };
+        // SAFETY: `action` is fully initialized; `on_fault` only makes async-signal-safe
+        // calls; the old action is not needed.
+        if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A fault signal: from another process, an event like SIGTERM; our own, the terminal
+/// restored and death by the same signal.
+extern "C" fn on_fault(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t.
+    let info = unsafe { &*info };
+    let events = EVENTS_WRITE.load(Ordering::SeqCst);
+    if !own_fault(info) && events >= 0 {
+        let byte = encode(signal, true);
+        // SAFETY: a valid one-byte buffer; write(2) is async-signal-safe.
+        let _ = unsafe { libc::write(events, (&byte as *const u8).cast(), 1) };
+        return;
+    }
+    restore_terminal(libc::TCSANOW);
+    // SAFETY: SIG_DFL, then unblocking the signal (blocked while its handler runs), are
+    // async-signal-safe; the pending or re-raised signal then ends the process.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        let mut only: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut only);
+        libc::sigaddset(&mut only, signal);
+        libc::raise(signal);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &only, std::ptr::null_mut());
+    }
 }
 
 /// Read every pending event (empty when none is pending).
@@ -127,6 +209,26 @@ fn sent_by_process(info: &libc::siginfo_t) -> bool {
     }
 }
 
+/// Whether this process raised the fault signal itself: the kernel's (a bad access, a bad
+/// instruction) or its own `abort`/`raise`. Async-signal-safe.
+fn own_fault(info: &libc::siginfo_t) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // Positive codes come from the kernel, and no process may queue one to another;
+        // SI_TKILL (tgkill, as abort and raise use) with our own pid cannot be forged by
+        // another process either (rt_sigqueueinfo refuses SI_TKILL to others).
+        const SI_TKILL: i32 = -6;
+        // SAFETY: si_pid is the union member filled for SI_TKILL; getpid is
+        // async-signal-safe.
+        info.si_code > 0 || (info.si_code == SI_TKILL && unsafe { info.si_pid() == libc::getpid() })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        // SAFETY: getpid is async-signal-safe.
+        !sent_by_process(info) || info.si_pid == unsafe { libc::getpid() }
+    }
+}
+
 fn encode(signal: i32, by_process: bool) -> u8 {
     let number = u8::try_from(signal).unwrap_or(0) & !SENT_BY_PROCESS;
     if by_process {
@@ -146,6 +248,53 @@ fn decode(byte: u8) -> SignalEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// In a child run of this test binary (`FAULT_CHILD` set): fd 0 is a pty the parent
+    /// made; remember its termios, make it raw as the relay does, install the handlers,
+    /// and fault for real.
+    #[test]
+    fn fault_child() {
+        let Some(how) = std::env::var_os("SBX_FAULT_CHILD") else {
+            return;
+        };
+        let saved = nix::sys::termios::tcgetattr(std::io::stdin()).unwrap();
+        remember_terminal(libc::termios::from(saved.clone()));
+        let mut raw = saved;
+        nix::sys::termios::cfmakeraw(&mut raw);
+        nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, &raw)
+            .unwrap();
+        let _pipes = install(&[], false).unwrap();
+        if how == "abort" {
+            std::process::abort();
+        }
+        // SAFETY: none; this is the point — a read of address 0 faults (SIGSEGV).
+        unsafe { std::ptr::read_volatile(std::ptr::null::<u8>()) };
+    }
+
+    #[test]
+    fn a_fault_or_abort_of_our_own_restores_the_terminal_and_dies_of_that_signal() {
+        use std::os::unix::process::ExitStatusExt;
+        for (how, signal) in [("abort", libc::SIGABRT), ("segv", libc::SIGSEGV)] {
+            let pty = nix::pty::openpty(None, None).unwrap();
+            let before = nix::sys::termios::tcgetattr(&pty.slave).unwrap();
+            let status = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "signals::tests::fault_child", "--nocapture"])
+                .env("SBX_FAULT_CHILD", how)
+                .env("RUST_BACKTRACE", "0")
+                .stdin(std::process::Stdio::from(pty.slave.try_clone().unwrap()))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap();
+            assert_eq!(status.signal(), Some(signal), "{how}: {status:?}");
+            let after = nix::sys::termios::tcgetattr(&pty.slave).unwrap();
+            assert_eq!(
+                libc::termios::from(after),
+                libc::termios::from(before),
+                "{how}: the terminal was left changed"
+            );
+        }
+    }
 
     #[test]
     fn events_round_trip_through_one_byte() {

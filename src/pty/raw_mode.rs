@@ -1,19 +1,16 @@
 //! The outer terminal's termios: saved once, raw while we relay, restored on every way out.
 //!
 //! Raw mode is entered with TCSADRAIN (typeahead is kept for the child) and left with
-//! TCSADRAIN + TCIFLUSH (see `restore` for why never TCSAFLUSH). `RawMode` restores in `Drop`; the relay also calls `restore`/`apply_raw` around job
-//! control, and a panic hook restores from a process-wide copy (with `panic = "abort"` no
-//! destructor runs, the hook does). Everything acts on fd 0 and is a no-op when fd 0 is not
+//! TCSADRAIN + TCIFLUSH (see `restore` for why never TCSAFLUSH). `RawMode` restores in
+//! `Drop`; the relay also calls `restore`/`apply_raw` around job control; a panic hook and
+//! the fault handlers (`signals`) restore from a process-wide copy (with `panic = "abort"`
+//! no destructor runs, the hook does; after a fault nothing else runs). Everything acts on fd 0 and is a no-op when fd 0 is not
 //! a terminal — never on `/dev/tty` behind the user's back.
 
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::sync::OnceLock;
 
 use nix::sys::termios::{cfmakeraw, tcflush, tcgetattr, tcsetattr, FlushArg, SetArg, Termios};
-
-/// The termios fd 0 had before we touched it, for the panic hook.
-static SAVED_FOR_PANIC: OnceLock<libc::termios> = OnceLock::new();
 
 /// fd 0, with the termios it had when we started.
 #[derive(Debug)]
@@ -25,7 +22,7 @@ impl OuterTerminal {
     /// Save fd 0's termios; None when fd 0 is not a terminal.
     pub fn capture() -> Option<OuterTerminal> {
         let saved = tcgetattr(stdin()).ok()?;
-        let _ = SAVED_FOR_PANIC.set(libc::termios::from(saved.clone()));
+        crate::signals::remember_terminal(libc::termios::from(saved.clone()));
         Some(OuterTerminal { saved })
     }
 
@@ -84,10 +81,7 @@ impl Drop for RawMode {
 pub fn install_panic_hook() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if let Some(saved) = SAVED_FOR_PANIC.get() {
-            // SAFETY: `saved` is a complete termios read by tcgetattr from this same fd.
-            unsafe { libc::tcsetattr(0, libc::TCSADRAIN, saved) };
-        }
+        crate::signals::restore_terminal(libc::TCSADRAIN);
         previous(info);
     }));
 }

@@ -21,14 +21,11 @@ use nix::unistd::Pid;
 use super::modes::ModeTracker;
 use super::raw_mode::OuterTerminal;
 use super::winsize;
-use crate::session::supervise::Supervisor;
+use crate::session::supervise::{self, Supervisor};
 use crate::signals::{self, SignalPipes};
 
 /// Input waiting for the child, at most; beyond it we stop reading the outer terminal.
 const INPUT_QUEUE_MAX: usize = 64 * 1024;
-/// How long the child gets to act on a forwarded SIGTERM/SIGINT/SIGQUIT/SIGHUP before its
-/// whole tree is hung up and killed.
-const TERMINATE_GRACE: Duration = Duration::from_millis(500);
 /// The most we wait for the master to report EIO once everything below us is gone.
 const DRAIN_MAX: Duration = Duration::from_secs(1);
 /// The end-of-file character written for a non-terminal stdin that ended.
@@ -147,7 +144,7 @@ impl<'a> Relay<'a> {
             Err(Errno::EINTR) => return,
             Err(_) => {
                 // poll itself failing leaves nothing sensible to relay: end the session.
-                self.terminate(libc::SIGHUP);
+                self.terminate(libc::SIGHUP, libc::SIGHUP);
                 return;
             }
         }
@@ -196,7 +193,11 @@ impl<'a> Relay<'a> {
             }
             libc::SIGTSTP => self.suspend(),
             libc::SIGCONT => self.resume(),
-            libc::SIGTERM | libc::SIGINT | libc::SIGQUIT | libc::SIGHUP => self.terminate(signal),
+            libc::SIGTERM | libc::SIGINT | libc::SIGQUIT | libc::SIGHUP => {
+                self.terminate(signal, signal)
+            }
+            // A fault signal that another process sent: like SIGTERM, exit 128+N.
+            s if signals::FAULTS.contains(&s) => self.terminate(libc::SIGTERM, s),
             _ => {}
         }
     }
@@ -228,11 +229,12 @@ impl<'a> Relay<'a> {
 
     /// A terminating signal reached us (or the outer terminal went away): pass it on to the
     /// child and its foreground job, give them a moment, then end the tree.
-    fn terminate(&mut self, signal: i32) {
+    /// `signal` is passed on; sbx-shell then exits 128 + `reason`.
+    fn terminate(&mut self, signal: i32, reason: i32) {
         if let Ok(signal) = Signal::try_from(signal) {
             let foreground = self.foreground();
             self.supervisor
-                .terminate(signal, TERMINATE_GRACE, foreground);
+                .terminate(signal, reason, supervise::TERMINATE_GRACE, foreground);
         }
     }
 
@@ -300,7 +302,7 @@ impl<'a> Relay<'a> {
                 self.stdin_open = false;
                 if self.outer.is_some() {
                     // The outer terminal hung up: the child's terminal goes away too.
-                    self.terminate(libc::SIGHUP);
+                    self.terminate(libc::SIGHUP, libc::SIGHUP);
                 } else {
                     // A pipe or file ended: tell the child the way a terminal would.
                     self.to_child.push(VEOF);

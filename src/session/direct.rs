@@ -62,6 +62,14 @@ impl Session {
                         let _ = signals::stop_self();
                         let _ = kill(supervisor.child(), Signal::SIGCONT);
                     }
+                } else if signals::FAULTS.contains(&event.signal) {
+                    // A fault signal that another process sent: like SIGTERM, exit 128+N.
+                    supervisor.terminate(
+                        Signal::SIGTERM,
+                        event.signal,
+                        super::supervise::TERMINATE_GRACE,
+                        None,
+                    );
                 } else if let (true, Ok(signal)) =
                     (event.sent_by_process, Signal::try_from(event.signal))
                 {

@@ -15,6 +15,10 @@ use nix::unistd::Pid;
 use crate::exit::{self, ChildEnd};
 use crate::process::{self, ChildEvent};
 
+/// How long the child gets to act on a forwarded SIGTERM/SIGINT/SIGQUIT/SIGHUP before its
+/// whole tree is hung up and killed.
+pub const TERMINATE_GRACE: Duration = Duration::from_millis(500);
+
 /// The session's wall-clock limit: SIGTERM after `after`, and the whole tree killed `grace`
 /// later; sbx-shell then exits with `exit::TIMEOUT`, as timeout(1) does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,12 +136,18 @@ impl Supervisor {
         }
     }
 
-    /// A terminating signal for the whole session: passed on to the program (and the
-    /// terminal's foreground job), the tree killed after `grace`; sbx-shell then exits
-    /// 128 + N.
-    pub fn terminate(&mut self, signal: Signal, grace: Duration, foreground: Option<Pid>) {
+    /// A terminating signal for the whole session: `signal` passed on to the program (and
+    /// the terminal's foreground job), the tree killed after `grace`; sbx-shell then exits
+    /// 128 + `reason` (the signal sbx-shell got).
+    pub fn terminate(
+        &mut self,
+        signal: Signal,
+        reason: i32,
+        grace: Duration,
+        foreground: Option<Pid>,
+    ) {
         self.exit_override
-            .get_or_insert(exit::signal_exit_code(signal as i32));
+            .get_or_insert(exit::signal_exit_code(reason));
         self.terminate_with_grace(signal, grace, foreground);
     }
 

@@ -151,6 +151,9 @@ fn the_outer_termios_is_restored_on_normal_exit_codes_and_child_signals() {
     }
 }
 
+/// Fault signals that another process sends count as terminating signals (the supervisor's
+/// own faults restore the terminal too: `signals::tests`). Each is sent twice: the first
+/// must not be swallowed, nor the second leave the terminal raw.
 #[test]
 fn the_outer_termios_is_restored_when_sbx_shell_gets_a_terminating_signal() {
     for signal in [
@@ -158,6 +161,11 @@ fn the_outer_termios_is_restored_when_sbx_shell_gets_a_terminating_signal() {
         Signal::SIGHUP,
         Signal::SIGINT,
         Signal::SIGQUIT,
+        Signal::SIGABRT,
+        Signal::SIGSEGV,
+        Signal::SIGBUS,
+        Signal::SIGILL,
+        Signal::SIGFPE,
     ] {
         // An interactive-like child that ignores none of them but takes a moment.
         let marker = format!("60.{}", signal as i32);
@@ -166,6 +174,7 @@ fn the_outer_termios_is_restored_when_sbx_shell_gets_a_terminating_signal() {
         let before = outer.initial_stty();
         outer.expect("READY");
         outer.wait_raw();
+        outer.signal(signal);
         outer.signal(signal);
         let status = outer.wait();
         assert_eq!(
