@@ -201,6 +201,11 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "MIB")]
     pub memory_mib: Option<u64>,
 
+    /// Size of the sandbox's private /tmp and of its /dev/shm, each, in MiB (bwrap;
+    /// default 2048).
+    #[arg(long, value_name = "MIB")]
+    pub tmp_mib: Option<u64>,
+
     /// Limit the number of processes (RLIMIT_NPROC).
     #[arg(long, value_name = "N")]
     pub processes: Option<u64>,

@@ -197,6 +197,11 @@ pub struct LimitsConfig {
     /// limit would break runtimes that reserve large virtual ranges, such as V8, Go, the JVM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_mib: Option<u64>,
+    /// Size of the sandbox's private /tmp and of its /dev/shm, each, in MiB (bwrap; default
+    /// 2048). Writing past it fails with ENOSPC inside; nothing reaches the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub tmp_mib: Option<u64>,
     /// Processes of this user (RLIMIT_NPROC: the kernel counts all of the user's processes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<u64>,

@@ -110,6 +110,7 @@ pub fn flags_layer(args: &PolicyArgs) -> anyhow::Result<Layer> {
     config.limits = LimitsConfig {
         cpu_seconds: args.cpu_seconds,
         memory_mib: args.memory_mib,
+        tmp_mib: args.tmp_mib,
         processes: args.processes,
         timeout_seconds: args.timeout.as_deref().map(parse_duration).transpose()?,
         ..LimitsConfig::default()

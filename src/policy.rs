@@ -126,6 +126,9 @@ pub const SECRET_SUFFIXES: &[&str] = &["_API_KEY", "_ACCESS_KEY", "_PRIVATE_KEY"
 
 /// Seconds between SIGTERM at the timeout and SIGKILL, unless configured.
 pub const DEFAULT_TIMEOUT_GRACE: u64 = 5;
+/// The private /tmp's and /dev/shm's size when the policy names none: a few GiB, well under
+/// what tmpfs takes by default (half the RAM, each).
+pub const DEFAULT_TMP_MIB: u64 = 2048;
 
 /// One named layer of configuration.
 #[derive(Debug, Clone)]
@@ -214,6 +217,8 @@ pub struct Limits {
     pub open_files: OpenFiles,
     pub cpu_seconds: Option<u64>,
     pub memory_mib: Option<u64>,
+    /// The private /tmp's and /dev/shm's size (bwrap), MiB.
+    pub tmp_mib: u64,
     pub processes: Option<u64>,
     pub core_dumps: bool,
     pub timeout_seconds: Option<u64>,
@@ -369,6 +374,9 @@ fn resolve_limits(layers: &[Layer]) -> Limits {
             .unwrap_or(OpenFiles::Mode(OpenFilesMode::Raise)),
         cpu_seconds: last(layers, |c| c.limits.cpu_seconds),
         memory_mib: last(layers, |c| c.limits.memory_mib),
+        tmp_mib: last(layers, |c| c.limits.tmp_mib)
+            .unwrap_or(DEFAULT_TMP_MIB)
+            .max(1),
         processes: last(layers, |c| c.limits.processes),
         core_dumps: last(layers, |c| c.limits.core_dumps).unwrap_or(false),
         timeout_seconds: last(layers, |c| c.limits.timeout_seconds),

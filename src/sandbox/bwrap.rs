@@ -73,7 +73,16 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
         "--ro-bind"
     };
     a.mount(root, Path::new("/"), Path::new("/"));
-    a.flags(&["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
+    // The private /tmp and /dev/shm are bounded (tmpfs would take half the RAM each).
+    let size = policy
+        .limits
+        .tmp_mib
+        .saturating_mul(1024 * 1024)
+        .to_string();
+    a.flags(&["--dev", "/dev", "--proc", "/proc"]);
+    a.flags(&[
+        "--size", &size, "--tmpfs", "/tmp", "--size", &size, "--tmpfs", "/dev/shm",
+    ]);
     match inputs.helper {
         Some(HelperFd::Bind(fd)) => a.flags(&["--ro-bind-fd", &fd.to_string(), HELPER_PATH]),
         Some(HelperFd::Copy(fd)) => {
@@ -230,8 +239,14 @@ mod tests {
             "/dev",
             "--proc",
             "/proc",
+            "--size",
+            "2147483648",
             "--tmpfs",
             "/tmp",
+            "--size",
+            "2147483648",
+            "--tmpfs",
+            "/dev/shm",
             "--bind",
             "/home/u/proj",
             "/home/u/proj",

@@ -283,3 +283,43 @@ fn nothing_survives_200_sigkills_at_random_points_of_start_up() {
     }
     assert!(!survivors.is_empty(), "control: the program survives");
 }
+
+#[test]
+fn the_private_tmp_and_dev_shm_are_bounded_and_explain_shows_the_size() {
+    if !tools_present() {
+        return;
+    }
+    // 12 MiB into an 8 MiB /tmp and /dev/shm: ENOSPC inside, nothing on the host.
+    let script = r#"
+        head -c 12582912 /dev/zero > /tmp/sbx-tmpfill 2>/dev/null && echo TMP-FULL-WRITE || echo TMP-ENOSPC
+        head -c 12582912 /dev/zero > /dev/shm/sbx-tmpfill 2>/dev/null && echo SHM-FULL-WRITE || echo SHM-ENOSPC
+        echo w > /tmp/small && echo SMALL-OK
+    "#;
+    for user in [User::Root, User::Nobody] {
+        let lab = Lab::new("tmpsize", user, false);
+        let what = lab.what("bwrap");
+        let out = lab
+            .command("bwrap", &["--tmp-mib", "8", "-c", script])
+            .shown();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_lines(&text, &["TMP-ENOSPC", "SHM-ENOSPC"], &what);
+        assert!(!Path::new("/tmp/sbx-tmpfill").exists(), "{what}");
+        assert!(!Path::new("/dev/shm/sbx-tmpfill").exists(), "{what}");
+        // The default (2 GiB) leaves room for it.
+        let out = lab.command("bwrap", &["-c", script]).shown();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_lines(
+            &text,
+            &["TMP-FULL-WRITE", "SHM-FULL-WRITE", "SMALL-OK"],
+            &what,
+        );
+    }
+    let out = std::process::Command::new(super::support::bin())
+        .args(["explain", "--tmp-mib", "64"])
+        .shown();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("private /tmp and /dev/shm 64 MiB each"),
+        "{text}"
+    );
+}
