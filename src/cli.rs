@@ -213,6 +213,12 @@ pub struct PolicyArgs {
     /// The sandbox: auto (default), bwrap, landlock, seatbelt, or none (unconfined).
     #[arg(long, value_enum, value_name = "BACKEND")]
     pub backend: Option<crate::config::BackendChoice>,
+
+    /// Refuse to start unless these layers run: bwrap, landlock, seccomp, seatbelt
+    /// (comma-separated). Without it, `auto` runs the strongest set this machine can and
+    /// names what is missing.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LAYER,…")]
+    pub require: Vec<crate::config::Layer>,
 }
 
 #[cfg(test)]

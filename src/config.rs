@@ -36,6 +36,11 @@ pub struct Config {
     /// "seatbelt", or "none" (unconfined, with a warning).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<BackendChoice>,
+    /// Layers that must run, or sbx-shell refuses to start ("bwrap", "landlock", "seccomp",
+    /// "seatbelt"): without it, `auto` uses the strongest set this machine can run and
+    /// names what is missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require: Option<Vec<Layer>>,
     #[serde(default, skip_serializing_if = "FilesystemConfig::is_empty")]
     pub filesystem: FilesystemConfig,
     /// "none", "full", or {"allow": [domains]}.
@@ -89,6 +94,33 @@ impl FilesystemConfig {
 }
 
 /// The sandbox backend asked for.
+/// One layer of the sandbox, as `--require` and `require` name it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layer {
+    /// Linux: bubblewrap's namespaces and mounts.
+    Bwrap,
+    /// Linux: Landlock filesystem and network rules.
+    Landlock,
+    /// Linux: the seccomp filter.
+    Seccomp,
+    /// macOS: the Seatbelt profile.
+    Seatbelt,
+}
+
+impl Layer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::Bwrap => "bwrap",
+            Layer::Landlock => "landlock",
+            Layer::Seccomp => "seccomp",
+            Layer::Seatbelt => "seatbelt",
+        }
+    }
+}
+
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, clap::ValueEnum,
 )]

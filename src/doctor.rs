@@ -136,7 +136,7 @@ fn linux_checks(m: &Machine) -> [Check; 5] {
             "unprivileged"
         },
     );
-    let userns = if m.userns.open(m.root) {
+    let userns = if m.userns.open(m.root) || m.bwrap_probe == Some(Ok(())) {
         check(
             "user namespaces",
             Status::Ok,
@@ -153,11 +153,26 @@ fn linux_checks(m: &Machine) -> [Check; 5] {
             Some("sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000 (and kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu)"),
         )
     };
-    let bwrap = match (&m.bwrap, &m.bwrap_probe) {
-        (Some(path), Some(Ok(()))) => check("bwrap", Status::Ok, format!("{} ran a probe sandbox", path.display()), "bubblewrap at a fixed system path, able to run", None),
-        (Some(path), Some(Err(why))) => check("bwrap", Status::Fail, format!("{}: probe failed: {why}", path.display()), "bubblewrap able to run", Some("enable unprivileged user namespaces (see above), or run the Landlock backend: --backend landlock")),
-        (Some(path), None) => check("bwrap", Status::Warn, format!("{} (not probed)", path.display()), "bubblewrap able to run", None),
-        (None, _) => check("bwrap", Status::Fail, format!("not found at {}", BWRAP_PATHS.join(" or ")), "bubblewrap installed", Some("apt-get install bubblewrap (or your distribution's package)")),
+    let expected = format!(
+        "bubblewrap at {}, able to run its sandbox (a probe runs it)",
+        BWRAP_PATHS.join(" or ")
+    );
+    let bwrap = match (m.bwrap_runs(), &m.bwrap_probe) {
+        (Ok(path), Some(Ok(()))) => check(
+            "bwrap",
+            Status::Ok,
+            format!("{} ran a probe sandbox", path.display()),
+            &expected,
+            None,
+        ),
+        (Ok(path), _) => check(
+            "bwrap",
+            Status::Warn,
+            format!("{} (not probed)", path.display()),
+            &expected,
+            None,
+        ),
+        (Err(no), _) => check("bwrap", Status::Fail, no.cause, &expected, Some(&no.fix)),
     };
     let tiocsti = match m.legacy_tiocsti.as_deref().map(str::trim) {
         Some("0") => check("legacy TIOCSTI", Status::Ok, "dev.tty.legacy_tiocsti=0", "0: no typing into other terminals", None),

@@ -22,20 +22,25 @@ pub struct Host {
 }
 
 impl Host {
-    /// Measure both parts, without probe runs.
-    pub fn measure() -> Host {
+    /// Measure both parts, with `probes`.
+    pub fn measure(probes: Probes<'_>) -> Host {
         Host {
-            machine: Machine::measure(Probes::Skip),
+            machine: Machine::measure(probes),
             place: Place::measure(),
         }
     }
 }
 
-/// Whether measuring may start a probe sandbox (a few milliseconds).
+/// Whether measuring may start a probe sandbox (about 5 ms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Probes {
+pub enum Probes<'a> {
+    /// No probe: the sysctls alone say whether bwrap could run (`explain`).
     Skip,
-    Run,
+    /// Probe now, and remember a success in the cache file, if given (`doctor`).
+    Fresh(Option<&'a Path>),
+    /// Take a success remembered in the cache file for this very machine state, else probe
+    /// as `Fresh` (a run).
+    Cached(&'a Path),
 }
 
 /// The facts a backend decision rests on.
@@ -60,6 +65,9 @@ pub struct Machine {
     pub nofile: Option<(u64, u64)>,
     /// macOS: how a probe run of /usr/bin/sandbox-exec ended (not run: `None`).
     pub sandbox_exec_probe: Option<Result<(), String>>,
+    /// What says this process runs in a container (`/.dockerenv`, `/run/.containerenv`,
+    /// `$container`), if anything does.
+    pub container: Option<String>,
 }
 
 /// kernel.unprivileged_userns_clone, user.max_user_namespaces and (Ubuntu)
@@ -106,8 +114,7 @@ impl Machine {
             },
             bwrap_probe: bwrap
                 .as_deref()
-                .filter(|_| probes == Probes::Run)
-                .map(probe_bwrap),
+                .and_then(|path| probe_bwrap_as_asked(path, probes)),
             bwrap,
             seccomp_mode: read("/proc/self/status").and_then(|s| {
                 s.lines()
@@ -115,7 +122,8 @@ impl Machine {
             }),
             legacy_tiocsti: read("/proc/sys/dev/tty/legacy_tiocsti"),
             nofile: nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok(),
-            sandbox_exec_probe: (os == "macos" && probes == Probes::Run).then(|| {
+            container: container_marker(),
+            sandbox_exec_probe: (os == "macos" && probes != Probes::Skip).then(|| {
                 probe(
                     crate::sandbox::seatbelt::SANDBOX_EXEC,
                     &["-p", "(version 1)(allow default)", "/usr/bin/true"],
@@ -124,26 +132,101 @@ impl Machine {
         }
     }
 
-    /// Whether bwrap can create its namespaces here: the sysctls allow it and no probe
-    /// sandbox failed.
-    pub fn bwrap_runs(&self) -> Result<&Path, String> {
+    /// Whether bwrap can run its sandbox here: the probe's answer when it ran (it tries
+    /// exactly what a run needs), else what the sysctls say. The error is why not, as
+    /// `BwrapUnusable` (the cause and the fix).
+    pub fn bwrap_runs(&self) -> Result<&Path, BwrapUnusable> {
         let Some(path) = &self.bwrap else {
-            return Err(format!(
-                "bwrap is not installed ({})",
-                BWRAP_PATHS.join(" or ")
-            ));
+            return Err(BwrapUnusable {
+                cause: format!("bubblewrap is not installed ({})", BWRAP_PATHS.join(" or ")),
+                fix: "`sbx-shell setup` installs it (or: sudo apt-get install bubblewrap / sudo dnf install bubblewrap / sudo pacman -S bubblewrap)".into(),
+            });
         };
-        if !self.userns.open(self.root) {
-            return Err(format!(
-                "{} cannot create user namespaces here",
-                path.display()
-            ));
-        }
         match &self.bwrap_probe {
-            Some(Err(why)) => Err(format!("{}: probe failed: {why}", path.display())),
-            _ => Ok(path),
+            Some(Ok(())) => Ok(path),
+            Some(Err(why)) => Err(self.diagnose(path, Some(why))),
+            None if self.userns.open(self.root) => Ok(path),
+            None => Err(self.diagnose(path, None)),
         }
     }
+
+    /// Why bwrap at `path` cannot run: the first cause that the facts show, most specific
+    /// first; `probe` is the probe's failure, when it ran.
+    fn diagnose(&self, path: &Path, probe: Option<&String>) -> BwrapUnusable {
+        let is = |v: &Option<String>, x: &str| v.as_deref().is_some_and(|v| v.trim() == x);
+        let failed = probe.map_or(String::new(), |why| format!(" (probe: {why})"));
+        let (cause, fix) = if probe.is_some_and(|why| why.contains("os error 13")) {
+            (
+                format!("{} is not executable", path.display()),
+                format!(
+                    "sudo chmod 755 {0} (or reinstall bubblewrap)",
+                    path.display()
+                ),
+            )
+        } else if !self.root && is(&self.userns.apparmor_restrict, "1") {
+            (
+                "AppArmor's restriction on unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1, Ubuntu 23.10 and later)".into(),
+                "`sbx-shell setup` installs an AppArmor profile that lets /usr/bin/bwrap create user namespaces (or, for every program: sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0)".into(),
+            )
+        } else if !self.root && is(&self.userns.unprivileged_clone, "0") {
+            (
+                "unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)".into(),
+                "sudo sysctl kernel.unprivileged_userns_clone=1 (persist it in /etc/sysctl.d/)"
+                    .into(),
+            )
+        } else if is(&self.userns.max, "0") {
+            (
+                "user namespaces are off (user.max_user_namespaces=0)".into(),
+                "sudo sysctl user.max_user_namespaces=15000 (persist it in /etc/sysctl.d/); inside a container the host decides".into(),
+            )
+        } else if let (Some(container), filtered) =
+            (&self.container, self.seccomp_mode.as_deref() == Some("2"))
+        {
+            (
+                format!(
+                    "a container ({container}) without the permissions bwrap needs: {}",
+                    if filtered {
+                        "a seccomp filter on this process (the container's profile) refuses new namespaces"
+                    } else {
+                        "it refuses new namespaces (missing capabilities, or its AppArmor profile)"
+                    }
+                ),
+                "start the container with --security-opt seccomp=unconfined --security-opt apparmor=unconfined (Docker, Podman), or use the Landlock backend inside it: --backend landlock".into(),
+            )
+        } else if self.seccomp_mode.as_deref() == Some("2") {
+            (
+                "a seccomp filter on this process (a sandbox around sbx-shell) refuses new namespaces".into(),
+                "run sbx-shell outside that sandbox, or use the Landlock backend inside it: --backend landlock".into(),
+            )
+        } else {
+            (
+                format!("{} cannot create its sandbox here", path.display()),
+                "`sbx-shell doctor` shows each check".into(),
+            )
+        };
+        BwrapUnusable {
+            cause: format!("{cause}{failed}"),
+            fix,
+        }
+    }
+}
+
+/// Why bwrap cannot run here, and what fixes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BwrapUnusable {
+    pub cause: String,
+    pub fix: String,
+}
+
+/// What says this process runs in a container, if anything does.
+fn container_marker() -> Option<String> {
+    if let Some(value) = std::env::var_os("container") {
+        return Some(format!("container={}", value.to_string_lossy()));
+    }
+    [("/.dockerenv", "Docker"), ("/run/.containerenv", "Podman")]
+        .iter()
+        .find(|(path, _)| Path::new(path).exists())
+        .map(|(_, name)| name.to_string())
 }
 
 /// The first bwrap at a fixed path.
@@ -153,6 +236,86 @@ pub fn find_bwrap() -> Option<PathBuf> {
         .map(Path::new)
         .find(|p| p.is_file())
         .map(Path::to_path_buf)
+}
+
+/// Where a run remembers that bwrap's probe succeeded: in sbx-shell's state directory.
+pub fn probe_cache(home: &Path) -> PathBuf {
+    crate::sessionlog::state_dir(home).join("bwrap-probe")
+}
+
+/// The bwrap probe's result as `probes` asks: not run, run now, or a remembered success.
+///
+/// Only successes are remembered, under a key of everything that decides whether bwrap can
+/// create its namespaces here (the user, the bwrap binary, the boot, the user-namespace
+/// sysctls, this process's namespaces, seccomp filters and AppArmor label, the AppArmor
+/// policy revision). A failure is probed again on every run: a cache file that the program
+/// could write (under a `$HOME`-wide workspace) can then never switch bwrap off, only make a
+/// run try it.
+fn probe_bwrap_as_asked(bwrap: &Path, probes: Probes<'_>) -> Option<Result<(), String>> {
+    let cache = match probes {
+        Probes::Skip => return None,
+        Probes::Fresh(cache) => cache,
+        Probes::Cached(cache) => {
+            let key = probe_key(bwrap);
+            if std::fs::read_to_string(cache).is_ok_and(|k| k == key) {
+                return Some(Ok(()));
+            }
+            Some(cache)
+        }
+    };
+    let result = probe_bwrap(bwrap);
+    if let Some(cache) = cache {
+        let _ = match &result {
+            Ok(()) => crate::files::write_private(cache, probe_key(bwrap).as_bytes()),
+            Err(_) => std::fs::remove_file(cache),
+        };
+    }
+    Some(result)
+}
+
+/// What the bwrap probe's result depends on, as one line of text.
+fn probe_key(bwrap: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let link = |path: &str| {
+        std::fs::read_link(path)
+            .map(|l| l.display().to_string())
+            .unwrap_or_default()
+    };
+    let binary = std::fs::metadata(bwrap).map_or(String::new(), |m| {
+        format!(
+            "{}:{}:{}:{}:{:o}",
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mode()
+        )
+    });
+    let status = read("/proc/self/status");
+    let seccomp: Vec<&str> = status
+        .lines()
+        .filter(|l| l.starts_with("Seccomp") || l.starts_with("NoNewPrivs"))
+        .collect();
+    [
+        format!("v1 uid={}", nix::unistd::geteuid()),
+        format!("bwrap={}:{binary}", bwrap.display()),
+        read("/proc/sys/kernel/random/boot_id"),
+        read("/proc/sys/kernel/unprivileged_userns_clone"),
+        read("/proc/sys/user/max_user_namespaces"),
+        read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
+        read("/sys/kernel/security/apparmor/revision"),
+        read("/proc/self/attr/current"),
+        link("/proc/self/ns/user"),
+        link("/proc/self/ns/mnt"),
+        link("/proc/self/ns/pid"),
+        seccomp.join(","),
+    ]
+    .iter()
+    .map(|s| s.trim().replace('\n', " "))
+    .collect::<Vec<_>>()
+    .join("|")
+        + "\n"
 }
 
 /// Run bwrap around `true` with the namespaces and base mounts the bwrap backend uses.
@@ -370,6 +533,7 @@ pub mod test_support {
             legacy_tiocsti: Some("0".into()),
             nofile: Some((1024, 524288)),
             sandbox_exec_probe: None,
+            container: None,
         }
     }
 }
@@ -428,6 +592,39 @@ mod tests {
                 );
             }
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_a_probe_success_is_remembered_and_only_for_the_same_machine_state() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("sbx-probe-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fake = dir.join("bwrap");
+        std::fs::write(&fake, "#!/bin/sh\nexit 1\n").unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let cache = dir.join("state/bwrap-probe");
+        // A failing bwrap: probed, not remembered (and a stale success is dropped).
+        std::fs::create_dir_all(cache.parent().unwrap()).unwrap();
+        std::fs::write(&cache, "stale\n").unwrap();
+        assert!(probe_bwrap_as_asked(&fake, Probes::Cached(&cache)).is_some_and(|r| r.is_err()));
+        assert!(!cache.exists());
+        // A remembered success for exactly this state is taken without running anything.
+        std::fs::write(&cache, probe_key(&fake)).unwrap();
+        assert_eq!(
+            probe_bwrap_as_asked(&fake, Probes::Cached(&cache)),
+            Some(Ok(()))
+        );
+        // Fresh probes (doctor) always run; Skip runs nothing.
+        assert!(
+            probe_bwrap_as_asked(&fake, Probes::Fresh(Some(&cache))).is_some_and(|r| r.is_err())
+        );
+        assert_eq!(probe_bwrap_as_asked(&fake, Probes::Skip), None);
+        // The key changes with the binary.
+        let before = probe_key(&fake);
+        std::fs::write(&fake, "#!/bin/sh\ntrue\n").unwrap();
+        assert_ne!(probe_key(&fake), before);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -105,6 +105,7 @@ pub fn flags_layer(args: &PolicyArgs) -> anyhow::Result<Layer> {
         .map(|n| Entry::from(n.as_str()))
         .collect();
     config.backend = args.backend;
+    config.require = (!args.require.is_empty()).then(|| args.require.clone());
     config.nested_pty = args.no_nested_pty.then_some(false);
     config.keychain_access = args.keychain.then_some(true);
     config.limits = LimitsConfig {

@@ -11,6 +11,7 @@ pub mod config;
 pub mod doctor;
 pub mod exit;
 pub mod explain;
+mod files;
 mod helper;
 pub mod host;
 pub mod inputs;

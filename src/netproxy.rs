@@ -35,7 +35,7 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use crate::policy::DomainRule;
 use request::{Refusal, Request, Target};
@@ -234,15 +234,9 @@ impl Proxy {
 
     fn log(&self, target: &Target, what: &str) {
         let Some(path) = &self.shared.log else { return };
-        let when = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let when = crate::sessionlog::rfc3339(SystemTime::now());
         let line = format!("{when} pid={} {target} {what}\n", std::process::id());
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path);
-        if let Ok(mut file) = file {
+        if let Ok(mut file) = crate::files::append_private(path) {
             let _ = file.write_all(line.as_bytes());
         }
     }

@@ -174,6 +174,8 @@ pub struct Policy {
     pub profile: String,
     /// The backend asked for (`select` turns it into the one that runs).
     pub backend: BackendChoice,
+    /// Layers that must run, or the run is refused.
+    pub require: Vec<crate::config::Layer>,
     pub filesystem: Filesystem,
     pub network: Network,
     pub nested_pty: bool,
@@ -287,6 +289,11 @@ pub fn resolve(
             .rev()
             .find_map(|l| l.config.backend)
             .unwrap_or(BackendChoice::Auto),
+        require: layers
+            .iter()
+            .rev()
+            .find_map(|l| l.config.require.clone())
+            .unwrap_or_default(),
         filesystem,
         network: resolve_network(layers)?,
         nested_pty: last(&|c| c.nested_pty).unwrap_or(true),

@@ -126,19 +126,9 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 /// Append `record` to the log (its directory made private). Errors are the caller's to
 /// report; a session is never failed for its log.
 pub fn append(home: &Path, record: &Record) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let dir = state_dir(home);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)?;
     let mut line = serde_json::to_string(record)?;
     line.push('\n');
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path(home))?;
+    let mut file = crate::files::append_private(&path(home))?;
     // One write: appends of a line never interleave with another session's.
     file.write_all(line.as_bytes())
 }

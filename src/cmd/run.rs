@@ -1,10 +1,12 @@
 //! What sbx-shell does without a subcommand: run the program in the sandbox. One straight
 //! path, each step a short function with plain data in and out, read top to bottom:
 //!
-//! 1. measure the host, once (`host::Host`);
-//! 2. resolve the request and the policy (`resolve`): the real shell, the launch plan, the
+//! 1. resolve the request and the policy (`resolve`): the real shell, the launch plan, the
 //!    program checked, the profile, the configuration layers;
-//! 3. choose the backend from the host facts (`choose_backend`);
+//! 2. measure the host, once (`host::Host`), with bwrap's probe when the policy may use it
+//!    (`measure_host`);
+//! 3. choose the backend from the host facts, refuse a missing required layer, and name
+//!    each layer `auto` wanted but cannot run (`choose_backend`);
 //! 4. prepare the network: the allow-list proxy, when the policy has one (`start_network`);
 //! 5. build the in-process layers, so that a policy a layer refuses fails before the
 //!    terminal is touched (`confine`), and the child's environment;
@@ -26,7 +28,7 @@ use anyhow::{anyhow, Context as _};
 use crate::cli::{Cli, PtyMode};
 use crate::exit::Failure;
 use crate::helper::spec::{self as helper_spec, HelperSpec, ProcessLimits, ProxyListen};
-use crate::host::Host;
+use crate::host::{self, Host, Probes};
 use crate::launch::{self, Launch, Request};
 use crate::netproxy::session::ProxySession;
 use crate::policy::Policy;
@@ -50,8 +52,8 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     };
     process::install_subreaper();
     pty::install_panic_hook();
-    let host = Host::measure();
     let plan = resolve(&cli, login_arg0, say)?;
+    let host = measure_host(&plan);
     let backend = choose_backend(&plan, &host, say)?;
     let net = start_network(&plan, &backend, &cli.resolve, say)?;
     let layers = confine(&plan, &backend, &host, net.as_ref())?;
@@ -88,7 +90,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         .map_err(Failure::from)
 }
 
-/// Step 2: the real shell, the launch plan (the program checked before anything else is
+/// Step 1: the real shell, the launch plan (the program checked before anything else is
 /// touched), and the policy from the defaults, the user config, the profile and the flags.
 fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Plan, Failure> {
     let home = inputs::home_dir()?;
@@ -133,6 +135,19 @@ fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Plan, Failure>
     })
 }
 
+/// Step 2 (after the policy, which says whether bwrap is wanted at all): the host, with
+/// bwrap's probe when the choice may fall on it (`auto`, `bwrap`). A success is remembered
+/// (`host::Probes::Cached`): the probe costs about 5 ms.
+fn measure_host(plan: &Plan) -> Host {
+    use crate::config::BackendChoice;
+    let cache = host::probe_cache(&plan.home);
+    let probes = match plan.policy.backend {
+        BackendChoice::Auto | BackendChoice::Bwrap => Probes::Cached(&cache),
+        BackendChoice::Landlock | BackendChoice::Seatbelt | BackendChoice::None => Probes::Skip,
+    };
+    Host::measure(probes)
+}
+
 /// Step 3: the backend for the policy's choice on this machine, or why none can run it.
 fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result<Backend, Failure> {
     let policy = &plan.policy;
@@ -143,8 +158,17 @@ fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result<Backend, F
         .into());
     }
     let backend = select::select(policy.backend, &host.machine)?;
+    select::check_required(&policy.require, &backend, &host.machine)?;
     if backend == Backend::None {
         say_unconfined(&plan.launch.program);
+    }
+    for (layer, why, fix) in select::missing_layers(policy.backend, &host.machine) {
+        say.note(&format!(
+            "sbx-shell: {} cannot run here: {why}; running with {}. Fix: {fix} (--require {} refuses to run without it)",
+            layer.name(),
+            backend.layers().join(" + "),
+            layer.name()
+        ));
     }
     say.detail(&format!(
         "sbx-shell: profile {}, backend {} (layers: {})",

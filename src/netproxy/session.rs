@@ -2,7 +2,6 @@
 //! through the helper, or on the host's loopback) and where it logs.
 
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
@@ -80,10 +79,6 @@ fn channel() -> nix::Result<(OwnedFd, OwnedFd)> {
 /// created private; `None` when it cannot be.
 fn network_log(home: &Path) -> Option<PathBuf> {
     let dir = crate::sessionlog::state_dir(home);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .ok()?;
+    crate::files::create_private_dir(&dir).ok()?;
     Some(dir.join("network.log"))
 }

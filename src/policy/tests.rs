@@ -276,3 +276,21 @@ fn bad_variable_names_are_rejected() {
         "{err}"
     );
 }
+
+#[test]
+fn required_layers_and_the_tmp_size_come_from_the_last_layer_that_names_them() {
+    let p = policy(&[]);
+    assert!(p.require.is_empty());
+    assert_eq!(p.limits.tmp_mib, super::DEFAULT_TMP_MIB);
+    let p = policy(&[
+        layer(
+            "config",
+            r#"{"require": ["bwrap", "landlock"], "limits": {"tmp_mib": 64}}"#,
+        ),
+        layer("profile", r#"{"require": ["seccomp"]}"#),
+    ]);
+    assert_eq!(p.require, vec![config::Layer::Seccomp]);
+    assert_eq!(p.limits.tmp_mib, 64);
+    let err = config::from_str(r#"{"require": ["apparmor"]}"#, "config").unwrap_err();
+    assert!(err.to_string().contains("apparmor"), "{err}");
+}

@@ -10,7 +10,7 @@ use thiserror::Error;
 
 use super::landlock::MIN_ABI;
 use super::Backend;
-use crate::config::BackendChoice;
+use crate::config::{BackendChoice, Layer};
 use crate::host::Machine;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -23,6 +23,90 @@ pub enum SelectError {
         why: String,
         hint: String,
     },
+    #[error("the {layer} layer is required (--require, or `require` in the configuration), but {why}\nHint: {hint}")]
+    Required {
+        layer: &'static str,
+        why: String,
+        hint: String,
+    },
+}
+
+/// The layers of the Linux sandbox, strongest set first: what `auto` wants.
+const LINUX_LAYERS: [Layer; 3] = [Layer::Bwrap, Layer::Landlock, Layer::Seccomp];
+
+/// Why each layer that `auto` would want cannot run here, with the fix — one line each, for
+/// the start of a run (`auto` only: a backend named by the user is what they asked for).
+pub fn missing_layers(choice: BackendChoice, machine: &Machine) -> Vec<(Layer, String, String)> {
+    if choice != BackendChoice::Auto || machine.os != "linux" {
+        return Vec::new();
+    }
+    LINUX_LAYERS
+        .iter()
+        .filter_map(|layer| layer_unusable(*layer, machine).map(|(why, fix)| (*layer, why, fix)))
+        .collect()
+}
+
+/// Refuse when a required layer is not among `backend`'s.
+pub fn check_required(
+    required: &[Layer],
+    backend: &Backend,
+    machine: &Machine,
+) -> Result<(), SelectError> {
+    for layer in required {
+        if backend.layers().contains(&layer.name()) {
+            continue;
+        }
+        let (why, hint) = layer_unusable(*layer, machine).unwrap_or_else(|| {
+            (
+                format!("the {} backend does not use it", backend.name()),
+                format!(
+                    "choose a backend with it (--backend auto uses every layer that can run), or leave {} out of --require",
+                    layer.name()
+                ),
+            )
+        });
+        return Err(SelectError::Required {
+            layer: layer.name(),
+            why,
+            hint,
+        });
+    }
+    Ok(())
+}
+
+/// Why `layer` cannot run on `machine`, and the fix; `None` when it can.
+fn layer_unusable(layer: Layer, machine: &Machine) -> Option<(String, String)> {
+    match layer {
+        Layer::Bwrap => machine.bwrap_runs().err().map(|u| (u.cause, u.fix)),
+        Layer::Landlock => landlock_usable(machine).err().map(|why| {
+            (
+                why,
+                "use Linux 6.12 or later with Landlock in the LSM list (lsm=…,landlock)".into(),
+            )
+        }),
+        Layer::Seccomp => machine.seccomp_mode.is_none().then(|| {
+            (
+                "this kernel has no seccomp filters".into(),
+                "use a kernel built with CONFIG_SECCOMP_FILTER".into(),
+            )
+        }),
+        Layer::Seatbelt => (machine.os != "macos").then(|| {
+            (
+                "Seatbelt exists on macOS only".into(),
+                "leave seatbelt out of --require on Linux".into(),
+            )
+        }),
+    }
+}
+
+fn landlock_usable(machine: &Machine) -> Result<(), String> {
+    match &machine.landlock_abi {
+        Ok(abi) if *abi >= i64::from(MIN_ABI) => Ok(()),
+        Ok(abi) => Err(format!(
+            "Landlock ABI {abi} is older than the {MIN_ABI} the rules need"
+        )),
+        Err(why) => Err(format!("Landlock: {why}")),
+    }
 }
 
 /// Pick the backend for `choice` on `machine`.
@@ -65,13 +149,7 @@ fn select_linux(choice: BackendChoice, machine: &Machine) -> Result<Backend, Sel
             hint: "use a kernel built with CONFIG_SECCOMP_FILTER".into(),
         });
     }
-    let landlock = match &machine.landlock_abi {
-        Ok(abi) if *abi >= i64::from(MIN_ABI) => Ok(()),
-        Ok(abi) => Err(format!(
-            "Landlock ABI {abi} is older than the {MIN_ABI} the rules need"
-        )),
-        Err(why) => Err(format!("Landlock: {why}")),
-    };
+    let landlock = landlock_usable(machine);
     let bwrap = machine.bwrap_runs().map(std::path::Path::to_path_buf);
     match choice {
         BackendChoice::Auto => match (bwrap, landlock) {
@@ -81,8 +159,11 @@ fn select_linux(choice: BackendChoice, machine: &Machine) -> Result<Backend, Sel
             }),
             (Err(_), Ok(())) => Ok(Backend::Landlock),
             (Err(no_bwrap), Err(no_landlock)) => Err(SelectError::NoneUsable {
-                why: format!("{no_bwrap}, and {no_landlock}"),
-                hint: "install bubblewrap (apt-get install bubblewrap) and allow user namespaces, or use Linux 6.12 or later for Landlock".into(),
+                why: format!("{}, and {no_landlock}", no_bwrap.cause),
+                hint: format!(
+                    "for bwrap: {}; for Landlock: use Linux 6.12 or later",
+                    no_bwrap.fix
+                ),
             }),
         },
         BackendChoice::Bwrap => bwrap
@@ -90,18 +171,21 @@ fn select_linux(choice: BackendChoice, machine: &Machine) -> Result<Backend, Sel
                 path,
                 landlock: landlock.is_ok(),
             })
-            .map_err(|why| SelectError::Unusable {
+            .map_err(|no| SelectError::Unusable {
                 backend: "bwrap",
-                why,
-                hint: "install bubblewrap (apt-get install bubblewrap) and allow user namespaces (`sbx-shell doctor` says how), or use --backend landlock".into(),
+                why: no.cause,
+                hint: format!("{}; or use --backend landlock", no.fix),
             }),
-        BackendChoice::Landlock => landlock
-            .map(|()| Backend::Landlock)
-            .map_err(|why| SelectError::Unusable {
-                backend: "landlock",
-                why,
-                hint: "use Linux 6.12 or later with Landlock enabled, or --backend bwrap".into(),
-            }),
+        BackendChoice::Landlock => {
+            landlock
+                .map(|()| Backend::Landlock)
+                .map_err(|why| SelectError::Unusable {
+                    backend: "landlock",
+                    why,
+                    hint: "use Linux 6.12 or later with Landlock enabled, or --backend bwrap"
+                        .into(),
+                })
+        }
         BackendChoice::Seatbelt => Err(SelectError::Unusable {
             backend: "seatbelt",
             why: "it is the macOS backend".into(),
@@ -159,7 +243,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("bwrap is not installed") && err.contains("ABI 5"),
+            err.contains("bubblewrap is not installed") && err.contains("ABI 5"),
             "{err}"
         );
         assert!(err.contains("Hint: ") && err.contains("doctor"), "{err}");
@@ -192,6 +276,89 @@ mod tests {
     }
 
     #[test]
+    fn the_probe_decides_over_the_sysctls_and_each_cause_has_its_fix() {
+        // An AppArmor profile for bwrap (what `setup` installs) lets it run although the
+        // sysctl restricts user namespaces: the probe's success is what counts.
+        let mut m = capable_linux();
+        m.userns.apparmor_restrict = Some("1".into());
+        assert!(m.bwrap_runs().is_ok());
+        let fails = |m: &Machine| m.bwrap_runs().unwrap_err();
+        m.bwrap_probe = Some(Err(
+            "exit status: 1: bwrap: setting up uid map: Permission denied".into(),
+        ));
+        let no = fails(&m);
+        assert!(
+            no.cause.contains("AppArmor") && no.fix.contains("sbx-shell setup"),
+            "{no:?}"
+        );
+        m.userns.apparmor_restrict = None;
+        m.container = Some("Docker".into());
+        let no = fails(&m);
+        assert!(
+            no.cause.contains("a container (Docker)") && no.fix.contains("seccomp=unconfined"),
+            "{no:?}"
+        );
+        m.seccomp_mode = Some("2".into());
+        assert!(fails(&m)
+            .cause
+            .contains("a seccomp filter on this process (the container's"));
+        m.seccomp_mode = Some("0".into());
+        m.container = None;
+        m.seccomp_mode = Some("2".into());
+        assert!(fails(&m).cause.contains("seccomp filter on this process"));
+        m.userns.max = Some("0".into());
+        assert!(fails(&m).fix.contains("user.max_user_namespaces"));
+        m.bwrap_probe = Some(Err("Permission denied (os error 13)".into()));
+        assert!(fails(&m).cause.contains("is not executable"));
+        m.bwrap = None;
+        assert!(fails(&m).fix.contains("sbx-shell setup"));
+        // Without a probe, the sysctls decide.
+        let mut m = capable_linux();
+        m.bwrap_probe = None;
+        m.userns.unprivileged_clone = Some("0".into());
+        assert!(fails(&m).fix.contains("kernel.unprivileged_userns_clone=1"));
+    }
+
+    #[test]
+    fn missing_layers_are_named_for_auto_and_required_ones_refuse() {
+        let probed = Machine {
+            bwrap_probe: Some(Err("exit status: 1: setting up uid map".into())),
+            ..capable_linux()
+        };
+        let missing = missing_layers(BackendChoice::Auto, &probed);
+        assert_eq!(missing.len(), 1);
+        assert_eq!(missing[0].0, Layer::Bwrap);
+        assert!(missing_layers(BackendChoice::Landlock, &probed).is_empty());
+        assert!(missing_layers(BackendChoice::Auto, &capable_linux()).is_empty());
+        let err = check_required(&[Layer::Bwrap], &Backend::Landlock, &probed)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the bwrap layer is required") && err.contains("Hint: "),
+            "{err}"
+        );
+        assert!(check_required(
+            &[Layer::Landlock, Layer::Seccomp],
+            &Backend::Landlock,
+            &probed
+        )
+        .is_ok());
+        let old_kernel = Machine {
+            landlock_abi: Ok(4),
+            ..capable_linux()
+        };
+        let bwrap_only = select(BackendChoice::Auto, &old_kernel).unwrap();
+        let err = check_required(&[Layer::Landlock], &bwrap_only, &old_kernel)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ABI 4"), "{err}");
+        let err = check_required(&[Layer::Seccomp], &Backend::None, &capable_linux())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("the none backend does not use it"), "{err}");
+    }
+
+    #[test]
     fn a_failed_probe_or_no_seccomp_counts_against_a_backend() {
         let probed = Machine {
             bwrap_probe: Some(Err("exit status: 1: setting up uid map".into())),
@@ -201,7 +368,7 @@ mod tests {
         let err = select(BackendChoice::Bwrap, &probed)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("probe failed: exit status: 1"), "{err}");
+        assert!(err.contains("(probe: exit status: 1"), "{err}");
         let no_seccomp = Machine {
             seccomp_mode: None,
             ..capable_linux()

@@ -323,3 +323,139 @@ fn the_private_tmp_and_dev_shm_are_bounded_and_explain_shows_the_size() {
         "{text}"
     );
 }
+
+/// In `pre_exec`: a seccomp filter like a container's default profile — no new namespaces
+/// (`unshare`, and `clone` with a namespace flag, fail with EPERM; `clone3`, whose flags a
+/// filter cannot read, with ENOSYS so that callers fall back to `clone`).
+fn deny_namespaces(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    const CLONE_NEW_ANY: u32 = 0x7E02_0000;
+    let ret = |v: u32| libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: v,
+    };
+    let load = |offset: u32| libc::sock_filter {
+        code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+        jt: 0,
+        jf: 0,
+        k: offset,
+    };
+    let jeq = |k: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    };
+    let allow = ret(libc::SECCOMP_RET_ALLOW);
+    let eperm = ret(libc::SECCOMP_RET_ERRNO | libc::EPERM as u32);
+    let enosys = ret(libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
+    let filter = vec![
+        load(0), // the syscall number
+        jeq(libc::SYS_unshare as u32, 5, 0),
+        jeq(libc::SYS_clone3 as u32, 5, 0),
+        jeq(libc::SYS_clone as u32, 0, 2),
+        load(16), // clone's flags (the low half of args[0])
+        libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16,
+            jt: 1,
+            jf: 0,
+            k: CLONE_NEW_ANY,
+        },
+        allow,
+        eperm,
+        enosys,
+    ];
+    // SAFETY: between fork and exec only prctl runs, on a filter built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let prog = libc::sock_fprog {
+                len: filter.len() as u16,
+                filter: filter.as_ptr() as *mut libc::sock_filter,
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &prog as *const libc::sock_fprog,
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn where_bwrap_cannot_create_namespaces_auto_doctor_and_require_agree() {
+    if !tools_present() {
+        return;
+    }
+    for user in [User::Root, User::Nobody] {
+        let lab = Lab::new("nons", user, false);
+        let what = lab.what("auto");
+        let sandboxed = r#"echo "in $SBX_SANDBOX""#;
+        // Control: without the filter, auto runs bwrap, silently.
+        let out = lab.command("auto", &["-c", sandboxed]).shown();
+        assert_lines(&String::from_utf8_lossy(&out.stdout), &["in bwrap"], &what);
+        assert!(out.stderr.is_empty(), "{what}: a notice without a cause");
+        // Under the filter: auto falls back to Landlock, and says why in one line.
+        let mut cmd = lab.command("auto", &["-c", sandboxed]);
+        deny_namespaces(&mut cmd);
+        let out = cmd.shown();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{what}");
+        assert_lines(
+            &String::from_utf8_lossy(&out.stdout),
+            &["in landlock"],
+            &what,
+        );
+        assert_eq!(err.lines().count(), 1, "{what}: one line:\n{err}");
+        assert!(
+            err.contains("bwrap cannot run here")
+                && err.contains("seccomp filter on this process")
+                && err.contains("--backend landlock"),
+            "{what}: {err}"
+        );
+        // doctor agrees: bwrap fails with that cause, the default backend is Landlock.
+        let mut cmd = std::process::Command::new(super::support::bin());
+        cmd.arg("doctor").env("HOME", &lab.home);
+        if user == User::Nobody {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(65534).gid(65534);
+        }
+        deny_namespaces(&mut cmd);
+        let out = cmd.shown();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{what}: doctor says the default can run"
+        );
+        assert!(
+            text.contains("FAIL  bwrap") && text.contains("seccomp filter on this process"),
+            "{what}: {text}"
+        );
+        assert!(
+            text.contains("default backend landlock (layers: landlock, seccomp): can run"),
+            "{what}: {text}"
+        );
+        // --require bwrap, and --backend bwrap, refuse with the remedy.
+        for (backend, args) in [
+            ("auto", vec!["--require", "bwrap,seccomp", "-c", "echo RAN"]),
+            ("bwrap", vec!["-c", "echo RAN"]),
+        ] {
+            let mut cmd = lab.command(backend, &args);
+            deny_namespaces(&mut cmd);
+            let out = cmd.shown();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{what}: {args:?}");
+            assert!(out.stdout.is_empty(), "{what}: {args:?} ran");
+            assert!(
+                err.contains("seccomp filter on this process") && err.contains("Hint: "),
+                "{what}: {args:?}: {err}"
+            );
+        }
+    }
+}
