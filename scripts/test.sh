@@ -37,6 +37,7 @@ need_packages() {
   command -v script >/dev/null || missing+=(bsdutils)
   command -v stty >/dev/null || missing+=(coreutils)
   command -v bash >/dev/null || missing+=(bash)
+  command -v xz >/dev/null || missing+=(xz-utils)
   printf '%s\n' "${missing[@]}"
 }
 
@@ -67,8 +68,52 @@ install_rust_parts() {
   fi
 }
 
+# An AppArmor 4 parser, to check the profile `sbx-shell setup` installs (`apparmor_parser
+# -Q`: parse only, nothing loaded). Ubuntu 24.04 and later have one; elsewhere (Debian 12
+# ships AppArmor 3, which lacks the `userns` rule) the parser and the C library it needs
+# are taken from Debian 13's packages, unpacked under target/, and run through that C
+# library's own loader. Nothing is installed system-wide.
+setup_apparmor_parser() {
+  if command -v apparmor_parser >/dev/null &&
+    apparmor_parser --version 2>/dev/null | grep -Eq 'version [4-9]'; then
+    export SBX_APPARMOR_PARSER="$(command -v apparmor_parser)"
+    return 0
+  fi
+  local dir="$PWD/target/apparmor4" arch triplet mirror=http://deb.debian.org/debian
+  if [ ! -x "$dir/apparmor_parser" ]; then
+    [ "${SBX_NO_INSTALL:-0}" = 1 ] && return 0
+    arch=$(dpkg --print-architecture 2>/dev/null || echo unknown)
+    case "$arch" in amd64) triplet=x86_64-linux-gnu loader=ld-linux-x86-64.so.2 ;;
+      arm64) triplet=aarch64-linux-gnu loader=ld-linux-aarch64.so.1 ;;
+      *) echo "no AppArmor 4 parser for $arch; the profile test will say so" >&2; return 0 ;;
+    esac
+    say "fetching an AppArmor 4 parser (Debian 13 packages) into $dir"
+    rm -rf "$dir" && mkdir -p "$dir/debs"
+    curl -fsSL "$mirror/dists/trixie/main/binary-$arch/Packages.xz" | xz -dc >"$dir/Packages"
+    local pkg file sum
+    for pkg in apparmor libc6; do
+      file=$(awk -v p="$pkg" '$1 == "Package:" { on = ($2 == p) } on && $1 == "Filename:" { print $2; exit }' "$dir/Packages")
+      sum=$(awk -v p="$pkg" '$1 == "Package:" { on = ($2 == p) } on && $1 == "SHA256:" { print $2; exit }' "$dir/Packages")
+      curl -fsSL "$mirror/$file" -o "$dir/debs/$pkg.deb"
+      echo "$sum  $dir/debs/$pkg.deb" | sha256sum -c --quiet
+      dpkg-deb -x "$dir/debs/$pkg.deb" "$dir/root"
+    done
+    # Its configuration names the features file by its system path: point it inside.
+    sed "s|^policy-features=.*|policy-features=$dir/root/usr/share/apparmor-features/features|" \
+      "$dir/root/etc/apparmor/parser.conf" >"$dir/parser.conf"
+    cat >"$dir/apparmor_parser" <<WRAPPER
+#!/bin/sh
+R="$dir/root"
+exec "\$R/usr/lib/$triplet/$loader" --library-path "\$R/usr/lib/$triplet" "\$R/usr/sbin/apparmor_parser" --config-file "$dir/parser.conf" --base "\$R/etc/apparmor.d" "\$@"
+WRAPPER
+    chmod 755 "$dir/apparmor_parser"
+  fi
+  export SBX_APPARMOR_PARSER="$dir/apparmor_parser"
+}
+
 install_packages
 install_rust_parts
+setup_apparmor_parser
 
 say "cargo fmt --check"
 cargo fmt --check

@@ -102,6 +102,16 @@ pub enum Action {
         #[arg(long)]
         json: bool,
     },
+    /// Install what this machine lacks for the strongest sandbox (bubblewrap; on Ubuntu,
+    /// an AppArmor profile for it), with your consent and sudo; then run doctor again.
+    Setup {
+        /// Only report what is missing and what setup would do (exit 1 when anything is).
+        #[arg(long)]
+        check: bool,
+        /// Do not ask before installing.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Show the recent sessions from the session log.
     Log {
         /// How many sessions, newest last.

@@ -26,6 +26,7 @@ pub mod sandbox;
 pub mod say;
 pub mod session;
 pub mod sessionlog;
+pub mod setup;
 pub mod shell;
 mod signals;
 
@@ -50,6 +51,7 @@ pub fn main_entry() -> ExitCode {
     let outcome = match cli.action {
         Some(Action::Schema) => cmd::schema::main(),
         Some(Action::Doctor { json }) => cmd::doctor::main(json),
+        Some(Action::Setup { check, yes }) => cmd::setup::main(check, yes),
         Some(Action::Explain(ref explain)) => cmd::explain::main(explain),
         Some(Action::Log { count, json }) => cmd::log::main(count, json),
         Some(Action::Completions { shell }) => cmd::completions::main(shell),

@@ -8,6 +8,7 @@ pub mod log;
 pub mod man;
 pub mod run;
 pub mod schema;
+pub mod setup;
 
 use anyhow::anyhow;
 

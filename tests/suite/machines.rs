@@ -459,3 +459,72 @@ fn where_bwrap_cannot_create_namespaces_auto_doctor_and_require_agree() {
         }
     }
 }
+
+#[test]
+fn the_apparmor_profile_setup_installs_parses_with_apparmor_4() {
+    // scripts/test.sh provides an AppArmor 4 parser (this machine's, or Debian 13's).
+    let Some(parser) = std::env::var_os("SBX_APPARMOR_PARSER") else {
+        super::support::skipped(
+            "SBX_APPARMOR_PARSER is not set: an AppArmor 4 apparmor_parser is needed to check the profile `setup` installs (scripts/test.sh provides one)",
+        );
+        return;
+    };
+    let dir = super::support::Scratch::new("apparmor");
+    let good = sbx_shell::setup::apparmor_profile(Path::new("/usr/bin/bwrap"));
+    // The control: the same profile with a rule AppArmor does not know must be refused.
+    let bad = good.replace("userns,", "userns_bogus,");
+    assert_ne!(good, bad);
+    for (text, ok) in [(&good, true), (&bad, false)] {
+        let file = dir.path("sbx-shell-bwrap");
+        fs::write(&file, text).unwrap();
+        let out = std::process::Command::new(&parser)
+            .args(["-Q", "-K"])
+            .arg(&file)
+            .shown();
+        assert_eq!(out.status.success(), ok, "{text}");
+    }
+}
+
+#[test]
+fn setup_check_reports_what_is_missing_and_changes_nothing() {
+    if !tools_present() {
+        return;
+    }
+    for user in [User::Root, User::Nobody] {
+        let lab = Lab::new("setup", user, false);
+        let what = lab.what("setup");
+        let run = |deny: bool, args: &[&str]| {
+            let mut cmd = std::process::Command::new(super::support::bin());
+            cmd.arg("setup")
+                .args(args)
+                .env_clear()
+                .env("HOME", &lab.home)
+                .env("PATH", "/usr/bin:/bin")
+                .stdin(std::process::Stdio::null());
+            if user == User::Nobody {
+                use std::os::unix::process::CommandExt;
+                cmd.uid(65534).gid(65534);
+            }
+            if deny {
+                deny_namespaces(&mut cmd);
+            }
+            cmd.shown()
+        };
+        // Here everything runs: nothing to install.
+        let out = run(false, &["--check"]);
+        assert!(out.status.success(), "{what}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to install"));
+        // Where namespaces are refused: reported with the remedy, exit 1, nothing run.
+        for args in [&["--check"][..], &[][..]] {
+            let out = run(true, args);
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(out.status.code(), Some(1), "{what}: {args:?}");
+            assert!(
+                text.contains("setup cannot change this: bwrap cannot run")
+                    && text.contains("--backend landlock"),
+                "{what}: {text}"
+            );
+            assert!(!text.contains("running:"), "{what}: {text}");
+        }
+    }
+}

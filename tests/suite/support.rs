@@ -81,7 +81,7 @@ pub fn require(tool: &str, why: &str) -> bool {
 
 /// A test that cannot run here: a failure under SBX_REQUIRE_ALL=1 (as in CI), else a loud
 /// skip. Returns false.
-fn skipped(message: &str) -> bool {
+pub fn skipped(message: &str) -> bool {
     if std::env::var_os("SBX_REQUIRE_ALL").is_some_and(|v| v == "1") {
         panic!("{message} (SBX_REQUIRE_ALL=1: a skip is a failure)");
     }

@@ -1,0 +1,125 @@
+//! `sbx-shell setup [--check] [--yes]`: show what this machine lacks, install it with the
+//! user's consent (through sudo when not root), then run `doctor` again.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{anyhow, Context as _};
+
+use crate::exit::{self, Failure};
+use crate::host::{self, Machine, Probes};
+use crate::setup::{self, Step};
+use crate::{doctor, inputs, sessionlog};
+
+const SUDO: &str = "/usr/bin/sudo";
+const INSTALL: &str = "/usr/bin/install";
+const APPARMOR_PARSERS: [&str; 2] = ["/usr/sbin/apparmor_parser", "/sbin/apparmor_parser"];
+
+pub fn main(check: bool, yes: bool) -> Result<u8, Failure> {
+    let home = inputs::home_dir()?;
+    let cache = host::probe_cache(&home);
+    let machine = Machine::measure(Probes::Fresh(Some(&cache)));
+    let plan = setup::plan(&machine, &|p: &Path| p.exists());
+    if plan.steps.is_empty() && plan.cannot.is_empty() {
+        println!("sbx-shell setup: nothing to install: this machine runs every layer.");
+        return Ok(0);
+    }
+    for step in &plan.steps {
+        println!(
+            "{} {}",
+            if check { "would" } else { "will" },
+            step.describe()
+        );
+    }
+    for cannot in &plan.cannot {
+        println!("setup cannot change this: {cannot}");
+    }
+    if check || plan.steps.is_empty() {
+        return Ok(exit::FAILURE);
+    }
+    if !yes && !consent()? {
+        println!("nothing changed");
+        return Ok(exit::FAILURE);
+    }
+    for step in &plan.steps {
+        apply(step, &sessionlog::state_dir(&home), machine.root)?;
+    }
+    let report = doctor::evaluate(&Machine::measure(Probes::Fresh(Some(&cache))));
+    print!("\n{}", doctor::render_text(&report));
+    Ok(if report.default_backend_can_run {
+        0
+    } else {
+        exit::FAILURE
+    })
+}
+
+/// Ask on the terminal; no terminal, no consent.
+fn consent() -> Result<bool, Failure> {
+    if !std::io::stdin().is_terminal() {
+        return Err(anyhow!(
+            "setup changes the system and needs your consent, but stdin is not a terminal\nHint: run `sbx-shell setup` on a terminal, or pass --yes"
+        )
+        .into());
+    }
+    eprint!("Proceed? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+fn apply(step: &Step, state_dir: &Path, root: bool) -> Result<(), Failure> {
+    match step {
+        Step::InstallBubblewrap { argv } => as_root(argv, root),
+        Step::AppArmorProfile { path, text } => {
+            let staged = state_dir.join("sbx-shell-bwrap.apparmor");
+            crate::files::write_private(&staged, text.as_bytes())
+                .with_context(|| format!("cannot write {}", staged.display()))?;
+            let parser = APPARMOR_PARSERS
+                .iter()
+                .find(|p| Path::new(p).is_file())
+                .ok_or_else(|| anyhow!("apparmor_parser is not installed\nHint: install the apparmor package, then run setup again"))?;
+            let show = |p: &Path| p.display().to_string();
+            as_root(
+                &[
+                    INSTALL.into(),
+                    "-m".into(),
+                    "0644".into(),
+                    show(&staged),
+                    show(path),
+                ],
+                root,
+            )?;
+            let _ = std::fs::remove_file(&staged);
+            as_root(&[parser.to_string(), "-r".into(), show(path)], root)
+        }
+    }
+}
+
+/// Run `argv` as root: directly when we are, else through sudo (at its fixed path).
+fn as_root(argv: &[String], root: bool) -> Result<(), Failure> {
+    let mut full: Vec<&str> = Vec::new();
+    if !root {
+        if !Path::new(SUDO).is_file() {
+            return Err(
+                anyhow!("{SUDO} is not installed\nHint: run `sbx-shell setup` as root").into(),
+            );
+        }
+        full.push(SUDO);
+    }
+    full.extend(argv.iter().map(String::as_str));
+    println!("running: {}", full.join(" "));
+    let status = Command::new(full[0])
+        .args(&full[1..])
+        .status()
+        .with_context(|| format!("cannot run {}", full[0]))?;
+    if !status.success() {
+        return Err(anyhow!(
+            "`{}` failed ({status})\nHint: fix what it reports, then run `sbx-shell setup` again",
+            full.join(" ")
+        )
+        .into());
+    }
+    Ok(())
+}
