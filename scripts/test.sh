@@ -124,13 +124,32 @@ cargo clippy --all-targets --locked -- -D warnings
 say "cargo clippy --target $apple_target"
 cargo clippy --all-targets --locked --target "$apple_target" -- -D warnings
 
+# What a test run must leave as it found it: the users, /var/tmp, the user's tmux sockets,
+# and the real user's session and network logs (the suite runs with a private HOME).
+machine_state() {
+  local state="${XDG_STATE_HOME:-$HOME/.local/state}/sbx-shell" f
+  getent passwd | cut -d: -f1 | sort | sed 's/^/user /'
+  ls -A /var/tmp | sed 's/^/in \/var\/tmp: /'
+  ls -A "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)" 2>/dev/null | sed 's/^/tmux socket: /'
+  for f in "$state/sessions.jsonl" "$state/network.log"; do
+    echo "$f: $(wc -l <"$f" 2>/dev/null || echo 0) lines"
+  done
+}
+
 say "cargo test (SBX_REQUIRE_ALL=$SBX_REQUIRE_ALL)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+before=$(machine_state)
 set +e
 cargo test --locked "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
+after=$(machine_state)
+if [ "$before" != "$after" ]; then
+  echo "the test run changed the machine (< before, > after):" >&2
+  diff <(echo "$before") <(echo "$after") >&2 || true
+  status=1
+fi
 # One closing line over every test binary.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"

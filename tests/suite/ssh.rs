@@ -71,6 +71,9 @@ fn site() -> &'static Site {
             .status()
             .unwrap();
         assert!(status.success(), "{verb} {USER}");
+        if !exists {
+            super::support::at_exit(super::support::Cleanup::User(USER.into()));
+        }
         let uid: u32 = String::from_utf8(Command::new("id").args(["-u", USER]).shown().stdout)
             .unwrap()
             .trim()
@@ -91,7 +94,10 @@ fn site() -> &'static Site {
         .unwrap();
         chown_tree(&home, uid);
         fs::set_permissions(&home, Permissions::from_mode(0o755)).unwrap();
-        fs::create_dir_all("/run/sshd").unwrap();
+        if !Path::new("/run/sshd").exists() {
+            fs::create_dir_all("/run/sshd").unwrap();
+            super::support::at_exit(super::support::Cleanup::Dir("/run/sshd".into()));
+        }
         Site {
             client_key: dir.join("client_key"),
             dir,

@@ -22,8 +22,95 @@ use nix::unistd::Pid;
 /// on 2 busy cores; nothing here asserts speed).
 pub const PATIENCE: Duration = Duration::from_secs(15);
 
+/// The binary under test. The first call also gives the whole test process a private
+/// environment (`private_environment`): no test touches the real user's files.
 pub fn bin() -> &'static str {
+    static PRIVATE: std::sync::Once = std::sync::Once::new();
+    PRIVATE.call_once(private_environment);
     env!("CARGO_BIN_EXE_sbx-shell")
+}
+
+/// `HOME` and the XDG directories of this test process, and so of every sbx-shell it
+/// starts, in a directory of its own (removed at exit): the real session log, config,
+/// state and cache are never read or written by the suite.
+fn private_environment() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = fresh_var_tmp_dir("sbx-env");
+    for (var, sub) in [
+        ("HOME", "home"),
+        ("XDG_CONFIG_HOME", "home/.config"),
+        ("XDG_STATE_HOME", "home/.local/state"),
+        ("XDG_CACHE_HOME", "home/.cache"),
+        ("XDG_DATA_HOME", "home/.local/share"),
+        ("XDG_RUNTIME_DIR", "runtime"),
+        ("TMUX_TMPDIR", "tmux"),
+    ] {
+        let path = dir.join(sub);
+        std::fs::create_dir_all(&path).unwrap();
+        std::env::set_var(var, &path);
+    }
+    std::fs::set_permissions(dir.join("runtime"), std::fs::Permissions::from_mode(0o700))
+        .unwrap();
+}
+
+/// What the suite made outside its scratch directories, undone when the test process exits
+/// (also after failed tests: the harness exits normally).
+pub enum Cleanup {
+    Dir(PathBuf),
+    User(String),
+}
+
+/// Undo `what` when the test process exits.
+pub fn at_exit(what: Cleanup) {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        extern "C" fn run() {
+            let list = std::mem::take(&mut *CLEANUPS.lock().unwrap_or_else(|p| p.into_inner()));
+            for what in list.into_iter().rev() {
+                match what {
+                    Cleanup::Dir(dir) => {
+                        let _ = std::fs::remove_dir_all(dir);
+                    }
+                    Cleanup::User(user) => {
+                        let _ = Command::new("userdel").arg(&user).output();
+                    }
+                }
+            }
+        }
+        // SAFETY: `run` is a plain function that stays valid for the life of the process.
+        unsafe { libc::atexit(run) };
+    });
+    CLEANUPS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(what);
+}
+
+static CLEANUPS: Mutex<Vec<Cleanup>> = Mutex::new(Vec::new());
+
+/// `/var/tmp/PREFIX-PID`, fresh and 755, removed at exit; directories of earlier runs whose
+/// process is gone (killed before it could clean up) are removed first.
+fn fresh_var_tmp_dir(prefix: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in std::fs::read_dir("/var/tmp")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix('-'));
+        if pid.is_some_and(|pid| pid.parse::<i32>().is_ok_and(|p| !alive(p))) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    let dir = PathBuf::from(format!("/var/tmp/{prefix}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    at_exit(Cleanup::Dir(dir.clone()));
+    dir
 }
 
 /// `Command::output`, with what it did shown when the test fails: the command, its status,
@@ -89,29 +176,12 @@ pub fn skipped(message: &str) -> bool {
     false
 }
 
-/// `/var/tmp/PREFIX-PID` for this test run, fresh, mode 755, holding a copy of the binary
-/// (`sbx-shell`, mode 755) that other users can run. Outside the checkout (whose
+/// `/var/tmp/PREFIX-PID` for this test run (`fresh_var_tmp_dir`), holding a copy of the
+/// binary (`sbx-shell`, mode 755) that other users can run. Outside the checkout (whose
 /// permissions may shut other users out) and outside /tmp (private inside the sandbox).
-/// Directories of earlier runs whose process is gone are removed first.
 pub fn run_dir(prefix: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    for entry in std::fs::read_dir("/var/tmp")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let pid = name
-            .strip_prefix(prefix)
-            .and_then(|rest| rest.strip_prefix('-'));
-        if pid.is_some_and(|pid| pid.parse::<i32>().is_ok_and(|p| !alive(p))) {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-    let dir = PathBuf::from(format!("/var/tmp/{prefix}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = fresh_var_tmp_dir(prefix);
     let copy = dir.join("sbx-shell");
     std::fs::copy(bin(), &copy).unwrap();
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
