@@ -49,8 +49,7 @@ fn private_environment() {
         std::fs::create_dir_all(&path).unwrap();
         std::env::set_var(var, &path);
     }
-    std::fs::set_permissions(dir.join("runtime"), std::fs::Permissions::from_mode(0o700))
-        .unwrap();
+    std::fs::set_permissions(dir.join("runtime"), std::fs::Permissions::from_mode(0o700)).unwrap();
 }
 
 /// What the suite made outside its scratch directories, undone when the test process exits
