@@ -35,7 +35,7 @@ pub fn bin() -> &'static str {
 /// state and cache are never read or written by the suite.
 fn private_environment() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = fresh_var_tmp_dir("sbx-env");
+    let dir = private_dir();
     for (var, sub) in [
         ("HOME", "home"),
         ("XDG_CONFIG_HOME", "home/.config"),
@@ -50,6 +50,14 @@ fn private_environment() {
         std::env::set_var(var, &path);
     }
     std::fs::set_permissions(dir.join("runtime"), std::fs::Permissions::from_mode(0o700)).unwrap();
+}
+
+/// This test process's own directory, `/var/tmp/sbx-env-PID` (removed at exit): its HOME,
+/// XDG directories and scratch directories. Not under /tmp, which is private inside the
+/// sandbox, nor in the checkout, which may itself be under /tmp.
+pub fn private_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| fresh_var_tmp_dir("sbx-env")).clone()
 }
 
 /// What the suite made outside its scratch directories, undone when the test process exits
@@ -187,16 +195,15 @@ pub fn run_dir(prefix: &str) -> PathBuf {
     dir
 }
 
-/// A fresh scratch directory under the target dir, removed on drop.
+/// A fresh scratch directory in the test process's private directory, removed on drop.
+/// Outside the workspace: a sandboxed child writes to it only when given `--write DIR`.
 pub struct Scratch(pub PathBuf);
 
 impl Scratch {
     pub fn new(name: &str) -> Scratch {
         static COUNT: AtomicUsize = AtomicUsize::new(0);
         let n = COUNT.fetch_add(1, Ordering::SeqCst);
-        // Inside the crate (the workspace of every run), so the sandbox lets the child write it.
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("sbx-test-{}-{name}-{n}", std::process::id()));
+        let dir = private_dir().join(format!("scratch-{name}-{n}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Scratch(dir)

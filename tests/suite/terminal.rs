@@ -310,7 +310,14 @@ fn the_relay_is_byte_transparent_both_ways() {
         n = payload.len(),
         r = path_str(&received)
     );
-    let mut outer = OuterPty::spawn(&["--", "sh", "-c", &script]);
+    let mut outer = OuterPty::spawn(&[
+        "--write",
+        dir.0.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
     let out = outer.expect_bytes(b"END");
     let start = find(&out, b"START").unwrap() + 5;
     assert_eq!(
@@ -394,7 +401,14 @@ fn an_outer_hangup_reaches_the_child_and_ends_sbx_shell() {
         "trap 'echo HUP > {f}; exit 0' HUP; echo READY; while :; do sleep 0.05; done",
         f = path_str(&dir.path("got"))
     );
-    let mut outer = OuterPty::spawn(&["--", "bash", "-c", &script]);
+    let mut outer = OuterPty::spawn(&[
+        "--write",
+        dir.0.to_str().unwrap(),
+        "--",
+        "bash",
+        "-c",
+        &script,
+    ]);
     outer.expect("READY");
     outer.wait_raw();
     outer.hang_up();

@@ -95,7 +95,15 @@ fn kill_pane_hangs_up_the_child_and_ends_sbx_shell() {
         "trap 'echo HUP > {f}; exit 0' HUP; echo READY; while :; do sleep 0.05; done",
         f = path_str(&dir.path("got"))
     );
-    let tmux = Tmux::start(&sbx(&format!("-- bash -c {}", sh_quote(&child))), 80, 24);
+    let tmux = Tmux::start(
+        &sbx(&format!(
+            "--write {} -- bash -c {}",
+            sh_quote(dir.0.to_str().unwrap()),
+            sh_quote(&child)
+        )),
+        80,
+        24,
+    );
     tmux.expect("READY");
     let sbx_pid = tmux.pane_pid();
     tmux.run(&["kill-pane", "-t", "0"]);
