@@ -216,6 +216,14 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "MIB")]
     pub tmp_mib: Option<u64>,
 
+    /// Limit the whole session's processes and threads (its cgroup's pids.max).
+    #[arg(long, value_name = "N")]
+    pub session_processes: Option<u64>,
+
+    /// Limit the whole session's memory (its cgroup's memory.max), in MiB.
+    #[arg(long, value_name = "MIB")]
+    pub session_memory_mib: Option<u64>,
+
     /// Limit the number of processes (RLIMIT_NPROC).
     #[arg(long, value_name = "N")]
     pub processes: Option<u64>,

@@ -234,6 +234,14 @@ pub struct LimitsConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub tmp_mib: Option<u64>,
+    /// Processes and threads of the whole session (the session cgroup's pids.max; needs a
+    /// writable cgroup v2 hierarchy, else sbx-shell refuses to start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_processes: Option<u64>,
+    /// Memory of the whole session in MiB (the session cgroup's memory.max; needs a writable
+    /// cgroup v2 hierarchy, else sbx-shell refuses to start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_memory_mib: Option<u64>,
     /// Processes of this user (RLIMIT_NPROC: the kernel counts all of the user's processes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<u64>,

@@ -112,6 +112,8 @@ pub fn flags_layer(args: &PolicyArgs) -> anyhow::Result<Layer> {
         cpu_seconds: args.cpu_seconds,
         memory_mib: args.memory_mib,
         tmp_mib: args.tmp_mib,
+        session_processes: args.session_processes,
+        session_memory_mib: args.session_memory_mib,
         processes: args.processes,
         timeout_seconds: args.timeout.as_deref().map(parse_duration).transpose()?,
         ..LimitsConfig::default()

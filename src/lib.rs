@@ -5,6 +5,7 @@
 //! sandbox, `helper`), or the command line parsed once and handed to its subcommand
 //! (`cmd::*`; without one, `cmd::run`). Errors are printed here, once.
 
+mod cgroup;
 pub mod cli;
 mod cmd;
 pub mod config;

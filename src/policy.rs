@@ -221,6 +221,9 @@ pub struct Limits {
     pub memory_mib: Option<u64>,
     /// The private /tmp's and /dev/shm's size (bwrap), MiB.
     pub tmp_mib: u64,
+    /// The session cgroup's pids.max and memory.max (MiB).
+    pub session_processes: Option<u64>,
+    pub session_memory_mib: Option<u64>,
     pub processes: Option<u64>,
     pub core_dumps: bool,
     pub timeout_seconds: Option<u64>,
@@ -381,6 +384,8 @@ fn resolve_limits(layers: &[Layer]) -> Limits {
             .unwrap_or(OpenFiles::Mode(OpenFilesMode::Raise)),
         cpu_seconds: last(layers, |c| c.limits.cpu_seconds),
         memory_mib: last(layers, |c| c.limits.memory_mib),
+        session_processes: last(layers, |c| c.limits.session_processes),
+        session_memory_mib: last(layers, |c| c.limits.session_memory_mib),
         tmp_mib: last(layers, |c| c.limits.tmp_mib)
             .unwrap_or(DEFAULT_TMP_MIB)
             .max(1),

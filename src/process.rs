@@ -51,12 +51,14 @@ pub fn only_child_chain(procs: &[ProcInfo], root: i32, depth: usize) -> Option<i
 }
 
 /// Spawn `argv` with exactly the environment `env`, on `tty` (0, 1 and 2) when given, else
-/// on inherited stdio.
+/// on inherited stdio; in the cgroup whose `cgroup.procs` is `cgroup_procs`, if given
+/// (joined before exec: nothing it starts is ever outside).
 pub fn spawn_child(
     argv: &[OsString],
     env: &[(OsString, OsString)],
     tty: Option<&OwnedFd>,
     own_group: bool,
+    cgroup_procs: Option<std::os::fd::RawFd>,
 ) -> io::Result<Pid> {
     let (program, args) = argv.split_first().ok_or(io::ErrorKind::InvalidInput)?;
     let mut command = Command::new(program);
@@ -72,6 +74,19 @@ pub fn spawn_child(
     }
     if own_group {
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    }
+    if let Some(fd) = cgroup_procs {
+        // SAFETY: between fork and exec only write(2), async-signal-safe, on an fd the
+        // parent keeps open until the spawn returns.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) == 1 {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
+            });
+        }
     }
     let child = command.spawn()?;
     let pid = i32::try_from(child.id()).map_err(|_| io::ErrorKind::InvalidData)?;

@@ -35,7 +35,7 @@ use crate::policy::Policy;
 use crate::sandbox::{self, select, Backend, InProcess};
 use crate::say::Verbosity;
 use crate::session::{Child, Session, SessionOptions, Timeout};
-use crate::{inputs, netproxy, process, profiles, program, pty, sessionlog, shell};
+use crate::{cgroup, inputs, netproxy, process, profiles, program, pty, sessionlog, shell};
 
 /// What the request and the policy resolved to.
 struct Plan {
@@ -57,6 +57,21 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let backend = choose_backend(&plan, &host, say)?;
     let net = start_network(&plan, &backend, &cli.resolve, say)?;
     let layers = confine(&plan, &backend, &host, net.as_ref())?;
+    let cgroup = cgroup::SessionCgroup::create(cgroup::SessionLimits {
+        pids: plan.policy.limits.session_processes,
+        memory_bytes: plan
+            .policy
+            .limits
+            .session_memory_mib
+            .map(|m| m.saturating_mul(1024 * 1024)),
+    })
+    .map_err(anyhow::Error::from)?;
+    if let Some(cgroup) = &cgroup {
+        say.detail(&format!(
+            "sbx-shell: the session's cgroup is {}",
+            cgroup.dir().display()
+        ));
+    }
     let env = launch::child_env(
         plan.policy
             .environment
@@ -82,9 +97,15 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             (&helper, &lifeline),
         )?,
         env,
-        options: session_options(&plan.policy, &layers),
+        options: SessionOptions {
+            cgroup_procs: cgroup.as_ref().map(cgroup::SessionCgroup::procs_fd),
+            ..session_options(&plan.policy, &layers)
+        },
     };
     let code = session.run(&child);
+    if let Some(cgroup) = cgroup {
+        cgroup.end();
+    }
     record(&plan, &backend, &host, started, &code, net.as_ref(), say);
     code.with_context(|| format!("cannot run {}", plan.launch.program.to_string_lossy()))
         .map_err(Failure::from)
@@ -326,6 +347,7 @@ fn session_options(policy: &Policy, layers: &InProcess) -> SessionOptions {
             grace: std::time::Duration::from_secs(policy.limits.timeout_grace_seconds),
         }),
         launcher_depth: layers.launcher_depth,
+        cgroup_procs: None,
     }
 }
 

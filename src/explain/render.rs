@@ -195,10 +195,12 @@ fn describe_limits(l: &Limits) -> String {
     let or_none =
         |v: Option<u64>, unit: &str| v.map_or("unlimited".to_string(), |v| format!("{v}{unit}"));
     format!(
-        "open files {open_files}; cpu {}; memory {}; private /tmp and /dev/shm {} MiB each (bwrap); processes {}; core dumps {}; timeout {}",
+        "open files {open_files}; cpu {}; memory {}; private /tmp and /dev/shm {} MiB each (bwrap); session processes {}; session memory {}; processes {}; core dumps {}; timeout {}",
         or_none(l.cpu_seconds, " s"),
         or_none(l.memory_mib, " MiB"),
         l.tmp_mib,
+        or_none(l.session_processes, ""),
+        or_none(l.session_memory_mib, " MiB"),
         or_none(l.processes, ""),
         if l.core_dumps { "on" } else { "off" },
         l.timeout_seconds.map_or("none".to_string(), |t| format!(

@@ -113,7 +113,13 @@ impl Session {
             .as_ref()
             .ok_or(io::ErrorKind::NotFound)?
             .as_fd();
-        let pid = process::spawn_child(argv, env, Some(&slave), options.launcher_depth > 0)?;
+        let pid = process::spawn_child(
+            argv,
+            env,
+            Some(&slave),
+            options.launcher_depth > 0,
+            options.cgroup_procs,
+        )?;
         // Only the child may hold the slave, or the master never reports EIO at the end; and
         // the pipe reports EOF once the helper's guard is gone.
         drop(slave);

@@ -260,6 +260,10 @@ fn nothing_survives_200_sigkills_at_random_points_of_start_up() {
             super::support::pids_with(&marker).is_empty().then_some(())
         });
     }
+    // A killed sbx-shell cannot remove its (now empty) session cgroup; the next one does.
+    let out = labs[0].command("landlock", &["-c", "true"]).shown();
+    assert!(out.status.success());
+    assert_eq!(session_cgroups_left(), 0, "stale session cgroups");
     // Control: unconfined, the program outlives a SIGKILL'd sbx-shell.
     let marker = "sleep 31337.999";
     let mut child = labs[0]
@@ -527,4 +531,79 @@ fn setup_check_reports_what_is_missing_and_changes_nothing() {
             assert!(!text.contains("running:"), "{what}: {text}");
         }
     }
+}
+
+#[test]
+fn the_session_lives_in_its_own_cgroup_where_cgroup_v2_is_writable() {
+    if !tools_present() || !super::support::require("unshare", "a private cgroup v2 mount") {
+        return;
+    }
+    let lab = Lab::new("cgroup", User::Root, false);
+    // This host mounts cgroup v1; a private mount namespace gets a cgroup v2 mount at the
+    // usual place, as a systemd host has. sbx-shell runs there as root.
+    let sbx = lab.dir.parent().unwrap().join("sbx-shell");
+    let script = format!(
+        r#"mount -t cgroup2 none /sys/fs/cgroup || exit 90
+        {sbx} --backend landlock -c 'grep "^0::" /proc/self/cgroup; setsid sleep 4321.5 & echo started'
+        echo "status $?"
+        ls /sys/fs/cgroup | grep -c "^sbx-shell-" || true
+        {sbx} --backend landlock --session-processes 50 -c 'echo RAN'
+        echo "limited $?""#,
+        sbx = sbx.display()
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .current_dir(&lab.ws)
+        .env("HOME", &lab.home)
+        .shown();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let cgroup_line = text.lines().find(|l| l.starts_with("0::")).unwrap_or("");
+    assert!(cgroup_line.starts_with("0::/sbx-shell-"), "{text}");
+    assert_lines(
+        &text,
+        &["started", "status 0", "0"],
+        "the cgroup is removed at the end",
+    );
+    assert!(
+        super::support::pids_with("sleep 4321.5").is_empty(),
+        "a setsid job survived"
+    );
+    // pids is bound to cgroup v1 on this host: a session limit is refused, never dropped.
+    assert_lines(&text, &["limited 1"], "refused");
+    assert!(!text.contains("RAN"), "{text}");
+    assert!(
+        err.contains("pids.max is not available") && err.contains("Hint: "),
+        "{err}"
+    );
+    // The host as it is (cgroup v2 at /sys/fs/cgroup/unified, without controllers, or none
+    // at all): the same refusal, and no cgroup left behind.
+    let out = lab
+        .command(
+            "landlock",
+            &["--session-memory-mib", "100", "-c", "echo RAN"],
+        )
+        .shown();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("need a cgroup v2 hierarchy") || err.contains("memory.max is not available"),
+        "{err}"
+    );
+    assert_eq!(session_cgroups_left(), 0, "session cgroups left behind");
+}
+
+/// Session cgroups of sbx-shells that are gone, in this host's cgroup v2 hierarchy (where
+/// the suite's sessions, run by root at its root, make theirs; other tests' sessions may
+/// be running meanwhile).
+fn session_cgroups_left() -> usize {
+    ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        .iter()
+        .flat_map(|d| fs::read_dir(d).into_iter().flatten().flatten())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_prefix("sbx-shell-")?.parse::<i32>().ok()
+        })
+        .filter(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        .count()
 }

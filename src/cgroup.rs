@@ -1,0 +1,219 @@
+//! The session's own cgroup (Linux, cgroup v2, where this user may create one: root, or a
+//! delegated subtree such as a systemd user session's). The program's whole tree lives in
+//! it, and at the end `cgroup.kill` ends everything in it at once — also what escaped the
+//! process tree. Optional limits for the whole session: `pids.max` and `memory.max`.
+//!
+//! Where no cgroup v2 hierarchy is writable, there is no session cgroup and the process
+//! guard and the subreaper clean up alone; a policy that asks for a session limit is then
+//! refused (never run without the limit it asked for).
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Limits on the whole session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// `pids.max`: processes and threads of the whole session.
+    pub pids: Option<u64>,
+    /// `memory.max`, bytes.
+    pub memory_bytes: Option<u64>,
+}
+
+impl SessionLimits {
+    pub fn any(&self) -> bool {
+        self.pids.is_some() || self.memory_bytes.is_some()
+    }
+}
+
+/// A cgroup made for this session; killed and removed by `end`.
+#[derive(Debug)]
+pub struct SessionCgroup {
+    dir: PathBuf,
+    /// `cgroup.procs`, opened for the child to write itself into before exec.
+    procs: OwnedFd,
+}
+
+/// Why the session cannot have the cgroup its limits need.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error("the session limits (limits.session_processes, limits.session_memory_mib) need a cgroup v2 hierarchy this user may write to, and there is none: {0}\nHint: run under systemd with a delegated user session (systemd-run --user --scope -p Delegate=yes sbx-shell …), as root on a cgroup v2 host, or drop the session limits")]
+    Unavailable(String),
+    #[error("the session limit {file} is not available in {dir} (its controller is not enabled for this cgroup)\nHint: enable the controller for the parent cgroup (cgroup.subtree_control), or drop that limit")]
+    NoController { file: &'static str, dir: String },
+    #[error("cannot set {file} in {dir}: {error}")]
+    Write {
+        file: &'static str,
+        dir: String,
+        error: io::Error,
+    },
+}
+
+impl SessionCgroup {
+    /// Create the session's cgroup below this process's own, with `limits`. `Ok(None)` where
+    /// none can be made and no limit needs one.
+    pub fn create(limits: SessionLimits) -> Result<Option<SessionCgroup>, CgroupError> {
+        let unavailable = |why: String| {
+            if limits.any() {
+                Err(CgroupError::Unavailable(why))
+            } else {
+                Ok(None)
+            }
+        };
+        let Some(parent) = own_cgroup_dir() else {
+            return unavailable("no cgroup v2 hierarchy is mounted for this process".into());
+        };
+        remove_stale(&parent);
+        let dir = parent.join(format!("sbx-shell-{}", std::process::id()));
+        if let Err(e) = fs::create_dir(&dir) {
+            return unavailable(format!("cannot create {}: {e}", dir.display()));
+        }
+        let cgroup = match fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+        {
+            Ok(procs) => SessionCgroup {
+                dir,
+                procs: procs.into(),
+            },
+            Err(e) => {
+                let _ = fs::remove_dir(&dir);
+                return unavailable(format!("cannot open {}/cgroup.procs: {e}", dir.display()));
+            }
+        };
+        match cgroup.set_limits(limits) {
+            Ok(()) => Ok(Some(cgroup)),
+            Err(e) => {
+                cgroup.end();
+                Err(e)
+            }
+        }
+    }
+
+    fn set_limits(&self, limits: SessionLimits) -> Result<(), CgroupError> {
+        let set = [
+            ("pids.max", limits.pids),
+            ("memory.max", limits.memory_bytes),
+        ];
+        for (file, value) in set {
+            let Some(value) = value else { continue };
+            let path = self.dir.join(file);
+            if !path.exists() {
+                return Err(CgroupError::NoController {
+                    file,
+                    dir: self.dir.display().to_string(),
+                });
+            }
+            fs::write(&path, value.to_string()).map_err(|error| CgroupError::Write {
+                file,
+                dir: self.dir.display().to_string(),
+                error,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The fd the child writes "0" to (itself) before exec.
+    pub fn procs_fd(&self) -> RawFd {
+        self.procs.as_raw_fd()
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Kill everything still in the cgroup and remove it (bounded: a second at most).
+    pub fn end(self) {
+        kill_and_remove(&self.dir);
+    }
+}
+
+/// `cgroup.kill` (SIGKILL to every member, atomically), wait until it is empty, remove it.
+fn kill_and_remove(dir: &Path) {
+    if fs::write(dir.join("cgroup.kill"), "1").is_err() {
+        // Before Linux 5.14: kill the members one by one.
+        for pid in fs::read_to_string(dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse::<i32>().ok())
+        {
+            // SAFETY: kill with a valid signal touches no memory.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while fs::remove_dir(dir).is_err() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Session cgroups of earlier sbx-shells that were killed before they could remove theirs.
+fn remove_stale(parent: &Path) {
+    for entry in fs::read_dir(parent).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("sbx-shell-"))
+            .and_then(|p| p.parse::<i32>().ok());
+        if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            kill_and_remove(&entry.path());
+        }
+    }
+}
+
+/// This process's cgroup directory in the cgroup v2 hierarchy, if one is mounted.
+fn own_cgroup_dir() -> Option<PathBuf> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let cgroup = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let mount = cgroup2_mount(&mountinfo)?;
+    Some(mount.join(own.trim_start_matches('/')))
+}
+
+/// The mount point of the cgroup v2 hierarchy in `mountinfo`, if any: the last one listed
+/// that is reachable (a later mount can hide an earlier one).
+fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
+    cgroup2_mounts(mountinfo)
+        .into_iter()
+        .rev()
+        .find(|m| m.join("cgroup.procs").exists())
+}
+
+fn cgroup2_mounts(mountinfo: &str) -> Vec<PathBuf> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let fstype = right.split_whitespace().next()?;
+            let mount_point = left.split_whitespace().nth(4)?;
+            (fstype == "cgroup2").then(|| PathBuf::from(unescape(mount_point)))
+        })
+        .collect()
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape(field: &str) -> String {
+    field
+        .replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cgroup2_mount_is_found_in_mountinfo() {
+        let info = "22 1 0:21 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n\
+                    30 22 0:26 / /sys/fs/cgroup\\040v2 rw,nosuid - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup2_mounts(info),
+            vec![PathBuf::from("/sys/fs/cgroup v2")]
+        );
+        assert!(cgroup2_mounts("22 1 0:21 / /x rw - cgroup cgroup rw\n").is_empty());
+    }
+}
