@@ -204,8 +204,28 @@ fn the_allow_list_lets_listed_hosts_through_the_proxy_and_nothing_else() {
             summary.contains("8 connections refused") && summary.contains("3 allowed"),
             "{what}"
         );
-        let log = std::fs::read_to_string(lab.home.join(".local/state/sbx-shell/network.log"))
-            .unwrap_or_default();
+        let log_path = lab.home.join(".local/state/sbx-shell/network.log");
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        // Each line starts with an RFC 3339 time (UTC); the log is private to its user.
+        for line in log.lines() {
+            let stamp = line.split(' ').next().unwrap_or("");
+            let b = stamp.as_bytes();
+            assert!(
+                b.len() == 20
+                    && b[4] == b'-'
+                    && b[7] == b'-'
+                    && b[10] == b'T'
+                    && b[13] == b':'
+                    && b[16] == b':'
+                    && b[19] == b'Z'
+                    && stamp[..4].parse::<u32>().is_ok_and(|y| y >= 2024),
+                "{what}: not RFC 3339: {line}"
+            );
+        }
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&log_path).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600, "{what}: the network log's mode");
         for refused in [
             format!("other.test:{port} refused: not on the allow-list"),
             "allowed.test:1 refused: port not allowed".to_string(),
