@@ -9,7 +9,7 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -32,7 +32,9 @@ impl SessionLimits {
 #[derive(Debug)]
 pub struct SessionCgroup {
     dir: PathBuf,
-    /// `cgroup.procs`, opened for the child to write itself into before exec.
+    /// The directory, for clone3's CLONE_INTO_CGROUP.
+    dir_fd: OwnedFd,
+    /// `cgroup.procs`, for a child to write itself into before exec where clone3 cannot.
     procs: OwnedFd,
 }
 
@@ -70,17 +72,21 @@ impl SessionCgroup {
         if let Err(e) = fs::create_dir(&dir) {
             return unavailable(format!("cannot create {}: {e}", dir.display()));
         }
-        let cgroup = match fs::OpenOptions::new()
-            .write(true)
-            .open(dir.join("cgroup.procs"))
-        {
-            Ok(procs) => SessionCgroup {
+        let opened = fs::File::open(&dir).and_then(|d| {
+            let procs = fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join("cgroup.procs"))?;
+            Ok((d, procs))
+        });
+        let cgroup = match opened {
+            Ok((dir_fd, procs)) => SessionCgroup {
                 dir,
+                dir_fd: dir_fd.into(),
                 procs: procs.into(),
             },
             Err(e) => {
                 let _ = fs::remove_dir(&dir);
-                return unavailable(format!("cannot open {}/cgroup.procs: {e}", dir.display()));
+                return unavailable(format!("cannot open {}: {e}", dir.display()));
             }
         };
         match cgroup.set_limits(limits) {
@@ -115,9 +121,12 @@ impl SessionCgroup {
         Ok(())
     }
 
-    /// The fd the child writes "0" to (itself) before exec.
-    pub fn procs_fd(&self) -> RawFd {
-        self.procs.as_raw_fd()
+    /// The fds a child is started into the cgroup with.
+    pub fn fds(&self) -> crate::process::CgroupFds {
+        crate::process::CgroupFds {
+            dir: self.dir_fd.as_raw_fd(),
+            procs: self.procs.as_raw_fd(),
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -130,8 +139,13 @@ impl SessionCgroup {
     }
 }
 
-/// `cgroup.kill` (SIGKILL to every member, atomically), wait until it is empty, remove it.
+/// `cgroup.kill` (SIGKILL to every member, atomically), wait until it is empty (the kernel
+/// says so in `cgroup.events`, which poll(2) reports as changed), remove it. Bounded: a
+/// second at most.
 fn kill_and_remove(dir: &Path) {
+    if fs::remove_dir(dir).is_ok() {
+        return;
+    }
     if fs::write(dir.join("cgroup.kill"), "1").is_err() {
         // Before Linux 5.14: kill the members one by one.
         for pid in fs::read_to_string(dir.join("cgroup.procs"))
@@ -144,9 +158,36 @@ fn kill_and_remove(dir: &Path) {
         }
     }
     let deadline = Instant::now() + Duration::from_secs(1);
-    while fs::remove_dir(dir).is_err() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
+    let events = fs::File::open(dir.join("cgroup.events")).ok();
+    while fs::remove_dir(dir).is_err() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        match &events {
+            Some(events) if populated(events) => {
+                let mut pfd = libc::pollfd {
+                    fd: events.as_raw_fd(),
+                    events: libc::POLLPRI,
+                    revents: 0,
+                };
+                let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+                // SAFETY: one valid pollfd for the duration of the call.
+                unsafe { libc::poll(&mut pfd, 1, ms) };
+            }
+            _ => std::thread::sleep(Duration::from_millis(1)),
+        }
     }
+}
+
+/// Whether `cgroup.events` says the cgroup still has members.
+fn populated(events: &fs::File) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 128];
+    let n = events.read_at(&mut buf, 0).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .any(|l| l.trim() == "populated 1")
 }
 
 /// Session cgroups of earlier sbx-shells that were killed before they could remove theirs.

@@ -50,16 +50,32 @@ pub fn only_child_chain(procs: &[ProcInfo], root: i32, depth: usize) -> Option<i
     Some(pid)
 }
 
+/// A cgroup to start a child in: its directory and its `cgroup.procs`, open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CgroupFds {
+    pub dir: std::os::fd::RawFd,
+    pub procs: std::os::fd::RawFd,
+}
+
 /// Spawn `argv` with exactly the environment `env`, on `tty` (0, 1 and 2) when given, else
-/// on inherited stdio; in the cgroup whose `cgroup.procs` is `cgroup_procs`, if given
-/// (joined before exec: nothing it starts is ever outside).
+/// on inherited stdio; inside `cgroup`, if given, from its first instruction (nothing it
+/// starts is ever outside).
 pub fn spawn_child(
     argv: &[OsString],
     env: &[(OsString, OsString)],
     tty: Option<&OwnedFd>,
     own_group: bool,
-    cgroup_procs: Option<std::os::fd::RawFd>,
+    cgroup: Option<CgroupFds>,
 ) -> io::Result<Pid> {
+    #[cfg(target_os = "linux")]
+    if let Some(cgroup) = cgroup {
+        use std::os::fd::AsRawFd;
+        let tty = tty.map(AsRawFd::as_raw_fd);
+        if let Some(pid) = os::spawn_into_cgroup(argv, env, tty, own_group, cgroup.dir)? {
+            return Ok(pid);
+        }
+    }
+    let cgroup_procs = cgroup.map(|c| c.procs);
     let (program, args) = argv.split_first().ok_or(io::ErrorKind::InvalidInput)?;
     let mut command = Command::new(program);
     command

@@ -98,7 +98,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         )?,
         env,
         options: SessionOptions {
-            cgroup_procs: cgroup.as_ref().map(cgroup::SessionCgroup::procs_fd),
+            cgroup: cgroup.as_ref().map(cgroup::SessionCgroup::fds),
             ..session_options(&plan.policy, &layers)
         },
     };
@@ -347,7 +347,7 @@ fn session_options(policy: &Policy, layers: &InProcess) -> SessionOptions {
             grace: std::time::Duration::from_secs(policy.limits.timeout_grace_seconds),
         }),
         launcher_depth: layers.launcher_depth,
-        cgroup_procs: None,
+        cgroup: None,
     }
 }
 

@@ -118,7 +118,7 @@ impl Session {
             env,
             Some(&slave),
             options.launcher_depth > 0,
-            options.cgroup_procs,
+            options.cgroup,
         )?;
         // Only the child may hold the slave, or the master never reports EIO at the end; and
         // the pipe reports EOF once the helper's guard is gone.

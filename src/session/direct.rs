@@ -43,7 +43,7 @@ impl Session {
     pub fn run(self, child: &Child) -> io::Result<u8> {
         let Child { argv, env, options } = child;
         let options = *options;
-        let pid = process::spawn_child(argv, env, None, false, options.cgroup_procs)?;
+        let pid = process::spawn_child(argv, env, None, false, options.cgroup)?;
         let mut supervisor = Supervisor::new(pid, options, None);
         while !(supervisor.is_over() && supervisor.child_ended()) {
             let wait = supervisor.next_deadline().map_or(PollTimeout::NONE, |at| {

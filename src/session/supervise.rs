@@ -36,8 +36,8 @@ pub struct SessionOptions {
     /// signals never kill the launcher), and signals meant for the program go to the guard,
     /// which passes them on.
     pub launcher_depth: usize,
-    /// The session cgroup's `cgroup.procs`: the child writes itself into it before exec.
-    pub cgroup_procs: Option<std::os::fd::RawFd>,
+    /// The session's cgroup, which the child starts in.
+    pub cgroup: Option<crate::process::CgroupFds>,
 }
 
 impl SessionOptions {
