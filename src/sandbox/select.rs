@@ -34,13 +34,19 @@ pub enum SelectError {
 /// The layers of the Linux sandbox, strongest set first: what `auto` wants.
 const LINUX_LAYERS: [Layer; 3] = [Layer::Bwrap, Layer::Landlock, Layer::Seccomp];
 
-/// Why each layer that `auto` would want cannot run here, with the fix — one line each, for
-/// the start of a run (`auto` only: a backend named by the user is what they asked for).
+/// Why each layer that the choice would use cannot run here, with the fix — one line each,
+/// for the start of a run: every layer for `auto`; Landlock and seccomp inside a named
+/// bwrap (a named backend itself is what the user asked for, and refuses when it cannot run).
 pub fn missing_layers(choice: BackendChoice, machine: &Machine) -> Vec<(Layer, String, String)> {
-    if choice != BackendChoice::Auto || machine.os != "linux" {
+    if machine.os != "linux" {
         return Vec::new();
     }
-    LINUX_LAYERS
+    let wanted: &[Layer] = match choice {
+        BackendChoice::Auto => &LINUX_LAYERS,
+        BackendChoice::Bwrap => &LINUX_LAYERS[1..],
+        _ => &[],
+    };
+    wanted
         .iter()
         .filter_map(|layer| layer_unusable(*layer, machine).map(|(why, fix)| (*layer, why, fix)))
         .collect()
@@ -329,6 +335,13 @@ mod tests {
         assert_eq!(missing.len(), 1);
         assert_eq!(missing[0].0, Layer::Bwrap);
         assert!(missing_layers(BackendChoice::Landlock, &probed).is_empty());
+        let old_kernel = Machine {
+            landlock_abi: Ok(4),
+            ..capable_linux()
+        };
+        let named = missing_layers(BackendChoice::Bwrap, &old_kernel);
+        assert_eq!(named.len(), 1);
+        assert_eq!(named[0].0, Layer::Landlock);
         assert!(missing_layers(BackendChoice::Auto, &capable_linux()).is_empty());
         let err = check_required(&[Layer::Bwrap], &Backend::Landlock, &probed)
             .unwrap_err()
