@@ -75,6 +75,9 @@ pub enum BackendOutput {
         argv: Vec<String>,
         profile: Option<String>,
         params: Vec<(String, String)>,
+        /// bwrap: what the helper then hides inside, first.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        hidden: Vec<crate::sandbox::bwrap::Hide>,
     },
     /// In-process rules the helper applies: Landlock (layered under bwrap, and alone) and seccomp.
     Applies {
@@ -149,6 +152,7 @@ fn seatbelt_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput
     };
     match seatbelt::build_profile(&inputs) {
         Ok(profile) => BackendOutput::Runs {
+            hidden: Vec::new(),
             argv: vec![
                 seatbelt::SANDBOX_EXEC.into(),
                 "-p".into(),
@@ -179,11 +183,14 @@ fn bwrap_output(policy: &Policy, host: &Host, ctx: &sandbox::Context<'_>) -> Bac
             .unwrap_or_else(|| "/usr/bin/bwrap".into()),
         landlock: true,
     };
-    match sandbox::wrap(&backend, policy, ctx, &[HELPER.into()]) {
-        Ok(argv) => BackendOutput::Runs {
+    let built = sandbox::wrap(&backend, policy, ctx, &[HELPER.into()])
+        .and_then(|argv| Ok((argv, sandbox::in_process(&backend, policy, ctx)?.hide)));
+    match built {
+        Ok((argv, hidden)) => BackendOutput::Runs {
             argv: strings(argv),
             profile: None,
             params: Vec::new(),
+            hidden,
         },
         Err(e) => BackendOutput::Refuses {
             reason: e.to_string(),

@@ -273,6 +273,7 @@ fn build_argv(
             .stop_notify_fd()
             .filter(|_| layers.launcher_depth > 0),
         lifeline_fd: layers.guard.then(|| lifeline.child_fd()),
+        hide: layers.hide.clone(),
         proxy_listen: net.and_then(|n| {
             n.channel.as_ref().map(|fd| ProxyListen {
                 port: n.port,

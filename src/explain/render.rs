@@ -24,8 +24,23 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
             argv,
             profile,
             params,
+            hidden,
         } => {
             let _ = writeln!(out, "{}", argv.join(" "));
+            if !hidden.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "then the helper hides, first (what vanished by then is skipped):"
+                );
+            }
+            for hide in hidden {
+                let how = if hide.dir {
+                    "an empty read-only directory"
+                } else {
+                    "/dev/null"
+                };
+                let _ = writeln!(out, "  {} -> {how}", hide.path.display());
+            }
             for (key, value) in params {
                 let _ = writeln!(out, "  -D {key}={value}");
             }

@@ -51,6 +51,90 @@ pub enum ConfineError {
 
 /// Every capability gone for good (bounding set, ambient, effective/permitted/inheritable),
 /// then no_new_privs, so neither root nor a set-uid program gets privileges back.
+/// A new mount namespace for this process (and what it starts), with no propagation out.
+pub fn private_mount_namespace() -> io::Result<()> {
+    // SAFETY: unshare takes flags only.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: NUL-terminated strings and null pointers where mount(2) allows them.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    };
+    if rc == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Mount over `path` so that what was there is out of reach: an empty read-only tmpfs on a
+/// directory, `/dev/null` bound read-only on anything else. Needs CAP_SYS_ADMIN in the
+/// sandbox's namespaces.
+pub fn hide(path: &std::path::Path, dir: bool) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let target = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mount = |source: &[u8], fstype: &[u8], flags: libc::c_ulong, data: &[u8]| {
+        // SAFETY: every pointer is a NUL-terminated string that outlives the call.
+        let rc = unsafe {
+            libc::mount(
+                source.as_ptr().cast(),
+                target.as_ptr(),
+                fstype.as_ptr().cast(),
+                flags,
+                data.as_ptr().cast(),
+            )
+        };
+        if rc == -1 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    let hardened = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    if dir {
+        return mount(
+            b"tmpfs\0",
+            b"tmpfs\0",
+            hardened | libc::MS_RDONLY,
+            b"mode=0755,size=4k\0",
+        );
+    }
+    mount(b"/dev/null\0", b"\0", libc::MS_BIND, b"\0")?;
+    // Read-only, keeping the flags the bind took from /dev's mount (a remount may not
+    // clear flags that a user namespace locked).
+    // SAFETY: a zeroed statvfs is valid to be filled in.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `target` is NUL-terminated and `st` writable.
+    if unsafe { libc::statvfs(target.as_ptr(), &mut st) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    let kept = [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ]
+    .iter()
+    .filter(|(st_flag, _)| st.f_flag & st_flag != 0)
+    .fold(0, |acc, (_, ms)| acc | ms);
+    mount(
+        b"\0",
+        b"\0",
+        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | kept,
+        b"\0",
+    )
+}
+
 pub fn apply_drop_privileges() -> Result<(), ConfineError> {
     let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()

@@ -23,6 +23,37 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<Option<ExitCode>> {
     guard::split(spec.stop_notify_fd, spec.lifeline_fd)
 }
 
+/// Hide each path (`sandbox::bwrap::Hide`): a directory under an empty read-only tmpfs,
+/// anything else under `/dev/null`, read-only. A path that no longer exists has nothing
+/// left to hide and is skipped; any other failure ends the helper (never a weaker sandbox).
+///
+/// In a mount namespace of the helper's own: for an unprivileged user, bwrap puts the
+/// sandbox in a second user namespace that does not own bwrap's mount namespace, so mounts
+/// there fail; a new one is owned by ours (its mounts copied, locked, and mounted over).
+pub fn apply_hides(hides: &[crate::sandbox::bwrap::Hide]) -> Result<(), super::HelperError> {
+    confine::private_mount_namespace().map_err(|source| super::HelperError::Hide {
+        path: "/ (a mount namespace of its own)".into(),
+        source,
+    })?;
+    for hide in hides {
+        let failed = |source: io::Error| super::HelperError::Hide {
+            path: hide.path.display().to_string(),
+            source,
+        };
+        match confine::hide(&hide.path, hide.dir) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(failed(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Drop every capability and set no_new_privs (again later: it is idempotent).
+pub fn confine_privileges() -> Result<(), ConfineError> {
+    confine::apply_drop_privileges()
+}
+
 /// Capabilities and no_new_privs, then Landlock, then seccomp, as the spec asks.
 pub fn confine(spec: &HelperSpec) -> Result<(), ConfineError> {
     if spec.drop_privileges {

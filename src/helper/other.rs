@@ -22,6 +22,19 @@ pub fn split_off_guard(_spec: &HelperSpec) -> io::Result<Option<ExitCode>> {
     Err(io::Error::other("guard mode exists on Linux only"))
 }
 
+pub fn apply_hides(hides: &[crate::sandbox::bwrap::Hide]) -> Result<(), super::HelperError> {
+    Err(super::HelperError::Hide {
+        path: hides
+            .first()
+            .map_or(String::new(), |h| h.path.display().to_string()),
+        source: io::Error::other("hiding paths inside a sandbox exists on Linux only"),
+    })
+}
+
+pub fn confine_privileges() -> Result<(), ConfineError> {
+    Err(ConfineError::Unsupported)
+}
+
 pub fn confine(spec: &HelperSpec) -> Result<(), ConfineError> {
     if spec.drop_privileges || spec.landlock.is_some() || spec.seccomp.is_some() {
         return Err(ConfineError::Unsupported);

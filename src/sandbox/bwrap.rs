@@ -3,14 +3,17 @@
 //! Pure: what exists on disk arrives as `PathKind`s, the host's sockets as paths. Mounts
 //! apply in order, later over earlier: the root read-only (or read-write when unrestricted),
 //! private `/dev`, `/proc` and `/tmp`, the writable roots bound read-write, then protected
-//! paths bound read-only over them, then denied paths hidden (last, so a secret inside a
-//! protected directory stays hidden), then the runtime directory and host sockets masked.
+//! paths bound read-only over them. Then, inside, the helper hides the denied paths and the
+//! host's runtime directory and sockets (`hides`: last, so a secret inside a protected
+//! directory stays hidden; by the helper, which skips what vanished meanwhile).
 //! bwrap gets `--new-session` and a pid namespace, and the helper inside makes the pty its
 //! controlling terminal (job control, resize and ^C then work; see DESIGN.md §4).
 
 use std::ffi::OsString;
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 use crate::config::FsMode;
 use crate::host::PathKind;
@@ -96,28 +99,20 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
     for path in &fs.writable {
         a.mount("--bind-try", real(path), real(path));
     }
+    // -try: one that vanished since it was looked at has nothing left to protect.
     for path in fs
         .protected
         .iter()
         .filter(|p| (inputs.kind_of)(real(p)) != PathKind::Missing)
     {
-        a.mount("--ro-bind", real(path), real(path));
+        a.mount("--ro-bind-try", real(path), real(path));
     }
-    let granted = |p: &Path| {
-        fs.writable
-            .iter()
-            .chain(&fs.readable)
-            .any(|g| p.starts_with(real(g)))
-    };
-    // Denied paths first, then the host's runtime directory and sockets, each resolved to
-    // its real path (the policy's paths already are; `host::Place` resolves the rest).
-    let host_objects = inputs
-        .runtime_dir
-        .into_iter()
-        .chain(inputs.host_sockets.iter().map(PathBuf::as_path))
-        .filter(|p| !granted(p));
-    let to_hide = fs.denied.iter().map(real).chain(host_objects);
-    hide_all(&mut a, to_hide.map(|p| (p, (inputs.kind_of)(p))));
+    // What must be hidden is hidden by the helper, which needs CAP_SYS_ADMIN in the
+    // sandbox for that, and CAP_SETPCAP to drop both from its bounding set right after:
+    // see `hides`.
+    if !hides(inputs).is_empty() {
+        a.flags(&["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]);
+    }
     a.0.extend(["--chdir".into(), inputs.cwd.into(), "--".into()]);
     match (inputs.helper, command.split_first()) {
         (Some(_), Some((_, rest))) => {
@@ -129,41 +124,59 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
     a.0
 }
 
+/// A path the helper hides inside the sandbox, after bwrap's mounts: a directory becomes
+/// an empty read-only tmpfs, anything else (a file, a socket) `/dev/null`, read-only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hide {
+    pub path: PathBuf,
+    pub dir: bool,
+}
+
 /// Directories the sandbox gets fresh (private `/dev`, `/proc`, `/tmp`): nothing of the
 /// host's shows there, so nothing there needs hiding.
 const PRIVATE_DIRS: &[&str] = &["/dev", "/proc", "/tmp"];
 
-/// Hide each path that exists, unless a private or an already hidden directory covers it.
-/// bwrap ends the session when it cannot create a mount's destination — a path that vanished,
-/// or one inside a read-only tmpfs it made itself — so those are skipped, never mounted.
-fn hide_all<'p>(a: &mut Args, paths: impl Iterator<Item = (&'p Path, PathKind)>) {
+/// What to hide, in order: the denied paths, then the host's runtime directory and sockets
+/// (unless granted), each by its real path (the policy's paths already are; `host::Place`
+/// resolves the rest), each once, skipping what does not exist and what a private or an
+/// already hidden directory covers.
+///
+/// The helper hides them, not bwrap: bwrap ends the session when a mount's destination
+/// vanished since it was looked at (a container engine restarting, an agent exiting) or
+/// lies in a read-only tmpfs it made; the helper skips a path that no longer exists.
+pub fn hides(inputs: &Inputs<'_>) -> Vec<Hide> {
+    let fs = &inputs.policy.filesystem;
+    let granted = |p: &Path| {
+        fs.writable
+            .iter()
+            .chain(&fs.readable)
+            .any(|g| p.starts_with(real(g)))
+    };
+    let host_objects = inputs
+        .runtime_dir
+        .into_iter()
+        .chain(inputs.host_sockets.iter().map(PathBuf::as_path))
+        .filter(|p| !granted(p));
     let mut covered: Vec<&Path> = PRIVATE_DIRS.iter().map(Path::new).collect();
-    for (path, kind) in paths {
-        if kind == PathKind::Missing || covered.iter().any(|d| path.starts_with(d)) {
+    let mut out: Vec<Hide> = Vec::new();
+    for path in fs.denied.iter().map(real).chain(host_objects) {
+        let kind = (inputs.kind_of)(path);
+        if kind == PathKind::Missing
+            || covered.iter().any(|d| path.starts_with(d))
+            || out.iter().any(|h| h.path == path)
+        {
             continue;
         }
-        hide(a, path, kind);
+        out.push(Hide {
+            path: path.to_path_buf(),
+            dir: kind == PathKind::Dir,
+        });
         if kind == PathKind::Dir {
             covered.push(path);
         }
     }
-}
-
-/// Make a path empty and unwritable: a directory becomes an empty read-only tmpfs, anything
-/// else (a file, a socket) `/dev/null`.
-fn hide(a: &mut Args, path: &Path, kind: PathKind) {
-    match kind {
-        PathKind::Dir => {
-            a.0.extend([
-                "--tmpfs".into(),
-                path.into(),
-                "--remount-ro".into(),
-                path.into(),
-            ]);
-        }
-        PathKind::File => a.mount("--ro-bind", Path::new("/dev/null"), path),
-        PathKind::Missing => {}
-    }
+    out
 }
 
 /// The spelling the kernel sees.
@@ -250,29 +263,19 @@ mod tests {
             "--bind",
             "/home/u/proj",
             "/home/u/proj",
-            "--ro-bind",
+            "--ro-bind-try",
             "/home/u/.config/sbx-shell",
             "/home/u/.config/sbx-shell",
-            "--ro-bind",
+            "--ro-bind-try",
             "/home/u/proj/.git/config",
             "/home/u/proj/.git/config",
-            "--ro-bind",
+            "--ro-bind-try",
             "/home/u/proj/.git/hooks",
             "/home/u/proj/.git/hooks",
-            "--ro-bind",
-            "/dev/null",
-            "/home/u/.netrc",
-            "--tmpfs",
-            "/home/u/.ssh",
-            "--remount-ro",
-            "/home/u/.ssh",
-            "--tmpfs",
-            "/run/user/1000",
-            "--remount-ro",
-            "/run/user/1000",
-            "--ro-bind",
-            "/dev/null",
-            "/run/ssh-agent.sock",
+            "--cap-add",
+            "CAP_SYS_ADMIN",
+            "--cap-add",
+            "CAP_SETPCAP",
             "--chdir",
             "/home/u/proj/src",
             "--",
@@ -306,28 +309,63 @@ mod tests {
         );
     }
 
-    #[test]
-    fn granted_sockets_stay_and_denied_paths_are_hidden_after_protected_ones() {
-        let granted = argv(&policy_with(
-            "/home/u/proj",
-            r#"{"filesystem": {"write": ["/run/user/1000"]}}"#,
-        ));
-        assert!(!granted
-            .windows(2)
-            .any(|w| w == ["--tmpfs", "/run/user/1000"]));
-        let all = argv(&policy_with("/home/u/proj", "{}"));
-        let last_protect = all
-            .iter()
-            .rposition(|a| a == "/home/u/proj/.git/hooks")
-            .unwrap();
-        let first_hide = all.iter().position(|a| a == "/home/u/.netrc").unwrap();
-        assert!(last_protect < first_hide);
+    /// What the helper hides for `policy`, with these host sockets and runtime directory.
+    fn hidden(policy: &Policy, sockets: &[PathBuf]) -> Vec<(String, bool)> {
+        let inputs = Inputs {
+            policy,
+            bwrap: Path::new("/usr/bin/bwrap"),
+            cwd: Path::new("/"),
+            runtime_dir: Some(Path::new("/run/user/1000")),
+            host_sockets: sockets,
+            helper: None,
+            kind_of: &kind,
+        };
+        hides(&inputs)
+            .into_iter()
+            .map(|h| (h.path.display().to_string(), h.dir))
+            .collect()
     }
 
     #[test]
-    fn paths_inside_private_or_hidden_directories_are_not_mounted_again() {
-        // bwrap cannot create a mount point inside a read-only tmpfs it made (the runtime
-        // directory, a denied directory) and ends the session instead; /tmp is private.
+    fn the_helper_hides_denied_paths_then_the_runtime_directory_and_sockets_unless_granted() {
+        let sockets = [PathBuf::from("/run/ssh-agent.sock")];
+        let all = hidden(&policy_with("/home/u/proj", "{}"), &sockets);
+        let expected = [
+            ("/home/u/.netrc", false),
+            ("/home/u/.ssh", true),
+            ("/run/user/1000", true),
+            ("/run/ssh-agent.sock", false),
+        ];
+        for (path, dir) in expected {
+            assert!(all.contains(&(path.to_string(), dir)), "{path}: {all:?}");
+        }
+        let granted = hidden(
+            &policy_with(
+                "/home/u/proj",
+                r#"{"filesystem": {"write": ["/run/user/1000"]}}"#,
+            ),
+            &sockets,
+        );
+        assert!(!granted.iter().any(|(p, _)| p == "/run/user/1000"));
+        // No hide, no capability kept for it.
+        let p = policy_with("/home/u/proj", "{}");
+        let inputs = Inputs {
+            policy: &p,
+            bwrap: Path::new("/usr/bin/bwrap"),
+            cwd: Path::new("/"),
+            runtime_dir: None,
+            host_sockets: &[],
+            helper: None,
+            kind_of: &|_: &Path| PathKind::Missing,
+        };
+        assert!(hides(&inputs).is_empty());
+        assert!(!build_argv(&inputs, &[]).iter().any(|a| a == "--cap-add"));
+    }
+
+    #[test]
+    fn paths_inside_private_or_hidden_directories_are_not_hidden_again() {
+        // A mount point cannot be made inside a read-only tmpfs made to hide a directory
+        // (the runtime directory, a denied directory), and /tmp is private anyway.
         let p = policy_with(
             "/home/u/proj",
             r#"{"filesystem": {"deny": ["~/.ssh/id_ed25519", "/tmp/ssh-XXXX/agent.1"]}}"#,
@@ -336,32 +374,25 @@ mod tests {
             PathBuf::from("/run/user/1000/gnupg/S.gpg-agent"),
             PathBuf::from("/tmp/ssh-XXXX/agent.1"),
             PathBuf::from("/run/ssh-agent.sock"),
+            PathBuf::from("/run/ssh-agent.sock"),
             PathBuf::from("/run/gone.sock"),
         ];
-        let inputs = Inputs {
-            policy: &p,
-            bwrap: Path::new("/usr/bin/bwrap"),
-            cwd: Path::new("/"),
-            runtime_dir: Some(Path::new("/run/user/1000")),
-            host_sockets: &sockets,
-            helper: None,
-            kind_of: &kind,
-        };
-        let argv: Vec<String> = build_argv(&inputs, &[])
-            .into_iter()
-            .map(|a| a.into_string().unwrap())
-            .collect();
+        let all = hidden(&p, &sockets);
         for inside in [
             "/home/u/.ssh/id_ed25519",
             "/run/user/1000/gnupg/S.gpg-agent",
             "/tmp/ssh-XXXX/agent.1",
             "/run/gone.sock",
         ] {
-            assert!(!argv.iter().any(|a| a == inside), "{inside}: {argv:?}");
+            assert!(!all.iter().any(|(p, _)| p == inside), "{inside}: {all:?}");
         }
-        for hidden in ["/home/u/.ssh", "/run/user/1000", "/run/ssh-agent.sock"] {
-            assert!(argv.iter().any(|a| a == hidden), "{hidden}: {argv:?}");
-        }
+        assert_eq!(
+            all.iter()
+                .filter(|(p, _)| p == "/run/ssh-agent.sock")
+                .count(),
+            1,
+            "{all:?}"
+        );
     }
 
     #[test]

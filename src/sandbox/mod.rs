@@ -113,25 +113,35 @@ pub fn wrap(
                 command,
             ))
         }
-        Backend::Bwrap { path, .. } => {
-            let kind_of = |p: &Path| ctx.place.kind(p);
-            let inputs = bwrap::Inputs {
-                policy,
-                bwrap: path,
-                cwd: ctx
-                    .place
-                    .cwd
-                    .as_deref()
-                    .map_err(|e| SandboxError::NoCwd(e.clone()))?,
-                runtime_dir: ctx.place.runtime_dir.as_deref(),
-                host_sockets: &ctx.place.sockets,
-                helper: ctx.helper_fd,
-                kind_of: &kind_of,
-            };
-            Ok(bwrap::build_argv(&inputs, command))
-        }
+        Backend::Bwrap { path, .. } => with_bwrap_inputs(policy, ctx, path, |inputs| {
+            bwrap::build_argv(inputs, command)
+        }),
         Backend::Landlock | Backend::None => Ok(command.to_vec()),
     }
+}
+
+/// `f` of the bwrap builder's inputs for `policy` in `ctx`.
+fn with_bwrap_inputs<R>(
+    policy: &Policy,
+    ctx: &Context<'_>,
+    bwrap: &Path,
+    f: impl FnOnce(&bwrap::Inputs<'_>) -> R,
+) -> Result<R, SandboxError> {
+    let kind_of = |p: &Path| ctx.place.kind(p);
+    let inputs = bwrap::Inputs {
+        policy,
+        bwrap,
+        cwd: ctx
+            .place
+            .cwd
+            .as_deref()
+            .map_err(|e| SandboxError::NoCwd(e.clone()))?,
+        runtime_dir: ctx.place.runtime_dir.as_deref(),
+        host_sockets: &ctx.place.sockets,
+        helper: ctx.helper_fd,
+        kind_of: &kind_of,
+    };
+    Ok(f(&inputs))
 }
 
 /// What the helper applies to itself before exec.
@@ -142,6 +152,8 @@ pub struct InProcess {
     pub seccomp: Option<seccomp::Filter>,
     /// The helper stays behind as the guard of the program's tree (`helper/guard.rs`).
     pub guard: bool,
+    /// Paths the helper hides first, inside bwrap's mounts (`bwrap::hides`).
+    pub hide: Vec<bwrap::Hide>,
     /// Launcher processes between sbx-shell and the helper (bwrap: its own process and its
     /// pid namespace's init). They hide the program's stops, which the guard then reports,
     /// and signals for the program go to the guard.
@@ -170,7 +182,8 @@ pub fn in_process(
                 what: "nested_pty: false",
             });
         }
-        Backend::Bwrap { landlock, .. } => InProcess {
+        Backend::Bwrap { landlock, path } => InProcess {
+            hide: with_bwrap_inputs(policy, ctx, path, bwrap::hides)?,
             drop_privileges: true,
             landlock: landlock
                 .then(|| {
@@ -196,6 +209,7 @@ pub fn in_process(
             )?),
             seccomp: Some(filter()?),
             guard: true,
+            hide: Vec::new(),
             launcher_depth: 0,
         },
     })
