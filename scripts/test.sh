@@ -132,7 +132,7 @@ machine_state() {
   ls -A /var/tmp | sed 's/^/in \/var\/tmp: /'
   ls -A "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)" 2>/dev/null | sed 's/^/tmux socket: /'
   for f in "$state/sessions.jsonl" "$state/network.log"; do
-    echo "$f: $(wc -l <"$f" 2>/dev/null || echo 0) lines"
+    echo "$f: $( [ -f "$f" ] && wc -l <"$f" || echo 0) lines"
   done
 }
 
