@@ -172,31 +172,42 @@ fn the_helper_runs_from_the_running_file_after_an_upgrade_replaced_its_path() {
     if !tools_present() {
         return;
     }
-    let lab = Lab::new("upgrade", User::Root, false);
-    let config_dir = lab.home.join(".config/sbx-shell");
-    fs::create_dir_all(&config_dir).unwrap();
-    for backend in ["bwrap", "landlock"] {
-        let binary = BinaryCopy::at(lab.dir.join(format!("bin-{backend}/sbx-shell")));
-        // sbx-shell blocks reading its configuration from a FIFO until we write it: the
-        // moment to replace the binary, after it started and before it runs the helper.
-        let fifo = config_dir.join("config.json");
-        let _ = fs::remove_file(&fifo);
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        let child = lab
-            .command_of(&binary.0, backend, &["-c", "echo UPGRADED-OK"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        fs::remove_file(&binary.0).unwrap();
-        fs::write(&binary.0, "#!/bin/sh\necho WRONG-BINARY\n").unwrap();
-        fs::write(&fifo, "{}\n").unwrap();
-        let out = child.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        println!("{text}\n{}", String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "{backend}");
-        assert_lines(&text, &["UPGRADED-OK"], backend);
-        fs::remove_file(&fifo).unwrap();
+    for user in [User::Root, User::Nobody] {
+        let lab = Lab::new("upgrade", user, false);
+        let config_dir = lab.home.join(".config/sbx-shell");
+        fs::create_dir_all(&config_dir).unwrap();
+        let owner = |path: &Path| {
+            if user == User::Nobody {
+                std::os::unix::fs::chown(path, Some(65534), Some(65534)).unwrap();
+            }
+        };
+        owner(&lab.home.join(".config"));
+        owner(&config_dir);
+        for backend in ["bwrap", "landlock"] {
+            let what = format!("{} ({})", lab.what(backend), "upgrade");
+            let binary = BinaryCopy::at(lab.dir.join(format!("bin-{backend}/sbx-shell")));
+            // sbx-shell blocks reading its configuration from a FIFO until we write it: the
+            // moment to replace the binary, after it started and before it runs the helper.
+            let fifo = config_dir.join("config.json");
+            let _ = fs::remove_file(&fifo);
+            nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+            owner(&fifo);
+            let child = lab
+                .command_of(&binary.0, backend, &["-c", "echo UPGRADED-OK"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            fs::remove_file(&binary.0).unwrap();
+            fs::write(&binary.0, "#!/bin/sh\necho WRONG-BINARY\n").unwrap();
+            fs::write(&fifo, "{}\n").unwrap();
+            let out = child.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            println!("{text}\n{}", String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success(), "{what}");
+            assert_lines(&text, &["UPGRADED-OK"], &what);
+            fs::remove_file(&fifo).unwrap();
+        }
     }
 }
 
