@@ -153,6 +153,17 @@ pub fn spawn_into_cgroup(
         cgroup: cgroup_dir as u64,
         ..CloneArgs::default()
     };
+    // No handler of ours may run in the child before it execs (it would write to our
+    // signal pipes): every signal is blocked across the clone, as posix_spawn does.
+    // SAFETY: a zeroed sigset_t is a valid value to fill in.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut previous: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: both sigsets are valid; pthread_sigmask touches only them.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
+    }
     // SAFETY: clone3 with a valid, fully initialized clone_args of the size passed, and
     // without CLONE_VM: the child gets a copy of our memory, as with fork.
     let pid = unsafe {
@@ -165,8 +176,19 @@ pub fn spawn_into_cgroup(
     if pid == 0 {
         // The child: only async-signal-safe calls on data prepared above, then exec.
         // SAFETY: every pointer is valid (made before the clone, in our copy of memory);
-        // dup2, setpgid, sigprocmask, execve, write and _exit are async-signal-safe.
+        // sigaction, dup2, setpgid, sigprocmask, execve, write and _exit are
+        // async-signal-safe.
         unsafe {
+            // Handlers back to the default before signals are let in (exec would do it).
+            for signal in 1..libc::SIGRTMAX() {
+                let mut current: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(signal, std::ptr::null(), &mut current) == 0
+                    && current.sa_sigaction != libc::SIG_DFL
+                    && current.sa_sigaction != libc::SIG_IGN
+                {
+                    libc::signal(signal, libc::SIG_DFL);
+                }
+            }
             if let Some(tty) = tty {
                 for fd in 0..3 {
                     libc::dup2(tty, fd);
@@ -184,8 +206,11 @@ pub fn spawn_into_cgroup(
             libc::_exit(127);
         }
     }
+    let clone_error = io::Error::last_os_error();
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
     if pid < 0 {
-        let e = io::Error::last_os_error();
+        let e = clone_error;
         return match e.raw_os_error() {
             Some(libc::ENOSYS | libc::E2BIG | libc::EINVAL) => Ok(None),
             _ => Err(e),
