@@ -237,6 +237,42 @@ fn rights(access: Rights, abi: ABI, is_dir: bool) -> BitFlags<AccessFs> {
 
 /// Apply `ruleset` to this (single-threaded) process. Paths that do not exist are skipped
 /// (nothing to grant); anything less than full enforcement is an error.
+/// Terminal rights on every name of this process's own terminal: what fds 0–2 are open on
+/// (`/proc/self/fd/N`), and `/dev/console`, which is what bwrap names it inside its private
+/// /dev. A name counts only when it is the very same character device as the fd (on the
+/// host, `/dev/console` is the system console and gets nothing). Pagers, `stty -F "$(tty)"`
+/// and `tput` open their terminal by name, and every termios ioctl then needs the right.
+fn own_terminal_rules() -> Vec<crate::sandbox::landlock::PathRule> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut names: Vec<std::path::PathBuf> = Vec::new();
+    for fd in 0..3 {
+        // SAFETY: isatty only inspects the fd.
+        if unsafe { libc::isatty(fd) } != 1 {
+            continue;
+        }
+        let Ok(own) = std::fs::metadata(format!("/proc/self/fd/{fd}")) else {
+            continue;
+        };
+        let candidates = std::fs::read_link(format!("/proc/self/fd/{fd}"))
+            .into_iter()
+            .chain([std::path::PathBuf::from("/dev/console")]);
+        for name in candidates {
+            let same = std::fs::metadata(&name)
+                .is_ok_and(|m| m.file_type().is_char_device() && m.rdev() == own.rdev());
+            if same && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+        .into_iter()
+        .map(|path| crate::sandbox::landlock::PathRule {
+            path,
+            access: Rights::Terminal,
+        })
+        .collect()
+}
+
 pub fn apply_landlock(ruleset: &Ruleset) -> Result<(), ConfineError> {
     let abi = abi_of(ruleset);
     let landlock_err = ConfineError::Landlock;
@@ -261,7 +297,8 @@ pub fn apply_landlock(ruleset: &Ruleset) -> Result<(), ConfineError> {
             .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
             .map_err(landlock_err)?;
     }
-    for rule in &ruleset.rules {
+    let terminal = own_terminal_rules();
+    for rule in ruleset.rules.iter().chain(&terminal) {
         let Some(is_dir) = kind(&rule.path) else {
             continue;
         };

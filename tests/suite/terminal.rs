@@ -483,3 +483,43 @@ fn an_idle_session_never_wakes_up() {
         "sbx-shell woke up while nothing happened"
     );
 }
+
+/// The program's terminal works by every name it learns for it (`tty`: `/dev/console` inside
+/// bwrap's private /dev, `/dev/pts/N` under Landlock alone), in every backend: `stty -F
+/// "$(tty)"` reads and sets it, and a pager opening it by name gets raw mode (`q` quits
+/// without Enter).
+#[test]
+fn the_terminal_works_by_every_name_and_pagers_page() {
+    let dir = Scratch::new("pager");
+    let text = dir.path("text");
+    let lines: String = (1..=200).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&text, lines).unwrap();
+    let text = text.to_str().unwrap();
+    let env = vec![("TERM".to_string(), "xterm".to_string())];
+    let backends: [&[&str]; 3] = [
+        &["--backend", "bwrap"],
+        &["--backend", "landlock"],
+        &["--backend", "landlock", "--no-nested-pty"],
+    ];
+    for backend in backends {
+        let script = r#"t=$(tty); echo "NAME $t"; s=$(stty -F "$t" -g) && stty -F "$t" "$s" && echo STTY-OK"#;
+        let mut args: Vec<&str> = backend.to_vec();
+        args.extend(["--", "sh", "-c", script]);
+        let mut launch = Launch::new(&args);
+        launch.env = env.clone();
+        // Not the checkout: Landlock alone refuses a workspace holding a git repository.
+        launch.cwd = Some(dir.0.clone());
+        let mut outer = OuterPty::launch(launch);
+        outer.expect("STTY-OK");
+        assert_eq!(outer.wait().code(), Some(0), "{backend:?}");
+        let mut args: Vec<&str> = backend.to_vec();
+        args.extend(["--", "less", text]);
+        let mut launch = Launch::new(&args);
+        launch.env = env.clone();
+        launch.cwd = Some(dir.0.clone());
+        let mut outer = OuterPty::launch(launch);
+        outer.expect("line 20");
+        outer.write(b"q");
+        assert_eq!(outer.wait().code(), Some(0), "{backend:?}: q quit less");
+    }
+}
