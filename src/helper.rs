@@ -9,9 +9,12 @@
 //!    (skipping any that vanished since sbx-shell looked), then drop every capability;
 //! 0. with a network allow-list inside bwrap, open the proxy's port in the sandbox's network
 //!    namespace and hand the listening socket to sbx-shell (`netproxy`);
-//! 0. in guard mode (Landlock without bwrap), fork: the parent stays behind as the guard of
-//!    the program's process tree (`guard.rs`), the child goes on;
-//! 1. new session, and fd 0 (the inner pty) as the controlling terminal, when asked;
+//! 0. in guard mode, fork: the parent stays behind as the guard of the program's process
+//!    tree (`guard.rs`), the child goes on; with a pty, the guard first leads a new session
+//!    with fd 0 as its controlling terminal, and the child takes a foreground process
+//!    group of its own in it (not orphaned: ^Z stops it);
+//! 1. without a guard: new session, and fd 0 (the inner pty) as the controlling terminal,
+//!    when asked;
 //! 2. every signal disposition back to default, the signal mask emptied (a parent that
 //!    ignores or blocks signals must not pass that on);
 //! 3. resource limits;
@@ -115,8 +118,18 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
     }
     if parsed.spec.guard {
         apply_default_signals().map_err(HelperError::Guard)?;
+        // The guard leads the session and the program gets a process group of its own in
+        // it: a group whose parent sits in the same session is not orphaned, so the
+        // kernel delivers the SIGTSTP of ^Z (or of the program's own `kill(0, SIGTSTP)`)
+        // instead of discarding it.
+        if parsed.spec.new_session {
+            apply_new_session().map_err(HelperError::NewSession)?;
+        }
         if let Some(code) = os::split_off_guard(&parsed.spec).map_err(HelperError::Guard)? {
             return Ok(code);
+        }
+        if parsed.spec.new_session {
+            apply_foreground_group().map_err(HelperError::NewSession)?;
         }
     }
     prepare(&parsed.spec)?;
@@ -138,7 +151,7 @@ fn hand_over_proxy_port(listen: ProxyListen) -> io::Result<()> {
 }
 
 fn prepare(spec: &HelperSpec) -> Result<(), HelperError> {
-    if spec.new_session {
+    if spec.new_session && !spec.guard {
         apply_new_session().map_err(HelperError::NewSession)?;
     }
     apply_default_signals().map_err(HelperError::Signals)?;
@@ -161,6 +174,17 @@ fn apply_new_session() -> io::Result<()> {
             io::Error::last_os_error().kind(),
             format!("TIOCSCTTY on fd 0: {}", io::Error::last_os_error()),
         ));
+    }
+    Ok(())
+}
+
+/// A process group of our own, made the terminal's foreground (this process only; the
+/// signals are still blocked here, so tcsetpgrp cannot stop us with SIGTTOU).
+fn apply_foreground_group() -> io::Result<()> {
+    nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
+    // SAFETY: tcsetpgrp on fd 0 with our own process group id; no memory is touched.
+    if unsafe { libc::tcsetpgrp(0, libc::getpgrp()) } == -1 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

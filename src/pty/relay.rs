@@ -28,6 +28,9 @@ use crate::signals::{self, SignalPipes};
 const INPUT_QUEUE_MAX: usize = 64 * 1024;
 /// The most we wait for the master to report EIO once everything below us is gone.
 const DRAIN_MAX: Duration = Duration::from_secs(1);
+/// Before sbx-shell stops with the program: how long the master must stay quiet for all the
+/// program wrote before it stopped to have been shown.
+const SUSPEND_DRAIN: Duration = Duration::from_millis(20);
 /// The end-of-file character written for a non-terminal stdin that ended.
 const VEOF: u8 = 0x04;
 
@@ -238,8 +241,10 @@ impl<'a> Relay<'a> {
         }
     }
 
-    /// Give the terminal back and stop; on continue, take it again.
+    /// Give the terminal back and stop; on continue, take it again. What the program wrote
+    /// before it stopped is shown first (the shell's "Stopped" comes after it, as bare).
     fn suspend(&mut self) {
+        self.drain_master(SUSPEND_DRAIN);
         if let Some(outer) = self.outer {
             outer.restore();
         }
@@ -263,6 +268,19 @@ impl<'a> Relay<'a> {
             stdout.as_fd()
         };
         winsize::forward(outer, self.master.as_fd());
+    }
+
+    /// Relay the program's output until the master stays quiet for `quiet` (bounded: the
+    /// kernel hands a pty's output to the master a moment after the write).
+    fn drain_master(&mut self, quiet: Duration) {
+        while self.master_open {
+            let mut fds = [PollFd::new(self.master.as_fd(), PollFlags::POLLIN)];
+            let wait = PollTimeout::try_from(quiet).unwrap_or(PollTimeout::ZERO);
+            match poll(&mut fds, wait) {
+                Ok(1..) => self.read_master(),
+                _ => return,
+            }
+        }
     }
 
     fn read_master(&mut self) {

@@ -18,8 +18,8 @@ fn the_child_starts_clean_on_its_own_sized_terminal() {
     let dir = Scratch::new("clean");
     let script = r#"
         echo FDS; ls -1 /proc/$$/fd; echo END-FDS
-        set -- $(cut -d' ' -f1,6,7,8 /proc/$$/stat)
-        echo "pid=$1 sid=$2 tty_nr=$3 tpgid=$4"
+        set -- $(cut -d' ' -f1,4,5,6,7,8 /proc/$$/stat)
+        echo "pid=$1 ppid=$2 pgrp=$3 sid=$4 tty_nr=$5 tpgid=$6"
         echo "size=$(stty size) cwd=$(pwd) tty=$(tty)"
         grep -E '^Sig(Ign|Blk)' /proc/self/status | tr -s '\t ' ' '
         echo "nofile=$(ulimit -n) hard=$(ulimit -Hn)"
@@ -64,7 +64,19 @@ fn the_child_starts_clean_on_its_own_sized_terminal() {
             .to_string()
     };
     let pid = field("pid");
-    assert_eq!(field("sid"), pid, "the child leads a new session:\n{out}");
+    // A new session, led by the helper's guard (its parent), in which the child has a
+    // process group of its own: a group with its parent in the same session is not
+    // orphaned, so ^Z can stop it.
+    assert_eq!(
+        field("pgrp"),
+        pid,
+        "the child leads its process group:\n{out}"
+    );
+    assert_eq!(
+        field("sid"),
+        field("ppid"),
+        "the child's session is led by its parent, the guard:\n{out}"
+    );
     assert_eq!(
         field("tpgid"),
         pid,
@@ -522,4 +534,67 @@ fn the_terminal_works_by_every_name_and_pagers_page() {
         outer.write(b"q");
         assert_eq!(outer.wait().code(), Some(0), "{backend:?}: q quit less");
     }
+}
+
+/// A program that stops its own process group (as Claude Code, opencode, vim and less do on
+/// ^Z) under a job-control shell: the kernel must deliver that SIGTSTP (the program's group
+/// is not orphaned), sbx-shell stops with it and gives the terminal back, and `fg` resumes
+/// both. Where nobody could resume sbx-shell (a tmux pane command), the program goes on at
+/// once: `orphaned_sbx_shell_resumes_a_program_that_stops_its_group`.
+#[test]
+fn a_program_that_stops_its_group_suspends_sbx_shell_under_a_job_control_shell() {
+    let dir = Scratch::new("tstp");
+    let script = dir.path("tstp.py");
+    std::fs::write(
+        &script,
+        "import os, signal\nprint('BEFORE-' + str(1+1), flush=True)\nos.killpg(0, signal.SIGTSTP)\nprint('AFTER-' + str(2+2), flush=True)\n",
+    )
+    .unwrap();
+    for backend in ["bwrap", "landlock"] {
+        let mut launch = Launch::new(&["--norc", "--noprofile", "-i"]);
+        launch.cwd = Some(dir.0.clone());
+        let mut outer = OuterPty::launch_program("/bin/bash", launch);
+        // Numbered prompts: J1 before the run, J2 after the stop, J3 once it is over.
+        outer.write(b"n=0; PS1='J$((n+=1))> '; set -m; echo READY-$((1+1))\r");
+        outer.expect("READY-2");
+        let line = format!(
+            "{} --backend {backend} -- /usr/bin/python3 {}\r",
+            super::support::sh_quote(super::support::bin()),
+            script.display()
+        );
+        let mark = outer.mark();
+        outer.write(line.as_bytes());
+        let out = outer.expect_from(mark, "J2> ");
+        let (before, stopped) = (out.find("BEFORE-2"), out.find("Stopped"));
+        assert!(
+            before.is_some() && stopped.is_some() && before < stopped,
+            "{backend}: the program's output, then the stop:\n{out}"
+        );
+        assert!(
+            !out.contains("AFTER-4"),
+            "{backend}: the stop was discarded:\n{out}"
+        );
+        assert!(!outer.is_raw(), "{backend}: the terminal was given back");
+        outer.write(b"fg\r");
+        outer.expect("AFTER-4");
+        outer.expect("J3> ");
+        outer.write(b"echo CODE-$?-$((1+1))\r");
+        outer.expect("CODE-0-2");
+        outer.write(b"exit\r");
+        outer.wait();
+    }
+}
+
+#[test]
+fn orphaned_sbx_shell_resumes_a_program_that_stops_its_group() {
+    // sbx-shell leads its own session here, as a tmux pane command or a login shell does:
+    // it cannot be stopped, so the program goes on at once.
+    let mut outer = OuterPty::spawn(&[
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        "import os, signal; os.killpg(0, signal.SIGTSTP); print('GOES-' + 'ON')",
+    ]);
+    outer.expect("GOES-ON");
+    assert!(outer.wait().success());
 }
