@@ -67,6 +67,17 @@ pub fn resolve(candidates: &Candidates, probe: &impl ShellProbe) -> Result<PathB
     Ok(usable.unwrap_or_else(|| PathBuf::from(FALLBACK_SHELL)))
 }
 
+/// Whether `chosen` is the last resort although no candidate named it: the user gets
+/// /bin/sh without having asked for it, and should hear why.
+pub fn fell_back(candidates: &Candidates, chosen: &Path) -> bool {
+    let fallback = Path::new(FALLBACK_SHELL);
+    let named = candidates.explicit.as_deref() == Some(fallback)
+        || candidates.configured.as_deref() == Some(fallback)
+        || candidates.env.as_deref() == Some(fallback.as_os_str())
+        || candidates.passwd.as_deref() == Some(fallback);
+    chosen == fallback && !named
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +164,21 @@ mod tests {
         assert_eq!(err, ShellError::ExplicitIsSelf("/opt/sbx-shell".into()));
         let err = resolve(&cands(Some("/bin/nosuch"), Some("/bin/bash"), None), &f).unwrap_err();
         assert!(err.to_string().contains("Hint: "));
+    }
+
+    #[test]
+    fn falling_back_is_noticed_only_when_nobody_named_the_fallback() {
+        let me = Candidates {
+            env: Some("/usr/local/bin/sbx-shell".into()),
+            passwd: Some("/usr/local/bin/sbx-shell".into()),
+            ..Candidates::default()
+        };
+        assert!(fell_back(&me, Path::new(FALLBACK_SHELL)));
+        let asked = Candidates {
+            passwd: Some(FALLBACK_SHELL.into()),
+            ..me.clone()
+        };
+        assert!(!fell_back(&asked, Path::new(FALLBACK_SHELL)));
+        assert!(!fell_back(&me, Path::new("/bin/bash")));
     }
 }

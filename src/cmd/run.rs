@@ -141,6 +141,13 @@ fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Plan, Failure>
     };
     let shell = shell::resolve(&candidates, &system)?;
     let launch = launch::plan(&request, &shell)?;
+    if shell::fell_back(&candidates, &shell) && launch.program == shell.as_os_str() {
+        say.note(&format!(
+            "sbx-shell: no real shell is known ($SHELL and the passwd entry name sbx-shell or nothing usable, and no \"shell\" is configured): running {}. Fix: set \"shell\" in {} (e.g. \"/bin/bash\"), or run with --shell",
+            shell::FALLBACK_SHELL,
+            inputs::config_dir(&home).join(profiles::CONFIG_FILE).display()
+        ));
+    }
     program::check(&launch.program, &system)?;
     let (policy_args, picked) = inputs::with_agent_profile(&cli.policy, Some(&launch.program));
     if let Some(agent) = picked {

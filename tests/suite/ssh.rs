@@ -245,6 +245,13 @@ fn a_remote_command_runs_sandboxed_with_its_exit_status() {
         stdout.contains("SHELL-1-") && !stdout.contains("SHELL-1-none"),
         "{stdout}"
     );
+    // The passwd entry names sbx-shell and no "shell" is configured: /bin/sh, said once.
+    assert_eq!(
+        stderr.matches("no real shell is known").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("Fix: set \"shell\""), "{stderr}");
     assert!(site.home.join("in-home").exists());
     assert!(!outside.exists());
     // Control: the same login with the user's config asking for no sandbox writes there, so
