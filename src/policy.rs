@@ -241,6 +241,12 @@ pub struct Environment {
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum PolicyError {
+    #[error("{how} {path}: {denied} is denied, and a denial wins over a grant\nHint: to let the program at it, lift the denial: add \"{denied}\" to \"allow_denied\" in the config (see docs/config.md), then {how} it")]
+    GrantOfDenied {
+        how: &'static str,
+        path: String,
+        denied: String,
+    },
     #[error("{origin}: path {path:?} contains a control character\nHint: write the path without control characters")]
     ControlCharacter { origin: String, path: String },
     #[error("{origin}: path {path:?} contains `..`\nHint: write the path without `..` (sbx-shell resolves paths once, and `..` could point anywhere after a rename)")]
@@ -342,12 +348,29 @@ fn resolve_filesystem(
     }
     let mut protected = builtin(DEFAULT_PROTECTED, "default protected paths")?;
     protected.extend(collect(&|c| &c.filesystem.protect)?);
+    let writable = collect(&|c| &c.filesystem.write)?;
+    let readable = collect(&|c| &c.filesystem.read)?;
+    // A denial wins over a grant; granting a denied path would do nothing, so it is an
+    // error, never a silent no-op.
+    for (granted, how) in writable
+        .iter()
+        .map(|p| (p, "write"))
+        .chain(readable.iter().map(|p| (p, "read")))
+    {
+        if let Some(denial) = denied.iter().find(|d| granted.path.starts_with(&d.path)) {
+            return Err(PolicyError::GrantOfDenied {
+                how,
+                path: granted.path.display().to_string(),
+                denied: denial.path.display().to_string(),
+            });
+        }
+    }
     Ok(Filesystem {
         mode,
         home,
         workspace,
-        writable: collect(&|c| &c.filesystem.write)?,
-        readable: collect(&|c| &c.filesystem.read)?,
+        writable,
+        readable,
         denied: denied.into_iter().collect(),
         protected: protected.into_iter().collect(),
     })

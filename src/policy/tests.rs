@@ -294,3 +294,34 @@ fn required_layers_and_the_tmp_size_come_from_the_last_layer_that_names_them() {
     let err = config::from_str(r#"{"require": ["apparmor"]}"#, "config").unwrap_err();
     assert!(err.to_string().contains("apparmor"), "{err}");
 }
+
+#[test]
+fn granting_a_denied_path_is_an_error_never_a_silent_no_op() {
+    let mut all = vec![defaults_layer()];
+    all.push(layer(
+        "command line",
+        r#"{"filesystem": {"read": ["~/.ssh"]}}"#,
+    ));
+    let err = resolve("test", &all, &ctx(), &FakeFs)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("read /home/u/.ssh: /home/u/.ssh is denied") && err.contains("allow_denied"),
+        "{err}"
+    );
+    let mut all = vec![defaults_layer()];
+    all.push(layer(
+        "command line",
+        r#"{"filesystem": {"write": ["~/.aws/x"]}}"#,
+    ));
+    assert!(resolve("test", &all, &ctx(), &FakeFs).is_err());
+    // Lifted first, granted then: fine.
+    let p = policy(&[layer(
+        "config",
+        r#"{"filesystem": {"allow_denied": ["~/.ssh"], "read": ["~/.ssh"]}}"#,
+    )]);
+    assert!(paths(&p.filesystem.readable).contains(&"/home/u/.ssh".to_string()));
+    // A grant that contains a denied path keeps the denial inside it.
+    let p = policy(&[layer("config", r#"{"filesystem": {"read": ["~"]}}"#)]);
+    assert!(paths(&p.filesystem.denied).contains(&"/home/u/.ssh".to_string()));
+}

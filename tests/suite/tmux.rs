@@ -149,7 +149,9 @@ fn as_default_command_every_pane_is_supervised() {
     wait_running("sleep 103.61");
     tmux.send_keys(&["C-z"]);
     tmux.expect("Stopped");
-    tmux.type_line("kill -KILL %1; echo KILLED-$((1+1))");
+    // `wait`: bash learns of the job's end before `exit` looks for stopped jobs (without
+    // it, a busy machine made bash refuse the first `exit`).
+    tmux.type_line("kill -KILL %1; wait %1; echo KILLED-$((1+1))");
     tmux.expect("KILLED-2");
     tmux.type_line("exit 5");
     assert_eq!(tmux.wait_dead(), 5);
