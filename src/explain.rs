@@ -22,6 +22,8 @@ pub use render::{render_backend, render_text};
 pub struct Report<'a> {
     pub policy: &'a Policy,
     pub command: Vec<String>,
+    /// Writable paths in the home that are missing now: created (0700) when a run starts.
+    pub created_at_start: Vec<std::path::PathBuf>,
     /// The backend this policy runs with on this machine and its layers, or why none can.
     pub selected: Selected,
     /// Per backend: what it would enforce, or why it does not exist yet.
@@ -225,6 +227,7 @@ pub fn report<'a>(
 ) -> Report<'a> {
     Report {
         policy,
+        created_at_start: crate::policy::state_to_create(&policy.filesystem, &|p| p.exists()),
         command: command
             .iter()
             .map(|a| a.to_string_lossy().into_owned())

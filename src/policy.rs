@@ -160,12 +160,30 @@ pub struct ResolvedPath {
 }
 
 impl ResolvedPath {
+    /// The spelling the kernel sees.
+    pub fn real(&self) -> &Path {
+        self.real.as_deref().unwrap_or(&self.path)
+    }
+
     /// Both spellings when they differ, the written one first.
     pub fn spellings(&self) -> Vec<&Path> {
         let mut all = vec![self.path.as_path()];
         all.extend(self.real.as_deref());
         all
     }
+}
+
+/// The writable paths inside the home directory that do not exist yet: an agent's state
+/// directory on its first run (`~/.gemini`, `~/.codex` …). sbx-shell creates them, 0700, before
+/// the sandbox starts — a sandbox can only bind what exists, and a program that cannot create
+/// its state directory crashes. Paths outside the home are left alone.
+pub fn state_to_create(fs: &Filesystem, exists: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
+    fs.writable
+        .iter()
+        .map(ResolvedPath::real)
+        .filter(|p| p.starts_with(fs.home.real()) && *p != fs.home.real() && !exists(p))
+        .map(Path::to_path_buf)
+        .collect()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

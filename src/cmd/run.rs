@@ -56,6 +56,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let host = measure_host(&plan);
     let backend = choose_backend(&plan, &host, say)?;
     let net = start_network(&plan, &backend, &cli.resolve, say)?;
+    create_state(&plan.policy, say)?;
     let layers = confine(&plan, &backend, &host, net.as_ref())?;
     let cgroup = cgroup::SessionCgroup::create(cgroup::SessionLimits {
         pids: plan.policy.limits.session_processes,
@@ -239,6 +240,21 @@ fn start_network(
         ));
     }
     Ok(net)
+}
+
+/// Step 5a: the writable state paths in the home that are missing (an agent's first run),
+/// created as private directories (`policy::state_to_create`).
+fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
+    for dir in crate::policy::state_to_create(&policy.filesystem, &|p| p.exists()) {
+        crate::files::create_private_dir(&dir).with_context(|| {
+            format!(
+                "cannot create {}, which the policy makes writable\nHint: create it yourself, or drop it from the policy",
+                dir.display()
+            )
+        })?;
+        say.detail(&format!("sbx-shell: created {} (0700)", dir.display()));
+    }
+    Ok(())
 }
 
 /// Step 5: what the helper applies to itself before exec; a layer that refuses the policy

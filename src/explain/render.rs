@@ -150,6 +150,20 @@ pub fn render_text(report: &Report<'_>) -> String {
     );
     line("  workspace", &show(&fs.workspace));
     line("  writable", &list(&fs.writable));
+    if !report.created_at_start.is_empty() {
+        let created: Vec<String> = report
+            .created_at_start
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        line(
+            "  created",
+            &format!(
+                "{} (missing now: made at start, 0700)",
+                created.join("\n              ")
+            ),
+        );
+    }
     line("  readable", &list(&fs.readable));
     line("  denied", &list(&fs.denied));
     line("  protected", &list(&fs.protected));

@@ -253,3 +253,52 @@ fn output_into_a_closed_pipe_is_not_a_crash() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// An agent's first run: its state directory does not exist yet. sbx-shell creates it
+/// (0700) so the agent can, and `explain` says so beforehand; nothing else of the home
+/// becomes writable.
+#[test]
+fn an_agents_missing_state_directory_is_created_on_its_first_run() {
+    use super::sandbox::{assert_lines, tools_present, Lab, User};
+    use std::os::unix::fs::PermissionsExt;
+    if !tools_present() {
+        return;
+    }
+    for user in [User::Root, User::Nobody] {
+        for backend in ["bwrap", "landlock"] {
+            let lab = Lab::new("firstrun", user, false);
+            let what = lab.what(backend);
+            let state = lab.home.join(".gemini");
+            assert!(!state.exists());
+            let out = std::process::Command::new(super::support::bin())
+                .args(["explain", "--profile", "gemini"])
+                .env("HOME", &lab.home)
+                .current_dir(&lab.ws)
+                .shown();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                text.contains(&format!(
+                    "{} (missing now: made at start, 0700)",
+                    state.display()
+                )),
+                "{what}: {text}"
+            );
+            let out = lab
+                .command(
+                    backend,
+                    &[
+                        "--profile",
+                        "gemini",
+                        "-c",
+                        "mkdir ~/.gemini/tmp && echo STATE-OK; touch ~/other 2>/dev/null || echo HOME-DENIED",
+                    ],
+                )
+                .shown();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert_lines(&text, &["STATE-OK", "HOME-DENIED"], &what);
+            let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{what}");
+            assert!(state.join("tmp").is_dir(), "{what}");
+        }
+    }
+}
