@@ -22,31 +22,32 @@ pub fn main(check: bool, yes: bool) -> Result<u8, Failure> {
     let machine = Machine::measure(Probes::Fresh(Some(&cache)));
     let plan = setup::plan(&machine, &|p: &Path| p.exists());
     if plan.steps.is_empty() && plan.cannot.is_empty() {
-        println!("sbx-shell setup: nothing to install: this machine runs every layer.");
+        super::write_stdout(
+            b"sbx-shell setup: nothing to install: this machine runs every layer.\n",
+        )?;
         return Ok(0);
     }
+    let mut report = String::new();
     for step in &plan.steps {
-        println!(
-            "{} {}",
-            if check { "would" } else { "will" },
-            step.describe()
-        );
+        let verb = if check { "would" } else { "will" };
+        report.push_str(&format!("{verb} {}\n", step.describe()));
     }
     for cannot in &plan.cannot {
-        println!("setup cannot change this: {cannot}");
+        report.push_str(&format!("setup cannot change this: {cannot}\n"));
     }
+    super::write_stdout(report.as_bytes())?;
     if check || plan.steps.is_empty() {
         return Ok(exit::FAILURE);
     }
     if !yes && !consent()? {
-        println!("nothing changed");
+        super::write_stdout(b"nothing changed\n")?;
         return Ok(exit::FAILURE);
     }
     for step in &plan.steps {
         apply(step, &sessionlog::state_dir(&home), machine.root)?;
     }
     let report = doctor::evaluate(&Machine::measure(Probes::Fresh(Some(&cache))));
-    print!("\n{}", doctor::render_text(&report));
+    super::write_stdout(format!("\n{}", doctor::render_text(&report)).as_bytes())?;
     Ok(if report.default_backend_can_run {
         0
     } else {
@@ -109,7 +110,7 @@ fn as_root(argv: &[String], root: bool) -> Result<(), Failure> {
         full.push(SUDO);
     }
     full.extend(argv.iter().map(String::as_str));
-    println!("running: {}", full.join(" "));
+    eprintln!("sbx-shell setup: running: {}", full.join(" "));
     let status = Command::new(full[0])
         .args(&full[1..])
         .status()

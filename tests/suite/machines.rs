@@ -541,7 +541,8 @@ fn setup_check_reports_what_is_missing_and_changes_nothing() {
                     && text.contains("--backend landlock"),
                 "{what}: {text}"
             );
-            assert!(!text.contains("running:"), "{what}: {text}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!err.contains("running:"), "{what}: ran something: {err}");
         }
     }
 }
