@@ -16,9 +16,9 @@
 //! - forwards signals that processes send it (not terminal-generated ones, which reach the
 //!   program's process group directly).
 //!
-//! Inside bwrap the pid namespace ends the tree with bwrap, but bwrap learns of sbx-shell's
-//! death only once it armed its own death signal (a window at start-up): the lifeline
-//! closes that window there too.
+//! Inside bwrap the guard is the pid namespace's init (`--as-pid-1`): when it ends, the
+//! kernel ends everything in the namespace. bwrap learns of sbx-shell's death only once it
+//! armed its own death signal (a window at start-up): the lifeline closes that window.
 
 use std::process::ExitCode;
 

@@ -20,10 +20,16 @@ use crate::host::PathKind;
 use crate::policy::{Network, Policy, ResolvedPath};
 
 /// The namespaces and the base mounts of every bwrap sandbox (doctor's probe runs them too).
+///
+/// `--as-pid-1`: the helper (then its guard) is the pid namespace's init, not a bwrap
+/// process. The helper hides paths in a mount namespace of its own; a bwrap init left in
+/// bwrap's would show the unhidden tree through `/proc/1/root` wherever Landlock (whose
+/// ptrace scoping refuses that) is not there to stop it.
 pub const NAMESPACES: &[&str] = &[
     "--die-with-parent",
     "--new-session",
     "--unshare-pid",
+    "--as-pid-1",
     "--unshare-ipc",
     "--unshare-uts",
     "--unshare-cgroup-try",
@@ -241,6 +247,7 @@ mod tests {
             "--die-with-parent",
             "--new-session",
             "--unshare-pid",
+            "--as-pid-1",
             "--unshare-ipc",
             "--unshare-uts",
             "--unshare-cgroup-try",

@@ -154,8 +154,9 @@ pub struct InProcess {
     pub guard: bool,
     /// Paths the helper hides first, inside bwrap's mounts (`bwrap::hides`).
     pub hide: Vec<bwrap::Hide>,
-    /// Launcher processes between sbx-shell and the helper (bwrap: its own process and its
-    /// pid namespace's init). They hide the program's stops, which the guard then reports,
+    /// Launcher processes between sbx-shell and the helper (bwrap: its own process; the
+    /// helper's guard is the pid namespace's init). They hide the program's stops, which
+    /// the guard then reports,
     /// and signals for the program go to the guard.
     pub launcher_depth: usize,
 }
@@ -197,7 +198,7 @@ pub fn in_process(
                 .transpose()?,
             seccomp: Some(filter()?),
             guard: true,
-            launcher_depth: 2,
+            launcher_depth: 1,
         },
         Backend::Landlock => InProcess {
             drop_privileges: true,

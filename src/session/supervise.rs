@@ -31,7 +31,7 @@ pub struct Timeout {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SessionOptions {
     pub timeout: Option<Timeout>,
-    /// How many launcher processes (bwrap: 2) stand between our child and the helper's
+    /// How many launcher processes (bwrap: 1) stand between our child and the helper's
     /// guard. Then the child gets a process group of its own (so that the outer terminal's
     /// signals never kill the launcher), and signals meant for the program go to the guard,
     /// which passes them on.

@@ -684,3 +684,57 @@ fn the_helper_skips_a_host_object_that_vanished_and_hides_the_rest() {
         assert!(kept.starts_with("CANARY"), "{what}: {kept}");
     }
 }
+
+/// The hides live in the helper's own mount namespace; whatever stays in bwrap's would see
+/// the host's tree through `/proc/PID/root`. Checked without Landlock (a kernel before ABI
+/// 6 runs bwrap without it, and Landlock's ptrace scoping would refuse the read anyway),
+/// with bwrap's flags as sbx-shell passes them: the guard is pid 1, nothing is left in
+/// bwrap's namespace. The control, with bwrap's own init as pid 1, reads the secret.
+#[test]
+fn no_process_of_the_sandbox_sees_the_tree_before_the_hides() {
+    if !tools_present() {
+        return;
+    }
+    for user in [User::Root, User::Nobody] {
+        let lab = Lab::new("procroot", user, false);
+        let secret = lab.home.join(".netrc");
+        let spec = format!(
+            r#"{{"new_session":false,"limits":{{"raise_nofile":false,"no_core_dumps":false}},"drop_privileges":true,"guard":true,"hide":[{{"path":"{}","dir":false}}]}}"#,
+            secret.display()
+        );
+        let sbx = lab.dir.parent().unwrap().join("sbx-shell");
+        let run = |as_pid_1: bool| {
+            let mut cmd = std::process::Command::new("bwrap");
+            cmd.args(["--die-with-parent", "--new-session", "--unshare-pid"]);
+            if as_pid_1 {
+                cmd.arg("--as-pid-1");
+            }
+            cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+                .args(["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--"])
+                .arg(&sbx)
+                .args(["__sbx_helper", &spec, "/bin/sh", "sh", "-c"])
+                .arg(format!(
+                    "cat {0}; for p in /proc/[0-9]*; do cat $p/root{0} 2>/dev/null; done; echo SCANNED",
+                    secret.display()
+                ));
+            if user == User::Nobody {
+                use std::os::unix::process::CommandExt;
+                cmd.uid(65534).gid(65534);
+            }
+            let out = cmd.shown();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let what = format!("{user:?}");
+        let text = run(true);
+        assert_lines(&text, &["SCANNED"], &what);
+        assert!(!text.contains("CANARY"), "{what}: {text}");
+        let control = run(false);
+        assert!(control.contains("CANARY"), "{what}: control: {control}");
+    }
+    // And sbx-shell passes bwrap exactly that: its helper is pid 1.
+    let out = std::process::Command::new(super::support::bin())
+        .args(["explain", "--show", "bwrap"])
+        .shown();
+    let argv = String::from_utf8_lossy(&out.stdout);
+    assert!(argv.contains(" --unshare-pid --as-pid-1 "), "{argv}");
+}
