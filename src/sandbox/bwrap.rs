@@ -223,16 +223,26 @@ mod tests {
         }
     }
 
+    /// The inputs of a test: the fake host above, no runtime directory, sockets or helper.
+    fn inputs<'a>(policy: &'a Policy) -> Inputs<'a> {
+        Inputs {
+            policy,
+            bwrap: Path::new("/usr/bin/bwrap"),
+            cwd: Path::new("/"),
+            runtime_dir: None,
+            host_sockets: &[],
+            helper: None,
+            kind_of: &kind,
+        }
+    }
+
     fn argv(policy: &Policy) -> Vec<String> {
         let sockets = [PathBuf::from("/run/ssh-agent.sock")];
         let inputs = Inputs {
-            policy,
-            bwrap: Path::new("/usr/bin/bwrap"),
             cwd: Path::new("/home/u/proj/src"),
             runtime_dir: Some(Path::new("/run/user/1000")),
             host_sockets: &sockets,
-            helper: None,
-            kind_of: &kind,
+            ..inputs(policy)
         };
         build_argv(&inputs, &["/x/sbx-shell".into(), "__sbx_helper".into()])
             .into_iter()
@@ -319,13 +329,9 @@ mod tests {
     /// What the helper hides for `policy`, with these host sockets and runtime directory.
     fn hidden(policy: &Policy, sockets: &[PathBuf]) -> Vec<(String, bool)> {
         let inputs = Inputs {
-            policy,
-            bwrap: Path::new("/usr/bin/bwrap"),
-            cwd: Path::new("/"),
             runtime_dir: Some(Path::new("/run/user/1000")),
             host_sockets: sockets,
-            helper: None,
-            kind_of: &kind,
+            ..inputs(policy)
         };
         hides(&inputs)
             .into_iter()
@@ -357,13 +363,8 @@ mod tests {
         // No hide, no capability kept for it.
         let p = policy_with("/home/u/proj", "{}");
         let inputs = Inputs {
-            policy: &p,
-            bwrap: Path::new("/usr/bin/bwrap"),
-            cwd: Path::new("/"),
-            runtime_dir: None,
-            host_sockets: &[],
-            helper: None,
             kind_of: &|_: &Path| PathKind::Missing,
+            ..inputs(&p)
         };
         assert!(hides(&inputs).is_empty());
         assert!(!build_argv(&inputs, &[]).iter().any(|a| a == "--cap-add"));
@@ -407,13 +408,8 @@ mod tests {
         let p = policy_with("/home/u/proj", "{}");
         let run = |helper| {
             let inputs = Inputs {
-                policy: &p,
-                bwrap: Path::new("/usr/bin/bwrap"),
-                cwd: Path::new("/"),
-                runtime_dir: None,
-                host_sockets: &[],
                 helper: Some(helper),
-                kind_of: &kind,
+                ..inputs(&p)
             };
             build_argv(&inputs, &["/proc/self/exe".into(), "__sbx_helper".into()])
                 .into_iter()
@@ -439,15 +435,7 @@ mod tests {
             "/home/u/proj",
             r#"{"network": {"allow": ["a.example.com"]}}"#,
         );
-        let inputs = Inputs {
-            policy: &p,
-            bwrap: Path::new("/usr/bin/bwrap"),
-            cwd: Path::new("/"),
-            runtime_dir: None,
-            host_sockets: &[],
-            helper: None,
-            kind_of: &kind,
-        };
+        let inputs = inputs(&p);
         assert!(build_argv(&inputs, &[])
             .iter()
             .any(|a| a == "--unshare-net"));
