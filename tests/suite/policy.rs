@@ -258,3 +258,31 @@ fn config_files_in_the_workspace_are_never_read() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("network       none"), "{out}");
 }
+
+/// `--read` of a denied path does not quietly leave it denied: the run is refused with the
+/// way to lift the denial; lifted in the config first, the same flag works.
+#[test]
+fn reading_a_denied_path_is_refused_with_the_way_to_lift_it() {
+    let dir = Scratch::new("read-denied");
+    let (home, ws) = (dir.path("home"), dir.path("ws"));
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(home.join(".aws/config"), "[default]\n").unwrap();
+    std::fs::create_dir_all(&ws).unwrap();
+    let read = ["--read", "~/.aws", "-c", "cat ~/.aws/config"];
+    let (code, out, err) = run(&home, &ws, &read);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("is denied") && err.contains("allow_denied") && err.contains("Hint: "),
+        "{err}"
+    );
+    let config_dir = home.join(".config/sbx-shell");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(
+        config_dir.join("config.json"),
+        r#"{"filesystem": {"allow_denied": ["~/.aws"]}}"#,
+    )
+    .unwrap();
+    let (code, out, err) = run(&home, &ws, &read);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("[default]"), "{out}");
+}
