@@ -298,7 +298,8 @@ fn probe_key(bwrap: &Path) -> String {
         .filter(|l| l.starts_with("Seccomp") || l.starts_with("NoNewPrivs"))
         .collect();
     [
-        format!("v1 uid={}", nix::unistd::geteuid()),
+        // v2: the probe keeps the helper's capabilities too.
+        format!("v2 uid={}", nix::unistd::geteuid()),
         format!("bwrap={}:{binary}", bwrap.display()),
         read("/proc/sys/kernel/random/boot_id"),
         read("/proc/sys/kernel/unprivileged_userns_clone"),
@@ -318,7 +319,8 @@ fn probe_key(bwrap: &Path) -> String {
         + "\n"
 }
 
-/// Run bwrap around `true` with the namespaces and base mounts the bwrap backend uses.
+/// Run bwrap around `true` with the namespaces, base mounts and kept capabilities the bwrap
+/// backend uses.
 fn probe_bwrap(bwrap: &Path) -> Result<(), String> {
     let mut args = crate::sandbox::bwrap::NAMESPACES.to_vec();
     args.extend([
@@ -330,6 +332,12 @@ fn probe_bwrap(bwrap: &Path) -> Result<(), String> {
         "/dev",
         "--proc",
         "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--cap-add",
+        "CAP_SYS_ADMIN",
+        "--cap-add",
+        "CAP_SETPCAP",
         "--",
         "/bin/true",
     ]);
