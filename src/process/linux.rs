@@ -180,7 +180,7 @@ pub fn spawn_into_cgroup(
         // async-signal-safe.
         unsafe {
             // Handlers back to the default before signals are let in (exec would do it).
-            for signal in 1..libc::SIGRTMAX() {
+            for signal in 1..=libc::SIGRTMAX() {
                 let mut current: libc::sigaction = std::mem::zeroed();
                 if libc::sigaction(signal, std::ptr::null(), &mut current) == 0
                     && current.sa_sigaction != libc::SIG_DFL
