@@ -121,6 +121,16 @@ pub enum Action {
         #[arg(long)]
         json: bool,
     },
+    /// List the private homes (history, viminfo, caches kept between sessions, one per
+    /// profile), or empty one with --clear.
+    Home {
+        /// Empty this profile's private home (a name, as --profile takes it).
+        #[arg(long, value_name = "PROFILE", conflicts_with = "clear_all")]
+        clear: Option<String>,
+        /// Empty every profile's private home.
+        #[arg(long = "clear-all")]
+        clear_all: bool,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum, value_name = "SHELL")]
@@ -198,6 +208,10 @@ pub struct PolicyArgs {
     /// macOS: let the program use the login keychain.
     #[arg(long)]
     pub keychain: bool,
+
+    /// Keep no history or caches between sessions (no private home).
+    #[arg(long)]
+    pub no_private_home: bool,
 
     /// End the session after this long: seconds, or with a unit (90s, 30m, 2h).
     #[arg(long, value_name = "DURATION")]

@@ -55,6 +55,10 @@ pub struct Config {
     /// macOS: let the program reach the window server, pasteboard and HID events (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gui: Option<bool>,
+    /// Keep shell and REPL history, viminfo and tool caches between sessions in a private
+    /// home of this profile's, in sbx-shell's state directory (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_home: Option<bool>,
     #[serde(default, skip_serializing_if = "LimitsConfig::is_empty")]
     pub limits: LimitsConfig,
     #[serde(default, skip_serializing_if = "EnvironmentConfig::is_empty")]

@@ -24,10 +24,19 @@ pub struct Report<'a> {
     pub command: Vec<String>,
     /// Writable paths in the home that are missing now: created (0700) when a run starts.
     pub created_at_start: Vec<std::path::PathBuf>,
+    /// The private home's kept paths the host has now (bwrap binds their twins over them).
+    pub kept_on_host: Vec<std::path::PathBuf>,
     /// The backend this policy runs with on this machine and its layers, or why none can.
     pub selected: Selected,
     /// Per backend: what it would enforce, or why it does not exist yet.
     pub backends: Vec<BackendReport>,
+}
+
+impl Report<'_> {
+    /// Whether the host has this kept path now.
+    pub fn host_has(&self, path: &std::path::Path) -> bool {
+        self.kept_on_host.iter().any(|p| p == path)
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -228,6 +237,13 @@ pub fn report<'a>(
     Report {
         policy,
         created_at_start: crate::policy::state_to_create(&policy.filesystem, &|p| p.exists()),
+        kept_on_host: policy
+            .private_home
+            .iter()
+            .flat_map(|h| &h.kept)
+            .filter(|k| k.path.symlink_metadata().is_ok())
+            .map(|k| k.path.clone())
+            .collect(),
         command: command
             .iter()
             .map(|a| a.to_string_lossy().into_owned())

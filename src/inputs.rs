@@ -88,6 +88,7 @@ pub fn resolve(
     let ctx = PathContext {
         home: home.to_path_buf(),
         workspace,
+        state: crate::sessionlog::state_dir(home),
     };
     Ok(policy::resolve(&name, &layers, &ctx, &RealFs::default())?)
 }
@@ -108,6 +109,7 @@ pub fn flags_layer(args: &PolicyArgs) -> anyhow::Result<Layer> {
     config.require = (!args.require.is_empty()).then(|| args.require.clone());
     config.nested_pty = args.no_nested_pty.then_some(false);
     config.keychain_access = args.keychain.then_some(true);
+    config.private_home = args.no_private_home.then_some(false);
     config.limits = LimitsConfig {
         cpu_seconds: args.cpu_seconds,
         memory_mib: args.memory_mib,

@@ -113,9 +113,16 @@ pub fn is_login_arg0(arg0: &OsStr) -> bool {
 pub fn child_env(
     mut kept: Vec<(OsString, OsString)>,
     proxy: Option<Vec<(String, String)>>,
+    private_home: Vec<(String, OsString)>,
     shell: &Path,
 ) -> Vec<(OsString, OsString)> {
     kept.retain(|(name, _)| name != "SHELL");
+    kept.retain(|(name, _)| !private_home.iter().any(|(n, _)| name == n.as_str()));
+    kept.extend(
+        private_home
+            .into_iter()
+            .map(|(n, v)| (OsString::from(n), v)),
+    );
     if let Some(set) = proxy {
         kept.retain(|(name, _)| {
             !crate::netproxy::BYPASS_ENV.iter().any(|n| name == n)
@@ -237,7 +244,7 @@ mod tests {
             "http_proxy".to_string(),
             "http://127.0.0.1:3128".to_string(),
         )];
-        let env = child_env(kept.clone(), Some(proxy), Path::new("/bin/zsh"));
+        let env = child_env(kept.clone(), Some(proxy), Vec::new(), Path::new("/bin/zsh"));
         assert_eq!(
             env,
             [
@@ -246,7 +253,7 @@ mod tests {
                 ("SHELL".into(), "/bin/zsh".into()),
             ]
         );
-        let env = child_env(kept, None, Path::new("/bin/zsh"));
+        let env = child_env(kept, None, Vec::new(), Path::new("/bin/zsh"));
         assert_eq!(env.len(), 4);
         assert_eq!(env[0].0, "NO_PROXY");
     }

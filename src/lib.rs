@@ -19,6 +19,7 @@ pub mod inputs;
 pub mod launch;
 pub mod netproxy;
 pub mod policy;
+pub mod privatehome;
 pub mod process;
 pub mod profiles;
 pub mod program;
@@ -55,6 +56,10 @@ pub fn main_entry() -> ExitCode {
         Some(Action::Setup { check, yes }) => cmd::setup::main(check, yes),
         Some(Action::Explain(ref explain)) => cmd::explain::main(explain),
         Some(Action::Log { count, json }) => cmd::log::main(count, json),
+        Some(Action::Home {
+            ref clear,
+            clear_all,
+        }) => cmd::home::main(clear.as_deref(), clear_all),
         Some(Action::Completions { shell }) => cmd::completions::main(shell),
         Some(Action::Man) => cmd::man::main(),
         None => cmd::run::main(cli, login_arg0),

@@ -149,6 +149,8 @@ pub trait PathResolver {
 pub struct PathContext {
     pub home: PathBuf,
     pub workspace: PathBuf,
+    /// sbx-shell's state directory (`sessionlog::state_dir`): the private homes live there.
+    pub state: PathBuf,
 }
 
 /// A path as written (made absolute) and, when different, as the kernel sees it.
@@ -201,6 +203,9 @@ pub struct Policy {
     pub gui: bool,
     pub limits: Limits,
     pub environment: Environment,
+    /// What a session keeps, in sbx-shell's state directory (`privatehome`); its directory
+    /// is among the writable paths. `None` when turned off.
+    pub private_home: Option<crate::privatehome::PrivateHome>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -309,6 +314,29 @@ pub fn resolve(
         let keychains = resolve_path(KEYCHAINS, "keychain_access", ctx, fs)?;
         filesystem.denied.retain(|p| *p != keychains);
     }
+    // By default where the workspace is writable; read-only means nothing is writable,
+    // and unrestricted leaves the host's own files in use.
+    let private_home = last(&|c| c.private_home)
+        .unwrap_or(filesystem.mode == FsMode::WorkspaceWrite)
+        .then(|| crate::privatehome::plan(&ctx.state, profile, filesystem.home.real()));
+    if let Some(home) = &private_home {
+        let dir = resolve_path(&home.dir.display().to_string(), "private home", ctx, fs)?;
+        if let Some(denial) = filesystem
+            .denied
+            .iter()
+            .find(|d| dir.path.starts_with(&d.path))
+        {
+            return Err(PolicyError::GrantOfDenied {
+                how: "keep the private home in",
+                path: dir.path.display().to_string(),
+                denied: denial.path.display().to_string(),
+            });
+        }
+        if !filesystem.writable.contains(&dir) {
+            filesystem.writable.push(dir);
+            filesystem.writable.sort();
+        }
+    }
     Ok(Policy {
         profile: profile.to_string(),
         backend: layers
@@ -328,6 +356,7 @@ pub fn resolve(
         gui: last(&|c| c.gui).unwrap_or(false),
         limits: resolve_limits(layers),
         environment: resolve_environment(layers)?,
+        private_home,
     })
 }
 

@@ -4,6 +4,7 @@
 pub mod completions;
 pub mod doctor;
 pub mod explain;
+pub mod home;
 pub mod log;
 pub mod man;
 pub mod run;

@@ -78,6 +78,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             .environment
             .apply(std::env::vars_os(), backend.name()),
         net.as_ref().map(|n| netproxy::proxy_env(n.port)),
+        private_home_env(&plan),
         &plan.launch.shell,
     );
     let session = Session::open(wants_pty(
@@ -254,7 +255,42 @@ fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
         })?;
         say.detail(&format!("sbx-shell: created {} (0700)", dir.display()));
     }
+    if let Some(home) = &policy.private_home {
+        crate::files::create_private_dir(&home.dir).with_context(|| {
+            format!(
+                "cannot create the private home {}\nHint: make its parent writable, or run with --no-private-home (\"private_home\": false)",
+                home.dir.display()
+            )
+        })?;
+        // Twins that cannot be made (a symlink the program left there) are covered by the
+        // helper, which then hides the host's path instead.
+        for kept in &home.kept {
+            let Ok(rel) = kept.twin.strip_prefix(&home.dir) else {
+                continue;
+            };
+            let dir = kept.kind == crate::privatehome::Kind::Dir;
+            if let Err(e) = crate::files::create_inside(&home.dir, rel, dir) {
+                say.detail(&format!(
+                    "sbx-shell: private home: cannot create {}: {e}",
+                    kept.twin.display()
+                ));
+            }
+        }
+    }
     Ok(())
+}
+
+/// The private home's variables (`privatehome::variables`), except those the policy's
+/// `environment.set` names: an explicit setting wins.
+fn private_home_env(plan: &Plan) -> Vec<(String, std::ffi::OsString)> {
+    let Some(home) = &plan.policy.private_home else {
+        return Vec::new();
+    };
+    let mut vars = crate::privatehome::variables(home, &plan.launch.shell, &|name| {
+        std::env::var_os(name).is_some()
+    });
+    vars.retain(|(name, _)| !plan.policy.environment.set.contains_key(name));
+    vars
 }
 
 /// Step 5: what the helper applies to itself before exec; a layer that refuses the policy

@@ -34,10 +34,10 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
                 );
             }
             for hide in hidden {
-                let how = if hide.dir {
-                    "an empty read-only directory"
-                } else {
-                    "/dev/null"
+                let how = match (&hide.twin, hide.dir) {
+                    (Some(twin), _) => format!("its twin {} (read-write)", twin.display()),
+                    (None, true) => "an empty read-only directory".to_string(),
+                    (None, false) => "/dev/null".to_string(),
                 };
                 let _ = writeln!(out, "  {} -> {how}", hide.path.display());
             }
@@ -167,6 +167,33 @@ pub fn render_text(report: &Report<'_>) -> String {
     line("  readable", &list(&fs.readable));
     line("  denied", &list(&fs.denied));
     line("  protected", &list(&fs.protected));
+    match &p.private_home {
+        None => line("private home", "none: nothing is kept between sessions"),
+        Some(home) => {
+            line(
+                "private home",
+                &format!(
+                    "{} (this profile's; kept between sessions, never the host's files; `sbx-shell home --clear` empties it)",
+                    home.dir.display()
+                ),
+            );
+            for kept in &home.kept {
+                let host = if report.host_has(&kept.path) {
+                    "the host has it: bwrap binds the twin over it"
+                } else {
+                    "not on the host"
+                };
+                let variable = kept
+                    .variable
+                    .map(|v| format!("; {v} points at the twin"))
+                    .unwrap_or_default();
+                line(
+                    "",
+                    &format!("{}: {} ({host}{variable})", kept.path.display(), kept.what),
+                );
+            }
+        }
+    }
     line("network", &describe_network(&p.network));
     line("nested pty", yes_no(p.nested_pty));
     line("keychain", yes_no(p.keychain_access));

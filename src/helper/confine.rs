@@ -135,6 +135,68 @@ pub fn hide(path: &std::path::Path, dir: bool) -> io::Result<()> {
     )
 }
 
+/// Bind `twin` (in the private home) over `path`, read-write: both opened without following
+/// a symlink and checked to be a directory (`dir`) or a regular file, then bound through
+/// their descriptors, so that neither can be swapped for a symlink in between. `ENOENT`
+/// when `path` is missing; `ELOOP` when the twin is missing, or either is a symlink or of
+/// the other kind.
+pub fn bind_twin(twin: &Path, path: &Path, dir: bool) -> io::Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let open = |p: &Path| -> io::Result<OwnedFd> {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: `c` is NUL-terminated; the returned fd is owned below.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: a zeroed stat is valid to be filled in.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `fd` is open and `st` writable.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        let want = if dir { libc::S_IFDIR } else { libc::S_IFREG };
+        if st.st_mode & libc::S_IFMT != want {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        Ok(fd)
+    };
+    let source = open(twin).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOENT) => io::Error::from_raw_os_error(libc::ELOOP),
+        _ => e,
+    })?;
+    let target = open(path)?;
+    let proc_path = |fd: &OwnedFd| {
+        std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+    };
+    let (from, to) = (proc_path(&source)?, proc_path(&target)?);
+    // SAFETY: NUL-terminated paths that outlive the call; null fstype and data are allowed
+    // for a bind mount.
+    let rc = unsafe {
+        libc::mount(
+            from.as_ptr(),
+            to.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
+    if rc == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 pub fn apply_drop_privileges() -> Result<(), ConfineError> {
     let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()

@@ -24,7 +24,7 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<Option<ExitCode>> {
 }
 
 /// Hide each path (`sandbox::bwrap::Hide`): a directory under an empty read-only tmpfs,
-/// anything else under `/dev/null`, read-only. A path that no longer exists has nothing
+/// anything else under `/dev/null`, read-only; or bind its twin from the private home. A path that no longer exists has nothing
 /// left to hide and is skipped; any other failure ends the helper (never a weaker sandbox).
 ///
 /// In a mount namespace of the helper's own: for an unprivileged user, bwrap puts the
@@ -40,7 +40,19 @@ pub fn apply_hides(hides: &[crate::sandbox::bwrap::Hide]) -> Result<(), super::H
             path: hide.path.display().to_string(),
             source,
         };
-        match confine::hide(&hide.path, hide.dir) {
+        let done = match &hide.twin {
+            // A twin that is not what it should be (a symlink the program left in its
+            // private home, or a host path of another kind): the host's path is hidden
+            // instead, never shown (it may be the host's history).
+            Some(twin) => match confine::bind_twin(twin, &hide.path, hide.dir) {
+                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                    confine::hide(&hide.path, hide.dir)
+                }
+                other => other,
+            },
+            None => confine::hide(&hide.path, hide.dir),
+        };
+        match done {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(failed(e)),

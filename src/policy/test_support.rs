@@ -22,6 +22,7 @@ pub fn policy_with(workspace: &str, extra: &str) -> Policy {
     let ctx = PathContext {
         home: "/home/u".into(),
         workspace: workspace.into(),
+        state: "/home/u/.local/state/sbx-shell".into(),
     };
     resolve("test", &[defaults_layer(), layer], &ctx, &SameFs).unwrap()
 }

@@ -27,6 +27,7 @@ fn ctx() -> PathContext {
     PathContext {
         home: "/home/u".into(),
         workspace: "/home/u/proj".into(),
+        state: "/home/u/.local/state/sbx-shell".into(),
     }
 }
 
@@ -111,7 +112,11 @@ fn later_layers_win_for_scalars_and_add_to_lists() {
     assert!(!p.gui);
     assert_eq!(
         paths(&p.filesystem.writable),
-        ["/home/u/.cache", "/opt/out"]
+        [
+            "/home/u/.cache",
+            "/home/u/.local/state/sbx-shell/home/test",
+            "/opt/out"
+        ]
     );
 }
 

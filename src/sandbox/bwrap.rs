@@ -130,43 +130,75 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
     a.0
 }
 
-/// A path the helper hides inside the sandbox, after bwrap's mounts: a directory becomes
-/// an empty read-only tmpfs, anything else (a file, a socket) `/dev/null`, read-only.
+/// A path the helper covers inside the sandbox, after bwrap's mounts: hidden (a directory
+/// becomes an empty read-only tmpfs, anything else `/dev/null`, read-only), or, with `twin`,
+/// replaced by its twin in the private home (`privatehome`), bound read-write.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Hide {
     pub path: PathBuf,
     pub dir: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twin: Option<PathBuf>,
 }
 
 /// Directories the sandbox gets fresh (private `/dev`, `/proc`, `/tmp`): nothing of the
 /// host's shows there, so nothing there needs hiding.
 const PRIVATE_DIRS: &[&str] = &["/dev", "/proc", "/tmp"];
 
-/// What to hide, in order: the denied paths, then the host's runtime directory and sockets
-/// (unless granted), each by its real path (the policy's paths already are; `host::Place`
-/// resolves the rest), each once, skipping what does not exist and what a private or an
-/// already hidden directory covers.
+/// What to cover, in order: the denied paths and the private home's kept paths (parents
+/// first; a kept path that is also denied gets its twin, not a hide), then the host's
+/// runtime directory and sockets (unless granted), each by its real path (the policy's
+/// paths already are; `host::Place` resolves the rest), each once, skipping what does not
+/// exist and what a private or an already covered directory covers.
 ///
-/// The helper hides them, not bwrap: bwrap ends the session when a mount's destination
+/// A kept path gets its twin only where the host has it, as the same kind (file or
+/// directory) and not as a symlink; one with a grant inside it stays the host's (the grant
+/// says the program should see it); the tools' variables cover the rest
+/// (`privatehome::variables`).
+///
+/// The helper does it, not bwrap: bwrap ends the session when a mount's destination
 /// vanished since it was looked at (a container engine restarting, an agent exiting) or
-/// lies in a read-only tmpfs it made; the helper skips a path that no longer exists.
+/// lies in a read-only tmpfs it made; the helper skips a path that no longer exists, and
+/// binds a twin only after checking, on open file descriptors, that neither it nor the
+/// path is a symlink.
 pub fn hides(inputs: &Inputs<'_>) -> Vec<Hide> {
     let fs = &inputs.policy.filesystem;
-    let granted = |p: &Path| {
-        fs.writable
-            .iter()
-            .chain(&fs.readable)
-            .any(|g| p.starts_with(real(g)))
-    };
+    let grants = || fs.writable.iter().chain(&fs.readable).map(real);
+    let granted = |p: &Path| grants().any(|g| p.starts_with(g));
+    let twins: Vec<(&Path, &Path)> = inputs
+        .policy
+        .private_home
+        .iter()
+        .flat_map(|h| &h.kept)
+        .filter(|k| {
+            let want = match k.kind {
+                crate::privatehome::Kind::Dir => PathKind::Dir,
+                crate::privatehome::Kind::File => PathKind::File,
+            };
+            (inputs.kind_of)(&k.path) == want
+                && !grants().any(|g| g != k.path && g.starts_with(&k.path))
+        })
+        .map(|k| (k.path.as_path(), k.twin.as_path()))
+        .collect();
+    let mut home: Vec<(&Path, Option<&Path>)> = fs
+        .denied
+        .iter()
+        .map(real)
+        .filter(|d| !twins.iter().any(|(p, _)| p == d))
+        .map(|d| (d, None))
+        .chain(twins.iter().map(|(p, t)| (*p, Some(*t))))
+        .collect();
+    home.sort();
     let host_objects = inputs
         .runtime_dir
         .into_iter()
         .chain(inputs.host_sockets.iter().map(PathBuf::as_path))
-        .filter(|p| !granted(p));
+        .filter(|p| !granted(p))
+        .map(|p| (p, None));
     let mut covered: Vec<&Path> = PRIVATE_DIRS.iter().map(Path::new).collect();
     let mut out: Vec<Hide> = Vec::new();
-    for path in fs.denied.iter().map(real).chain(host_objects) {
+    for (path, twin) in home.into_iter().chain(host_objects) {
         let kind = (inputs.kind_of)(path);
         if kind == PathKind::Missing
             || covered.iter().any(|d| path.starts_with(d))
@@ -177,6 +209,7 @@ pub fn hides(inputs: &Inputs<'_>) -> Vec<Hide> {
         out.push(Hide {
             path: path.to_path_buf(),
             dir: kind == PathKind::Dir,
+            twin: twin.map(Path::to_path_buf),
         });
         if kind == PathKind::Dir {
             covered.push(path);
@@ -280,6 +313,9 @@ mod tests {
             "--bind",
             "/home/u/proj",
             "/home/u/proj",
+            "--bind-try",
+            "/home/u/.local/state/sbx-shell/home/test",
+            "/home/u/.local/state/sbx-shell/home/test",
             "--ro-bind-try",
             "/home/u/.config/sbx-shell",
             "/home/u/.config/sbx-shell",

@@ -183,10 +183,9 @@ pub fn in_process(
                 what: "nested_pty: false",
             });
         }
-        Backend::Bwrap { landlock, path } => InProcess {
-            hide: with_bwrap_inputs(policy, ctx, path, bwrap::hides)?,
-            drop_privileges: true,
-            landlock: landlock
+        Backend::Bwrap { landlock, path } => {
+            let hide = with_bwrap_inputs(policy, ctx, path, bwrap::hides)?;
+            let landlock = landlock
                 .then(|| {
                     landlock::build_ruleset(
                         policy,
@@ -195,11 +194,20 @@ pub fn in_process(
                         ctx.proxy_port,
                     )
                 })
-                .transpose()?,
-            seccomp: Some(filter()?),
-            guard: true,
-            launcher_depth: 1,
-        },
+                .transpose()?
+                .map(|mut ruleset| {
+                    landlock::allow_twins(&mut ruleset, &hide);
+                    ruleset
+                });
+            InProcess {
+                hide,
+                drop_privileges: true,
+                landlock,
+                seccomp: Some(filter()?),
+                guard: true,
+                launcher_depth: 1,
+            }
+        }
         Backend::Landlock => InProcess {
             drop_privileges: true,
             landlock: Some(landlock::build_ruleset(

@@ -4,6 +4,7 @@ mod machines;
 mod network;
 mod nontty;
 mod policy;
+mod privatehome;
 mod sandbox;
 mod ssh;
 mod support;

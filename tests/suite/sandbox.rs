@@ -25,7 +25,7 @@ use super::support::{pids_with, require, require_root, wait_until, Launch, Outer
 const BACKENDS: [&str; 2] = ["bwrap", "landlock"];
 pub(super) const PYTHON: &str = "/usr/bin/python3";
 const CANARY: &str = "CANARY-7f3a9c";
-const NOBODY: u32 = 65534;
+pub(super) const NOBODY: u32 = 65534;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum User {
@@ -135,7 +135,7 @@ impl Lab {
     }
 }
 
-fn chown_tree(path: &Path, uid: u32) {
+pub(super) fn chown_tree(path: &Path, uid: u32) {
     std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
     if path.is_dir() && !path.is_symlink() {
         for entry in fs::read_dir(path).unwrap() {

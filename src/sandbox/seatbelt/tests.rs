@@ -28,6 +28,7 @@ fn policy_for(profile: &str, extra: &str) -> Policy {
     let ctx = PathContext {
         home: "/Users/u".into(),
         workspace: "/Users/u/proj".into(),
+        state: "/Users/u/.local/state/sbx-shell".into(),
     };
     policy::resolve(
         &name,

@@ -1,0 +1,275 @@
+//! The sandbox-private home: what a session may keep between sessions — shell and REPL
+//! history, viminfo, less's history, tool caches — kept in sbx-shell's own state directory
+//! (`$XDG_STATE_HOME/sbx-shell/home/PROFILE`), one per profile, never in the host's files.
+//! The sandbox never reads the host's history and never writes the host's caches: a
+//! poisoned cache or history file there would run outside later.
+//!
+//! Each kept path has a twin in that directory. Two ways get a program there, both planned
+//! here, purely:
+//! - the tools' own variables (`HISTFILE`, `XDG_CACHE_HOME`, `npm_config_cache` …), set in
+//!   every backend (`variables`);
+//! - under bwrap, the twin mounted over the host's path when that exists (`bwrap::hides`
+//!   plans it, the helper mounts it), for tools that know no variable (cargo's registry,
+//!   older pythons' history).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// Where the private homes live, under sbx-shell's state directory.
+pub const HOMES_DIR: &str = "home";
+
+/// What a kept path is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    File,
+    Dir,
+}
+
+/// One kept path, relative to the home directory, and the variable that points a tool at
+/// its twin (when the tool has one).
+pub struct Entry {
+    pub path: &'static str,
+    pub kind: Kind,
+    pub variable: Option<&'static str>,
+    /// What it is, for `explain`.
+    pub what: &'static str,
+}
+
+/// What a session keeps. `HISTFILE` is set for the shell that runs (`variables`).
+pub const KEPT: &[Entry] = &[
+    Entry {
+        path: ".bash_history",
+        kind: Kind::File,
+        variable: None,
+        what: "bash history (HISTFILE, when bash runs)",
+    },
+    Entry {
+        path: ".zsh_history",
+        kind: Kind::File,
+        variable: None,
+        what: "zsh history (HISTFILE, when zsh runs)",
+    },
+    Entry {
+        path: ".python_history",
+        kind: Kind::File,
+        variable: Some("PYTHON_HISTORY"),
+        what: "python's REPL history",
+    },
+    Entry {
+        path: ".node_repl_history",
+        kind: Kind::File,
+        variable: Some("NODE_REPL_HISTORY"),
+        what: "node's REPL history",
+    },
+    Entry {
+        path: ".lesshst",
+        kind: Kind::File,
+        variable: Some("LESSHISTFILE"),
+        what: "less's search history",
+    },
+    Entry {
+        path: ".viminfo",
+        kind: Kind::File,
+        variable: None,
+        what: "vim's viminfo (VIMINIT sets viminfofile)",
+    },
+    Entry {
+        path: ".cache",
+        kind: Kind::Dir,
+        variable: Some("XDG_CACHE_HOME"),
+        what: "caches (pip, go's build cache, agents' caches …)",
+    },
+    Entry {
+        path: ".npm",
+        kind: Kind::Dir,
+        variable: Some("npm_config_cache"),
+        what: "npm's cache",
+    },
+    Entry {
+        path: ".cache/pip",
+        kind: Kind::Dir,
+        variable: Some("PIP_CACHE_DIR"),
+        what: "pip's cache",
+    },
+    Entry {
+        path: ".cargo/registry",
+        kind: Kind::Dir,
+        variable: None,
+        what: "cargo's registry (bwrap only: cargo has no variable for it alone)",
+    },
+    Entry {
+        path: ".cargo/git",
+        kind: Kind::Dir,
+        variable: None,
+        what: "cargo's git checkouts (bwrap only)",
+    },
+    Entry {
+        path: "go/pkg/mod",
+        kind: Kind::Dir,
+        variable: Some("GOMODCACHE"),
+        what: "go's module cache",
+    },
+];
+
+/// The private home of one profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PrivateHome {
+    /// `STATE/home/PROFILE`.
+    pub dir: PathBuf,
+    pub kept: Vec<Kept>,
+}
+
+/// A kept path: the host's path (in the home directory) and its twin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Kept {
+    pub path: PathBuf,
+    pub twin: PathBuf,
+    pub kind: Kind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variable: Option<&'static str>,
+    pub what: &'static str,
+}
+
+/// The private home for `profile`, under the state directory `state`, for the home `home`
+/// (its real path: mounts go there).
+pub fn plan(state: &Path, profile: &str, home: &Path) -> PrivateHome {
+    let dir = dir_of(state, profile);
+    let kept = KEPT
+        .iter()
+        .map(|e| Kept {
+            path: home.join(e.path),
+            twin: dir.join(e.path),
+            kind: e.kind,
+            variable: e.variable,
+            what: e.what,
+        })
+        .collect();
+    PrivateHome { dir, kept }
+}
+
+/// `STATE/home/PROFILE`; a profile given as a path is named by its file stem.
+pub fn dir_of(state: &Path, profile: &str) -> PathBuf {
+    let name = Path::new(profile)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty() && !s.starts_with('.'))
+        .unwrap_or_else(|| "default".into());
+    state.join(HOMES_DIR).join(name)
+}
+
+/// The variables that point tools at their twins, for a session whose shell is `shell`,
+/// given the variables the host already sets (`VIMINIT` is the user's when set).
+pub fn variables(
+    home: &PrivateHome,
+    shell: &Path,
+    host_has: &dyn Fn(&str) -> bool,
+) -> Vec<(String, OsString)> {
+    let twin = |rel: &str| home.dir.join(rel).into_os_string();
+    let history = match shell.file_name().and_then(|n| n.to_str()) {
+        Some("zsh") => ".zsh_history",
+        _ => ".bash_history",
+    };
+    let mut out = vec![("HISTFILE".to_string(), twin(history))];
+    out.extend(home.kept.iter().filter_map(|k| {
+        k.variable
+            .map(|v| (v.to_string(), k.twin.clone().into_os_string()))
+    }));
+    if !host_has("VIMINIT") {
+        out.push((
+            "VIMINIT".into(),
+            vim_init(&home.dir.join(".viminfo")).into(),
+        ));
+    }
+    out
+}
+
+/// `VIMINIT` that keeps viminfo in the twin and otherwise starts vim as it would start
+/// without it: a set `VIMINIT` replaces the user's vimrc (and `defaults.vim`), and
+/// Neovim's `init.lua`/`init.vim`, so it loads the first that exists, as vim would.
+/// (vim writes viminfo through a temporary file beside it and a rename, so binding a file
+/// over `~/.viminfo` cannot work.)
+pub fn vim_init(viminfo: &Path) -> String {
+    let file = viminfo
+        .display()
+        .to_string()
+        .replace('\\', "\\\\")
+        .replace(' ', "\\ ")
+        .replace('|', "\\|");
+    [
+        "if has('nvim')",
+        "if filereadable(stdpath('config').'/init.lua') | exe 'luafile' stdpath('config').'/init.lua'",
+        "elseif filereadable(stdpath('config').'/init.vim') | exe 'source' stdpath('config').'/init.vim'",
+        "endif",
+        "else",
+        &format!("set viminfofile={file}"),
+        "if filereadable(expand('~/.vimrc')) | source ~/.vimrc",
+        "elseif filereadable(expand('~/.vim/vimrc')) | source ~/.vim/vimrc",
+        "elseif filereadable(expand('~/.config/vim/vimrc')) | source ~/.config/vim/vimrc",
+        "else | runtime defaults.vim",
+        "endif",
+        "endif",
+    ]
+    .join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_profile_keeps_its_own_home_in_the_state_directory() {
+        let home = plan(Path::new("/s/sbx-shell"), "claude", Path::new("/home/u"));
+        assert_eq!(home.dir, Path::new("/s/sbx-shell/home/claude"));
+        let cache = home
+            .kept
+            .iter()
+            .find(|k| k.path.ends_with(".cache"))
+            .unwrap();
+        assert_eq!(cache.path, Path::new("/home/u/.cache"));
+        assert_eq!(cache.twin, Path::new("/s/sbx-shell/home/claude/.cache"));
+        assert_eq!(cache.kind, Kind::Dir);
+        // A profile named by its path is kept under its file's name.
+        assert_eq!(
+            dir_of(Path::new("/s"), "/etc/x/mine.json"),
+            Path::new("/s/home/mine")
+        );
+        assert_eq!(dir_of(Path::new("/s"), ".."), Path::new("/s/home/default"));
+    }
+
+    #[test]
+    fn variables_point_at_the_twins_and_histfile_follows_the_shell() {
+        let home = plan(Path::new("/s"), "shell", Path::new("/home/u"));
+        let vars = variables(&home, Path::new("/bin/bash"), &|_| false);
+        let get = |n: &str| {
+            vars.iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v)| v.to_string_lossy().into_owned())
+        };
+        assert_eq!(get("HISTFILE").unwrap(), "/s/home/shell/.bash_history");
+        assert_eq!(get("XDG_CACHE_HOME").unwrap(), "/s/home/shell/.cache");
+        assert_eq!(get("npm_config_cache").unwrap(), "/s/home/shell/.npm");
+        assert_eq!(get("PIP_CACHE_DIR").unwrap(), "/s/home/shell/.cache/pip");
+        assert_eq!(get("GOMODCACHE").unwrap(), "/s/home/shell/go/pkg/mod");
+        assert_eq!(get("LESSHISTFILE").unwrap(), "/s/home/shell/.lesshst");
+        assert!(get("VIMINIT")
+            .unwrap()
+            .contains("set viminfofile=/s/home/shell/.viminfo |"));
+        let zsh = variables(&home, Path::new("/usr/bin/zsh"), &|_| false);
+        assert!(zsh.contains(&("HISTFILE".into(), "/s/home/shell/.zsh_history".into())));
+        // The user's own VIMINIT is left alone.
+        let mine = variables(&home, Path::new("/bin/bash"), &|n| n == "VIMINIT");
+        assert!(!mine.iter().any(|(k, _)| k == "VIMINIT"));
+    }
+
+    #[test]
+    fn vim_init_escapes_the_file_name() {
+        let init = vim_init(Path::new("/a b/x|y/.viminfo"));
+        assert!(
+            init.contains("set viminfofile=/a\\ b/x\\|y/.viminfo |"),
+            "{init}"
+        );
+    }
+}

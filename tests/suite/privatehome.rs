@@ -1,0 +1,210 @@
+//! The sandbox-private home: history and caches kept between sessions in sbx-shell's state
+//! directory, never in the host's files; `sbx-shell home` lists and empties it; what the
+//! program leaves there (symlinks) leads nowhere.
+
+use std::fs;
+
+use super::sandbox::{assert_lines, tools_present, Lab, User};
+use super::support::{bin, Launch, OuterPty, Shown};
+
+const HOST_LINE: &str = "HOST-HISTORY-LINE";
+
+/// An interactive bash in the sandbox, on a terminal, in the lab's home and workspace.
+fn bash(lab: &Lab, backend: &str) -> OuterPty {
+    let mut launch = Launch::new(&[
+        "--backend",
+        backend,
+        "--",
+        "bash",
+        "--norc",
+        "--noprofile",
+        "-i",
+    ]);
+    launch.env = vec![
+        ("HOME".into(), lab.home.display().to_string()),
+        ("PATH".into(), "/usr/bin:/bin".into()),
+        ("SHELL".into(), "/bin/bash".into()),
+        ("PS1".into(), "P> ".into()),
+        ("TERM".into(), "xterm".into()),
+        (
+            "XDG_STATE_HOME".into(),
+            lab.home.join(".local/state").display().to_string(),
+        ),
+    ];
+    launch.cwd = Some(lab.ws.clone());
+    let pty = OuterPty::launch(launch);
+    pty.expect("P> ");
+    pty
+}
+
+#[test]
+fn history_typed_in_one_session_is_there_in_the_next_and_the_hosts_is_untouched() {
+    if !tools_present() {
+        return;
+    }
+    for backend in ["bwrap", "landlock"] {
+        let lab = Lab::new("history", User::Root, false);
+        let host_history = lab.home.join(".bash_history");
+        fs::write(&host_history, format!("echo {HOST_LINE}\n")).unwrap();
+        let what = lab.what(backend);
+
+        let mut first = bash(&lab, backend);
+        first.write(b"echo SESSION-ONE-MARK\r");
+        first.expect("SESSION-ONE-MARK\r\n");
+        first.write(b"exit\r");
+        assert!(first.wait().success(), "{what}");
+
+        let mut second = bash(&lab, backend);
+        let mark = second.mark();
+        second.write(b"history; echo HISTORY-$((1+1))-END\r");
+        let shown = second.expect_from(mark, "HISTORY-2-END\r\n");
+        assert!(shown.contains("echo SESSION-ONE-MARK"), "{what}: {shown}");
+        assert!(
+            !shown.contains(HOST_LINE),
+            "{what}: the host's history was read: {shown}"
+        );
+        second.write(b"exit\r");
+        assert!(second.wait().success(), "{what}");
+
+        // The host's file is as it was; the session's history lives in the private home.
+        assert_eq!(
+            fs::read_to_string(&host_history).unwrap(),
+            format!("echo {HOST_LINE}\n"),
+            "{what}"
+        );
+        let twin = lab
+            .home
+            .join(".local/state/sbx-shell/home/shell/.bash_history");
+        let kept = fs::read_to_string(&twin).unwrap();
+        assert!(kept.contains("echo SESSION-ONE-MARK"), "{what}: {kept}");
+    }
+}
+
+/// Caches: writable inside, kept, and the host's left alone — under bwrap through the twin
+/// bound over `~/.cache`, everywhere through `XDG_CACHE_HOME` and the tools' variables.
+#[test]
+fn caches_are_written_to_the_private_home_not_the_hosts() {
+    if !tools_present() {
+        return;
+    }
+    for user in [User::Root, User::Nobody] {
+        for backend in ["bwrap", "landlock"] {
+            let lab = Lab::new("caches", user, false);
+            let what = lab.what(backend);
+            let host_cache = lab.home.join(".cache");
+            fs::create_dir_all(host_cache.join("pip")).unwrap();
+            fs::write(host_cache.join("pip/host-wheel"), "host").unwrap();
+            if user == User::Nobody {
+                super::sandbox::chown_tree(&lab.home, super::sandbox::NOBODY);
+            }
+            let script = r#"
+                for d in "$XDG_CACHE_HOME" "$npm_config_cache" "$PIP_CACHE_DIR" "$GOMODCACHE"; do
+                    mkdir -p "$d" && echo kept > "$d/made" || echo "NOT WRITABLE $d"
+                done
+                ls "$PIP_CACHE_DIR" | tr '\n' ' '; echo
+                cat ~/.cache/pip/host-wheel 2>/dev/null && echo HOST-CACHE-SEEN || echo HOST-CACHE-UNSEEN
+                echo DONE"#;
+            let out = lab.command(backend, &["-c", script]).shown();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(!text.contains("NOT WRITABLE"), "{what}: {text}");
+            assert_lines(&text, &["HOST-CACHE-UNSEEN", "DONE"], &what);
+            // A second session sees what the first made.
+            let out = lab
+                .command(
+                    backend,
+                    &["-c", "cat \"$PIP_CACHE_DIR/made\" \"$GOMODCACHE/made\""],
+                )
+                .shown();
+            assert_lines(
+                &String::from_utf8_lossy(&out.stdout),
+                &["kept", "kept"],
+                &what,
+            );
+            assert_eq!(
+                fs::read_dir(host_cache.join("pip")).unwrap().count(),
+                1,
+                "{what}: the host's cache was written"
+            );
+        }
+    }
+}
+
+/// The program can leave symlinks in its private home. Neither sbx-shell (which creates
+/// the twins, outside the sandbox) nor the next session's mounts follow them: nothing is
+/// made or written where they point, and the host's history stays hidden. The control
+/// shows that a plain write through the planted link does reach the victim.
+#[test]
+fn symlinks_left_in_the_private_home_lead_nowhere() {
+    if !tools_present() {
+        return;
+    }
+    for backend in ["bwrap", "landlock"] {
+        let lab = Lab::new("homelinks", User::Root, false);
+        let what = lab.what(backend);
+        fs::write(lab.home.join(".bash_history"), format!("{HOST_LINE}\n")).unwrap();
+        fs::create_dir_all(lab.home.join(".cache")).unwrap();
+        let victim_dir = lab.outside.join("victim-dir");
+        fs::create_dir_all(&victim_dir).unwrap();
+        let plant = format!(
+            "cd ~/.local/state/sbx-shell/home/shell && rm -rf .bash_history .cache .lesshst go && ln -s {out}/victim .bash_history && ln -s {out}/victim-dir .cache && ln -s {out}/victim-less .lesshst && ln -s {out}/victim-dir go && echo PLANTED",
+            out = lab.outside.display()
+        );
+        let out = lab.command(backend, &["-c", &plant]).shown();
+        assert_lines(&String::from_utf8_lossy(&out.stdout), &["PLANTED"], &what);
+
+        let out = lab
+            .command(
+                backend,
+                &[
+                    "-c",
+                    "cat ~/.bash_history 2>&1; ls ~/.cache 2>&1; echo NEXT-DONE",
+                ],
+            )
+            .shown();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains(HOST_LINE), "{what}: {text}");
+        assert!(text.contains("NEXT-DONE"), "{what}: {text}");
+        assert!(!lab.outside.join("victim").exists(), "{what}");
+        assert!(!lab.outside.join("victim-less").exists(), "{what}");
+        assert_eq!(fs::read_dir(&victim_dir).unwrap().count(), 0, "{what}");
+
+        // Control: unconfined, a write through the planted link lands on the victim.
+        let link = lab
+            .home
+            .join(".local/state/sbx-shell/home/shell/.bash_history");
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&link)
+            .unwrap();
+        assert!(lab.outside.join("victim").exists(), "{what}: control");
+    }
+}
+
+#[test]
+fn home_lists_and_clears_the_private_homes() {
+    if !tools_present() {
+        return;
+    }
+    let lab = Lab::new("homecmd", User::Root, false);
+    let out = lab
+        .command("bwrap", &["-c", "echo x > \"$XDG_CACHE_HOME/f\""])
+        .shown();
+    assert!(out.status.success());
+    let home_cmd = |args: &[&str]| {
+        std::process::Command::new(bin())
+            .arg("home")
+            .args(args)
+            .env_clear()
+            .env("HOME", &lab.home)
+            .shown()
+    };
+    let listed = String::from_utf8_lossy(&home_cmd(&[]).stdout).into_owned();
+    assert!(listed.starts_with("shell "), "{listed}");
+    let refused = home_cmd(&["--clear", "claude"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("Hint: "));
+    assert!(home_cmd(&["--clear", "shell"]).status.success());
+    assert!(!lab.home.join(".local/state/sbx-shell/home/shell").exists());
+    assert!(String::from_utf8_lossy(&home_cmd(&[]).stdout).contains("no private homes yet"));
+}
