@@ -89,6 +89,21 @@ pub struct FilesystemConfig {
     /// Take these out of the default denied set (e.g. an agent's own credentials).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_denied: Vec<PathEntry>,
+    /// Files copied once, before the sandbox starts, when `path` (inside a writable path)
+    /// is missing and `from` is a regular file: an agent pointed at a state file of its own
+    /// starts with what it saved outside.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seed: Vec<SeedEntry>,
+}
+
+/// `{"path": "~/.claude/.claude.json", "from": "~/.claude.json"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SeedEntry {
+    pub path: String,
+    pub from: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 impl FilesystemConfig {
@@ -318,7 +333,7 @@ pub struct EnvironmentConfig {
     /// Variables to drop besides the always-dropped ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drop: Vec<NameEntry>,
-    /// Variables to set.
+    /// Variables to set; a value that begins with `~/` is in the home directory.
     #[serde(
         default,
         skip_serializing_if = "BTreeMap::is_empty",

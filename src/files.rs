@@ -6,6 +6,9 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+
 /// Create `dir` and its missing parents, 0700.
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {
     DirBuilder::new().recursive(true).mode(0o700).create(dir)
@@ -13,37 +16,84 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
 
 /// Create `rel` inside the directory `base` (which must exist): missing directories 0700
 /// and, unless `dir`, the last component as an empty 0600 file; what exists is kept.
-/// Nothing is followed: a symlink anywhere below `base` fails with `ELOOP`, so a sandboxed
-/// program that planted one in its private home cannot make sbx-shell create anything
-/// elsewhere.
+/// Nothing is followed: a symlink anywhere below `base` fails with `ELOOP` (`ENOTDIR` for
+/// a directory), so a sandboxed program that planted one cannot make sbx-shell create
+/// anything elsewhere.
 pub fn create_inside(base: &Path, rel: &Path, dir: bool) -> io::Result<()> {
-    use nix::fcntl::{openat, OFlag};
-    use nix::sys::stat::{mkdirat, Mode};
+    if dir {
+        return open_dirs_inside(base, rel).map(drop);
+    }
+    let (parent, name) = split(rel)?;
+    let at = open_dirs_inside(base, parent)?;
+    nix::fcntl::openat(
+        std::os::fd::AsFd::as_fd(&at),
+        name,
+        OFlag::O_CREAT | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )?;
+    Ok(())
+}
+
+/// Copy the regular file `from` to `rel` inside `base` once: only when nothing is there
+/// yet (created exclusively, 0600, its directories made as `create_inside` makes them).
+/// `Ok(false)` when something is there already or `from` is not a regular file (a symlink
+/// included).
+pub fn copy_once_inside(from: &Path, base: &Path, rel: &Path) -> io::Result<bool> {
+    use std::os::fd::AsFd;
+    let source = match nix::fcntl::open(
+        from,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
+        Mode::empty(),
+    ) {
+        Ok(fd) => File::from(fd),
+        Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ELOOP) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    if !source.metadata()?.is_file() {
+        return Ok(false);
+    }
+    let (parent, name) = split(rel)?;
+    let at = open_dirs_inside(base, parent)?;
+    let created = nix::fcntl::openat(
+        at.as_fd(),
+        name,
+        OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    );
+    let mut target = match created {
+        Ok(fd) => File::from(fd),
+        Err(nix::errno::Errno::EEXIST) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    io::copy(&mut &source, &mut target)?;
+    Ok(true)
+}
+
+fn split(rel: &Path) -> io::Result<(&Path, &std::ffi::OsStr)> {
+    match (rel.parent(), rel.file_name()) {
+        (Some(parent), Some(name)) => Ok((parent, name)),
+        _ => Err(io::ErrorKind::InvalidInput.into()),
+    }
+}
+
+/// `base`, then each directory of `rel` below it, made 0700 when missing and opened
+/// without following a symlink.
+fn open_dirs_inside(base: &Path, rel: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    use nix::sys::stat::mkdirat;
     use std::os::fd::AsFd;
     let nofollow_dir = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let mut at = nix::fcntl::open(base, nofollow_dir, Mode::empty())?;
-    let parts: Vec<_> = rel.components().collect();
-    for (i, part) in parts.iter().enumerate() {
+    for part in rel.components() {
         let std::path::Component::Normal(name) = part else {
             return Err(io::ErrorKind::InvalidInput.into());
         };
-        let last = i + 1 == parts.len();
-        if last && !dir {
-            openat(
-                at.as_fd(),
-                *name,
-                OFlag::O_CREAT | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::from_bits_truncate(0o600),
-            )?;
-            return Ok(());
-        }
-        match mkdirat(at.as_fd(), *name, Mode::from_bits_truncate(0o700)) {
+        match mkdirat(at.as_fd(), name, Mode::from_bits_truncate(0o700)) {
             Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
             Err(e) => return Err(e.into()),
         }
-        at = openat(at.as_fd(), *name, nofollow_dir, Mode::empty())?;
+        at = nix::fcntl::openat(at.as_fd(), name, nofollow_dir, Mode::empty())?;
     }
-    Ok(())
+    Ok(at)
 }
 
 /// Open `path` for appending, created 0600 (its directory 0700) when missing.
@@ -107,6 +157,19 @@ mod tests {
         let err = create_inside(&home, Path::new(".lesshst"), false).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
         assert_eq!(std::fs::read_dir(base.join("outside")).unwrap().count(), 0);
+        // Seeds: copied once, never over what is there, never through a symlink.
+        std::fs::write(base.join("outside/src"), "saved").unwrap();
+        let src = base.join("outside/src");
+        assert!(copy_once_inside(&src, &home, Path::new("st/a.json")).unwrap());
+        assert_eq!(std::fs::read_to_string(home.join("st/a.json")).unwrap(), "saved");
+        std::fs::write(home.join("st/a.json"), "newer").unwrap();
+        assert!(!copy_once_inside(&src, &home, Path::new("st/a.json")).unwrap());
+        assert_eq!(std::fs::read_to_string(home.join("st/a.json")).unwrap(), "newer");
+        std::os::unix::fs::symlink(base.join("outside/dangling"), home.join("st/b.json")).unwrap();
+        assert!(!copy_once_inside(&src, &home, Path::new("st/b.json")).unwrap());
+        assert!(!base.join("outside/dangling").exists());
+        std::os::unix::fs::symlink(&src, home.join("link-src")).unwrap();
+        assert!(!copy_once_inside(&home.join("link-src"), &home, Path::new("st/c.json")).unwrap());
         std::fs::remove_dir_all(&base).unwrap();
     }
 

@@ -217,6 +217,14 @@ pub struct Filesystem {
     pub readable: Vec<ResolvedPath>,
     pub denied: Vec<ResolvedPath>,
     pub protected: Vec<ResolvedPath>,
+    /// Files copied once when missing (`config::SeedEntry`), each inside a writable path.
+    pub seed: Vec<Seed>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Seed {
+    pub path: ResolvedPath,
+    pub from: ResolvedPath,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -270,6 +278,8 @@ pub enum PolicyError {
         path: String,
         denied: String,
     },
+    #[error("{origin}: seed {path} is not inside a writable path\nHint: add its directory to \"write\", or drop the seed")]
+    SeedOutsideWritable { origin: String, path: String },
     #[error("{origin}: path {path:?} contains a control character\nHint: write the path without control characters")]
     ControlCharacter { origin: String, path: String },
     #[error("{origin}: path {path:?} contains `..`\nHint: write the path without `..` (sbx-shell resolves paths once, and `..` could point anywhere after a rename)")]
@@ -337,6 +347,7 @@ pub fn resolve(
             filesystem.writable.sort();
         }
     }
+    filesystem.seed = resolve_seeds(layers, ctx, fs, &filesystem.writable)?;
     Ok(Policy {
         profile: profile.to_string(),
         backend: layers
@@ -355,7 +366,7 @@ pub fn resolve(
         keychain_access,
         gui: last(&|c| c.gui).unwrap_or(false),
         limits: resolve_limits(layers),
-        environment: resolve_environment(layers)?,
+        environment: resolve_environment(layers, &ctx.home)?,
         private_home,
     })
 }
@@ -420,7 +431,36 @@ fn resolve_filesystem(
         readable,
         denied: denied.into_iter().collect(),
         protected: protected.into_iter().collect(),
+        seed: Vec::new(),
     })
+}
+
+/// Every layer's seeds; each must land inside a writable path (it is made before the
+/// sandbox starts, by sbx-shell, and must not widen what the program can write).
+fn resolve_seeds(
+    layers: &[Layer],
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+    writable: &[ResolvedPath],
+) -> Result<Vec<Seed>, PolicyError> {
+    let mut out = BTreeSet::new();
+    for layer in layers {
+        for entry in &layer.config.filesystem.seed {
+            let path = resolve_path(&entry.path, &layer.origin, ctx, fs)?;
+            let from = resolve_path(&entry.from, &layer.origin, ctx, fs)?;
+            if !writable
+                .iter()
+                .any(|w| path.path.starts_with(&w.path) && path.path != w.path)
+            {
+                return Err(PolicyError::SeedOutsideWritable {
+                    origin: layer.origin.clone(),
+                    path: path.path.display().to_string(),
+                });
+            }
+            out.insert(Seed { path, from });
+        }
+    }
+    Ok(out.into_iter().collect())
 }
 
 fn resolve_network(layers: &[Layer]) -> Result<Network, PolicyError> {
@@ -467,7 +507,7 @@ fn resolve_limits(layers: &[Layer]) -> Limits {
     }
 }
 
-fn resolve_environment(layers: &[Layer]) -> Result<Environment, PolicyError> {
+fn resolve_environment(layers: &[Layer], home: &Path) -> Result<Environment, PolicyError> {
     let mut env = Environment {
         allow: BTreeSet::new(),
         drop: BTreeSet::new(),
@@ -497,7 +537,11 @@ fn resolve_environment(layers: &[Layer]) -> Result<Environment, PolicyError> {
             env.drop.insert(check(entry.value(), true)?);
         }
         for (name, value) in &c.set {
-            env.set.insert(check(name, false)?, value.clone());
+            let value = match value.strip_prefix("~/") {
+                Some(rest) => home.join(rest).display().to_string(),
+                None => value.clone(),
+            };
+            env.set.insert(check(name, false)?, value);
         }
     }
     Ok(env)

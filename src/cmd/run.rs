@@ -255,6 +255,9 @@ fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
         })?;
         say.detail(&format!("sbx-shell: created {} (0700)", dir.display()));
     }
+    for seed in &policy.filesystem.seed {
+        copy_seed(policy, seed, say)?;
+    }
     if let Some(home) = &policy.private_home {
         crate::files::create_private_dir(&home.dir).with_context(|| {
             format!(
@@ -276,6 +279,36 @@ fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// Copy a seed (`policy::Seed`) when its path is missing, inside the writable path that
+/// holds it, following no symlink there.
+fn copy_seed(policy: &Policy, seed: &crate::policy::Seed, say: Verbosity) -> Result<(), Failure> {
+    let target = seed.path.real();
+    let Some((base, rel)) = policy
+        .filesystem
+        .writable
+        .iter()
+        .map(|w| w.real())
+        .find_map(|w| target.strip_prefix(w).ok().map(|rel| (w, rel)))
+    else {
+        return Ok(());
+    };
+    let copied = crate::files::copy_once_inside(seed.from.real(), base, rel).with_context(|| {
+        format!(
+            "cannot copy {} to {}\nHint: copy it yourself, or drop the seed from the profile",
+            seed.from.path.display(),
+            seed.path.path.display()
+        )
+    })?;
+    if copied {
+        say.detail(&format!(
+            "sbx-shell: copied {} to {} (once: it was missing)",
+            seed.from.path.display(),
+            seed.path.path.display()
+        ));
     }
     Ok(())
 }

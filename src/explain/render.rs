@@ -164,6 +164,16 @@ pub fn render_text(report: &Report<'_>) -> String {
             ),
         );
     }
+    for seed in &fs.seed {
+        line(
+            "  seeded",
+            &format!(
+                "{} (copied once from {} when missing)",
+                seed.path.path.display(),
+                seed.from.path.display()
+            ),
+        );
+    }
     line("  readable", &list(&fs.readable));
     line("  denied", &list(&fs.denied));
     line("  protected", &list(&fs.protected));
