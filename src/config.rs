@@ -55,6 +55,14 @@ pub struct Config {
     /// macOS: let the program reach the window server, pasteboard and HID events (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gui: Option<bool>,
+    /// Arguments put right after a program's name when that program runs directly (keyed
+    /// by its file name): an agent's own switch that hands confinement to sbx-shell.
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "unique_map"
+    )]
+    pub program_args: BTreeMap<String, Vec<String>>,
     /// Keep shell and REPL history, viminfo and tool caches between sessions in a private
     /// home of this profile's, in sbx-shell's state directory (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -431,18 +439,18 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Entry<T> {
 }
 
 /// A string map whose keys must be unique (serde_json would keep the last silently).
-fn unique_map<'de, D: Deserializer<'de>>(
+fn unique_map<'de, D: Deserializer<'de>, V: Deserialize<'de>>(
     deserializer: D,
-) -> Result<BTreeMap<String, String>, D::Error> {
-    struct UniqueVisitor;
-    impl<'de> Visitor<'de> for UniqueVisitor {
-        type Value = BTreeMap<String, String>;
+) -> Result<BTreeMap<String, V>, D::Error> {
+    struct UniqueVisitor<V>(std::marker::PhantomData<V>);
+    impl<'de, V: Deserialize<'de>> Visitor<'de> for UniqueVisitor<V> {
+        type Value = BTreeMap<String, V>;
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("an object of strings")
+            f.write_str("an object")
         }
         fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
             let mut out = BTreeMap::new();
-            while let Some((key, value)) = map.next_entry::<String, String>()? {
+            while let Some((key, value)) = map.next_entry::<String, V>()? {
                 if out.contains_key(&key) {
                     return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
                 }
@@ -451,7 +459,7 @@ fn unique_map<'de, D: Deserializer<'de>>(
             Ok(out)
         }
     }
-    deserializer.deserialize_map(UniqueVisitor)
+    deserializer.deserialize_map(UniqueVisitor(std::marker::PhantomData))
 }
 
 /// A configuration file that could not be used.

@@ -161,10 +161,16 @@ mod tests {
         std::fs::write(base.join("outside/src"), "saved").unwrap();
         let src = base.join("outside/src");
         assert!(copy_once_inside(&src, &home, Path::new("st/a.json")).unwrap());
-        assert_eq!(std::fs::read_to_string(home.join("st/a.json")).unwrap(), "saved");
+        assert_eq!(
+            std::fs::read_to_string(home.join("st/a.json")).unwrap(),
+            "saved"
+        );
         std::fs::write(home.join("st/a.json"), "newer").unwrap();
         assert!(!copy_once_inside(&src, &home, Path::new("st/a.json")).unwrap());
-        assert_eq!(std::fs::read_to_string(home.join("st/a.json")).unwrap(), "newer");
+        assert_eq!(
+            std::fs::read_to_string(home.join("st/a.json")).unwrap(),
+            "newer"
+        );
         std::os::unix::fs::symlink(base.join("outside/dangling"), home.join("st/b.json")).unwrap();
         assert!(!copy_once_inside(&src, &home, Path::new("st/b.json")).unwrap());
         assert!(!base.join("outside/dangling").exists());

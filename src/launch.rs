@@ -41,6 +41,26 @@ pub struct Launch {
     pub shell: PathBuf,
 }
 
+impl Launch {
+    /// With `extra` put right after the program's name when its file name has an entry
+    /// (`policy.program_args`); a shell or an unlisted program is left as it is.
+    pub fn with_program_args(
+        mut self,
+        extra: &std::collections::BTreeMap<String, Vec<String>>,
+    ) -> Launch {
+        let name = Path::new(&self.program)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if let Some(args) = extra.get(name) {
+            let mut all: Vec<OsString> = args.iter().map(OsString::from).collect();
+            all.append(&mut self.args);
+            self.args = all;
+        }
+        self
+    }
+}
+
 /// A request that cannot be planned.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum PlanError {
@@ -153,6 +173,28 @@ mod tests {
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn program_args_go_right_after_the_named_program_only() {
+        let extra = [(
+            "codex".to_string(),
+            vec!["-c".to_string(), "x=1".to_string()],
+        )]
+        .into_iter()
+        .collect();
+        let req = Request {
+            command: os(&["/opt/bin/codex", "exec", "hi"]),
+            ..request()
+        };
+        let codex = plan(&req, Path::new("/bin/bash"))
+            .unwrap()
+            .with_program_args(&extra);
+        assert_eq!(codex.args, os(&["-c", "x=1", "exec", "hi"]));
+        let shell = plan(&request(), Path::new("/bin/bash"))
+            .unwrap()
+            .with_program_args(&extra);
+        assert!(shell.args.is_empty());
     }
 
     #[test]

@@ -203,6 +203,9 @@ pub struct Policy {
     pub gui: bool,
     pub limits: Limits,
     pub environment: Environment,
+    /// Arguments put after a directly run program's name, by its file name (the last layer
+    /// that names a program wins).
+    pub program_args: BTreeMap<String, Vec<String>>,
     /// What a session keeps, in sbx-shell's state directory (`privatehome`); its directory
     /// is among the writable paths. `None` when turned off.
     pub private_home: Option<crate::privatehome::PrivateHome>,
@@ -367,6 +370,10 @@ pub fn resolve(
         gui: last(&|c| c.gui).unwrap_or(false),
         limits: resolve_limits(layers),
         environment: resolve_environment(layers, &ctx.home)?,
+        program_args: layers
+            .iter()
+            .flat_map(|l| l.config.program_args.clone())
+            .collect(),
         private_home,
     })
 }

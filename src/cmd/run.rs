@@ -158,6 +158,7 @@ fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Plan, Failure>
         ));
     }
     let policy = inputs::resolve(&policy_args, &home, user_config)?;
+    let launch = launch.with_program_args(&policy.program_args);
     Ok(Plan {
         home,
         launch,
@@ -296,13 +297,14 @@ fn copy_seed(policy: &Policy, seed: &crate::policy::Seed, say: Verbosity) -> Res
     else {
         return Ok(());
     };
-    let copied = crate::files::copy_once_inside(seed.from.real(), base, rel).with_context(|| {
-        format!(
-            "cannot copy {} to {}\nHint: copy it yourself, or drop the seed from the profile",
-            seed.from.path.display(),
-            seed.path.path.display()
-        )
-    })?;
+    let copied =
+        crate::files::copy_once_inside(seed.from.real(), base, rel).with_context(|| {
+            format!(
+                "cannot copy {} to {}\nHint: copy it yourself, or drop the seed from the profile",
+                seed.from.path.display(),
+                seed.path.path.display()
+            )
+        })?;
     if copied {
         say.detail(&format!(
             "sbx-shell: copied {} to {} (once: it was missing)",

@@ -222,6 +222,12 @@ pub fn render_text(report: &Report<'_>) -> String {
         &words(e.set.iter().map(|(k, v)| format!("{k}={v}"))),
     );
     line("", "and SBX_SHELL=1, SBX_SANDBOX=<backend>");
+    for (program, args) in &p.program_args {
+        line(
+            "program args",
+            &format!("{program} runs as: {program} {}", args.join(" ")),
+        );
+    }
     line("runs with", &describe_selected(&report.selected));
     for backend in &report.backends {
         line("backend", &describe_backend(backend));
