@@ -112,6 +112,23 @@ pub enum Action {
         #[arg(long)]
         yes: bool,
     },
+    /// Make sbx-shell the login shell: record the real shell in the user config, make
+    /// sure /etc/shells lists sbx-shell, and run chsh (each step shown, with your consent).
+    LoginShell {
+        /// The real shell sbx-shell runs (default: $SHELL, else the passwd entry's, unless
+        /// either is sbx-shell already).
+        #[arg(long, value_name = "PATH")]
+        shell: Option<PathBuf>,
+        /// Set it up for this account instead of your own (root only).
+        #[arg(long, value_name = "NAME")]
+        user: Option<String>,
+        /// Do not ask before changing anything.
+        #[arg(long)]
+        yes: bool,
+        /// Only print the steps.
+        #[arg(long, conflicts_with = "yes")]
+        print: bool,
+    },
     /// Show the recent sessions from the session log.
     Log {
         /// How many sessions, newest last.

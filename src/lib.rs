@@ -56,6 +56,12 @@ pub fn main_entry() -> ExitCode {
         Some(Action::Setup { check, yes }) => cmd::setup::main(check, yes),
         Some(Action::Explain(ref explain)) => cmd::explain::main(explain),
         Some(Action::Log { count, json }) => cmd::log::main(count, json),
+        Some(Action::LoginShell {
+            ref shell,
+            ref user,
+            yes,
+            print,
+        }) => cmd::loginshell::main(shell.as_deref(), user.as_deref(), yes, print),
         Some(Action::Home {
             ref clear,
             clear_all,

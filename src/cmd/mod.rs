@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod explain;
 pub mod home;
 pub mod log;
+pub mod loginshell;
 pub mod man;
 pub mod run;
 pub mod schema;

@@ -145,7 +145,7 @@ fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Plan, Failure>
     let launch = launch::plan(&request, &shell)?;
     if shell::fell_back(&candidates, &shell) && launch.program == shell.as_os_str() {
         say.note(&format!(
-            "sbx-shell: no real shell is known ($SHELL and the passwd entry name sbx-shell or nothing usable, and no \"shell\" is configured): running {}. Fix: set \"shell\" in {} (e.g. \"/bin/bash\"), or run with --shell",
+            "sbx-shell: no real shell is known ($SHELL and the passwd entry name sbx-shell or nothing usable, and no \"shell\" is configured): running {}. Fix: sbx-shell login-shell --shell /bin/bash (records \"shell\" in {}), or run with --shell",
             shell::FALLBACK_SHELL,
             inputs::config_dir(&home).join(profiles::CONFIG_FILE).display()
         ));

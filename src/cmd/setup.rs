@@ -39,7 +39,7 @@ pub fn main(check: bool, yes: bool) -> Result<u8, Failure> {
     if check || plan.steps.is_empty() {
         return Ok(exit::FAILURE);
     }
-    if !yes && !consent()? {
+    if !yes && !consent("setup")? {
         super::write_stdout(b"nothing changed\n")?;
         return Ok(exit::FAILURE);
     }
@@ -56,10 +56,10 @@ pub fn main(check: bool, yes: bool) -> Result<u8, Failure> {
 }
 
 /// Ask on the terminal; no terminal, no consent.
-fn consent() -> Result<bool, Failure> {
+pub(super) fn consent(command: &str) -> Result<bool, Failure> {
     if !std::io::stdin().is_terminal() {
         return Err(anyhow!(
-            "setup changes the system and needs your consent, but stdin is not a terminal\nHint: run `sbx-shell setup` on a terminal, or pass --yes"
+            "{command} changes the system and needs your consent, but stdin is not a terminal\nHint: run `sbx-shell {command}` on a terminal, or pass --yes"
         )
         .into());
     }
@@ -72,7 +72,7 @@ fn consent() -> Result<bool, Failure> {
 
 fn apply(step: &Step, state_dir: &Path, root: bool) -> Result<(), Failure> {
     match step {
-        Step::InstallBubblewrap { argv } => as_root(argv, root),
+        Step::InstallBubblewrap { argv } => as_root(argv, root, "setup"),
         Step::AppArmorProfile { path, text } => {
             let staged = state_dir.join("sbx-shell-bwrap.apparmor");
             crate::files::write_private(&staged, text.as_bytes())
@@ -91,33 +91,39 @@ fn apply(step: &Step, state_dir: &Path, root: bool) -> Result<(), Failure> {
                     show(path),
                 ],
                 root,
+                "setup",
             )?;
             let _ = std::fs::remove_file(&staged);
-            as_root(&[parser.to_string(), "-r".into(), show(path)], root)
+            as_root(
+                &[parser.to_string(), "-r".into(), show(path)],
+                root,
+                "setup",
+            )
         }
     }
 }
 
 /// Run `argv` as root: directly when we are, else through sudo (at its fixed path).
-fn as_root(argv: &[String], root: bool) -> Result<(), Failure> {
+pub(super) fn as_root(argv: &[String], root: bool, command: &str) -> Result<(), Failure> {
     let mut full: Vec<&str> = Vec::new();
     if !root {
         if !Path::new(SUDO).is_file() {
-            return Err(
-                anyhow!("{SUDO} is not installed\nHint: run `sbx-shell setup` as root").into(),
-            );
+            return Err(anyhow!(
+                "{SUDO} is not installed\nHint: run `sbx-shell {command}` as root"
+            )
+            .into());
         }
         full.push(SUDO);
     }
     full.extend(argv.iter().map(String::as_str));
-    eprintln!("sbx-shell setup: running: {}", full.join(" "));
+    eprintln!("sbx-shell {command}: running: {}", full.join(" "));
     let status = Command::new(full[0])
         .args(&full[1..])
         .status()
         .with_context(|| format!("cannot run {}", full[0]))?;
     if !status.success() {
         return Err(anyhow!(
-            "`{}` failed ({status})\nHint: fix what it reports, then run `sbx-shell setup` again",
+            "`{}` failed ({status})\nHint: fix what it reports, then run `sbx-shell {command}` again",
             full.join(" ")
         )
         .into());

@@ -74,7 +74,16 @@ fn the_session_log_records_each_session_without_environment_values() {
         .collect();
     assert_eq!(records.len(), 2, "{out}");
     let first = &records[0];
-    assert_eq!(first["command"], serde_json::json!(["claude", "--flag"]));
+    // As it ran: with the profile's switch that keeps Claude Code's own sandbox off.
+    assert_eq!(
+        first["command"],
+        serde_json::json!([
+            "claude",
+            "--settings",
+            "{\"sandbox\":{\"enabled\":false}}",
+            "--flag"
+        ])
+    );
     assert_eq!(first["profile"], "claude");
     assert_eq!(first["exit_status"], 7);
     assert_eq!(first["network_refused"], 0);

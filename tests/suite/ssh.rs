@@ -251,7 +251,10 @@ fn a_remote_command_runs_sandboxed_with_its_exit_status() {
         1,
         "{stderr}"
     );
-    assert!(stderr.contains("Fix: set \"shell\""), "{stderr}");
+    assert!(
+        stderr.contains("Fix: sbx-shell login-shell --shell"),
+        "{stderr}"
+    );
     assert!(site.home.join("in-home").exists());
     assert!(!outside.exists());
     // Control: the same login with the user's config asking for no sandbox writes there, so
@@ -440,4 +443,103 @@ fn a_broken_config_is_a_clear_error_not_a_silent_login() {
     // Fixed, the same login works again.
     let out = sshd.run("echo BACK");
     assert_eq!(text(&out.stdout).trim(), "BACK", "{}", text(&out.stderr));
+}
+
+/// Puts the machine back as the other tests here expect it, however the test ends: the
+/// account's passwd shell is sbx-shell, no config, `/etc/shells` as it was.
+struct Restore {
+    etc_shells: String,
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = fs::write("/etc/shells", &self.etc_shells);
+        let _ = fs::remove_file(site().home.join(".config/sbx-shell/config.json"));
+        let _ = Command::new("usermod")
+            .args(["-s", site().dir.join("sbx-shell").to_str().unwrap(), USER])
+            .status();
+    }
+}
+
+/// `sbx-shell login-shell`, run by root for the account, records its real shell, lists
+/// sbx-shell in /etc/shells and runs chsh; `su -` and ssh then log in through sbx-shell to
+/// that real shell, with no fallback note.
+#[test]
+fn the_login_shell_command_gives_the_account_its_real_shell_through_su_and_ssh() {
+    if !tools_present() || !require("su", "logins through su") {
+        return;
+    }
+    let _serial = serial();
+    let site = site();
+    let _restore = Restore {
+        etc_shells: fs::read_to_string("/etc/shells").unwrap_or_default(),
+    };
+    let binary = site.dir.join("sbx-shell");
+    let status = Command::new("usermod")
+        .args(["-s", "/bin/bash", USER])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let _ = fs::remove_file(site.home.join(".config/sbx-shell/config.json"));
+
+    let setup = Command::new(&binary)
+        .args(["login-shell", "--user", USER, "--yes"])
+        .stdin(Stdio::null())
+        .shown();
+    let said = text(&setup.stdout);
+    assert!(setup.status.success(), "{said}{}", text(&setup.stderr));
+    assert!(said.contains("which runs /bin/bash"), "{said}");
+    let passwd = text(&Command::new("getent").args(["passwd", USER]).shown().stdout);
+    assert!(
+        passwd
+            .trim_end()
+            .ends_with(&format!(":{}", binary.display())),
+        "{passwd}"
+    );
+    let config = site.home.join(".config/sbx-shell/config.json");
+    assert!(fs::read_to_string(&config)
+        .unwrap()
+        .contains("\"shell\": \"/bin/bash\""));
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::uid(&fs::metadata(&config).unwrap()),
+        site.uid
+    );
+    assert!(fs::read_to_string("/etc/shells")
+        .unwrap()
+        .lines()
+        .any(|l| Path::new(l.trim()) == binary));
+
+    let probe = "echo SHELL=$SHELL SBX=$SBX_SHELL; readlink /proc/$$/exe; true";
+    let su = Command::new("su")
+        .args(["-", USER, "-c", probe])
+        .stdin(Stdio::null())
+        .shown();
+    let sshd = Sshd::start();
+    let ssh = sshd.run(probe);
+    for (how, out) in [("su -", &su), ("ssh", &ssh)] {
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{how}: {stdout}{stderr}");
+        assert!(
+            stdout.lines().any(|l| l == "SHELL=/bin/bash SBX=1"),
+            "{how}: {stdout}{stderr}"
+        );
+        assert!(
+            stdout.lines().any(|l| l.ends_with("/bash")),
+            "{how}: {stdout}"
+        );
+        assert!(
+            !stderr.contains("no real shell is known"),
+            "{how}: {stderr}"
+        );
+    }
+
+    // Run again: nothing left to do.
+    let again = Command::new(&binary)
+        .args(["login-shell", "--user", USER, "--yes"])
+        .shown();
+    assert!(
+        text(&again.stdout).contains("nothing to change"),
+        "{}",
+        text(&again.stdout)
+    );
 }
