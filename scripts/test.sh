@@ -38,6 +38,10 @@ need_packages() {
   command -v stty >/dev/null || missing+=(coreutils)
   command -v bash >/dev/null || missing+=(bash)
   command -v xz >/dev/null || missing+=(xz-utils)
+  command -v npm >/dev/null || missing+=(npm)
+  command -v vim >/dev/null || missing+=(vim)
+  command -v less >/dev/null || missing+=(less)
+  command -v su >/dev/null || missing+=(util-linux)
   printf '%s\n' "${missing[@]}"
 }
 
@@ -111,9 +115,35 @@ WRAPPER
   export SBX_APPARMOR_PARSER="$dir/apparmor_parser"
 }
 
+# The agent CLIs the end-to-end suite drives, from the npm registry, at pinned versions:
+# installed once per version set into a cache outside the checkout (a clean clone reuses
+# it), and handed to the tests as SBX_AGENTS_BIN. Gemini CLI needs Node.js 20 or later.
+AGENTS=(@anthropic-ai/claude-code@2.1.330 @google/gemini-cli@0.61.0 @openai/codex@0.169.0 opencode-ai@1.18.33)
+install_agents() {
+  local major key cache dir
+  major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+  if [ "$major" -lt 20 ]; then
+    echo "Node.js 20 or later is needed for the agent CLIs (found: $(node --version 2>/dev/null || echo none)). Hint: install Node.js 20+ (e.g. from your distribution's backports or nodesource)" >&2
+    exit 1
+  fi
+  key=$(printf '%s\n' "${AGENTS[@]}" | sha256sum | cut -c1-12)
+  cache="${SBX_AGENTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sbx-shell-tests}"
+  dir="$cache/agents-$key"
+  if [ ! -f "$dir/.complete" ]; then
+    [ "${SBX_NO_INSTALL:-0}" = 1 ] && { echo "the agent CLIs are not installed. Hint: run without SBX_NO_INSTALL" >&2; exit 1; }
+    say "installing ${AGENTS[*]} into $dir"
+    rm -rf "$dir" "$dir.partial" && mkdir -p "$dir.partial"
+    npm install --prefix "$dir.partial" --no-audit --no-fund --loglevel=error "${AGENTS[@]}" >/dev/null
+    touch "$dir.partial/.complete"
+    mv "$dir.partial" "$dir"
+  fi
+  export SBX_AGENTS_BIN="$dir/node_modules/.bin"
+}
+
 install_packages
 install_rust_parts
 setup_apparmor_parser
+install_agents
 
 say "cargo fmt --check"
 cargo fmt --check
