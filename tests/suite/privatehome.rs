@@ -208,3 +208,61 @@ fn home_lists_and_clears_the_private_homes() {
     assert!(!lab.home.join(".local/state/sbx-shell/home/shell").exists());
     assert!(String::from_utf8_lossy(&home_cmd(&[]).stdout).contains("no private homes yet"));
 }
+
+/// vim keeps its viminfo in the private home (`VIMINIT` sets `viminfofile`), so quitting
+/// is quiet; the control without a private home shows the error every quit printed.
+#[test]
+fn vim_quits_without_a_viminfo_error() {
+    if !tools_present() || !super::support::require("vim", "vim's viminfo") {
+        return;
+    }
+    let lab = Lab::new("vim", User::Root, false);
+    // A user who has used vim has a viminfo: vim rewrites it through a temporary file
+    // beside it, in the home.
+    fs::write(lab.home.join(".viminfo"), "# host viminfo\n").unwrap();
+    let run = |extra: &[&str], control: bool| -> String {
+        let mut args = vec!["--backend", "bwrap"];
+        args.extend_from_slice(extra);
+        args.extend(["--", "vim", "-N", "notes.txt"]);
+        let mut launch = Launch::new(&args);
+        launch.env = vec![
+            ("HOME".into(), lab.home.display().to_string()),
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("TERM".into(), "xterm".into()),
+            (
+                "XDG_STATE_HOME".into(),
+                lab.home.join(".local/state").display().to_string(),
+            ),
+        ];
+        launch.cwd = Some(lab.ws.clone());
+        let mut pty = OuterPty::launch(launch);
+        pty.expect("notes.txt");
+        pty.write(b"ihello\x1b:wq\r");
+        if control {
+            // The bug: an error and a "Press ENTER" wait on every quit.
+            pty.expect("E138");
+            pty.write(b"\r");
+        }
+        let status = pty.wait();
+        assert!(status.success());
+        pty.output_text()
+    };
+    let quiet = run(&[], false);
+    assert!(
+        !quiet.contains("E138") && !quiet.contains("E886"),
+        "{quiet}"
+    );
+    assert_eq!(
+        fs::read_to_string(lab.ws.join("notes.txt")).unwrap(),
+        "hello\n"
+    );
+    let viminfo = lab.home.join(".local/state/sbx-shell/home/shell/.viminfo");
+    assert!(fs::read_to_string(viminfo).unwrap().contains("wq"));
+    // Control: with the home read-only and no private home, vim cannot write viminfo.
+    let control = run(&["--no-private-home"], true);
+    assert!(control.contains("E138"), "control: {control}");
+    assert_eq!(
+        fs::read_to_string(lab.home.join(".viminfo")).unwrap(),
+        "# host viminfo\n"
+    );
+}
