@@ -8,9 +8,9 @@
 //! here, purely:
 //! - the tools' own variables (`HISTFILE`, `XDG_CACHE_HOME`, `npm_config_cache` …), set in
 //!   every backend (`variables`);
-//! - under bwrap, the twin mounted over the host's path when that exists (`bwrap::hides`
-//!   plans it, the helper mounts it), for tools that know no variable (cargo's registry,
-//!   older pythons' history).
+//! - under bwrap, for the history files (denied anyway) and what no variable reaches
+//!   (cargo's registry), the twin mounted over the host's path when that exists
+//!   (`bwrap::hides` plans it, the helper mounts it).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -34,6 +34,11 @@ pub struct Entry {
     pub path: &'static str,
     pub kind: Kind,
     pub variable: Option<&'static str>,
+    /// Under bwrap, the twin is mounted over the host's path (where the host has it): the
+    /// history files, which are denied anyway (the mount replaces the hide), and what no
+    /// variable reaches. The rest are left to their variables: a mount per cache would cost
+    /// start-up time for nothing the variables do not already do.
+    pub mount: bool,
     /// What it is, for `explain`.
     pub what: &'static str,
 }
@@ -44,72 +49,84 @@ pub const KEPT: &[Entry] = &[
         path: ".bash_history",
         kind: Kind::File,
         variable: None,
+        mount: true,
         what: "bash history (HISTFILE, when bash runs)",
     },
     Entry {
         path: ".zsh_history",
         kind: Kind::File,
         variable: None,
+        mount: true,
         what: "zsh history (HISTFILE, when zsh runs)",
     },
     Entry {
         path: ".python_history",
         kind: Kind::File,
         variable: Some("PYTHON_HISTORY"),
+        mount: true,
         what: "python's REPL history",
     },
     Entry {
         path: ".node_repl_history",
         kind: Kind::File,
         variable: Some("NODE_REPL_HISTORY"),
+        mount: true,
         what: "node's REPL history",
     },
     Entry {
         path: ".lesshst",
         kind: Kind::File,
         variable: Some("LESSHISTFILE"),
+        mount: true,
         what: "less's search history",
     },
     Entry {
         path: ".viminfo",
         kind: Kind::File,
         variable: None,
+        mount: false,
         what: "vim's viminfo (VIMINIT sets viminfofile)",
     },
     Entry {
         path: ".cache",
         kind: Kind::Dir,
         variable: Some("XDG_CACHE_HOME"),
+        mount: false,
         what: "caches (pip, go's build cache, agents' caches …)",
     },
     Entry {
         path: ".npm",
         kind: Kind::Dir,
         variable: Some("npm_config_cache"),
+        mount: false,
         what: "npm's cache",
     },
     Entry {
         path: ".cache/pip",
         kind: Kind::Dir,
         variable: Some("PIP_CACHE_DIR"),
+        mount: false,
         what: "pip's cache",
     },
     Entry {
         path: ".cargo/registry",
         kind: Kind::Dir,
         variable: None,
+        mount: true,
         what: "cargo's registry (bwrap only: cargo has no variable for it alone)",
     },
     Entry {
         path: ".cargo/git",
         kind: Kind::Dir,
         variable: None,
+        mount: true,
         what: "cargo's git checkouts (bwrap only)",
     },
     Entry {
         path: "go/pkg/mod",
         kind: Kind::Dir,
         variable: Some("GOMODCACHE"),
+        mount: false,
         what: "go's module cache",
     },
 ];
@@ -130,6 +147,8 @@ pub struct Kept {
     pub kind: Kind,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub variable: Option<&'static str>,
+    /// Bound over the host's path under bwrap (`Entry::mount`).
+    pub mount: bool,
     pub what: &'static str,
 }
 
@@ -144,6 +163,7 @@ pub fn plan(state: &Path, profile: &str, home: &Path) -> PrivateHome {
             twin: dir.join(e.path),
             kind: e.kind,
             variable: e.variable,
+            mount: e.mount,
             what: e.what,
         })
         .collect();

@@ -273,6 +273,14 @@ fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
                 continue;
             };
             let dir = kept.kind == crate::privatehome::Kind::Dir;
+            // Made once: later starts only look (a look follows nothing it acts on).
+            if kept
+                .twin
+                .symlink_metadata()
+                .is_ok_and(|m| m.is_dir() == dir)
+            {
+                continue;
+            }
             if let Err(e) = crate::files::create_inside(&home.dir, rel, dir) {
                 say.detail(&format!(
                     "sbx-shell: private home: cannot create {}: {e}",

@@ -188,10 +188,11 @@ pub fn render_text(report: &Report<'_>) -> String {
                 ),
             );
             for kept in &home.kept {
-                let host = if report.host_has(&kept.path) {
-                    "the host has it: bwrap binds the twin over it"
-                } else {
-                    "not on the host"
+                let host = match (kept.mount, report.host_has(&kept.path)) {
+                    (true, true) => "the host has it: bwrap binds the twin over it",
+                    (true, false) => "not on the host",
+                    (false, true) => "the host's stays read-only",
+                    (false, false) => "not on the host",
                 };
                 let variable = kept
                     .variable

@@ -152,8 +152,8 @@ const PRIVATE_DIRS: &[&str] = &["/dev", "/proc", "/tmp"];
 /// paths already are; `host::Place` resolves the rest), each once, skipping what does not
 /// exist and what a private or an already covered directory covers.
 ///
-/// A kept path gets its twin only where the host has it, as the same kind (file or
-/// directory) and not as a symlink; one with a grant inside it stays the host's (the grant
+/// A kept path that is mounted (`privatehome::Entry::mount`) gets its twin only where
+/// the host has it, as the same kind (file or directory) and not as a symlink; one with a grant inside it stays the host's (the grant
 /// says the program should see it); the tools' variables cover the rest
 /// (`privatehome::variables`).
 ///
@@ -171,6 +171,7 @@ pub fn hides(inputs: &Inputs<'_>) -> Vec<Hide> {
         .private_home
         .iter()
         .flat_map(|h| &h.kept)
+        .filter(|k| k.mount)
         .filter(|k| {
             let want = match k.kind {
                 crate::privatehome::Kind::Dir => PathKind::Dir,
@@ -404,6 +405,62 @@ mod tests {
         };
         assert!(hides(&inputs).is_empty());
         assert!(!build_argv(&inputs, &[]).iter().any(|a| a == "--cap-add"));
+    }
+
+    #[test]
+    fn the_private_homes_twins_replace_history_hides_and_cover_what_no_variable_reaches() {
+        let state = "/home/u/.local/state/sbx-shell/home/test";
+        let on_host = |p: &Path| match p.to_str().unwrap() {
+            "/home/u/.bash_history" => PathKind::File,
+            "/home/u/.cache" | "/home/u/.cargo/registry" | "/home/u/.cargo/git" => PathKind::Dir,
+            // A directory where a file is kept: not bound.
+            "/home/u/.lesshst" => PathKind::Dir,
+            other => kind(Path::new(other)),
+        };
+        let covers = |policy: &Policy| -> Vec<(String, Option<String>)> {
+            let inputs = Inputs {
+                kind_of: &on_host,
+                ..inputs(policy)
+            };
+            hides(&inputs)
+                .into_iter()
+                .filter(|h| h.path.starts_with("/home/u/.") && !h.path.starts_with("/home/u/.ssh"))
+                .map(|h| {
+                    (
+                        h.path.display().to_string(),
+                        h.twin.map(|t| t.display().to_string()),
+                    )
+                })
+                .collect()
+        };
+        let all = covers(&policy_with("/home/u/proj", "{}"));
+        let twin = |rel: &str| Some(format!("{state}/{rel}"));
+        assert!(
+            all.contains(&("/home/u/.bash_history".into(), twin(".bash_history"))),
+            "{all:?}"
+        );
+        assert!(
+            all.contains(&("/home/u/.cargo/registry".into(), twin(".cargo/registry"))),
+            "{all:?}"
+        );
+        // A cache with a variable is left to it; the denied directory-for-a-file is hidden.
+        assert!(!all.iter().any(|(p, _)| p == "/home/u/.cache"), "{all:?}");
+        assert!(all.contains(&("/home/u/.lesshst".into(), None)), "{all:?}");
+        // A grant inside keeps the host's; no private home, no twins.
+        let granted = covers(&policy_with(
+            "/home/u/proj",
+            r#"{"filesystem": {"write": ["~/.cargo/registry/cache"]}}"#,
+        ));
+        assert!(
+            !granted.iter().any(|(p, _)| p == "/home/u/.cargo/registry"),
+            "{granted:?}"
+        );
+        let off = covers(&policy_with("/home/u/proj", r#"{"private_home": false}"#));
+        assert!(off.iter().all(|(_, t)| t.is_none()), "{off:?}");
+        assert!(
+            off.contains(&("/home/u/.bash_history".into(), None)),
+            "{off:?}"
+        );
     }
 
     #[test]

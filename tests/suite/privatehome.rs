@@ -80,8 +80,8 @@ fn history_typed_in_one_session_is_there_in_the_next_and_the_hosts_is_untouched(
     }
 }
 
-/// Caches: writable inside, kept, and the host's left alone — under bwrap through the twin
-/// bound over `~/.cache`, everywhere through `XDG_CACHE_HOME` and the tools' variables.
+/// Caches: writable inside, kept, and the host's never written — through `XDG_CACHE_HOME`
+/// and the tools' variables, in every backend.
 #[test]
 fn caches_are_written_to_the_private_home_not_the_hosts() {
     if !tools_present() {
@@ -102,12 +102,12 @@ fn caches_are_written_to_the_private_home_not_the_hosts() {
                     mkdir -p "$d" && echo kept > "$d/made" || echo "NOT WRITABLE $d"
                 done
                 ls "$PIP_CACHE_DIR" | tr '\n' ' '; echo
-                cat ~/.cache/pip/host-wheel 2>/dev/null && echo HOST-CACHE-SEEN || echo HOST-CACHE-UNSEEN
+                (echo x > ~/.cache/pip/planted) 2>/dev/null && echo HOST-CACHE-WRITTEN || echo HOST-CACHE-READ-ONLY
                 echo DONE"#;
             let out = lab.command(backend, &["-c", script]).shown();
             let text = String::from_utf8_lossy(&out.stdout);
             assert!(!text.contains("NOT WRITABLE"), "{what}: {text}");
-            assert_lines(&text, &["HOST-CACHE-UNSEEN", "DONE"], &what);
+            assert_lines(&text, &["HOST-CACHE-READ-ONLY", "DONE"], &what);
             // A second session sees what the first made.
             let out = lab
                 .command(
