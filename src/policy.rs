@@ -350,7 +350,7 @@ pub fn resolve(
             filesystem.writable.sort();
         }
     }
-    filesystem.seed = resolve_seeds(layers, ctx, fs, &filesystem.writable)?;
+    filesystem.seed = resolve_seeds(layers, ctx, fs, &filesystem)?;
     Ok(Policy {
         profile: profile.to_string(),
         backend: layers
@@ -443,13 +443,15 @@ fn resolve_filesystem(
 }
 
 /// Every layer's seeds; each must land inside a writable path (it is made before the
-/// sandbox starts, by sbx-shell, and must not widen what the program can write).
+/// sandbox starts, by sbx-shell, and must not widen what the program can write) and come
+/// from outside the denied paths (a copy would hand the program what it may not read).
 fn resolve_seeds(
     layers: &[Layer],
     ctx: &PathContext,
     fs: &impl PathResolver,
-    writable: &[ResolvedPath],
+    filesystem: &Filesystem,
 ) -> Result<Vec<Seed>, PolicyError> {
+    let writable = &filesystem.writable;
     let mut out = BTreeSet::new();
     for layer in layers {
         for entry in &layer.config.filesystem.seed {
@@ -462,6 +464,17 @@ fn resolve_seeds(
                 return Err(PolicyError::SeedOutsideWritable {
                     origin: layer.origin.clone(),
                     path: path.path.display().to_string(),
+                });
+            }
+            if let Some(denial) = filesystem.denied.iter().find(|d| {
+                from.spellings()
+                    .iter()
+                    .any(|f| d.spellings().iter().any(|d| f.starts_with(d)))
+            }) {
+                return Err(PolicyError::GrantOfDenied {
+                    how: "seed from",
+                    path: from.path.display().to_string(),
+                    denied: denial.path.display().to_string(),
                 });
             }
             out.insert(Seed { path, from });

@@ -330,3 +330,37 @@ fn granting_a_denied_path_is_an_error_never_a_silent_no_op() {
     let p = policy(&[layer("config", r#"{"filesystem": {"read": ["~"]}}"#)]);
     assert!(paths(&p.filesystem.denied).contains(&"/home/u/.ssh".to_string()));
 }
+
+#[test]
+fn seeds_land_in_writable_paths_and_never_copy_a_denied_one() {
+    let ok = policy(&[layer(
+        "profile",
+        r#"{"filesystem": {"write": ["~/.tool"], "seed": [{"path": "~/.tool/s.json", "from": "~/.tool.json"}]}}"#,
+    )]);
+    assert_eq!(ok.filesystem.seed.len(), 1);
+    assert_eq!(
+        ok.filesystem.seed[0].path.path,
+        Path::new("/home/u/.tool/s.json")
+    );
+    let all = vec![defaults_layer()];
+    let outside = layer(
+        "profile",
+        r#"{"filesystem": {"seed": [{"path": "~/.bashrc", "from": "~/.tool.json"}]}}"#,
+    );
+    let err = resolve("t", &[all.clone(), vec![outside]].concat(), &ctx(), &FakeFs).unwrap_err();
+    assert!(
+        matches!(err, PolicyError::SeedOutsideWritable { .. }),
+        "{err}"
+    );
+    let secret = layer(
+        "profile",
+        r#"{"filesystem": {"write": ["~/.tool"], "seed": [{"path": "~/.tool/k", "from": "~/.ssh/id_ed25519"}]}}"#,
+    );
+    let err = resolve("t", &[all, vec![secret]].concat(), &ctx(), &FakeFs).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("seed from /home/u/.ssh/id_ed25519"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("Hint: "), "{err}");
+}
