@@ -7,7 +7,7 @@
 //! network is needed: each shows its onboarding or a login choice first.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::support::{bin, sh_quote, skipped, Scratch, Tmux};
 
@@ -75,18 +75,7 @@ fn agents_bin() -> Option<PathBuf> {
 
 /// Wait until the pane shows `needle`, with the agents' patience.
 fn expect(tmux: &Tmux, needle: &str) -> String {
-    let start = Instant::now();
-    loop {
-        let pane = tmux.capture();
-        if pane.contains(needle) {
-            return pane;
-        }
-        assert!(
-            start.elapsed() < AGENT_PATIENCE,
-            "timed out waiting for {needle:?}; the pane shows:\n{pane}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    tmux.expect_within(needle, AGENT_PATIENCE)
 }
 
 /// The visible screen, trimmed, without blank lines, the home's own name replaced.

@@ -759,6 +759,11 @@ impl Tmux {
 
     /// Wait until the pane shows `needle`; return the pane.
     pub fn expect(&self, needle: &str) -> String {
+        self.expect_within(needle, PATIENCE)
+    }
+
+    /// `expect`, waiting up to `patience` (programs that take seconds to start).
+    pub fn expect_within(&self, needle: &str, patience: Duration) -> String {
         let start = Instant::now();
         loop {
             let pane = self.capture();
@@ -766,7 +771,7 @@ impl Tmux {
                 return pane;
             }
             assert!(
-                start.elapsed() < PATIENCE,
+                start.elapsed() < patience,
                 "timed out waiting for {needle:?}; the pane shows:\n{pane}"
             );
             std::thread::sleep(Duration::from_millis(20));
