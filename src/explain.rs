@@ -86,9 +86,9 @@ pub enum BackendOutput {
         argv: Vec<String>,
         profile: Option<String>,
         params: Vec<(String, String)>,
-        /// bwrap: what the helper then hides inside, first.
+        /// bwrap: what the helper then mounts inside, first, in order.
         #[serde(skip_serializing_if = "Vec::is_empty")]
-        hidden: Vec<crate::sandbox::bwrap::Hide>,
+        mounts: Vec<crate::sandbox::bwrap::Mount>,
     },
     /// In-process rules the helper applies: Landlock (layered under bwrap, and alone) and seccomp.
     Applies {
@@ -163,7 +163,7 @@ fn seatbelt_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput
     };
     match seatbelt::build_profile(&inputs) {
         Ok(profile) => BackendOutput::Runs {
-            hidden: Vec::new(),
+            mounts: Vec::new(),
             argv: vec![
                 seatbelt::SANDBOX_EXEC.into(),
                 "-p".into(),
@@ -195,13 +195,13 @@ fn bwrap_output(policy: &Policy, host: &Host, ctx: &sandbox::Context<'_>) -> Bac
         landlock: true,
     };
     let built = sandbox::wrap(&backend, policy, ctx, &[HELPER.into()])
-        .and_then(|argv| Ok((argv, sandbox::in_process(&backend, policy, ctx)?.hide)));
+        .and_then(|argv| Ok((argv, sandbox::in_process(&backend, policy, ctx)?.mounts)));
     match built {
-        Ok((argv, hidden)) => BackendOutput::Runs {
+        Ok((argv, mounts)) => BackendOutput::Runs {
             argv: strings(argv),
             profile: None,
             params: Vec::new(),
-            hidden,
+            mounts,
         },
         Err(e) => BackendOutput::Refuses {
             reason: e.to_string(),

@@ -204,3 +204,86 @@ mod tests {
         std::fs::remove_dir_all(&base).unwrap();
     }
 }
+
+/// The object a path names (device and inode), as sbx-shell saw it when it planned: the
+/// helper refuses to go on when it finds another object there (`sandbox::bwrap::Mount`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Identity {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// What an opened path is.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Dir,
+    Symlink,
+    /// A regular file, a socket, a device …
+    Other,
+}
+
+/// `path` (absolute) opened `O_PATH`, walked one component at a time from `/` without
+/// following a symlink anywhere: a symlink in the middle fails (`ENOTDIR`); a symlink at
+/// the end is opened as itself (`NodeKind::Symlink`).
+#[cfg(target_os = "linux")]
+pub fn open_nofollow(path: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsFd;
+    let mut parts = path.components();
+    if parts.next() != Some(std::path::Component::RootDir) {
+        return Err(io::ErrorKind::InvalidInput.into());
+    }
+    let names: Vec<&std::ffi::OsStr> = parts
+        .map(|part| match part {
+            std::path::Component::Normal(name) => Ok(name),
+            _ => Err(io::Error::from(io::ErrorKind::InvalidInput)),
+        })
+        .collect::<io::Result<_>>()?;
+    let path_flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut at = nix::fcntl::open("/", path_flags | OFlag::O_DIRECTORY, Mode::empty())?;
+    for (i, name) in names.iter().enumerate() {
+        let flags = if i + 1 == names.len() {
+            path_flags
+        } else {
+            path_flags | OFlag::O_DIRECTORY
+        };
+        at = nix::fcntl::openat(at.as_fd(), *name, flags, Mode::empty())?;
+    }
+    Ok(at)
+}
+
+/// The identity and kind of what `fd` refers to.
+#[cfg(target_os = "linux")]
+pub fn identify(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<(Identity, NodeKind)> {
+    let st = nix::sys::stat::fstat(fd)?;
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFDIR => NodeKind::Dir,
+        libc::S_IFLNK => NodeKind::Symlink,
+        _ => NodeKind::Other,
+    };
+    Ok((
+        Identity {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        },
+        kind,
+    ))
+}
+
+/// The identity of what `path` names, seen without following a symlink; `None` when it
+/// is missing, or a symlink (`open_nofollow`).
+#[cfg(target_os = "linux")]
+pub fn identity_of(path: &Path) -> Option<Identity> {
+    use std::os::fd::AsFd;
+    let fd = open_nofollow(path).ok()?;
+    match identify(fd.as_fd()).ok()? {
+        (_, NodeKind::Symlink) => None,
+        (id, _) => Some(id),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn identity_of(_path: &Path) -> Option<Identity> {
+    None
+}

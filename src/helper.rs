@@ -5,8 +5,9 @@
 //! execs the program in place (same pid). It is single-threaded and runs our own code only,
 //! so it is where process state that must be set from inside the child is set, in order:
 //!
-//! 0. inside bwrap, hide the denied paths and the host's runtime directory and sockets
-//!    (skipping any that vanished since sbx-shell looked), then drop every capability;
+//! 0. inside bwrap, check the writable mounts, seal, pin, protect and hide what the plan
+//!    says (`sandbox::bwrap::mounts`; a socket that vanished since sbx-shell looked is
+//!    skipped, any other difference ends the helper), then drop every capability;
 //! 0. with a network allow-list inside bwrap, open the proxy's port in the sandbox's network
 //!    namespace and hand the listening socket to sbx-shell (`netproxy`);
 //! 0. in guard mode, fork: the parent stays behind as the guard of the program's process
@@ -56,12 +57,15 @@ pub use os::ConfineError;
 pub enum HelperError {
     #[error("internal error: helper mode: {0}")]
     Spec(#[from] SpecError),
-    #[error("cannot hide {path} in the sandbox: {source}")]
-    Hide {
+    #[error("cannot set up {path} in the sandbox: {source}")]
+    Mount {
         path: String,
         #[source]
         source: io::Error,
     },
+    #[error("{path} changed while the sandbox started: it is not what sbx-shell saw a moment before, so it could not be protected as planned; nothing ran\nHint: run again; if this keeps happening, something is renaming or replacing files there")]
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Changed { path: String },
     #[error("cannot open the network proxy's port: {0}")]
     ProxyPort(#[source] io::Error),
     #[error("cannot start the process guard: {0}")]
@@ -108,9 +112,9 @@ pub fn run(args: &[OsString]) -> ExitCode {
 /// The steps in the module doc's order; `Ok` only in the guard.
 fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
     let parsed = parse_helper_args(args)?;
-    if !parsed.spec.hide.is_empty() {
-        os::apply_hides(&parsed.spec.hide)?;
-        // CAP_SYS_ADMIN was kept for the hides only: gone before anything else runs.
+    if !parsed.spec.mounts.is_empty() {
+        os::apply_mounts(&parsed.spec.mounts)?;
+        // CAP_SYS_ADMIN was kept for the mounts only: gone before anything else runs.
         os::confine_privileges()?;
     }
     if let Some(listen) = parsed.spec.proxy_listen {

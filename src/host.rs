@@ -378,6 +378,7 @@ pub struct Place {
     /// once. (The session bus and gpg-agent live in the runtime directory.)
     pub sockets: Vec<PathBuf>,
     kinds: PathKinds,
+    identities: RefCell<HashMap<PathBuf, Option<crate::files::Identity>>>,
 }
 
 impl Place {
@@ -391,12 +392,23 @@ impl Place {
                 .and_then(|r| std::fs::canonicalize(r).ok()),
             sockets: host_sockets(&RealFs::default()),
             kinds: PathKinds::default(),
+            identities: RefCell::default(),
         }
     }
 
     /// What `path` is on this host (following symlinks), asked once per path.
     pub fn kind(&self, path: &Path) -> PathKind {
         self.kinds.kind(path)
+    }
+
+    /// What `path` names, seen without following a symlink, asked once per path.
+    pub fn identity(&self, path: &Path) -> Option<crate::files::Identity> {
+        if let Some(id) = self.identities.borrow().get(path) {
+            return *id;
+        }
+        let id = crate::files::identity_of(path);
+        self.identities.borrow_mut().insert(path.to_path_buf(), id);
+        id
     }
 }
 

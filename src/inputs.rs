@@ -89,6 +89,7 @@ pub fn resolve(
         home: home.to_path_buf(),
         workspace,
         state: crate::sessionlog::state_dir(home),
+        config: config_dir(home),
     };
     Ok(policy::resolve(&name, &layers, &ctx, &RealFs::default())?)
 }

@@ -151,6 +151,8 @@ pub struct PathContext {
     pub workspace: PathBuf,
     /// sbx-shell's state directory (`sessionlog::state_dir`): the private homes live there.
     pub state: PathBuf,
+    /// sbx-shell's configuration directory (`inputs::config_dir`): config and profiles.
+    pub config: PathBuf,
 }
 
 /// A path as written (made absolute) and, when different, as the kernel sees it.
@@ -412,6 +414,10 @@ fn resolve_filesystem(
         denied.remove(&allowed);
     }
     let mut protected = builtin(DEFAULT_PROTECTED, "default protected paths")?;
+    // sbx-shell's own configuration, profiles and state, wherever XDG puts them: a session
+    // that could write them could loosen the next one (the private homes, inside, are
+    // writable grants deeper in).
+    protected.extend(own_dirs(ctx, fs)?);
     protected.extend(collect(&|c| &c.filesystem.protect)?);
     let writable = collect(&|c| &c.filesystem.write)?;
     let readable = collect(&|c| &c.filesystem.read)?;
@@ -440,6 +446,17 @@ fn resolve_filesystem(
         protected: protected.into_iter().collect(),
         seed: Vec::new(),
     })
+}
+
+/// sbx-shell's own directories: configuration (with the profiles) and state.
+pub fn own_dirs(
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+) -> Result<Vec<ResolvedPath>, PolicyError> {
+    [&ctx.config, &ctx.state]
+        .into_iter()
+        .map(|dir| resolve_path(&dir.display().to_string(), "sbx-shell's own files", ctx, fs))
+        .collect()
 }
 
 /// Every layer's seeds; each must land inside a writable path (it is made before the

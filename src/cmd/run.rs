@@ -53,6 +53,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     process::install_subreaper();
     pty::install_panic_hook();
     let plan = resolve(&cli, login_arg0, say)?;
+    create_own_dirs(&plan.home)?;
     let host = measure_host(&plan);
     let backend = choose_backend(&plan, &host, say)?;
     let net = start_network(&plan, &backend, &cli.resolve, say)?;
@@ -244,6 +245,23 @@ fn start_network(
     Ok(net)
 }
 
+/// sbx-shell's own configuration and state directories, made (0700) when missing so that
+/// the sandbox can bind them read-only: a missing one could be created from inside.
+fn create_own_dirs(home: &std::path::Path) -> Result<(), Failure> {
+    for dir in [
+        crate::inputs::config_dir(home),
+        crate::sessionlog::state_dir(home),
+    ] {
+        crate::files::create_private_dir(&dir).with_context(|| {
+            format!(
+                "cannot create {}, sbx-shell's own directory (the sandbox keeps it read-only)\nHint: check that its parent is writable",
+                dir.display()
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// Step 5a: the writable state paths in the home that are missing (an agent's first run),
 /// created as private directories (`policy::state_to_create`).
 fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
@@ -375,7 +393,7 @@ fn build_argv(
             .stop_notify_fd()
             .filter(|_| layers.launcher_depth > 0),
         lifeline_fd: layers.guard.then(|| lifeline.child_fd()),
-        hide: layers.hide.clone(),
+        mounts: layers.mounts.clone(),
         proxy_listen: net.and_then(|n| {
             n.channel.as_ref().map(|fd| ProxyListen {
                 port: n.port,

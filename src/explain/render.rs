@@ -24,22 +24,33 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
             argv,
             profile,
             params,
-            hidden,
+            mounts,
         } => {
             let _ = writeln!(out, "{}", argv.join(" "));
-            if !hidden.is_empty() {
+            if !mounts.is_empty() {
                 let _ = writeln!(
                     out,
-                    "then the helper hides, first (what vanished by then is skipped):"
+                    "then the helper, first, in order (each path opened without following a symlink; one that is not what sbx-shell saw ends the session, a vanished socket is skipped):"
                 );
             }
-            for hide in hidden {
-                let how = match (&hide.twin, hide.dir) {
-                    (Some(twin), _) => format!("its twin {} (read-write)", twin.display()),
-                    (None, true) => "an empty read-only directory".to_string(),
-                    (None, false) => "/dev/null".to_string(),
+            for m in mounts {
+                use crate::sandbox::bwrap::How;
+                let how = match &m.how {
+                    How::Writable => "checked: bwrap's read-write bind".to_string(),
+                    How::Seal { readonly } => format!(
+                        "sealed: read-only, nothing can be created at its top; its entries stay writable except dot entries{}",
+                        readonly
+                            .iter()
+                            .map(|r| format!(", {r}"))
+                            .collect::<String>()
+                    ),
+                    How::Pin => "pinned: cannot be renamed or removed".to_string(),
+                    How::ReadOnly => "read-only".to_string(),
+                    How::Twin { twin, .. } => format!("its twin {} (read-write)", twin.display()),
+                    How::Hide { dir: true } => "an empty read-only directory".to_string(),
+                    How::Hide { dir: false } => "/dev/null".to_string(),
                 };
-                let _ = writeln!(out, "  {} -> {how}", hide.path.display());
+                let _ = writeln!(out, "  {} -> {how}", m.path.display());
             }
             for (key, value) in params {
                 let _ = writeln!(out, "  -D {key}={value}");

@@ -49,8 +49,6 @@ pub enum ConfineError {
     SeccompApply(#[source] seccompiler::Error),
 }
 
-/// Every capability gone for good (bounding set, ambient, effective/permitted/inheritable),
-/// then no_new_privs, so neither root nor a set-uid program gets privileges back.
 /// A new mount namespace for this process (and what it starts), with no propagation out.
 pub fn private_mount_namespace() -> io::Result<()> {
     // SAFETY: unshare takes flags only.
@@ -73,130 +71,8 @@ pub fn private_mount_namespace() -> io::Result<()> {
     Ok(())
 }
 
-/// Mount over `path` so that what was there is out of reach: an empty read-only tmpfs on a
-/// directory, `/dev/null` bound read-only on anything else. Needs CAP_SYS_ADMIN in the
-/// sandbox's namespaces.
-pub fn hide(path: &std::path::Path, dir: bool) -> io::Result<()> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let target = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let mount = |source: &[u8], fstype: &[u8], flags: libc::c_ulong, data: &[u8]| {
-        // SAFETY: every pointer is a NUL-terminated string that outlives the call.
-        let rc = unsafe {
-            libc::mount(
-                source.as_ptr().cast(),
-                target.as_ptr(),
-                fstype.as_ptr().cast(),
-                flags,
-                data.as_ptr().cast(),
-            )
-        };
-        if rc == -1 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
-    };
-    let hardened = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    if dir {
-        return mount(
-            b"tmpfs\0",
-            b"tmpfs\0",
-            hardened | libc::MS_RDONLY,
-            b"mode=0755,size=4k\0",
-        );
-    }
-    mount(b"/dev/null\0", b"\0", libc::MS_BIND, b"\0")?;
-    // Read-only, keeping the flags the bind took from /dev's mount (a remount may not
-    // clear flags that a user namespace locked).
-    // SAFETY: a zeroed statvfs is valid to be filled in.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `target` is NUL-terminated and `st` writable.
-    if unsafe { libc::statvfs(target.as_ptr(), &mut st) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    let kept = [
-        (libc::ST_NOSUID, libc::MS_NOSUID),
-        (libc::ST_NODEV, libc::MS_NODEV),
-        (libc::ST_NOEXEC, libc::MS_NOEXEC),
-        (libc::ST_NOATIME, libc::MS_NOATIME),
-        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (libc::ST_RELATIME, libc::MS_RELATIME),
-    ]
-    .iter()
-    .filter(|(st_flag, _)| st.f_flag & st_flag != 0)
-    .fold(0, |acc, (_, ms)| acc | ms);
-    mount(
-        b"\0",
-        b"\0",
-        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | kept,
-        b"\0",
-    )
-}
-
-/// Bind `twin` (in the private home) over `path`, read-write: both opened without following
-/// a symlink and checked to be a directory (`dir`) or a regular file, then bound through
-/// their descriptors, so that neither can be swapped for a symlink in between. `ENOENT`
-/// when `path` is missing; `ELOOP` when the twin is missing, or either is a symlink or of
-/// the other kind.
-pub fn bind_twin(twin: &Path, path: &Path, dir: bool) -> io::Result<()> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    let open = |p: &Path| -> io::Result<OwnedFd> {
-        let c = std::ffi::CString::new(p.as_os_str().as_bytes())
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        // SAFETY: `c` is NUL-terminated; the returned fd is owned below.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
-        };
-        if fd == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just opened and is owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: a zeroed stat is valid to be filled in.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: `fd` is open and `st` writable.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        let want = if dir { libc::S_IFDIR } else { libc::S_IFREG };
-        if st.st_mode & libc::S_IFMT != want {
-            return Err(io::Error::from_raw_os_error(libc::ELOOP));
-        }
-        Ok(fd)
-    };
-    let source = open(twin).map_err(|e| match e.raw_os_error() {
-        Some(libc::ENOENT) => io::Error::from_raw_os_error(libc::ELOOP),
-        _ => e,
-    })?;
-    let target = open(path)?;
-    let proc_path = |fd: &OwnedFd| {
-        std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
-    };
-    let (from, to) = (proc_path(&source)?, proc_path(&target)?);
-    // SAFETY: NUL-terminated paths that outlive the call; null fstype and data are allowed
-    // for a bind mount.
-    let rc = unsafe {
-        libc::mount(
-            from.as_ptr(),
-            to.as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND,
-            std::ptr::null(),
-        )
-    };
-    if rc == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
+/// Every capability gone for good (bounding set, ambient, effective/permitted/inheritable),
+/// then no_new_privs, so neither root nor a set-uid program gets privileges back.
 pub fn apply_drop_privileges() -> Result<(), ConfineError> {
     let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()

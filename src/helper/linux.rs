@@ -6,6 +6,8 @@
 mod confine;
 #[path = "guard.rs"]
 mod guard;
+#[path = "mounts.rs"]
+mod mounts;
 
 use std::io;
 use std::process::ExitCode;
@@ -23,42 +25,81 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<Option<ExitCode>> {
     guard::split(spec.stop_notify_fd, spec.lifeline_fd)
 }
 
-/// Hide each path (`sandbox::bwrap::Hide`): a directory under an empty read-only tmpfs,
-/// anything else under `/dev/null`, read-only; or bind its twin from the private home. A path that no longer exists has nothing
-/// left to hide and is skipped; any other failure ends the helper (never a weaker sandbox).
+/// Make the mounts of the plan (`sandbox::bwrap::mounts`), in order, each through a
+/// descriptor of the path opened without following a symlink (`mounts.rs`), then move to
+/// the working directory again (it was entered before, under what is now covered).
+///
+/// A planned path that is not what sbx-shell saw (another object, a symlink, gone) ends
+/// the helper (`HelperError::Changed`): something moved it while the sandbox started.
+/// Exceptions: what was missing when planned and is still missing has nothing to cover;
+/// a host socket without a recorded identity that is gone is skipped; a twin that is not
+/// what it should be (a symlink the program left in its private home) gives way to a
+/// hide of the host's path, never to the host's path itself.
 ///
 /// In a mount namespace of the helper's own: for an unprivileged user, bwrap puts the
 /// sandbox in a second user namespace that does not own bwrap's mount namespace, so mounts
 /// there fail; a new one is owned by ours (its mounts copied, locked, and mounted over).
-pub fn apply_hides(hides: &[crate::sandbox::bwrap::Hide]) -> Result<(), super::HelperError> {
-    confine::private_mount_namespace().map_err(|source| super::HelperError::Hide {
+pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::HelperError> {
+    use crate::sandbox::bwrap::{stays_writable, How};
+    use mounts::Found;
+    use std::os::fd::AsFd;
+    confine::private_mount_namespace().map_err(|source| super::HelperError::Mount {
         path: "/ (a mount namespace of its own)".into(),
         source,
     })?;
-    for hide in hides {
-        let failed = |source: io::Error| super::HelperError::Hide {
-            path: hide.path.display().to_string(),
+    for m in plan {
+        let path = m.path.display().to_string();
+        let failed = |source: io::Error| super::HelperError::Mount {
+            path: path.clone(),
             source,
         };
-        let done = match &hide.twin {
-            // A twin that is not what it should be (a symlink the program left in its
-            // private home, or a host path of another kind): the host's path is hidden
-            // instead, never shown (it may be the host's history).
-            Some(twin) => match confine::bind_twin(twin, &hide.path, hide.dir) {
-                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                    confine::hide(&hide.path, hide.dir)
+        let changed = || super::HelperError::Changed { path: path.clone() };
+        let (fd, dir) = match mounts::find(&m.path).map_err(failed)? {
+            Found::Node(fd, id, dir) => {
+                if m.id.is_some_and(|want| want != id) {
+                    return Err(changed());
                 }
-                other => other,
-            },
-            None => confine::hide(&hide.path, hide.dir),
+                (fd, dir)
+            }
+            Found::Missing if m.id.is_none() => continue,
+            Found::Missing | Found::Symlink => return Err(changed()),
         };
-        match done {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-            Err(e) => return Err(failed(e)),
+        let fd = fd.as_fd();
+        match &m.how {
+            How::Writable => {
+                let (root, writable) = mounts::mount_state(fd).map_err(failed)?;
+                if !(root && writable) {
+                    return Err(changed());
+                }
+            }
+            How::Seal { readonly } => {
+                mounts::seal(&m.path, fd, &|name| stays_writable(name, readonly))
+                    .map_err(failed)?;
+            }
+            How::Pin => mounts::pin(fd).map_err(failed)?,
+            How::ReadOnly => mounts::read_only(fd).map_err(failed)?,
+            How::Hide { .. } => mounts::hide(fd, dir).map_err(failed)?,
+            How::Twin { twin, dir: want } => {
+                if *want != dir {
+                    return Err(changed());
+                }
+                match mounts::bind_twin(twin, dir, fd) {
+                    Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                        mounts::hide(fd, dir).map_err(failed)?;
+                    }
+                    other => other.map_err(failed)?,
+                }
+            }
         }
     }
-    Ok(())
+    let cwd = std::env::current_dir().map_err(|source| super::HelperError::Mount {
+        path: "the working directory".into(),
+        source,
+    })?;
+    std::env::set_current_dir(&cwd).map_err(|source| super::HelperError::Mount {
+        path: cwd.display().to_string(),
+        source,
+    })
 }
 
 /// Drop every capability and set no_new_privs (again later: it is idempotent).

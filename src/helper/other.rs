@@ -22,12 +22,12 @@ pub fn split_off_guard(_spec: &HelperSpec) -> io::Result<Option<ExitCode>> {
     Err(io::Error::other("guard mode exists on Linux only"))
 }
 
-pub fn apply_hides(hides: &[crate::sandbox::bwrap::Hide]) -> Result<(), super::HelperError> {
-    Err(super::HelperError::Hide {
-        path: hides
+pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::HelperError> {
+    Err(super::HelperError::Mount {
+        path: plan
             .first()
-            .map_or(String::new(), |h| h.path.display().to_string()),
-        source: io::Error::other("hiding paths inside a sandbox exists on Linux only"),
+            .map_or(String::new(), |m| m.path.display().to_string()),
+        source: io::Error::other("mounts inside a sandbox exist on Linux only"),
     })
 }
 

@@ -43,11 +43,10 @@ pub struct HelperSpec {
     /// checks it before anything runs and watches it until the end.
     #[serde(default)]
     pub lifeline_fd: Option<i32>,
-    /// Linux, inside bwrap: paths to hide first, before anything else (with CAP_SYS_ADMIN,
-    /// which bwrap kept for this and which is then dropped); one that no longer exists is
-    /// skipped.
+    /// Linux, inside bwrap: what to mount (or check) first, before anything else, in order
+    /// (with CAP_SYS_ADMIN, which bwrap kept for this and which is then dropped).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub hide: Vec<crate::sandbox::bwrap::Hide>,
+    pub mounts: Vec<crate::sandbox::bwrap::Mount>,
     /// Network allow-list inside bwrap: listen on this loopback port of the sandbox's network
     /// namespace and hand the listening socket to sbx-shell's proxy over this inherited
     /// unix socket, before anything else.
@@ -172,7 +171,7 @@ mod tests {
             guard: false,
             stop_notify_fd: None,
             lifeline_fd: None,
-            hide: Vec::new(),
+            mounts: Vec::new(),
             proxy_listen: Some(ProxyListen {
                 port: 3128,
                 channel_fd: 7,

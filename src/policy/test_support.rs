@@ -23,6 +23,7 @@ pub fn policy_with(workspace: &str, extra: &str) -> Policy {
         home: "/home/u".into(),
         workspace: workspace.into(),
         state: "/home/u/.local/state/sbx-shell".into(),
+        config: "/home/u/.config/sbx-shell".into(),
     };
     resolve("test", &[defaults_layer(), layer], &ctx, &SameFs).unwrap()
 }

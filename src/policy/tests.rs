@@ -28,6 +28,7 @@ fn ctx() -> PathContext {
         home: "/home/u".into(),
         workspace: "/home/u/proj".into(),
         state: "/home/u/.local/state/sbx-shell".into(),
+        config: "/home/u/.config/sbx-shell".into(),
     }
 }
 

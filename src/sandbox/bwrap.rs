@@ -1,11 +1,12 @@
 //! The bubblewrap layer (Linux): the argv that runs the helper in private namespaces.
 //!
-//! Pure: what exists on disk arrives as `PathKind`s, the host's sockets as paths. Mounts
-//! apply in order, later over earlier: the root read-only (or read-write when unrestricted),
-//! private `/dev`, `/proc` and `/tmp`, the writable roots bound read-write, then protected
-//! paths bound read-only over them. Then, inside, the helper hides the denied paths and the
-//! host's runtime directory and sockets (`hides`: last, so a secret inside a protected
-//! directory stays hidden; by the helper, which skips what vanished meanwhile).
+//! Pure: what exists on disk arrives as `PathKind`s and `Identity`s, the host's sockets as
+//! paths. Mounts apply in order, later over earlier: bwrap binds the root read-only (or
+//! read-write when unrestricted), private `/dev`, `/proc` and `/tmp`, and the writable roots
+//! read-write; then, inside, the helper checks those, seals the home directory when it is
+//! writable, pins the ancestors of protected and denied paths, binds the protected paths
+//! read-only and hides the denied ones and the host's runtime directory and sockets
+//! (`mounts`), each through a descriptor opened without following a symlink.
 //! bwrap gets `--new-session` and a pid namespace, and the helper inside makes the pty its
 //! controlling terminal (job control, resize and ^C then work; see DESIGN.md §4).
 
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::FsMode;
+use crate::files::Identity;
 use crate::host::PathKind;
 use crate::policy::{Network, Policy, ResolvedPath};
 
@@ -50,6 +52,8 @@ pub struct Inputs<'a> {
     /// there: its own path may be hidden inside (under /tmp, a denied path).
     pub helper: Option<HelperFd>,
     pub kind_of: &'a dyn Fn(&Path) -> PathKind,
+    /// What each path names now, seen without following symlinks (`files::identity_of`).
+    pub identity_of: &'a dyn Fn(&Path) -> Option<Identity>,
 }
 
 /// Where the helper's executable appears inside (in the private /dev, which bwrap makes).
@@ -105,18 +109,9 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
     for path in &fs.writable {
         a.mount("--bind-try", real(path), real(path));
     }
-    // -try: one that vanished since it was looked at has nothing left to protect.
-    for path in fs
-        .protected
-        .iter()
-        .filter(|p| (inputs.kind_of)(real(p)) != PathKind::Missing)
-    {
-        a.mount("--ro-bind-try", real(path), real(path));
-    }
-    // What must be hidden is hidden by the helper, which needs CAP_SYS_ADMIN in the
-    // sandbox for that, and CAP_SETPCAP to drop both from its bounding set right after:
-    // see `hides`.
-    if !hides(inputs).is_empty() {
+    // The rest is the helper's, which needs CAP_SYS_ADMIN in the sandbox for it, and
+    // CAP_SETPCAP to drop both from its bounding set right after: see `mounts`.
+    if !mounts(inputs).is_empty() {
         a.flags(&["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]);
     }
     a.0.extend(["--chdir".into(), inputs.cwd.into(), "--".into()]);
@@ -130,39 +125,178 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
     a.0
 }
 
-/// A path the helper covers inside the sandbox, after bwrap's mounts: hidden (a directory
-/// becomes an empty read-only tmpfs, anything else `/dev/null`, read-only), or, with `twin`,
-/// replaced by its twin in the private home (`privatehome`), bound read-write.
+/// One mount the helper makes (or, for `Writable`, checks) inside the sandbox, in the
+/// order `mounts` gives. Every path is opened without following a symlink anywhere in it
+/// (`files::open_nofollow`) and mounted through that descriptor, never by name again; with
+/// `id`, the object found there must be the one sbx-shell saw when it planned, or the
+/// helper ends the session before anything runs (a rename or a symlink flipped while the
+/// sandbox started).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Hide {
+pub struct Mount {
     pub path: PathBuf,
-    pub dir: bool,
+    pub how: How,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub twin: Option<PathBuf>,
+    pub id: Option<Identity>,
 }
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum How {
+    /// bwrap bound it read-write: checked to be that mount, writable.
+    Writable,
+    /// Read-only, except its entries that `stays_writable` keeps writable (each bound
+    /// read-write again): nothing can be created, renamed or removed at its top.
+    Seal { readonly: Vec<String> },
+    /// Bound on itself, so that it cannot be renamed or removed (EBUSY): an ancestor of a
+    /// protected or denied path inside a writable tree.
+    Pin,
+    /// Read-only, with everything in it (a writable grant deeper inside stays writable).
+    ReadOnly,
+    /// Out of reach: a directory under an empty read-only tmpfs, anything else under
+    /// `/dev/null`, read-only.
+    Hide { dir: bool },
+    /// Its twin in the private home (`privatehome`) bound over it, read-write; hidden
+    /// instead when the twin is missing, a symlink or of the other kind.
+    Twin { twin: PathBuf, dir: bool },
+}
+
+/// Whether the entry `name` of a sealed directory stays writable: not a dotfile or
+/// dot-directory (they configure what runs outside) and not one of `readonly`.
+pub fn stays_writable(name: &std::ffi::OsStr, readonly: &[String]) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    !name.as_bytes().starts_with(b".") && !readonly.iter().any(|r| r.as_bytes() == name.as_bytes())
+}
+
+/// Entries of the home directory that run code outside although their names have no dot.
+pub const HOME_READONLY: &[&str] = &["bin"];
 
 /// Directories the sandbox gets fresh (private `/dev`, `/proc`, `/tmp`): nothing of the
 /// host's shows there, so nothing there needs hiding.
 const PRIVATE_DIRS: &[&str] = &["/dev", "/proc", "/tmp"];
 
-/// What to cover, in order: the denied paths and the private home's kept paths (parents
-/// first; a kept path that is also denied gets its twin, not a hide), then the host's
-/// runtime directory and sockets (unless granted), each by its real path (the policy's
-/// paths already are; `host::Place` resolves the rest), each once, skipping what does not
-/// exist and what a private or an already covered directory covers.
+/// The trees the program can write: the workspace (workspace-write), the writable paths,
+/// and `/` when unrestricted.
+fn writable_roots(fs: &crate::policy::Filesystem) -> Vec<&Path> {
+    let mut roots: Vec<&Path> = fs.writable.iter().map(real).collect();
+    match fs.mode {
+        FsMode::WorkspaceWrite => roots.push(real(&fs.workspace)),
+        FsMode::Unrestricted => roots.push(Path::new("/")),
+        FsMode::ReadOnly => {}
+    }
+    roots.sort();
+    roots.dedup();
+    roots
+}
+
+/// What the helper mounts, in order (`Mount`):
+///
+/// 1. `Writable`: each writable root bwrap bound, checked;
+/// 2. `Seal`: the home directory, when a writable root holds it (the workspace is `$HOME`,
+///    or above it) in workspace-write mode: its dot entries and `HOME_READONLY` stay
+///    read-only, and nothing new can appear at its top;
+/// 3. `Pin`: every existing directory between a writable root and a protected or denied
+///    path inside it, parents first, so that no ancestor can be renamed away;
+/// 4. `ReadOnly`: the protected paths inside writable roots (the rest is read-only anyway);
+/// 5. the denied paths and the private home's kept paths (parents first; a kept path that
+///    is also denied gets its twin, not a hide), then the host's runtime directory and
+///    sockets (unless granted), each once, skipping what does not exist and what a private
+///    or an already covered directory covers.
 ///
 /// A kept path that is mounted (`privatehome::Entry::mount`) gets its twin only where
-/// the host has it, as the same kind (file or directory) and not as a symlink; one with a grant inside it stays the host's (the grant
-/// says the program should see it); the tools' variables cover the rest
-/// (`privatehome::variables`).
+/// the host has it, as the same kind (file or directory); one with a grant inside it stays
+/// the host's (the grant says the program should see it); the tools' variables cover the
+/// rest (`privatehome::variables`).
 ///
-/// The helper does it, not bwrap: bwrap ends the session when a mount's destination
-/// vanished since it was looked at (a container engine restarting, an agent exiting) or
-/// lies in a read-only tmpfs it made; the helper skips a path that no longer exists, and
-/// binds a twin only after checking, on open file descriptors, that neither it nor the
-/// path is a symlink.
-pub fn hides(inputs: &Inputs<'_>) -> Vec<Hide> {
+/// The helper does it, not bwrap: bwrap resolves a destination by name when it mounts (a
+/// symlink flipped meanwhile moves the mount elsewhere) and ends the session when one
+/// vanished since it was looked at (a container engine restarting); the helper opens each
+/// path without following symlinks, checks what it found, and skips a socket that is gone.
+pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
+    let fs = &inputs.policy.filesystem;
+    let kind = |p: &Path| (inputs.kind_of)(p);
+    let id = |p: &Path| (inputs.identity_of)(p);
+    let mount = |path: &Path, how: How| Mount {
+        path: path.to_path_buf(),
+        how,
+        id: id(path),
+    };
+    let roots = writable_roots(fs);
+    let mut out: Vec<Mount> = roots
+        .iter()
+        .filter(|r| **r != Path::new("/") && kind(r) != PathKind::Missing)
+        .map(|r| mount(r, How::Writable))
+        .collect();
+    let guarded: Vec<&Path> = {
+        let mut all: Vec<&Path> = fs.protected.iter().chain(&fs.denied).map(real).collect();
+        all.sort();
+        all.dedup();
+        all
+    };
+    let home = real(&fs.home);
+    if fs.mode == FsMode::WorkspaceWrite
+        && roots.iter().any(|r| home.starts_with(r))
+        && kind(home) == PathKind::Dir
+    {
+        let mut readonly: Vec<String> = HOME_READONLY.iter().map(|s| s.to_string()).collect();
+        readonly.extend(
+            guarded
+                .iter()
+                .filter(|g| g.parent() == Some(home))
+                .filter_map(|g| g.file_name()?.to_str().map(str::to_string))
+                .filter(|name| !name.starts_with('.')),
+        );
+        readonly.sort();
+        readonly.dedup();
+        out.push(mount(home, How::Seal { readonly }));
+    }
+    // The deepest writable root holding `path` (not `path` itself).
+    let root_of = |path: &Path| {
+        roots
+            .iter()
+            .filter(|r| path.starts_with(r) && **r != path)
+            .max_by_key(|r| r.components().count())
+            .copied()
+    };
+    let mut pins: Vec<&Path> = Vec::new();
+    for target in &guarded {
+        let Some(root) = root_of(target) else {
+            continue;
+        };
+        for ancestor in target.ancestors().skip(1).take_while(|a| *a != root) {
+            if kind(ancestor) == PathKind::Dir
+                && !roots.contains(&ancestor)
+                && !guarded.contains(&ancestor)
+                && !pins.contains(&ancestor)
+            {
+                pins.push(ancestor);
+            }
+        }
+    }
+    pins.sort();
+    out.extend(pins.into_iter().map(|p| mount(p, How::Pin)));
+    out.extend(
+        fs.protected
+            .iter()
+            .map(real)
+            .filter(|p| root_of(p).is_some() && kind(p) != PathKind::Missing)
+            .map(|p| mount(p, How::ReadOnly)),
+    );
+    out.extend(
+        covers(inputs)
+            .into_iter()
+            .map(|(path, how, checked)| Mount {
+                id: if checked { id(&path) } else { None },
+                path,
+                how,
+            }),
+    );
+    out
+}
+
+/// Step 5 of `mounts`: each path with how it is covered, and whether its identity is
+/// checked (the policy's paths are; the host's sockets, which come and go, are not).
+fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
     let fs = &inputs.policy.filesystem;
     let grants = || fs.writable.iter().chain(&fs.readable).map(real);
     let granted = |p: &Path| grants().any(|g| p.starts_with(g));
@@ -191,28 +325,33 @@ pub fn hides(inputs: &Inputs<'_>) -> Vec<Hide> {
         .chain(twins.iter().map(|(p, t)| (*p, Some(*t))))
         .collect();
     home.sort();
+    let home = home.into_iter().map(|(p, t)| (p, t, true));
     let host_objects = inputs
         .runtime_dir
         .into_iter()
         .chain(inputs.host_sockets.iter().map(PathBuf::as_path))
         .filter(|p| !granted(p))
-        .map(|p| (p, None));
+        .map(|p| (p, None, false));
     let mut covered: Vec<&Path> = PRIVATE_DIRS.iter().map(Path::new).collect();
-    let mut out: Vec<Hide> = Vec::new();
-    for (path, twin) in home.into_iter().chain(host_objects) {
+    let mut out: Vec<(PathBuf, How, bool)> = Vec::new();
+    for (path, twin, checked) in home.chain(host_objects) {
         let kind = (inputs.kind_of)(path);
         if kind == PathKind::Missing
             || covered.iter().any(|d| path.starts_with(d))
-            || out.iter().any(|h| h.path == path)
+            || out.iter().any(|(p, _, _)| p == path)
         {
             continue;
         }
-        out.push(Hide {
-            path: path.to_path_buf(),
-            dir: kind == PathKind::Dir,
-            twin: twin.map(Path::to_path_buf),
-        });
-        if kind == PathKind::Dir {
+        let dir = kind == PathKind::Dir;
+        let how = match twin {
+            Some(twin) => How::Twin {
+                twin: twin.to_path_buf(),
+                dir,
+            },
+            None => How::Hide { dir },
+        };
+        out.push((path.to_path_buf(), how, checked));
+        if dir {
             covered.push(path);
         }
     }
@@ -257,6 +396,15 @@ mod tests {
         }
     }
 
+    /// The hides and twins of the plan, by path.
+    fn covered(inputs: &Inputs<'_>) -> Vec<(String, How)> {
+        mounts(inputs)
+            .into_iter()
+            .filter(|m| matches!(m.how, How::Hide { .. } | How::Twin { .. }))
+            .map(|m| (m.path.display().to_string(), m.how))
+            .collect()
+    }
+
     /// The inputs of a test: the fake host above, no runtime directory, sockets or helper.
     fn inputs<'a>(policy: &'a Policy) -> Inputs<'a> {
         Inputs {
@@ -267,6 +415,7 @@ mod tests {
             host_sockets: &[],
             helper: None,
             kind_of: &kind,
+            identity_of: &|_| None,
         }
     }
 
@@ -317,15 +466,6 @@ mod tests {
             "--bind-try",
             "/home/u/.local/state/sbx-shell/home/test",
             "/home/u/.local/state/sbx-shell/home/test",
-            "--ro-bind-try",
-            "/home/u/.config/sbx-shell",
-            "/home/u/.config/sbx-shell",
-            "--ro-bind-try",
-            "/home/u/proj/.git/config",
-            "/home/u/proj/.git/config",
-            "--ro-bind-try",
-            "/home/u/proj/.git/hooks",
-            "/home/u/proj/.git/hooks",
             "--cap-add",
             "CAP_SYS_ADMIN",
             "--cap-add",
@@ -370,9 +510,9 @@ mod tests {
             host_sockets: sockets,
             ..inputs(policy)
         };
-        hides(&inputs)
+        covered(&inputs)
             .into_iter()
-            .map(|h| (h.path.display().to_string(), h.dir))
+            .map(|(path, how)| (path, matches!(how, How::Hide { dir: true })))
             .collect()
     }
 
@@ -403,7 +543,7 @@ mod tests {
             kind_of: &|_: &Path| PathKind::Missing,
             ..inputs(&p)
         };
-        assert!(hides(&inputs).is_empty());
+        assert!(mounts(&inputs).is_empty());
         assert!(!build_argv(&inputs, &[]).iter().any(|a| a == "--cap-add"));
     }
 
@@ -422,14 +562,12 @@ mod tests {
                 kind_of: &on_host,
                 ..inputs(policy)
             };
-            hides(&inputs)
+            covered(&inputs)
                 .into_iter()
-                .filter(|h| h.path.starts_with("/home/u/.") && !h.path.starts_with("/home/u/.ssh"))
-                .map(|h| {
-                    (
-                        h.path.display().to_string(),
-                        h.twin.map(|t| t.display().to_string()),
-                    )
+                .filter(|(p, _)| p.starts_with("/home/u/.") && !p.starts_with("/home/u/.ssh"))
+                .map(|(p, how)| match how {
+                    How::Twin { twin, .. } => (p, Some(twin.display().to_string())),
+                    _ => (p, None),
                 })
                 .collect()
         };
@@ -520,6 +658,146 @@ mod tests {
         assert!(copied
             .windows(5)
             .any(|w| w == ["--perms", "0555", "--file", "6", HELPER_PATH]));
+    }
+
+    /// The plan as (path, how) strings, in order.
+    fn plan(policy: &Policy, kind_of: &dyn Fn(&Path) -> PathKind) -> Vec<(String, String)> {
+        let inputs = Inputs {
+            kind_of,
+            ..inputs(policy)
+        };
+        mounts(&inputs)
+            .into_iter()
+            .map(|m| {
+                let how = match m.how {
+                    How::Writable => "writable".to_string(),
+                    How::Seal { readonly } => format!("seal {}", readonly.join(",")),
+                    How::Pin => "pin".to_string(),
+                    How::ReadOnly => "read-only".to_string(),
+                    How::Hide { .. } => "hide".to_string(),
+                    How::Twin { .. } => "twin".to_string(),
+                };
+                (m.path.display().to_string(), how)
+            })
+            .collect()
+    }
+
+    fn at<'a>(plan: &'a [(String, String)], path: &str) -> Vec<&'a str> {
+        plan.iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, h)| h.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn ancestors_of_protected_and_denied_paths_in_writable_trees_are_pinned_in_order() {
+        let on_host = |p: &Path| match p.to_str().unwrap() {
+            "/home/u/proj"
+            | "/home/u/proj/.git"
+            | "/home/u/proj/a"
+            | "/home/u/proj/a/b"
+            | "/home/u/.local/state/sbx-shell" => PathKind::Dir,
+            "/home/u/proj/a/b/secret.txt" => PathKind::File,
+            other => kind(Path::new(other)),
+        };
+        let p = policy_with(
+            "/home/u/proj",
+            r#"{"filesystem": {"deny": ["./a/b/secret.txt"]}}"#,
+        );
+        let all = plan(&p, &on_host);
+        assert_eq!(at(&all, "/home/u/proj"), ["writable"], "{all:?}");
+        assert_eq!(at(&all, "/home/u/proj/.git"), ["pin"], "{all:?}");
+        assert_eq!(at(&all, "/home/u/proj/a"), ["pin"], "{all:?}");
+        assert_eq!(at(&all, "/home/u/proj/a/b"), ["pin"], "{all:?}");
+        assert_eq!(
+            at(&all, "/home/u/proj/.git/config"),
+            ["read-only"],
+            "{all:?}"
+        );
+        assert_eq!(at(&all, "/home/u/proj/a/b/secret.txt"), ["hide"], "{all:?}");
+        // Outside the writable trees: read-only anyway, so neither pinned nor bound again.
+        assert!(at(&all, "/home/u/.config/sbx-shell").is_empty(), "{all:?}");
+        assert!(at(&all, "/home/u/.config").is_empty(), "{all:?}");
+        // Checks, then pins (parents first), then read-only binds, then hides.
+        let order: Vec<&str> = all.iter().map(|(_, h)| h.as_str()).collect();
+        let last = |h: &str| order.iter().rposition(|o| *o == h).unwrap();
+        let first = |h: &str| order.iter().position(|o| *o == h).unwrap();
+        assert!(last("writable") < first("pin"), "{order:?}");
+        assert!(last("pin") < first("read-only"), "{order:?}");
+        assert!(last("read-only") < first("hide"), "{order:?}");
+        let pins: Vec<&String> = all
+            .iter()
+            .filter(|(_, h)| h == "pin")
+            .map(|(p, _)| p)
+            .collect();
+        let mut sorted = pins.clone();
+        sorted.sort();
+        assert_eq!(pins, sorted);
+    }
+
+    #[test]
+    fn a_writable_home_is_sealed_and_sbx_shells_own_directories_stay_read_only() {
+        let on_host = |p: &Path| match p.to_str().unwrap() {
+            "/home/u" | "/home/u/.local" | "/home/u/.local/state" | "/home/u/.config" => {
+                PathKind::Dir
+            }
+            "/home/u/.local/state/sbx-shell" | "/home/u/.local/state/sbx-shell/home/test" => {
+                PathKind::Dir
+            }
+            other => kind(Path::new(other)),
+        };
+        let all = plan(&policy_with("/home/u", "{}"), &on_host);
+        assert_eq!(at(&all, "/home/u"), ["writable", "seal bin"], "{all:?}");
+        assert_eq!(at(&all, "/home/u/.config"), ["pin"], "{all:?}");
+        assert_eq!(
+            at(&all, "/home/u/.config/sbx-shell"),
+            ["read-only"],
+            "{all:?}"
+        );
+        assert_eq!(
+            at(&all, "/home/u/.local/state/sbx-shell"),
+            ["read-only"],
+            "{all:?}"
+        );
+        // The private home, deeper, stays writable (bwrap bound it; checked first).
+        assert_eq!(
+            at(&all, "/home/u/.local/state/sbx-shell/home/test"),
+            ["writable"],
+            "{all:?}"
+        );
+        // A project workspace leaves the home unsealed; unrestricted seals nothing but
+        // still protects sbx-shell's own files, pinned up to the root.
+        let project = plan(&policy_with("/home/u/proj", "{}"), &on_host);
+        assert!(
+            !project.iter().any(|(_, h)| h.starts_with("seal")),
+            "{project:?}"
+        );
+        let open = plan(
+            &policy_with(
+                "/home/u/proj",
+                r#"{"filesystem": {"mode": "unrestricted"}}"#,
+            ),
+            &on_host,
+        );
+        assert!(!open.iter().any(|(_, h)| h.starts_with("seal")), "{open:?}");
+        assert_eq!(
+            at(&open, "/home/u/.config/sbx-shell"),
+            ["read-only"],
+            "{open:?}"
+        );
+        assert_eq!(at(&open, "/home/u"), ["pin"], "{open:?}");
+        assert_eq!(at(&open, "/home/u/.config"), ["pin"], "{open:?}");
+    }
+
+    #[test]
+    fn a_sealed_directory_keeps_its_ordinary_entries_writable() {
+        let ro = ["bin".to_string()];
+        for name in ["notes.txt", "Documents", "src", "bin2", "a.b"] {
+            assert!(stays_writable(std::ffi::OsStr::new(name), &ro), "{name}");
+        }
+        for name in [".bashrc", ".config", ".local", "bin", ".", ".."] {
+            assert!(!stays_writable(std::ffi::OsStr::new(name), &ro), "{name}");
+        }
     }
 
     #[test]

@@ -174,17 +174,20 @@ pub fn build_ruleset(
 }
 
 /// Under bwrap, the paths where the helper binds a twin from the private home
-/// (`bwrap::hides`): writable. Landlock walks up from a file through the mounts it
+/// (`bwrap::mounts`): writable. Landlock walks up from a file through the mounts it
 /// crosses, so a write under `~/.cache`, the twin's mount, never passes the private home's
 /// rule; the rule goes on the mount's root, the twin itself (not on the twin's path in the
 /// private home, which the program could have replaced by a symlink).
-pub fn allow_twins(ruleset: &mut Ruleset, hides: &[super::bwrap::Hide]) {
-    ruleset
-        .rules
-        .extend(hides.iter().filter(|h| h.twin.is_some()).map(|h| PathRule {
-            path: h.path.clone(),
-            access: Access::ReadWrite,
-        }));
+pub fn allow_twins(ruleset: &mut Ruleset, mounts: &[super::bwrap::Mount]) {
+    ruleset.rules.extend(
+        mounts
+            .iter()
+            .filter(|m| matches!(m.how, super::bwrap::How::Twin { .. }))
+            .map(|m| PathRule {
+                path: m.path.clone(),
+                access: Access::ReadWrite,
+            }),
+    );
 }
 
 /// The trees the program may write.

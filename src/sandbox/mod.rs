@@ -128,6 +128,7 @@ fn with_bwrap_inputs<R>(
     f: impl FnOnce(&bwrap::Inputs<'_>) -> R,
 ) -> Result<R, SandboxError> {
     let kind_of = |p: &Path| ctx.place.kind(p);
+    let identity_of = |p: &Path| ctx.place.identity(p);
     let inputs = bwrap::Inputs {
         policy,
         bwrap,
@@ -140,6 +141,7 @@ fn with_bwrap_inputs<R>(
         host_sockets: &ctx.place.sockets,
         helper: ctx.helper_fd,
         kind_of: &kind_of,
+        identity_of: &identity_of,
     };
     Ok(f(&inputs))
 }
@@ -152,8 +154,8 @@ pub struct InProcess {
     pub seccomp: Option<seccomp::Filter>,
     /// The helper stays behind as the guard of the program's tree (`helper/guard.rs`).
     pub guard: bool,
-    /// Paths the helper hides first, inside bwrap's mounts (`bwrap::hides`).
-    pub hide: Vec<bwrap::Hide>,
+    /// What the helper mounts first, inside bwrap's mounts (`bwrap::mounts`).
+    pub mounts: Vec<bwrap::Mount>,
     /// Launcher processes between sbx-shell and the helper (bwrap: its own process; the
     /// helper's guard is the pid namespace's init). They hide the program's stops, which
     /// the guard then reports,
@@ -184,7 +186,7 @@ pub fn in_process(
             });
         }
         Backend::Bwrap { landlock, path } => {
-            let hide = with_bwrap_inputs(policy, ctx, path, bwrap::hides)?;
+            let mounts = with_bwrap_inputs(policy, ctx, path, bwrap::mounts)?;
             let landlock = landlock
                 .then(|| {
                     landlock::build_ruleset(
@@ -196,11 +198,11 @@ pub fn in_process(
                 })
                 .transpose()?
                 .map(|mut ruleset| {
-                    landlock::allow_twins(&mut ruleset, &hide);
+                    landlock::allow_twins(&mut ruleset, &mounts);
                     ruleset
                 });
             InProcess {
-                hide,
+                mounts,
                 drop_privileges: true,
                 landlock,
                 seccomp: Some(filter()?),
@@ -218,7 +220,7 @@ pub fn in_process(
             )?),
             seccomp: Some(filter()?),
             guard: true,
-            hide: Vec::new(),
+            mounts: Vec::new(),
             launcher_depth: 0,
         },
     })

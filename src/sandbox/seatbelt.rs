@@ -196,9 +196,36 @@ fn write_denied(b: &mut Builder, policy: &Policy) {
 
 fn write_protected(b: &mut Builder, policy: &Policy) {
     let protected = &policy.filesystem.protected;
+    // The deepest entry wins, as under bwrap: a writable grant inside a protected directory
+    // (the private home inside sbx-shell's state) stays writable.
+    let inside = |p: &Path| -> Vec<&Path> {
+        spellings(&policy.filesystem.writable)
+            .filter(|w| w.starts_with(p) && *w != p)
+            .collect()
+    };
     b.comment("Protected: readable, never written, renamed or removed ...");
-    let names = b.params("PROTECTED", spellings(protected));
+    let plain: Vec<&Path> = spellings(protected)
+        .filter(|p| inside(p).is_empty())
+        .collect();
+    let names = b.params("PROTECTED", plain);
     b.rule("deny", "file-write*", "subpath", &names);
+    let carved: Vec<&Path> = spellings(protected)
+        .filter(|p| !inside(p).is_empty())
+        .collect();
+    if !carved.is_empty() {
+        b.comment("... except the writable grants inside them (the deepest entry wins) ...");
+    }
+    for (i, path) in carved.into_iter().enumerate() {
+        let name = format!("PROTECTED_WITH_GRANTS_{i}");
+        b.param(&name, path);
+        let keep = b.params(&format!("{name}_GRANT"), inside(path));
+        let mut rule = format!("(deny file-write*\n  (require-all (subpath (param \"{name}\"))");
+        for k in keep {
+            let _ = write!(rule, "\n    (require-not (subpath (param \"{k}\")))");
+        }
+        rule.push_str("))\n");
+        b.text.push_str(&rule);
+    }
     b.comment("... nor moved away with a parent directory.");
     let parents: BTreeSet<&Path> = spellings(protected)
         .flat_map(|p| p.ancestors().skip(1))

@@ -653,7 +653,7 @@ fn the_helper_skips_a_host_object_that_vanished_and_hides_the_rest() {
         let lab = Lab::new("vanished", user, false);
         let secret = lab.home.join(".netrc");
         let spec = format!(
-            r#"{{"new_session":false,"limits":{{"raise_nofile":false,"no_core_dumps":false}},"hide":[{{"path":"/run/sbx-test-vanished.sock","dir":false}},{{"path":"{}","dir":false}},{{"path":"{}","dir":true}}]}}"#,
+            r#"{{"new_session":false,"limits":{{"raise_nofile":false,"no_core_dumps":false}},"mounts":[{{"path":"/run/sbx-test-vanished.sock","how":{{"hide":{{"dir":false}}}}}},{{"path":"{}","how":{{"hide":{{"dir":false}}}}}},{{"path":"{}","how":{{"hide":{{"dir":true}}}}}}]}}"#,
             secret.display(),
             lab.home.join(".ssh").display()
         );
@@ -699,7 +699,7 @@ fn no_process_of_the_sandbox_sees_the_tree_before_the_hides() {
         let lab = Lab::new("procroot", user, false);
         let secret = lab.home.join(".netrc");
         let spec = format!(
-            r#"{{"new_session":false,"limits":{{"raise_nofile":false,"no_core_dumps":false}},"drop_privileges":true,"guard":true,"hide":[{{"path":"{}","dir":false}}]}}"#,
+            r#"{{"new_session":false,"limits":{{"raise_nofile":false,"no_core_dumps":false}},"drop_privileges":true,"guard":true,"mounts":[{{"path":"{}","how":{{"hide":{{"dir":false}}}}}}]}}"#,
             secret.display()
         );
         let sbx = lab.dir.parent().unwrap().join("sbx-shell");

@@ -47,6 +47,8 @@ fn site() -> &'static Site {
         let dir = run_dir("sbx-ssh");
         let (home, outside) = (dir.join("home"), dir.join("outside"));
         fs::create_dir_all(home.join(".ssh")).unwrap();
+        // Nothing new can be made at the top of a sealed home: copies land in here.
+        fs::create_dir_all(home.join("files")).unwrap();
         fs::create_dir_all(&outside).unwrap();
         fs::set_permissions(&outside, Permissions::from_mode(0o777)).unwrap();
         let shell = dir.join("sbx-shell");
@@ -227,7 +229,9 @@ fn a_remote_command_runs_sandboxed_with_its_exit_status() {
     let sshd = Sshd::start();
     let outside = site.outside.join("from-ssh");
     let script = format!(
-        "echo SHELL-$SBX_SHELL-$SBX_SANDBOX; echo w > in-home && echo HOME-WRITE-OK; \
+        "echo SHELL-$SBX_SHELL-$SBX_SANDBOX; echo w > files/in-home && echo HOME-WRITE-OK; \
+         (echo 'echo PLANTED' > .bash_login) 2>/dev/null || echo DOTFILE-DENIED; \
+         (echo w > new-at-top) 2>/dev/null || echo TOP-DENIED; \
          (echo w > {o}) 2>/dev/null || echo OUTSIDE-DENIED; \
          cat ~/.ssh/authorized_keys >/dev/null 2>&1 || echo SSH-DIR-DENIED; exit 7",
         o = outside.display()
@@ -235,7 +239,14 @@ fn a_remote_command_runs_sandboxed_with_its_exit_status() {
     let out = sshd.run(&script);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(7), "{stdout}\n{stderr}");
-    for line in ["HOME-WRITE-OK", "OUTSIDE-DENIED", "SSH-DIR-DENIED"] {
+    assert!(!site.home.join(".bash_login").exists(), "{stdout}");
+    for line in [
+        "HOME-WRITE-OK",
+        "DOTFILE-DENIED",
+        "TOP-DENIED",
+        "OUTSIDE-DENIED",
+        "SSH-DIR-DENIED",
+    ] {
         assert!(
             stdout.lines().any(|l| l == line),
             "{line} missing:\n{stdout}\n{stderr}"
@@ -255,7 +266,7 @@ fn a_remote_command_runs_sandboxed_with_its_exit_status() {
         stderr.contains("Fix: sbx-shell login-shell --shell"),
         "{stderr}"
     );
-    assert!(site.home.join("in-home").exists());
+    assert!(site.home.join("files/in-home").exists());
     assert!(!outside.exists());
     // Control: the same login with the user's config asking for no sandbox writes there, so
     // the sandbox is what stopped it above.
@@ -335,7 +346,7 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
     let opts = sshd.client_options();
 
     // scp (SFTP protocol by default in OpenSSH 9) and legacy scp (-O: scp on the remote).
-    for (name, legacy) in [("scp.bin", false), ("scp-legacy.bin", true)] {
+    for (name, legacy) in [("files/scp.bin", false), ("files/scp-legacy.bin", true)] {
         let mut up = Command::new("scp");
         up.args(&opts).args(["-P", &port]);
         if legacy {
@@ -343,7 +354,7 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
         }
         check(name, up.arg(&source).arg(remote(name)).shown());
         assert_eq!(fs::read(site.home.join(name)).unwrap(), data, "{name} up");
-        let back = local.join(format!("back-{name}"));
+        let back = local.join(format!("back-{}", name.replace('/', "-")));
         let mut down = Command::new("scp");
         down.args(&opts).args(["-P", &port]);
         if legacy {
@@ -359,7 +370,7 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
     fs::write(
         &batch,
         format!(
-            "put {} sftp.bin\nget sftp.bin {}\n",
+            "put {} files/sftp.bin\nget files/sftp.bin {}\n",
             source.display(),
             back.display()
         ),
@@ -373,7 +384,7 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
         .shown();
     check("sftp", out);
     assert_eq!(
-        fs::read(site.home.join("sftp.bin")).unwrap(),
+        fs::read(site.home.join("files/sftp.bin")).unwrap(),
         data,
         "sftp put"
     );
@@ -386,11 +397,11 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
         Command::new("rsync")
             .args(["-e", &rsh])
             .arg(&source)
-            .arg(remote("rsync.bin"))
+            .arg(remote("files/rsync.bin"))
             .shown(),
     );
     assert_eq!(
-        fs::read(site.home.join("rsync.bin")).unwrap(),
+        fs::read(site.home.join("files/rsync.bin")).unwrap(),
         data,
         "rsync up"
     );
@@ -399,7 +410,7 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
         "rsync down",
         Command::new("rsync")
             .args(["-e", &rsh])
-            .arg(remote("rsync.bin"))
+            .arg(remote("files/rsync.bin"))
             .arg(&back)
             .shown(),
     );

@@ -29,6 +29,7 @@ fn policy_for(profile: &str, extra: &str) -> Policy {
         home: "/Users/u".into(),
         workspace: "/Users/u/proj".into(),
         state: "/Users/u/.local/state/sbx-shell".into(),
+        config: "/Users/u/.config/sbx-shell".into(),
     };
     policy::resolve(
         &name,
