@@ -116,11 +116,13 @@ pub fn backends(
     proxy_port: Option<u16>,
     selected: &Selected,
 ) -> Vec<BackendReport> {
+    let git = crate::repos::scan_writable(policy);
     let ctx = sandbox::Context {
         place: &host.place,
         tty: None,
         proxy_port,
         helper_fd: None,
+        git_dirs: &git.git_dirs,
     };
     let seatbelt = seatbelt_output(policy, &ctx);
     let bwrap = bwrap_output(policy, host, &ctx);

@@ -34,6 +34,10 @@ pub struct Record {
     /// sbx-shell's exit status (the program's, 128+N for signal N, 124 after the timeout).
     pub exit_status: u8,
     pub network_refused: u64,
+    /// Places in the writable trees that would run code outside and that the session
+    /// made or changed (`planted`): "PATH (what)".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub planted: Vec<String>,
 }
 
 impl Record {
@@ -62,7 +66,17 @@ impl Record {
             policy_digest: digest(&policy_json),
             exit_status,
             network_refused,
+            planted: Vec::new(),
         }
+    }
+
+    /// With the places the session planted.
+    pub fn with_planted(mut self, planted: &[crate::planted::Planted]) -> Record {
+        self.planted = planted
+            .iter()
+            .map(|p| format!("{} ({})", p.path.display(), p.what))
+            .collect();
+        self
     }
 }
 
@@ -189,6 +203,7 @@ mod tests {
             policy_digest: digest("{}"),
             exit_status: n,
             network_refused: 2,
+            planted: Vec::new(),
         }
     }
 

@@ -58,7 +58,8 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let backend = choose_backend(&plan, &host, say)?;
     let net = start_network(&plan, &backend, &cli.resolve, say)?;
     create_state(&plan.policy, say)?;
-    let layers = confine(&plan, &backend, &host, net.as_ref())?;
+    let git = crate::repos::scan_writable(&plan.policy);
+    let layers = confine(&plan, &backend, &host, net.as_ref(), &git)?;
     let cgroup = cgroup::SessionCgroup::create(cgroup::SessionLimits {
         pids: plan.policy.limits.session_processes,
         memory_bytes: plan
@@ -82,6 +83,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         private_home_env(&plan),
         &plan.launch.shell,
     );
+    let watch = Watch::start(&plan.policy, &git, &env);
     let session = Session::open(wants_pty(
         cli.pty,
         std::io::stdin().is_terminal(),
@@ -97,7 +99,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             &layers,
             net.as_ref(),
             &session,
-            (&helper, &lifeline),
+            (&helper, &lifeline, &git),
         )?,
         env,
         options: SessionOptions {
@@ -109,7 +111,19 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     if let Some(cgroup) = cgroup {
         cgroup.end();
     }
-    record(&plan, &backend, &host, started, &code, net.as_ref(), say);
+    let planted = watch.finish(&plan.policy);
+    if let Some(line) = crate::planted::line(&planted) {
+        crate::say::warning(&line);
+    }
+    record(
+        &plan,
+        &backend,
+        &host,
+        started,
+        (&code, &planted),
+        net.as_ref(),
+        say,
+    );
     code.with_context(|| format!("cannot run {}", plan.launch.program.to_string_lossy()))
         .map_err(Failure::from)
 }
@@ -361,12 +375,14 @@ fn confine(
     backend: &Backend,
     host: &Host,
     net: Option<&ProxySession>,
+    git: &crate::repos::Found,
 ) -> Result<InProcess, Failure> {
     let ctx = sandbox::Context {
         place: &host.place,
         tty: None,
         proxy_port: net.map(|n| n.port),
         helper_fd: None,
+        git_dirs: &git.git_dirs,
     };
     Ok(sandbox::in_process(backend, &plan.policy, &ctx)?)
 }
@@ -380,7 +396,7 @@ fn build_argv(
     layers: &InProcess,
     net: Option<&ProxySession>,
     session: &Session,
-    (helper, lifeline): (&HelperExe, &process::Lifeline),
+    (helper, lifeline, git): (&HelperExe, &process::Lifeline, &crate::repos::Found),
 ) -> Result<Vec<std::ffi::OsString>, Failure> {
     let spec = HelperSpec {
         new_session: session.is_pty(),
@@ -413,6 +429,7 @@ fn build_argv(
                 sandbox::bwrap::HelperFd::Bind(fd.as_raw_fd())
             }
         }),
+        git_dirs: &git.git_dirs,
     };
     Ok(sandbox::wrap(backend, &plan.policy, &ctx, &helper_argv)?)
 }
@@ -478,7 +495,7 @@ fn record(
     backend: &Backend,
     host: &Host,
     started: SystemTime,
-    code: &std::io::Result<u8>,
+    (code, planted): (&std::io::Result<u8>, &[crate::planted::Planted]),
     net: Option<&ProxySession>,
     say: Verbosity,
 ) {
@@ -495,9 +512,60 @@ fn record(
         backend,
         *code,
         net.map_or(0, |n| n.proxy.refused()),
-    );
+    )
+    .with_planted(planted);
     if let Err(e) = sessionlog::append(&plan.home, &record) {
         say.detail(&format!("sbx-shell: cannot write the session log: {e}"));
+    }
+}
+
+/// The places in the writable trees that would run code outside (`planted`), recorded
+/// before the session and compared after it.
+struct Watch {
+    before: crate::planted::Snapshot,
+    path_dirs: Vec<std::path::PathBuf>,
+}
+
+impl Watch {
+    fn start(
+        policy: &Policy,
+        git: &crate::repos::Found,
+        env: &[(std::ffi::OsString, std::ffi::OsString)],
+    ) -> Watch {
+        let path_dirs: Vec<std::path::PathBuf> = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| std::env::split_paths(v).collect())
+            .unwrap_or_default();
+        Watch {
+            before: Self::snapshot(policy, git, &path_dirs),
+            path_dirs,
+        }
+    }
+
+    fn snapshot(
+        policy: &Policy,
+        git: &crate::repos::Found,
+        path_dirs: &[std::path::PathBuf],
+    ) -> crate::planted::Snapshot {
+        let fs = &policy.filesystem;
+        let roots: Vec<&std::path::Path> = sandbox::bwrap::writable_roots(fs)
+            .into_iter()
+            .filter(|r| *r != std::path::Path::new("/"))
+            .collect();
+        let workspace =
+            Some(fs.workspace.real()).filter(|w| roots.iter().any(|r| w.starts_with(r)));
+        crate::planted::snapshot(git, workspace, path_dirs, &roots)
+    }
+
+    /// What is new or changed since `start`: the writable trees scanned again, so that
+    /// repositories made during the session count.
+    fn finish(&self, policy: &Policy) -> Vec<crate::planted::Planted> {
+        let git = crate::repos::scan_writable(policy);
+        let after = Self::snapshot(policy, &git, &self.path_dirs);
+        crate::planted::compare(&self.before, &after, &|p| {
+            std::fs::read_to_string(p).unwrap_or_default()
+        })
     }
 }
 

@@ -54,6 +54,8 @@ pub struct Inputs<'a> {
     pub kind_of: &'a dyn Fn(&Path) -> PathKind,
     /// What each path names now, seen without following symlinks (`files::identity_of`).
     pub identity_of: &'a dyn Fn(&Path) -> Option<Identity>,
+    /// The git directories found in the writable trees (`repos::scan`).
+    pub git_dirs: &'a [crate::repos::GitDir],
 }
 
 /// Where the helper's executable appears inside (in the private /dev, which bwrap makes).
@@ -177,7 +179,7 @@ const PRIVATE_DIRS: &[&str] = &["/dev", "/proc", "/tmp"];
 
 /// The trees the program can write: the workspace (workspace-write), the writable paths,
 /// and `/` when unrestricted.
-fn writable_roots(fs: &crate::policy::Filesystem) -> Vec<&Path> {
+pub fn writable_roots(fs: &crate::policy::Filesystem) -> Vec<&Path> {
     let mut roots: Vec<&Path> = fs.writable.iter().map(real).collect();
     match fs.mode {
         FsMode::WorkspaceWrite => roots.push(real(&fs.workspace)),
@@ -227,8 +229,33 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
         .filter(|r| **r != Path::new("/") && kind(r) != PathKind::Missing)
         .map(|r| mount(r, How::Writable))
         .collect();
+    // The protected paths: the policy's, and what makes each repository's git run code.
+    let git: Vec<PathBuf> = inputs
+        .git_dirs
+        .iter()
+        .flat_map(|g| {
+            crate::repos::sensitive(&g.dir)
+                .into_iter()
+                .chain(g.pointer.clone())
+        })
+        .collect();
+    let protected: Vec<&Path> = {
+        let mut all: Vec<&Path> = fs
+            .protected
+            .iter()
+            .map(real)
+            .chain(git.iter().map(PathBuf::as_path))
+            .collect();
+        all.sort();
+        all.dedup();
+        all
+    };
     let guarded: Vec<&Path> = {
-        let mut all: Vec<&Path> = fs.protected.iter().chain(&fs.denied).map(real).collect();
+        let mut all: Vec<&Path> = protected
+            .iter()
+            .copied()
+            .chain(fs.denied.iter().map(real))
+            .collect();
         all.sort();
         all.dedup();
         all
@@ -276,9 +303,8 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
     pins.sort();
     out.extend(pins.into_iter().map(|p| mount(p, How::Pin)));
     out.extend(
-        fs.protected
+        protected
             .iter()
-            .map(real)
             .filter(|p| root_of(p).is_some() && kind(p) != PathKind::Missing)
             .map(|p| mount(p, How::ReadOnly)),
     );
@@ -416,6 +442,7 @@ mod tests {
             helper: None,
             kind_of: &kind,
             identity_of: &|_| None,
+            git_dirs: &[],
         }
     }
 

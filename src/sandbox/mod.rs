@@ -85,6 +85,8 @@ pub struct Context<'a> {
     /// The sbx-shell executable that runs now, as an fd the launcher inherits, for launchers
     /// whose view of the host may not reach its path.
     pub helper_fd: Option<bwrap::HelperFd>,
+    /// The git directories in the writable trees (`repos::scan`), protected like `.git`.
+    pub git_dirs: &'a [crate::repos::GitDir],
 }
 
 impl Context<'_> {
@@ -142,6 +144,7 @@ fn with_bwrap_inputs<R>(
         helper: ctx.helper_fd,
         kind_of: &kind_of,
         identity_of: &identity_of,
+        git_dirs: ctx.git_dirs,
     };
     Ok(f(&inputs))
 }

@@ -1,0 +1,287 @@
+//! The end-of-session report: the places in the writable trees that would run code outside
+//! the sandbox, recorded when the session starts and compared when it ends. Whatever is
+//! new or changed is named on one line and in the session log.
+//!
+//! The places: every git directory's hooks, config (and the command-running keys in it),
+//! `commondir`, `objects/info/alternates` and `.git` pointer files, including repositories
+//! made during the session; the editor and agent files of the workspace (`PROJECT_FILES`);
+//! the executables in `$PATH` directories inside a writable tree. Most of them cannot be
+//! changed at all under bwrap (`sandbox::bwrap::mounts`); the report names what a backend
+//! or a path name could not stop — a new repository, a `commondir` written into an
+//! existing one, a `.vscode/` made where there was none.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::repos::Found;
+
+/// Files of a project that editors and agents run or obey when they open it.
+pub const PROJECT_FILES: &[&str] = &[
+    ".vscode/tasks.json",
+    ".vscode/settings.json",
+    ".vscode/launch.json",
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".mcp.json",
+    ".envrc",
+    ".idea/workspace.xml",
+];
+
+/// git configuration keys whose values git runs (or that pull in another file that may).
+pub const COMMAND_KEYS: &[&str] = &[
+    "fsmonitor",
+    "hookspath",
+    "pager",
+    "editor",
+    "sshcommand",
+    "askpass",
+    "external",
+    "textconv",
+    "clean",
+    "smudge",
+    "process",
+    "helper",
+    "program",
+    "packobjectshook",
+    "driver",
+    "command",
+    "path",
+];
+
+/// What a place was: enough to tell that it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Print {
+    len: u64,
+    mtime_ns: i128,
+    ino: u64,
+    mode: u32,
+}
+
+/// The places and what they were, by path, with what each is.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Snapshot(BTreeMap<PathBuf, (What, Print)>);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum What {
+    GitHook,
+    GitConfig,
+    GitPointer,
+    ProjectFile,
+    Executable,
+}
+
+/// One new or changed place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planted {
+    pub path: PathBuf,
+    /// "new git hook", "changed git config (core.fsmonitor)" …
+    pub what: String,
+}
+
+/// Record the places now: `git` from `repos::scan_writable`, the project files of
+/// `workspace` (when it is writable), the executables of `path_dirs` inside `roots`.
+pub fn snapshot(
+    git: &Found,
+    workspace: Option<&Path>,
+    path_dirs: &[PathBuf],
+    roots: &[&Path],
+) -> Snapshot {
+    let mut s = Snapshot::default();
+    let mut add = |path: PathBuf, what: What| {
+        if let Ok(m) = path.symlink_metadata() {
+            let print = Print {
+                len: m.len(),
+                mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+                ino: m.ino(),
+                mode: m.mode(),
+            };
+            s.0.insert(path, (what, print));
+        }
+    };
+    for g in &git.git_dirs {
+        add(g.dir.join("config"), What::GitConfig);
+        add(g.dir.join("config.worktree"), What::GitConfig);
+        add(g.dir.join("commondir"), What::GitPointer);
+        add(g.dir.join("objects/info/alternates"), What::GitPointer);
+        if let Some(pointer) = &g.pointer {
+            add(pointer.clone(), What::GitPointer);
+        }
+        for hook in entries(&g.dir.join("hooks")) {
+            if !hook.to_string_lossy().ends_with(".sample") {
+                add(hook, What::GitHook);
+            }
+        }
+    }
+    if let Some(ws) = workspace {
+        for rel in PROJECT_FILES {
+            add(ws.join(rel), What::ProjectFile);
+        }
+    }
+    for dir in path_dirs
+        .iter()
+        .filter(|d| roots.iter().any(|r| d.starts_with(r)))
+    {
+        for file in entries(dir) {
+            add(file, What::Executable);
+        }
+    }
+    s
+}
+
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|it| it.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+/// What is new or changed in `after` since `before`, in path order. A git config is named
+/// with the command-running keys it now holds (`config_keys`).
+pub fn compare(
+    before: &Snapshot,
+    after: &Snapshot,
+    read: &dyn Fn(&Path) -> String,
+) -> Vec<Planted> {
+    let mut out = Vec::new();
+    for (path, (what, print)) in &after.0 {
+        let age = match before.0.get(path) {
+            None => "new",
+            Some((_, was)) if was != print => "changed",
+            Some(_) => continue,
+        };
+        let kind = match what {
+            What::GitHook => "git hook".to_string(),
+            What::GitConfig => {
+                let keys = config_keys(&read(path));
+                if keys.is_empty() {
+                    "git config".to_string()
+                } else {
+                    format!("git config ({})", keys.join(", "))
+                }
+            }
+            What::GitPointer => "git pointer to another directory".to_string(),
+            What::ProjectFile => "editor/agent project file".to_string(),
+            What::Executable => "executable in $PATH".to_string(),
+        };
+        out.push(Planted {
+            path: path.clone(),
+            what: format!("{age} {kind}"),
+        });
+    }
+    out
+}
+
+/// The command-running keys set in a git config's text (`section.key`, lower case).
+pub fn config_keys(text: &str) -> Vec<String> {
+    let mut section = String::new();
+    let mut keys = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix('[') {
+            let name = rest.split([']', ' ', '"']).next().unwrap_or_default();
+            section = name.to_ascii_lowercase();
+            continue;
+        }
+        let key = line
+            .split('=')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        if key.is_empty() || key.starts_with(['#', ';']) {
+            continue;
+        }
+        let runs =
+            COMMAND_KEYS.contains(&key.as_str()) || (section == "alias" && line.contains('!'));
+        if runs && !(section == "core" && key == "path") {
+            let full = format!("{section}.{key}");
+            if !keys.contains(&full) {
+                keys.push(full);
+            }
+        }
+    }
+    keys
+}
+
+/// The one line for the terminal, or `None` when nothing was planted.
+pub fn line(planted: &[Planted]) -> Option<String> {
+    if planted.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = planted
+        .iter()
+        .map(|p| format!("{} ({})", p.path.display(), p.what))
+        .collect();
+    Some(format!(
+        "this session left code that runs outside the sandbox: {}\nHint: look at each before a program outside uses it (`sbx-shell log --json` keeps this list)",
+        list.join("; ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_running_git_keys_are_named() {
+        let text = "[core]\n\tbare = false\n\tfsmonitor = ./x\n[alias]\n\tst = status\n\tpwn = !sh -c id\n[filter \"lfs\"]\n\tclean = git-lfs clean\n[include]\n\tpath = ../evil\n";
+        assert_eq!(
+            config_keys(text),
+            [
+                "core.fsmonitor",
+                "alias.pwn",
+                "filter.clean",
+                "include.path"
+            ]
+        );
+        assert!(config_keys("[core]\n\trepositoryformatversion = 0\n").is_empty());
+    }
+
+    #[test]
+    fn new_and_changed_places_are_reported_and_unchanged_ones_are_not() {
+        let print = |len| Print {
+            len,
+            mtime_ns: 1,
+            ino: 1,
+            mode: 0o644,
+        };
+        let mut before = Snapshot::default();
+        before
+            .0
+            .insert("/w/.git/config".into(), (What::GitConfig, print(10)));
+        before
+            .0
+            .insert("/w/.git/hooks/pre-commit".into(), (What::GitHook, print(5)));
+        let mut after = before.clone();
+        after
+            .0
+            .insert("/w/.git/config".into(), (What::GitConfig, print(30)));
+        after.0.insert(
+            "/w/sub/.git/hooks/post-checkout".into(),
+            (What::GitHook, print(5)),
+        );
+        let read = |_: &Path| "[core]\n\tpager = evil\n".to_string();
+        let planted = compare(&before, &after, &read);
+        let got: Vec<(String, String)> = planted
+            .iter()
+            .map(|p| (p.path.display().to_string(), p.what.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "/w/.git/config".into(),
+                    "changed git config (core.pager)".into()
+                ),
+                (
+                    "/w/sub/.git/hooks/post-checkout".into(),
+                    "new git hook".into()
+                ),
+            ]
+        );
+        assert!(line(&planted)
+            .unwrap()
+            .contains("/w/sub/.git/hooks/post-checkout (new git hook)"));
+        assert_eq!(line(&[]), None);
+    }
+}

@@ -1,0 +1,211 @@
+//! The git repositories inside a writable tree, found before the sandbox starts (and again
+//! when the session ends, for the report): git runs code that their metadata names
+//! (hooks, `core.fsmonitor`, `core.pager` …) and follows the pointers in it (`gitdir:`
+//! files, `commondir`, `objects/info/alternates`), so every one of them is protected, not
+//! only the workspace's own `.git` (`sandbox::bwrap::mounts`).
+//!
+//! The walk follows no symlink, does not descend into the directories that hold only
+//! what tools made (`SKIPPED`), and stops after `ENTRY_BUDGET` entries (the rest is then
+//! said to be unscanned).
+
+use std::path::{Path, PathBuf};
+
+/// Directories not descended into: what package managers and build tools fill.
+pub const SKIPPED: &[&str] = &["node_modules", "target", ".cache", "__pycache__", ".venv"];
+
+/// At most this many directory entries are looked at, per tree.
+pub const ENTRY_BUDGET: usize = 200_000;
+
+/// One git directory: a repository's `.git`, a worktree's or a submodule's.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GitDir {
+    /// The git directory itself.
+    pub dir: PathBuf,
+    /// The `.git` file that points at it (`gitdir: …`), for a linked worktree or a
+    /// submodule checked out with its metadata elsewhere.
+    pub pointer: Option<PathBuf>,
+}
+
+/// What a scan found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub git_dirs: Vec<GitDir>,
+    /// The walk stopped at the entry budget: there may be more.
+    pub incomplete: bool,
+}
+
+/// The paths inside a git directory that make git run code or read another directory's:
+/// protected read-only when they exist. `objects/info` holds `alternates`; a missing
+/// `commondir` cannot be protected this way (the directory must stay writable for
+/// git's lock files) and is watched for by the end-of-session report instead.
+pub fn sensitive(git_dir: &Path) -> Vec<PathBuf> {
+    [
+        "config",
+        "hooks",
+        "commondir",
+        "config.worktree",
+        "objects/info",
+    ]
+    .iter()
+    .map(|name| git_dir.join(name))
+    .collect()
+}
+
+/// The git directories in the trees `policy` lets the program write: each writable root
+/// (not `/` when unrestricted, not the private home, whose repositories are tools'
+/// caches), the dot-directories at the top of the home directory skipped (the sandbox
+/// keeps them read-only).
+pub fn scan_writable(policy: &crate::policy::Policy) -> Found {
+    let fs = &policy.filesystem;
+    let private = policy.private_home.as_ref().map(|h| h.dir.as_path());
+    let roots = crate::sandbox::bwrap::writable_roots(fs);
+    let mut all = Found::default();
+    for root in &roots {
+        let inside_another = roots.iter().any(|r| r != root && root.starts_with(r));
+        if *root == Path::new("/") || inside_another || Some(*root) == private {
+            continue;
+        }
+        let found = scan(root, *root == fs.home.real());
+        all.git_dirs.extend(found.git_dirs);
+        all.incomplete |= found.incomplete;
+    }
+    all.git_dirs.sort();
+    all.git_dirs.dedup();
+    all
+}
+
+/// The git directories under `root` (itself included), in path order; with `skip_dots`,
+/// the dot-directories at its top are not descended into (a sealed home's: read-only).
+pub fn scan(root: &Path, skip_dots: bool) -> Found {
+    let mut found = Found::default();
+    let mut budget = ENTRY_BUDGET;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if budget == 0 {
+                found.incomplete = true;
+                found.git_dirs.sort();
+                return found;
+            }
+            budget -= 1;
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let name = entry.file_name();
+            let path = entry.path();
+            if name == ".git" {
+                if kind.is_dir() {
+                    add_git_dir(&mut found, &path, None);
+                } else if kind.is_file() {
+                    if let Some(target) = read_pointer(&path) {
+                        add_git_dir(&mut found, &target, Some(path));
+                    }
+                }
+                continue;
+            }
+            let dot_at_top = skip_dots && dir == root && name.as_encoded_bytes().starts_with(b".");
+            if kind.is_dir() && !dot_at_top && !SKIPPED.iter().any(|s| name == *s) {
+                stack.push(path);
+            }
+        }
+    }
+    found.git_dirs.sort();
+    found.git_dirs.dedup();
+    found
+}
+
+/// A git directory, and the ones git keeps inside it: linked worktrees' and submodules'.
+fn add_git_dir(found: &mut Found, dir: &Path, pointer: Option<PathBuf>) {
+    found.git_dirs.push(GitDir {
+        dir: dir.to_path_buf(),
+        pointer,
+    });
+    for inner in ["worktrees", "modules"] {
+        let mut stack = vec![dir.join(inner)];
+        while let Some(d) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                let path = entry.path();
+                if path.join("HEAD").is_file() {
+                    found.git_dirs.push(GitDir {
+                        dir: path.clone(),
+                        pointer: None,
+                    });
+                    // A submodule's own submodules live in its modules/.
+                    stack.push(path.join("modules"));
+                } else if inner == "modules" {
+                    // Submodule names may contain slashes: nested directories.
+                    stack.push(path);
+                }
+            }
+        }
+    }
+}
+
+/// The directory a `.git` file points at (`gitdir: PATH`, relative to the file's
+/// directory), when it reads as one.
+fn read_pointer(file: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let target = text.lines().next()?.strip_prefix("gitdir: ")?.trim_end();
+    let target = file.parent()?.join(target);
+    std::fs::canonicalize(target).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_nested_repositories_worktrees_submodules_and_pointer_files() {
+        let root = std::env::temp_dir().join(format!("sbx-repos-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for dir in [
+            ".git/hooks",
+            ".git/worktrees/wt",
+            ".git/modules/lib/a/modules/inner",
+            "sub/deep/.git",
+            "node_modules/pkg/.git",
+            "wt",
+        ] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        for head in [
+            ".git/worktrees/wt/HEAD",
+            ".git/modules/lib/a/HEAD",
+            ".git/modules/lib/a/modules/inner/HEAD",
+        ] {
+            std::fs::write(root.join(head), "ref: refs/heads/main\n").unwrap();
+        }
+        std::fs::write(root.join("wt/.git"), "gitdir: ../.git/worktrees/wt\n").unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+        let found = scan(&root, false);
+        let dirs: Vec<PathBuf> = found.git_dirs.iter().map(|g| g.dir.clone()).collect();
+        for want in [
+            ".git",
+            ".git/worktrees/wt",
+            ".git/modules/lib/a",
+            ".git/modules/lib/a/modules/inner",
+            "sub/deep/.git",
+        ] {
+            assert!(dirs.contains(&root.join(want)), "{want}: {dirs:?}");
+        }
+        assert!(!dirs
+            .iter()
+            .any(|d| d.to_string_lossy().contains("node_modules")));
+        assert!(found
+            .git_dirs
+            .iter()
+            .any(|g| g.pointer.as_deref() == Some(&root.join("wt/.git"))
+                && g.dir == root.join(".git/worktrees/wt")));
+        assert!(!found.incomplete);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
