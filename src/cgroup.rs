@@ -143,8 +143,12 @@ impl SessionCgroup {
 /// says so in `cgroup.events`, which poll(2) reports as changed), remove it. Bounded: a
 /// second at most.
 fn kill_and_remove(dir: &Path) {
-    if fs::remove_dir(dir).is_ok() {
-        return;
+    match fs::remove_dir(dir) {
+        Ok(()) => return,
+        // Another user's (a root session's, seen by an unprivileged one): not ours to end,
+        // and waiting would not make it ours.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return,
+        Err(_) => {}
     }
     if fs::write(dir.join("cgroup.kill"), "1").is_err() {
         // Before Linux 5.14: kill the members one by one.

@@ -214,6 +214,25 @@ pub struct Identity {
     pub ino: u64,
 }
 
+impl Identity {
+    /// Stands for "exists, but only through a symlink where none should be": no object
+    /// has it (inode 0 is never used), so a check against it always fails.
+    pub const THROUGH_SYMLINK: Identity = Identity {
+        dev: u64::MAX,
+        ino: 0,
+    };
+}
+
+/// The identity of what `path` names after following symlinks; `None` when missing.
+pub fn followed_identity_of(path: &Path) -> Option<Identity> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(Identity {
+        dev: m.dev(),
+        ino: m.ino(),
+    })
+}
+
 /// What an opened path is.
 #[cfg(target_os = "linux")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -198,27 +198,38 @@ pub fn variables(
             .map(|v| (v.to_string(), k.twin.clone().into_os_string()))
     }));
     if !host_has("VIMINIT") {
-        out.push((
-            "VIMINIT".into(),
-            vim_init(&home.dir.join(".viminfo")).into(),
-        ));
+        out.push(("VIMINIT".into(), vim_init(&home.dir).into()));
     }
     out
 }
+
+/// vim's backup and swap directories in the private home (made by sbx-shell at start).
+pub const VIM_DIRS: [&str; 2] = [".vim-backup", ".vim-swap"];
 
 /// `VIMINIT` that keeps viminfo in the twin and otherwise starts vim as it would start
 /// without it: a set `VIMINIT` replaces the user's vimrc (and `defaults.vim`), and
 /// Neovim's `init.lua`/`init.vim`, so it loads the first that exists, as vim would.
 /// (vim writes viminfo through a temporary file beside it and a rename, so binding a file
-/// over `~/.viminfo` cannot work.)
-pub fn vim_init(viminfo: &Path) -> String {
-    let file = viminfo
-        .display()
-        .to_string()
-        .replace('\\', "\\\\")
-        .replace(' ', "\\ ")
-        .replace('|', "\\|");
+/// over `~/.viminfo` cannot work.) Backup and swap files go to the private home first
+/// (`VIM_DIRS`): beside a file at the top of a sealed home nothing can be created, and
+/// vim would refuse to write the file without its backup (E510).
+pub fn vim_init(dir: &Path) -> String {
+    let escape = |p: &Path| {
+        p.display()
+            .to_string()
+            .replace('\\', "\\\\")
+            .replace(' ', "\\ ")
+            .replace('|', "\\|")
+            .replace(',', "\\\\,")
+    };
+    let file = escape(&dir.join(".viminfo"));
+    let dirs = format!(
+        "set backupdir^={}// directory^={}//",
+        escape(&dir.join(VIM_DIRS[0])),
+        escape(&dir.join(VIM_DIRS[1]))
+    );
     [
+        &dirs,
         "if has('nvim')",
         "if filereadable(stdpath('config').'/init.lua') | exe 'luafile' stdpath('config').'/init.lua'",
         "elseif filereadable(stdpath('config').'/init.vim') | exe 'source' stdpath('config').'/init.vim'",
@@ -286,9 +297,15 @@ mod tests {
 
     #[test]
     fn vim_init_escapes_the_file_name() {
-        let init = vim_init(Path::new("/a b/x|y/.viminfo"));
+        let init = vim_init(Path::new("/a b/x|y"));
         assert!(
             init.contains("set viminfofile=/a\\ b/x\\|y/.viminfo |"),
+            "{init}"
+        );
+        assert!(
+            init.starts_with(
+                "set backupdir^=/a\\ b/x\\|y/.vim-backup// directory^=/a\\ b/x\\|y/.vim-swap// |"
+            ),
             "{init}"
         );
     }

@@ -24,6 +24,22 @@ pub struct GitDir {
     /// The `.git` file that points at it (`gitdir: …`), for a linked worktree or a
     /// submodule checked out with its metadata elsewhere.
     pub pointer: Option<PathBuf>,
+    /// Its `sensitive` paths that existed when it was found: one missing by the time the
+    /// sandbox is planned was moved meanwhile, and the session does not start.
+    pub present: Vec<PathBuf>,
+}
+
+impl GitDir {
+    fn new(dir: &Path, pointer: Option<PathBuf>) -> GitDir {
+        GitDir {
+            dir: dir.to_path_buf(),
+            pointer,
+            present: sensitive(dir)
+                .into_iter()
+                .filter(|p| p.symlink_metadata().is_ok())
+                .collect(),
+        }
+    }
 }
 
 /// What a scan found.
@@ -108,7 +124,13 @@ pub fn scan(root: &Path, skip_dots: bool) -> Found {
             }
             let dot_at_top = skip_dots && dir == root && name.as_encoded_bytes().starts_with(b".");
             if kind.is_dir() && !dot_at_top && !SKIPPED.iter().any(|s| name == *s) {
-                stack.push(path);
+                // A git directory by what it holds, whatever its name: a bare repository,
+                // or a `.git` renamed to anything.
+                if is_git_dir(&path) {
+                    add_git_dir(&mut found, &path, None);
+                } else {
+                    stack.push(path);
+                }
             }
         }
     }
@@ -119,10 +141,7 @@ pub fn scan(root: &Path, skip_dots: bool) -> Found {
 
 /// A git directory, and the ones git keeps inside it: linked worktrees' and submodules'.
 fn add_git_dir(found: &mut Found, dir: &Path, pointer: Option<PathBuf>) {
-    found.git_dirs.push(GitDir {
-        dir: dir.to_path_buf(),
-        pointer,
-    });
+    found.git_dirs.push(GitDir::new(dir, pointer));
     for inner in ["worktrees", "modules"] {
         let mut stack = vec![dir.join(inner)];
         while let Some(d) = stack.pop() {
@@ -135,10 +154,7 @@ fn add_git_dir(found: &mut Found, dir: &Path, pointer: Option<PathBuf>) {
                 }
                 let path = entry.path();
                 if path.join("HEAD").is_file() {
-                    found.git_dirs.push(GitDir {
-                        dir: path.clone(),
-                        pointer: None,
-                    });
+                    found.git_dirs.push(GitDir::new(&path, None));
                     // A submodule's own submodules live in its modules/.
                     stack.push(path.join("modules"));
                 } else if inner == "modules" {
@@ -148,6 +164,16 @@ fn add_git_dir(found: &mut Found, dir: &Path, pointer: Option<PathBuf>) {
             }
         }
     }
+}
+
+/// Whether `dir` holds what git looks for in a git directory: `HEAD`, `objects/`, `refs/`.
+fn is_git_dir(dir: &Path) -> bool {
+    let is = |name: &str, want_dir: bool| {
+        dir.join(name)
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir() == want_dir)
+    };
+    is("HEAD", false) && is("objects", true) && is("refs", true)
 }
 
 /// The directory a `.git` file points at (`gitdir: PATH`, relative to the file's
@@ -174,6 +200,8 @@ mod tests {
             "sub/deep/.git",
             "node_modules/pkg/.git",
             "wt",
+            "renamed/objects",
+            "renamed/refs",
         ] {
             std::fs::create_dir_all(root.join(dir)).unwrap();
         }
@@ -181,6 +209,7 @@ mod tests {
             ".git/worktrees/wt/HEAD",
             ".git/modules/lib/a/HEAD",
             ".git/modules/lib/a/modules/inner/HEAD",
+            "renamed/HEAD",
         ] {
             std::fs::write(root.join(head), "ref: refs/heads/main\n").unwrap();
         }
@@ -194,6 +223,7 @@ mod tests {
             ".git/modules/lib/a",
             ".git/modules/lib/a/modules/inner",
             "sub/deep/.git",
+            "renamed",
         ] {
             assert!(dirs.contains(&root.join(want)), "{want}: {dirs:?}");
         }

@@ -20,7 +20,7 @@
 use std::ffi::OsStr;
 use std::io::IsTerminal;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use anyhow::{anyhow, Context as _};
@@ -261,7 +261,7 @@ fn start_network(
 
 /// sbx-shell's own configuration and state directories, made (0700) when missing so that
 /// the sandbox can bind them read-only: a missing one could be created from inside.
-fn create_own_dirs(home: &std::path::Path) -> Result<(), Failure> {
+fn create_own_dirs(home: &Path) -> Result<(), Failure> {
     for dir in [
         crate::inputs::config_dir(home),
         crate::sessionlog::state_dir(home),
@@ -298,6 +298,13 @@ fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
                 home.dir.display()
             )
         })?;
+        for dir in crate::privatehome::VIM_DIRS {
+            if let Err(e) = crate::files::create_inside(&home.dir, Path::new(dir), true) {
+                say.detail(&format!(
+                    "sbx-shell: private home: cannot create {dir}: {e}"
+                ));
+            }
+        }
         // Twins that cannot be made (a symlink the program left there) are covered by the
         // helper, which then hides the host's path instead.
         for kept in &home.kept {

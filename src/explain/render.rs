@@ -46,6 +46,7 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
                     ),
                     How::Pin => "pinned: cannot be renamed or removed".to_string(),
                     How::ReadOnly => "read-only".to_string(),
+                    How::Resolves => "checked: still leads to what the policy resolved".to_string(),
                     How::Twin { twin, .. } => format!("its twin {} (read-write)", twin.display()),
                     How::Hide { dir: true } => "an empty read-only directory".to_string(),
                     How::Hide { dir: false } => "/dev/null".to_string(),

@@ -54,6 +54,12 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::
             source,
         };
         let changed = || super::HelperError::Changed { path: path.clone() };
+        if m.how == How::Resolves {
+            if crate::files::followed_identity_of(&m.path) != m.id {
+                return Err(changed());
+            }
+            continue;
+        }
         let (fd, dir) = match mounts::find(&m.path).map_err(failed)? {
             Found::Node(fd, id, dir) => {
                 if m.id.is_some_and(|want| want != id) {
@@ -78,6 +84,7 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::
             }
             How::Pin => mounts::pin(fd).map_err(failed)?,
             How::ReadOnly => mounts::read_only(fd).map_err(failed)?,
+            How::Resolves => {}
             How::Hide { .. } => mounts::hide(fd, dir).map_err(failed)?,
             How::Twin { twin, dir: want } => {
                 if *want != dir {

@@ -54,6 +54,8 @@ pub struct Inputs<'a> {
     pub kind_of: &'a dyn Fn(&Path) -> PathKind,
     /// What each path names now, seen without following symlinks (`files::identity_of`).
     pub identity_of: &'a dyn Fn(&Path) -> Option<Identity>,
+    /// What each path names after following symlinks (`files::followed_identity_of`).
+    pub followed_identity_of: &'a dyn Fn(&Path) -> Option<Identity>,
     /// The git directories found in the writable trees (`repos::scan`).
     pub git_dirs: &'a [crate::repos::GitDir],
 }
@@ -155,6 +157,10 @@ pub enum How {
     Pin,
     /// Read-only, with everything in it (a writable grant deeper inside stays writable).
     ReadOnly,
+    /// Nothing mounted: `path` (a protected or denied path as written, through a symlink)
+    /// must still lead, following symlinks, to the object `id` — or to nothing when `id` is
+    /// `None` — as it did when sbx-shell planned; a flipped symlink ends the session.
+    Resolves,
     /// Out of reach: a directory under an empty read-only tmpfs, anything else under
     /// `/dev/null`, read-only.
     Hide { dir: bool },
@@ -218,10 +224,16 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
     let fs = &inputs.policy.filesystem;
     let kind = |p: &Path| (inputs.kind_of)(p);
     let id = |p: &Path| (inputs.identity_of)(p);
+    // A path that exists (following symlinks) but has no identity without following them
+    // has a symlink where the plan has none: flipped since the policy was resolved.
+    let checked_id = |path: &Path| match id(path) {
+        None if kind(path) != PathKind::Missing => Some(Identity::THROUGH_SYMLINK),
+        other => other,
+    };
     let mount = |path: &Path, how: How| Mount {
         path: path.to_path_buf(),
         how,
-        id: id(path),
+        id: checked_id(path),
     };
     let roots = writable_roots(fs);
     let mut out: Vec<Mount> = roots
@@ -238,6 +250,15 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
                 .into_iter()
                 .chain(g.pointer.clone())
         })
+        .collect();
+    // What the scan saw that is gone now was moved in between: planned with an identity
+    // nothing has, so the session does not start.
+    let moved: Vec<&Path> = inputs
+        .git_dirs
+        .iter()
+        .flat_map(|g| &g.present)
+        .map(PathBuf::as_path)
+        .filter(|p| kind(p) == PathKind::Missing)
         .collect();
     let protected: Vec<&Path> = {
         let mut all: Vec<&Path> = fs
@@ -308,11 +329,27 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
             .filter(|p| root_of(p).is_some() && kind(p) != PathKind::Missing)
             .map(|p| mount(p, How::ReadOnly)),
     );
+    out.extend(moved.into_iter().map(|p| Mount {
+        path: p.to_path_buf(),
+        how: How::ReadOnly,
+        id: Some(Identity::THROUGH_SYMLINK),
+    }));
+    // The spellings through a symlink of protected and denied paths inside writable roots
+    // must still lead where the plan's real paths are.
+    for p in fs.protected.iter().chain(&fs.denied) {
+        if p.real.is_some() && root_of(&p.path).is_some() {
+            out.push(Mount {
+                path: p.path.clone(),
+                how: How::Resolves,
+                id: (inputs.followed_identity_of)(real(p)),
+            });
+        }
+    }
     out.extend(
         covers(inputs)
             .into_iter()
             .map(|(path, how, checked)| Mount {
-                id: if checked { id(&path) } else { None },
+                id: if checked { checked_id(&path) } else { None },
                 path,
                 how,
             }),
@@ -442,6 +479,7 @@ mod tests {
             helper: None,
             kind_of: &kind,
             identity_of: &|_| None,
+            followed_identity_of: &|_| None,
             git_dirs: &[],
         }
     }
@@ -701,6 +739,7 @@ mod tests {
                     How::Seal { readonly } => format!("seal {}", readonly.join(",")),
                     How::Pin => "pin".to_string(),
                     How::ReadOnly => "read-only".to_string(),
+                    How::Resolves => "resolves".to_string(),
                     How::Hide { .. } => "hide".to_string(),
                     How::Twin { .. } => "twin".to_string(),
                 };

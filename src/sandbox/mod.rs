@@ -144,6 +144,7 @@ fn with_bwrap_inputs<R>(
         helper: ctx.helper_fd,
         kind_of: &kind_of,
         identity_of: &identity_of,
+        followed_identity_of: &crate::files::followed_identity_of,
         git_dirs: ctx.git_dirs,
     };
     Ok(f(&inputs))

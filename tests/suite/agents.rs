@@ -139,6 +139,7 @@ fn environment(agents: &Path, home: &Path, agent: &Agent) -> String {
 }
 
 fn drive(agent: &Agent) {
+    let _machine = super::support::needing_the_machine();
     let Some(agents) = agents_bin() else { return };
     let dir = Scratch::new(&format!("agent-{}", agent.name));
     // Outside /tmp (private inside the sandbox) and outside the test's private HOME.
@@ -283,6 +284,7 @@ fn opencode_starts_resizes_suspends_and_exits_as_bare() {
 #[test]
 fn claude_code_keeps_what_it_saved_between_sessions() {
     let Some(agents) = agents_bin() else { return };
+    let _machine = super::support::needing_the_machine();
     let base = super::support::run_dir("sbx-agent-claude-state");
     let home = base.join("home");
     std::fs::create_dir_all(home.join("w")).unwrap();

@@ -6,6 +6,7 @@ mod network;
 mod nontty;
 mod policy;
 mod privatehome;
+mod protections;
 mod sandbox;
 mod ssh;
 mod support;

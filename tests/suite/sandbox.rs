@@ -58,7 +58,7 @@ pub(super) struct Lab {
     pub(super) home: PathBuf,
     pub(super) ws: PathBuf,
     pub(super) outside: PathBuf,
-    user: User,
+    pub(super) user: User,
 }
 
 impl Lab {
@@ -119,7 +119,7 @@ impl Lab {
     }
 
     /// Run `sh -c SCRIPT` sandboxed; (exit code, stdout, stderr).
-    fn sh(&self, backend: &str, args: &[&str], script: &str) -> (i32, String, String) {
+    pub(super) fn sh(&self, backend: &str, args: &[&str], script: &str) -> (i32, String, String) {
         let mut all: Vec<&str> = args.to_vec();
         all.extend(["-c", script]);
         let out = self.command(backend, &all).shown();

@@ -318,6 +318,23 @@ pub fn alive(pid: i32) -> bool {
 /// would keep that terminal from ever hanging up.
 static SPAWN_LOCK: Mutex<()> = Mutex::new(());
 
+/// Tests that keep both cores busy on purpose (a flipper in a tight loop) hold this
+/// exclusively; tests that wait on a program's screen with a deadline hold it shared, so
+/// they never run beside the former.
+static LOAD: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// For a test that loads the machine: nothing timing-sensitive runs meanwhile.
+pub fn loading_the_machine() -> std::sync::RwLockWriteGuard<'static, ()> {
+    LOAD.write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// For a test with deadlines: not beside one that loads the machine.
+pub fn needing_the_machine() -> std::sync::RwLockReadGuard<'static, ()> {
+    LOAD.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn open_private_pty(size: &Winsize) -> nix::pty::OpenptyResult {
     let _no_other_spawn = SPAWN_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let pty = nix::pty::openpty(Some(size), None).unwrap();

@@ -1,0 +1,436 @@
+//! Protections inside writable trees, attacked as a program would route around them:
+//! renaming an ancestor, creating what is missing (the workspace at `$HOME`), git's
+//! indirections checked by running the host's git afterwards, symlinks flipped while
+//! sessions start, and the end-of-session report. bwrap backend, as root and as nobody.
+//!
+//! Every attack runs beside its control: the same script under `--backend none` gets
+//! through, so a pass shows that the sandbox stopped it.
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::sandbox::{assert_lines, chown_tree, tools_present, Lab, User, NOBODY};
+use super::support::Shown;
+
+const USERS: [User; 2] = [User::Root, User::Nobody];
+
+/// `git ARGS` on the host in `dir`, as the lab's user, with the lab's home.
+fn host_git(lab: &Lab, dir: &Path, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new("git");
+    cmd.args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("HOME", &lab.home)
+        .env("PATH", "/usr/bin:/bin")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(Stdio::null());
+    if lab.user == User::Nobody {
+        cmd.uid(NOBODY).gid(NOBODY);
+    }
+    cmd.shown()
+}
+
+/// A real repository with one commit in the lab's workspace (owned by the lab's user).
+fn repo_lab(name: &str, user: User) -> Lab {
+    let lab = Lab::new(name, user, false);
+    for args in [
+        &["init", "-q", "-b", "main", "."][..],
+        &["add", "README"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    ] {
+        let out = Command::new("git")
+            .args(["-c", "safe.directory=*"])
+            .args(args)
+            .current_dir(&lab.ws)
+            .env("HOME", &lab.home)
+            .shown();
+        assert!(out.status.success());
+    }
+    if user == User::Nobody {
+        chown_tree(&lab.dir, NOBODY);
+    }
+    lab
+}
+
+/// A script the attacker leaves in the workspace, that git would run: it marks `$LAB_OUT`.
+fn evil_script(lab: &Lab, mark: &str) -> String {
+    format!(
+        "printf '#!/bin/sh\\ntouch {out}/{mark}\\n' > {ws}/evil-{mark}.sh; chmod +x {ws}/evil-{mark}.sh; ",
+        out = lab.outside.display(),
+        ws = lab.ws.display(),
+    )
+}
+
+fn fsmonitor(lab: &Lab, mark: &str) -> String {
+    format!(
+        "[core]\\n\\tfsmonitor = {}/evil-{mark}.sh\\n",
+        lab.ws.display()
+    )
+}
+
+#[test]
+fn renaming_an_ancestor_moves_no_protection_away() {
+    if !tools_present() {
+        return;
+    }
+    for user in USERS {
+        for backend in ["bwrap", "none"] {
+            let lab = repo_lab("ancestor", user);
+            fs::create_dir_all(lab.ws.join("a/b")).unwrap();
+            fs::write(lab.ws.join("a/b/secret.txt"), "CANARY-denied\n").unwrap();
+            fs::create_dir_all(lab.ws.join(".claude")).unwrap();
+            fs::write(lab.ws.join(".claude/settings.json"), "{}\n").unwrap();
+            if user == User::Nobody {
+                chown_tree(&lab.dir, NOBODY);
+            }
+            let script = format!(
+                "{evil}\
+                 mv .git .git-moved && mkdir .git && cp -r .git-moved/. .git/ && printf '{cfg}' >> .git/config && echo GIT-RENAMED; \
+                 mv a c && echo DENIED-RENAMED; \
+                 mv .claude .claude-moved && mkdir .claude && echo '{{\"hooks\":{{}}}}' > .claude/settings.json && echo CLAUDE-RENAMED; \
+                 echo DONE",
+                evil = evil_script(&lab, "ancestor"),
+                cfg = fsmonitor(&lab, "ancestor"),
+            );
+            let (code, out, err) = lab.sh(backend, &["--deny", "./a/b/secret.txt"], &script);
+            let what = format!("{} {backend}", lab.what(backend));
+            assert_eq!(code, 0, "{what}: {err}");
+            assert_lines(&out, &["DONE"], &what);
+            let status = host_git(&lab, &lab.ws, &["status", "--short"]);
+            let pwned = lab.outside.join("ancestor").exists();
+            let secret_moved = lab.ws.join("c/b/secret.txt").exists();
+            if backend == "none" {
+                // Control: every rename went through, and the host's git ran the command.
+                assert_lines(
+                    &out,
+                    &["GIT-RENAMED", "DENIED-RENAMED", "CLAUDE-RENAMED"],
+                    &what,
+                );
+                assert!(
+                    pwned,
+                    "{what}: control: git did not run the planted fsmonitor"
+                );
+                assert!(secret_moved, "{what}: control");
+            } else {
+                for line in ["GIT-RENAMED", "DENIED-RENAMED", "CLAUDE-RENAMED"] {
+                    assert!(!out.lines().any(|l| l == line), "{what}: {line}\n{out}");
+                }
+                assert!(
+                    !pwned,
+                    "{what}: the host's git ran a command the sandbox planted"
+                );
+                assert!(status.status.success(), "{what}");
+                assert!(
+                    !secret_moved && lab.ws.join("a/b/secret.txt").exists(),
+                    "{what}"
+                );
+                assert_eq!(
+                    fs::read_to_string(lab.ws.join(".claude/settings.json")).unwrap(),
+                    "{}\n",
+                    "{what}"
+                );
+            }
+        }
+    }
+}
+
+/// What a login shell's session (workspace `$HOME`) tries to plant, by path relative to
+/// the home directory: each would run code outside later.
+const HOME_PLANTS: &[&str] = &[
+    ".bash_login",
+    ".bashrc",
+    ".profile",
+    ".gitconfig",
+    ".config/git/config",
+    ".local/bin/ls",
+    "bin/ls",
+    ".config/autostart/evil.desktop",
+    ".config/systemd/user/evil.service",
+    ".config/sbx-shell/config.json",
+    ".config/sbx-shell/profiles/evil.json",
+    ".local/state/sbx-shell/sessions.jsonl",
+    ".ssh/rc",
+];
+
+#[test]
+fn a_home_workspace_keeps_what_runs_code_unwritable_and_ordinary_files_writable() {
+    if !tools_present() {
+        return;
+    }
+    for user in USERS {
+        for backend in ["bwrap", "none"] {
+            let lab = Lab::new("homews", user, false);
+            fs::create_dir_all(lab.home.join("docs")).unwrap();
+            fs::write(lab.home.join("notes.txt"), "notes\n").unwrap();
+            if user == User::Nobody {
+                chown_tree(&lab.dir, NOBODY);
+            }
+            let mut script = String::from("cd \"$HOME\"; ");
+            for plant in HOME_PLANTS {
+                let dir = Path::new(plant).parent().unwrap().display().to_string();
+                script.push_str(&format!(
+                    "(mkdir -p './{dir}' && echo \"echo PLANTED-$((6*7))\" >> './{plant}') 2>/dev/null && echo 'PLANTED {plant}'; "
+                ));
+            }
+            script.push_str(
+                "echo more >> notes.txt && echo NOTES-OK; echo new > docs/new.txt && echo DOCS-OK; mkdir docs/sub && echo MKDIR-OK; echo DONE",
+            );
+            let mut cmd = lab.command(backend, &["--workspace"]);
+            cmd.arg(&lab.home).args(["-c", &script]);
+            let out = cmd.shown();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let what = format!("{} {backend}", lab.what(backend));
+            assert!(out.status.success(), "{what}");
+            assert_lines(&text, &["NOTES-OK", "DOCS-OK", "MKDIR-OK", "DONE"], &what);
+            for plant in HOME_PLANTS {
+                let planted = fs::read_to_string(lab.home.join(plant))
+                    .is_ok_and(|t| t.contains("echo PLANTED-42"));
+                if backend == "none" {
+                    assert!(planted, "{what}: control could not plant {plant}");
+                } else {
+                    assert!(!planted, "{what}: planted {plant}\n{text}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn git_cannot_be_turned_against_the_host_through_any_repository() {
+    if !tools_present() {
+        return;
+    }
+    for user in USERS {
+        for backend in ["bwrap", "none"] {
+            let lab = repo_lab("gitind", user);
+            let ws = &lab.ws;
+            // A nested repository, a linked worktree and a submodule-style pointer file.
+            let setup = |args: &[&str], dir: &Path| {
+                let out = Command::new("git")
+                    .args(["-c", "safe.directory=*"])
+                    .args(args)
+                    .current_dir(dir)
+                    .env("HOME", &lab.home)
+                    .shown();
+                assert!(out.status.success());
+            };
+            fs::create_dir_all(ws.join("sub")).unwrap();
+            setup(&["init", "-q", "."], &ws.join("sub"));
+            setup(&["worktree", "add", "-q", "wt"], ws);
+            fs::write(ws.join(".gitignore"), "sub/\nwt/\nevil-*\nelsewhere/\n").unwrap();
+            if user == User::Nobody {
+                chown_tree(&lab.dir, NOBODY);
+            }
+            let cfg = |mark: &str| fsmonitor(&lab, mark);
+            let script = format!(
+                "{e1}{e2}{e3}{e4}{e5}\
+                 printf '{c1}' >> sub/.git/config && echo NESTED; \
+                 printf '{c2}' >> .git/config && echo MAIN; \
+                 git init -q elsewhere && printf '{c3}' >> elsewhere/.git/config; printf 'gitdir: {ws}/elsewhere/.git\\n' > wt/.git && echo POINTER; \
+                 printf '{c4}' >> .git/worktrees/wt/config.worktree && echo WT-CONFIG; \
+                 echo '../../nowhere/objects' > .git/objects/info/alternates && echo ALTERNATES; \
+                 printf '#!/bin/sh\\ntouch {out}/hook\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout && echo HOOK; \
+                 echo ok >> README && git -c user.name=t -c user.email=t@t commit -qam work && echo COMMIT-OK; \
+                 git branch topic && git checkout -q topic && git checkout -q main && git merge -q topic && echo BRANCH-OK; \
+                 git log --oneline | head -1 >/dev/null && git status --short >/dev/null && echo STATUS-OK; \
+                 echo DONE",
+                e1 = evil_script(&lab, "nested"),
+                e2 = evil_script(&lab, "main"),
+                e3 = evil_script(&lab, "pointer"),
+                e4 = evil_script(&lab, "wtconfig"),
+                e5 = "",
+                c1 = cfg("nested"),
+                c2 = cfg("main"),
+                c3 = cfg("pointer"),
+                c4 = cfg("wtconfig"),
+                ws = ws.display(),
+                out = lab.outside.display(),
+            );
+            let (code, out, err) = lab.sh(backend, &[], &script);
+            let what = format!("{} {backend}", lab.what(backend));
+            assert_eq!(code, 0, "{what}: {err}");
+            assert_lines(
+                &out,
+                &["COMMIT-OK", "BRANCH-OK", "STATUS-OK", "DONE"],
+                &what,
+            );
+            // The host's git, afterwards, in each repository; a checkout runs the hook.
+            for dir in [ws.join("sub"), ws.clone(), ws.join("wt")] {
+                host_git(&lab, &dir, &["status", "--short"]);
+            }
+            host_git(&lab, ws, &["checkout", "-q", "topic"]);
+            let marks = ["nested", "main", "pointer", "hook"];
+            let fired: Vec<&str> = marks
+                .iter()
+                .copied()
+                .filter(|m| lab.outside.join(m).exists())
+                .collect();
+            if backend == "none" {
+                assert_eq!(fired, marks, "{what}: control: {out}");
+                assert_lines(
+                    &out,
+                    &["NESTED", "MAIN", "POINTER", "ALTERNATES", "HOOK"],
+                    &what,
+                );
+            } else {
+                assert!(
+                    fired.is_empty(),
+                    "{what}: the host's git ran {fired:?}\n{out}"
+                );
+                for line in ["NESTED", "MAIN", "POINTER", "ALTERNATES", "HOOK"] {
+                    assert!(!out.lines().any(|l| l == line), "{what}: {line}\n{out}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_end_of_a_session_names_what_it_planted() {
+    if !tools_present() {
+        return;
+    }
+    for user in USERS {
+        let lab = repo_lab("report", user);
+        let script = format!(
+            "{evil}git init -q fresh && printf '{cfg}' >> fresh/.git/config; \
+             mkdir -p .vscode && echo '{{}}' > .vscode/tasks.json; \
+             echo ../elsewhere > .git/commondir; echo DONE",
+            evil = evil_script(&lab, "fresh"),
+            cfg = fsmonitor(&lab, "fresh"),
+        );
+        let (code, out, err) = lab.sh("bwrap", &[], &script);
+        let what = lab.what("bwrap");
+        assert_eq!(code, 0, "{what}: {err}");
+        assert_lines(&out, &["DONE"], &what);
+        let ws = lab.ws.display();
+        for named in [
+            format!("{ws}/fresh/.git/config (new git config (core.fsmonitor))"),
+            format!("{ws}/.vscode/tasks.json (new editor/agent project file)"),
+            format!("{ws}/.git/commondir (new git pointer to another directory)"),
+        ] {
+            assert!(err.contains(&named), "{what}: {named} not named:\n{err}");
+        }
+        let log =
+            fs::read_to_string(lab.home.join(".local/state/sbx-shell/sessions.jsonl")).unwrap();
+        let last = log.lines().last().unwrap();
+        assert!(
+            last.contains("fresh/.git/config (new git config (core.fsmonitor))"),
+            "{last}"
+        );
+        // A session that plants nothing says nothing.
+        let (_, _, quiet) = lab.sh("bwrap", &[], "echo ok >> README");
+        assert!(
+            !quiet.contains("left code that runs outside"),
+            "{what}: {quiet}"
+        );
+    }
+}
+
+/// A symlink flipped in a tight loop while sessions start: the workspace's `.git` is a
+/// symlink swapped atomically between two git directories; each session either refuses to
+/// start or runs with both configs read-only, so no write ever reaches either. The flipper
+/// is a host process, then a second sandbox; enough starts to catch a one-in-a-hundred
+/// window.
+#[test]
+fn a_symlink_flipped_while_sessions_start_never_lets_a_write_through() {
+    if !tools_present() {
+        return;
+    }
+    const STARTS: usize = 200;
+    let _machine = super::support::loading_the_machine();
+    for user in USERS {
+        for flipper in ["host", "sandbox"] {
+            let lab = repo_lab("flip", user);
+            fs::rename(lab.ws.join(".git"), lab.ws.join("git-a")).unwrap();
+            let out = Command::new("cp")
+                .args(["-a", "git-a", "git-b"])
+                .current_dir(&lab.ws)
+                .shown();
+            assert!(out.status.success());
+            std::os::unix::fs::symlink("git-a", lab.ws.join(".git")).unwrap();
+            if user == User::Nobody {
+                chown_tree(&lab.dir, NOBODY);
+            }
+            let configs = [lab.ws.join("git-a/config"), lab.ws.join("git-b/config")];
+            let before: Vec<String> = configs
+                .iter()
+                .map(|c| fs::read_to_string(c).unwrap())
+                .collect();
+            // Replaced atomically (a new link renamed over it), as fast as the kernel lets
+            // a loop that forks nothing.
+            let flip = "import os\nwhile True:\n for t in ('git-b', 'git-a'):\n  try:\n   os.symlink(t, '.git.new'); os.rename('.git.new', '.git')\n  except OSError:\n   pass\n  os.sched_yield()\n";
+            let mut flipping = match flipper {
+                "host" => {
+                    let mut cmd = Command::new(super::sandbox::PYTHON);
+                    cmd.args(["-c", flip]).current_dir(&lab.ws);
+                    if user == User::Nobody {
+                        cmd.uid(NOBODY).gid(NOBODY);
+                    }
+                    cmd.stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .unwrap()
+                }
+                _ => {
+                    let mut cmd = lab.command("bwrap", &["--", super::sandbox::PYTHON, "-c", flip]);
+                    cmd.stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .unwrap()
+                }
+            };
+            let (mut ran, mut refused) = (0, 0);
+            let t0 = std::time::Instant::now();
+            for _ in 0..STARTS {
+                let out = lab
+                    .command(
+                        "bwrap",
+                        &["-c", "for c in .git/config git-a/config git-b/config; do echo pwned >> $c; done; echo RAN"],
+                    )
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .output()
+                    .unwrap();
+                if String::from_utf8_lossy(&out.stdout).contains("RAN") {
+                    ran += 1;
+                } else {
+                    refused += 1;
+                }
+            }
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(flipping.id() as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = flipping.wait();
+            let what = format!(
+                "{} flipped by {flipper}: {ran} ran, {refused} refused",
+                lab.what("bwrap")
+            );
+            eprintln!("{what} in {:?}", t0.elapsed());
+            let after: Vec<String> = configs
+                .iter()
+                .map(|c| fs::read_to_string(c).unwrap())
+                .collect();
+            assert_eq!(after, before, "{what}");
+            assert!(ran > 0, "{what}: no session started at all");
+        }
+    }
+    // Control: without the sandbox the same writes land.
+    let lab = repo_lab("flip-control", User::Root);
+    let (_, out, _) = lab.sh("none", &[], "echo pwned >> .git/config; echo RAN");
+    assert_lines(&out, &["RAN"], "control");
+    assert!(fs::read_to_string(lab.ws.join(".git/config"))
+        .unwrap()
+        .contains("pwned"));
+}
