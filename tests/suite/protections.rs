@@ -337,6 +337,16 @@ fn the_end_of_a_session_names_what_it_planted() {
     }
 }
 
+/// A child killed when dropped, however the test ends: a flipper must not outlive it.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A symlink flipped in a tight loop while sessions start: the workspace's `.git` is a
 /// symlink swapped atomically between two git directories; each session either refuses to
 /// start or runs with both configs read-only, so no write ever reaches either. The flipper
@@ -370,7 +380,7 @@ fn a_symlink_flipped_while_sessions_start_never_lets_a_write_through() {
             // Replaced atomically (a new link renamed over it), as fast as the kernel lets
             // a loop that forks nothing.
             let flip = "import os\nwhile True:\n for t in ('git-b', 'git-a'):\n  try:\n   os.symlink(t, '.git.new'); os.rename('.git.new', '.git')\n  except OSError:\n   pass\n  os.sched_yield()\n";
-            let mut flipping = match flipper {
+            let flipping = Killed(match flipper {
                 "host" => {
                     let mut cmd = Command::new(super::sandbox::PYTHON);
                     cmd.args(["-c", flip]).current_dir(&lab.ws);
@@ -389,7 +399,7 @@ fn a_symlink_flipped_while_sessions_start_never_lets_a_write_through() {
                         .spawn()
                         .unwrap()
                 }
-            };
+            });
             let (mut ran, mut refused) = (0, 0);
             let t0 = std::time::Instant::now();
             for _ in 0..STARTS {
@@ -408,11 +418,7 @@ fn a_symlink_flipped_while_sessions_start_never_lets_a_write_through() {
                     refused += 1;
                 }
             }
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(flipping.id() as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            let _ = flipping.wait();
+            drop(flipping);
             let what = format!(
                 "{} flipped by {flipper}: {ran} ran, {refused} refused",
                 lab.what("bwrap")
