@@ -374,7 +374,10 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
                 crate::privatehome::Kind::Dir => PathKind::Dir,
                 crate::privatehome::Kind::File => PathKind::File,
             };
+            // Not through a symlink (the host's own arrangement, e.g. a history file kept in
+            // a dotfiles repository): then the denied path's hide covers its target.
             (inputs.kind_of)(&k.path) == want
+                && (inputs.identity_of)(&k.path).is_some()
                 && !grants().any(|g| g != k.path && g.starts_with(&k.path))
         })
         .map(|k| (k.path.as_path(), k.twin.as_path()))
@@ -478,7 +481,7 @@ mod tests {
             host_sockets: &[],
             helper: None,
             kind_of: &kind,
-            identity_of: &|_| None,
+            identity_of: &|_| Some(Identity { dev: 1, ino: 1 }),
             followed_identity_of: &|_| None,
             git_dirs: &[],
         }
@@ -664,6 +667,27 @@ mod tests {
             off.contains(&("/home/u/.bash_history".into(), None)),
             "{off:?}"
         );
+    }
+
+    #[test]
+    fn a_kept_path_reached_through_a_symlink_gets_no_twin() {
+        let p = policy_with("/home/u/proj", "{}");
+        let on_host = |p: &Path| match p.to_str().unwrap() {
+            "/home/u/.bash_history" => PathKind::File,
+            other => kind(Path::new(other)),
+        };
+        // The host's file is a symlink: no identity without following it.
+        let id = |p: &Path| {
+            (p != Path::new("/home/u/.bash_history")).then_some(Identity { dev: 1, ino: 1 })
+        };
+        let inputs = Inputs {
+            kind_of: &on_host,
+            identity_of: &id,
+            ..inputs(&p)
+        };
+        assert!(!covered(&inputs)
+            .iter()
+            .any(|(path, how)| path == "/home/u/.bash_history" && matches!(how, How::Twin { .. })));
     }
 
     #[test]
