@@ -48,18 +48,23 @@ fn repo_lab(name: &str, user: User) -> Lab {
             "init",
         ],
     ] {
-        let out = Command::new("git")
-            .args(["-c", "safe.directory=*"])
-            .args(args)
-            .current_dir(&lab.ws)
-            .env("HOME", &lab.home)
-            .shown();
-        assert!(out.status.success());
+        setup_git(&lab, &lab.ws, args);
     }
     if user == User::Nobody {
         chown_tree(&lab.dir, NOBODY);
     }
     lab
+}
+
+/// `git ARGS` in `dir` as root, preparing a lab (whatever owns the directory).
+fn setup_git(lab: &Lab, dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "safe.directory=*"])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", &lab.home)
+        .shown();
+    assert!(out.status.success());
 }
 
 /// A script the attacker leaves in the workspace, that git would run: it marks `$LAB_OUT`.
@@ -222,18 +227,9 @@ fn git_cannot_be_turned_against_the_host_through_any_repository() {
             let lab = repo_lab("gitind", user);
             let ws = &lab.ws;
             // A nested repository, a linked worktree and a submodule-style pointer file.
-            let setup = |args: &[&str], dir: &Path| {
-                let out = Command::new("git")
-                    .args(["-c", "safe.directory=*"])
-                    .args(args)
-                    .current_dir(dir)
-                    .env("HOME", &lab.home)
-                    .shown();
-                assert!(out.status.success());
-            };
             fs::create_dir_all(ws.join("sub")).unwrap();
-            setup(&["init", "-q", "."], &ws.join("sub"));
-            setup(&["worktree", "add", "-q", "wt"], ws);
+            setup_git(&lab, &ws.join("sub"), &["init", "-q", "."]);
+            setup_git(&lab, ws, &["worktree", "add", "-q", "wt"]);
             fs::write(ws.join(".gitignore"), "sub/\nwt/\nevil-*\nelsewhere/\n").unwrap();
             if user == User::Nobody {
                 chown_tree(&lab.dir, NOBODY);
