@@ -49,9 +49,12 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::
     })?;
     for m in plan {
         let path = m.path.display().to_string();
-        let failed = |source: io::Error| super::HelperError::Mount {
-            path: path.clone(),
-            source,
+        let failed = |source: io::Error| match source.raw_os_error() {
+            Some(libc::ENOSYS) => super::HelperError::OldKernel { path: path.clone() },
+            _ => super::HelperError::Mount {
+                path: path.clone(),
+                source,
+            },
         };
         let changed = || super::HelperError::Changed { path: path.clone() };
         if m.how == How::Resolves {
