@@ -13,6 +13,8 @@ pub mod doctor;
 pub mod exit;
 pub mod explain;
 mod files;
+#[cfg(target_os = "linux")]
+pub mod guard;
 mod helper;
 pub mod host;
 pub mod inputs;

@@ -58,9 +58,30 @@ pub struct Print {
     mode: u32,
 }
 
+impl Print {
+    pub fn of(m: &std::fs::Metadata) -> Print {
+        Print {
+            len: m.len(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            ino: m.ino(),
+            mode: m.mode(),
+        }
+    }
+}
+
 /// The places and what they were, by path, with what each is.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Snapshot(BTreeMap<PathBuf, (What, Print)>);
+
+impl Snapshot {
+    /// Whether `path` was recorded, and `now` (its metadata, taken without following a
+    /// symlink) is what it was.
+    pub fn unchanged(&self, path: &Path, now: &std::fs::Metadata) -> bool {
+        self.0
+            .get(path)
+            .is_some_and(|(_, was)| *was == Print::of(now))
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum What {
@@ -90,13 +111,7 @@ pub fn snapshot(
     let mut s = Snapshot::default();
     let mut add = |path: PathBuf, what: What| {
         if let Ok(m) = path.symlink_metadata() {
-            let print = Print {
-                len: m.len(),
-                mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
-                ino: m.ino(),
-                mode: m.mode(),
-            };
-            s.0.insert(path, (what, print));
+            s.0.insert(path, (what, Print::of(&m)));
         }
     };
     for g in &git.git_dirs {
@@ -112,6 +127,9 @@ pub fn snapshot(
                 add(hook, What::GitHook);
             }
         }
+    }
+    for (link, _) in &git.links {
+        add(link.clone(), What::GitPointer);
     }
     if let Some(ws) = workspace {
         for rel in PROJECT_FILES {
@@ -201,6 +219,23 @@ pub fn config_keys(text: &str) -> Vec<String> {
         }
     }
     keys
+}
+
+/// The line for what the guard moved aside (`guard`) and kept in `keep`, or `None` when it
+/// moved nothing.
+pub fn moved_line(moved: &[Planted], keep: &Path) -> Option<String> {
+    if moved.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = moved
+        .iter()
+        .map(|p| format!("{} ({})", p.path.display(), p.what))
+        .collect();
+    Some(format!(
+        "this session planted code that would run outside the sandbox; sbx-shell took it out of the tree: {}\nHint: copies are kept in {}; `sbx-shell log --json` keeps this list",
+        list.join("; "),
+        keep.display()
+    ))
 }
 
 /// The one line for the terminal, or `None` when nothing was planted.

@@ -46,6 +46,9 @@ impl GitDir {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Found {
     pub git_dirs: Vec<GitDir>,
+    /// `.git` entries that are symlinks, with where each pointed: no mount holds a
+    /// symlink in place, so the guard (`guard`) puts one back when it is changed.
+    pub links: Vec<(PathBuf, PathBuf)>,
     /// The walk stopped at the entry budget: there may be more.
     pub incomplete: bool,
 }
@@ -67,22 +70,43 @@ pub fn sensitive(git_dir: &Path) -> Vec<PathBuf> {
     .collect()
 }
 
-/// The git directories in the trees `policy` lets the program write: each writable root
-/// (not `/` when unrestricted, not the private home, whose repositories are tools'
-/// caches), the dot-directories at the top of the home directory skipped (the sandbox
-/// keeps them read-only).
-pub fn scan_writable(policy: &crate::policy::Policy) -> Found {
+/// The trees `policy` lets the program write, as scanned: each writable root (not `/` when
+/// unrestricted, not one inside another unless that one skips it, not the private home,
+/// whose repositories are tools' caches), with whether the dot-directories at its top are
+/// skipped (a sealed home's: read-only, but a `write` grant such as `~/.claude` is a tree
+/// of its own).
+pub fn trees(policy: &crate::policy::Policy) -> Vec<(PathBuf, bool)> {
     let fs = &policy.filesystem;
     let private = policy.private_home.as_ref().map(|h| h.dir.as_path());
     let roots = crate::sandbox::bwrap::writable_roots(fs);
+    roots
+        .iter()
+        .filter(|root| {
+            // Inside another tree, it is walked with it — unless that tree is a sealed
+            // home and this is under one of its dot entries, which that walk skips.
+            let inside_another = roots.iter().any(|r| {
+                r != *root
+                    && root.starts_with(r)
+                    && !(*r == fs.home.real()
+                        && root
+                            .strip_prefix(r)
+                            .ok()
+                            .and_then(|rest| rest.components().next())
+                            .is_some_and(|c| c.as_os_str().as_encoded_bytes().starts_with(b".")))
+            });
+            **root != Path::new("/") && !inside_another && Some(**root) != private
+        })
+        .map(|root| (root.to_path_buf(), *root == fs.home.real()))
+        .collect()
+}
+
+/// The git directories in the trees `policy` lets the program write (`trees`).
+pub fn scan_writable(policy: &crate::policy::Policy) -> Found {
     let mut all = Found::default();
-    for root in &roots {
-        let inside_another = roots.iter().any(|r| r != root && root.starts_with(r));
-        if *root == Path::new("/") || inside_another || Some(*root) == private {
-            continue;
-        }
-        let found = scan(root, *root == fs.home.real());
+    for (root, skip_dots) in trees(policy) {
+        let found = scan(&root, skip_dots);
         all.git_dirs.extend(found.git_dirs);
+        all.links.extend(found.links);
         all.incomplete |= found.incomplete;
     }
     all.git_dirs.sort();
@@ -118,6 +142,10 @@ pub fn scan(root: &Path, skip_dots: bool) -> Found {
                 } else if kind.is_file() {
                     if let Some(target) = read_pointer(&path) {
                         add_git_dir(&mut found, &target, Some(path));
+                    }
+                } else if kind.is_symlink() {
+                    if let Ok(target) = std::fs::read_link(&path) {
+                        found.links.push((path, target));
                     }
                 }
                 continue;

@@ -83,7 +83,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         private_home_env(&plan),
         &plan.launch.shell,
     );
-    let watch = Watch::start(&plan.policy, &git, &env);
+    let watch = Watch::start(&plan, &backend, &git, &env, started);
     let session = Session::open(wants_pty(
         cli.pty,
         std::io::stdin().is_terminal(),
@@ -112,9 +112,6 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         cgroup.end();
     }
     let planted = watch.finish(&plan.policy);
-    if let Some(line) = crate::planted::line(&planted) {
-        crate::say::warning(&line);
-    }
     record(
         &plan,
         &backend,
@@ -407,7 +404,10 @@ fn build_argv(
 ) -> Result<Vec<std::ffi::OsString>, Failure> {
     let spec = HelperSpec {
         new_session: session.is_pty(),
-        limits: ProcessLimits::from_policy(&plan.policy.limits),
+        limits: ProcessLimits::from_policy(
+            &plan.policy.limits,
+            host.machine.nofile.map(|(soft, _)| soft),
+        ),
         drop_privileges: layers.drop_privileges,
         landlock: layers.landlock.clone(),
         seccomp: layers.seccomp.clone(),
@@ -527,26 +527,86 @@ fn record(
 }
 
 /// The places in the writable trees that would run code outside (`planted`), recorded
-/// before the session and compared after it.
+/// before the session and compared after it; and, on Linux, the guard that moves aside
+/// what no mount could refuse while the session runs.
 struct Watch {
     before: crate::planted::Snapshot,
     path_dirs: Vec<std::path::PathBuf>,
+    /// `.git` symlinks and their targets at the start.
+    links: Vec<(std::path::PathBuf, std::path::PathBuf)>,
+    #[cfg(target_os = "linux")]
+    guard: Option<crate::guard::Guard>,
 }
 
 impl Watch {
     fn start(
-        policy: &Policy,
+        plan: &Plan,
+        backend: &Backend,
         git: &crate::repos::Found,
         env: &[(std::ffi::OsString, std::ffi::OsString)],
+        started: SystemTime,
     ) -> Watch {
+        let policy = &plan.policy;
         let path_dirs: Vec<std::path::PathBuf> = env
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| std::env::split_paths(v).collect())
             .unwrap_or_default();
+        let before = Self::snapshot(policy, git, &path_dirs);
+        #[cfg(target_os = "linux")]
+        let guard = Self::guard(plan, backend, git, &before, started);
+        #[cfg(not(target_os = "linux"))]
+        let _ = (backend, started);
         Watch {
-            before: Self::snapshot(policy, git, &path_dirs),
+            before,
             path_dirs,
+            links: git.links.clone(),
+            #[cfg(target_os = "linux")]
+            guard,
+        }
+    }
+
+    /// The guard, for a sandboxed session with writable trees.
+    #[cfg(target_os = "linux")]
+    fn guard(
+        plan: &Plan,
+        backend: &Backend,
+        git: &crate::repos::Found,
+        before: &crate::planted::Snapshot,
+        started: SystemTime,
+    ) -> Option<crate::guard::Guard> {
+        let roots = crate::repos::trees(&plan.policy);
+        if matches!(backend, Backend::None) || roots.is_empty() {
+            return None;
+        }
+        let protected: Vec<&std::path::Path> = plan
+            .policy
+            .filesystem
+            .protected
+            .iter()
+            .map(crate::policy::ResolvedPath::real)
+            .collect();
+        let rules = crate::guard::Rules {
+            missing: crate::guard::missing(&protected, &roots, &|p| p.symlink_metadata().is_ok()),
+            roots,
+            before: before.clone(),
+            links: git.links.clone(),
+            keep: sessionlog::state_dir(&plan.home)
+                .join("moved-aside")
+                .join(format!(
+                    "{}-{}",
+                    sessionlog::rfc3339(started),
+                    std::process::id()
+                )),
+        };
+        match crate::guard::Guard::start(rules) {
+            Ok(guard) => Some(guard),
+            Err(e) => {
+                crate::say::warning(&format!(
+                    "cannot watch the writable trees ({e}): what the session plants is only reported at the end"
+                ));
+                None
+            }
         }
     }
 
@@ -565,14 +625,44 @@ impl Watch {
         crate::planted::snapshot(git, workspace, path_dirs, &roots)
     }
 
-    /// What is new or changed since `start`: the writable trees scanned again, so that
-    /// repositories made during the session count.
-    fn finish(&self, policy: &Policy) -> Vec<crate::planted::Planted> {
+    /// What the guard moved aside, then what is new or changed since `start` (the writable
+    /// trees scanned again, so that repositories made during the session count); each
+    /// list said on one line.
+    fn finish(self, policy: &Policy) -> Vec<crate::planted::Planted> {
+        #[cfg(target_os = "linux")]
+        let mut all = match self.guard.map(crate::guard::Guard::finish) {
+            Some(outcome) => {
+                if outcome.incomplete {
+                    crate::say::warning(&format!(
+                        "the guard could not watch every directory of the writable trees (more than {}, or the kernel's inotify limit): what it did not see is only reported\nHint: raise fs.inotify.max_user_watches, or start in a smaller workspace",
+                        crate::guard::WATCH_BUDGET
+                    ));
+                }
+                if let Some(line) = crate::planted::moved_line(&outcome.moved, &outcome.keep) {
+                    crate::say::warning(&line);
+                }
+                outcome.moved
+            }
+            None => Vec::new(),
+        };
+        #[cfg(not(target_os = "linux"))]
+        let mut all = Vec::new();
         let git = crate::repos::scan_writable(policy);
         let after = Self::snapshot(policy, &git, &self.path_dirs);
-        crate::planted::compare(&self.before, &after, &|p| {
+        let mut left = crate::planted::compare(&self.before, &after, &|p| {
             std::fs::read_to_string(p).unwrap_or_default()
-        })
+        });
+        // A `.git` symlink put back by the guard is new, but says what it said.
+        left.retain(|p| {
+            !self.links.iter().any(|(link, target)| {
+                *link == p.path && std::fs::read_link(link).is_ok_and(|t| t == *target)
+            })
+        });
+        if let Some(line) = crate::planted::line(&left) {
+            crate::say::warning(&line);
+        }
+        all.extend(left);
+        all
     }
 }
 

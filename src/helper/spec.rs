@@ -81,13 +81,18 @@ pub struct ProcessLimits {
 }
 
 impl ProcessLimits {
-    /// The limits a policy asks for.
-    pub fn from_policy(limits: &crate::policy::Limits) -> ProcessLimits {
+    /// The limits a policy asks for. `inherited_nofile` is the soft open-file limit
+    /// sbx-shell started with: "keep" sets it back (the guard raises sbx-shell's own).
+    pub fn from_policy(
+        limits: &crate::policy::Limits,
+        inherited_nofile: Option<u64>,
+    ) -> ProcessLimits {
         use crate::config::{OpenFiles, OpenFilesMode};
         ProcessLimits {
             raise_nofile: limits.open_files == OpenFiles::Mode(OpenFilesMode::Raise),
             open_files: match limits.open_files {
                 OpenFiles::Count(n) => Some(n),
+                OpenFiles::Mode(OpenFilesMode::Keep) => inherited_nofile,
                 OpenFiles::Mode(_) => None,
             },
             cpu_seconds: limits.cpu_seconds,

@@ -307,8 +307,9 @@ fn the_end_of_a_session_names_what_it_planted() {
         let lab = repo_lab("report", user);
         let script = format!(
             "{evil}git init -q fresh && printf '{cfg}' >> fresh/.git/config; \
+             git init -q plain; \
              mkdir -p .vscode && echo '{{}}' > .vscode/tasks.json; \
-             echo ../elsewhere > .git/commondir; echo DONE",
+             echo ../elsewhere > .git/commondir; sleep 0.3; echo DONE",
             evil = evil_script(&lab, "fresh"),
             cfg = fsmonitor(&lab, "fresh"),
         );
@@ -317,26 +318,173 @@ fn the_end_of_a_session_names_what_it_planted() {
         assert_eq!(code, 0, "{what}: {err}");
         assert_lines(&out, &["DONE"], &what);
         let ws = lab.ws.display();
+        // Moved aside by the guard, on one line; left in place and named, on another.
+        let (moved, left) = err
+            .split_once("this session left code")
+            .unwrap_or((err.as_str(), ""));
         for named in [
-            format!("{ws}/fresh/.git/config (new git config (core.fsmonitor))"),
-            format!("{ws}/.vscode/tasks.json (new editor/agent project file)"),
-            format!("{ws}/.git/commondir (new git pointer to another directory)"),
+            format!("{ws}/fresh/.git/config (git config (core.fsmonitor), moved aside)"),
+            format!("{ws}/.vscode (new protected path, moved aside)"),
+            format!("{ws}/.git/commondir (git pointer to another directory, moved aside)"),
         ] {
-            assert!(err.contains(&named), "{what}: {named} not named:\n{err}");
+            assert!(moved.contains(&named), "{what}: {named} not named:\n{err}");
         }
+        assert!(moved.contains("took it out of the tree"), "{what}: {err}");
+        assert!(
+            left.contains(&format!("{ws}/plain/.git/config (new git config)")),
+            "{what}: the new repository is not named:\n{err}"
+        );
         let log =
             fs::read_to_string(lab.home.join(".local/state/sbx-shell/sessions.jsonl")).unwrap();
         let last = log.lines().last().unwrap();
-        assert!(
-            last.contains("fresh/.git/config (new git config (core.fsmonitor))"),
-            "{last}"
-        );
+        for named in [
+            "fresh/.git/config (git config (core.fsmonitor), moved aside)",
+            "plain/.git/config (new git config)",
+        ] {
+            assert!(last.contains(named), "{what}: {named} not logged: {last}");
+        }
+        // What was moved is kept, private, never executable.
+        let kept = lab.home.join(".local/state/sbx-shell/moved-aside");
+        let copy = fs::read_dir(&kept)
+            .unwrap()
+            .flatten()
+            .map(|session| session.path().join(lab.ws.strip_prefix("/").unwrap()))
+            .find(|dir| dir.join("fresh/.git/config").is_file())
+            .unwrap_or_else(|| panic!("{what}: no copy under {}", kept.display()));
+        let text = fs::read_to_string(copy.join("fresh/.git/config")).unwrap();
+        assert!(text.contains("fsmonitor"), "{what}: {text}");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(copy.join("fresh/.git/config"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{what}");
         // A session that plants nothing says nothing.
         let (_, _, quiet) = lab.sh("bwrap", &[], "echo ok >> README");
-        assert!(
-            !quiet.contains("left code that runs outside"),
-            "{what}: {quiet}"
-        );
+        assert!(!quiet.contains("outside the sandbox"), "{what}: {quiet}");
+    }
+}
+
+/// What no mount can refuse — a protected name that did not exist, a repository made
+/// during the session, a pointer written into a git directory that must stay writable, a
+/// `.git` symlink re-pointed — is moved out of the tree the moment it appears (the guard),
+/// while the session still runs; ordinary work in a new repository goes on.
+#[test]
+fn what_no_mount_can_refuse_is_moved_aside_at_once() {
+    if !tools_present() {
+        return;
+    }
+    for user in USERS {
+        for backend in ["bwrap", "none"] {
+            let lab = repo_lab("guard", user);
+            let ws = &lab.ws;
+            // A directory whose `.git` is a symlink to the workspace's git directory, and
+            // a repository where the walk does not look (node_modules) to re-point it at.
+            fs::create_dir_all(ws.join("linked")).unwrap();
+            std::os::unix::fs::symlink("../.git", ws.join("linked/.git")).unwrap();
+            fs::create_dir_all(ws.join("node_modules/evil")).unwrap();
+            setup_git(&lab, &ws.join("node_modules/evil"), &["init", "-q", "."]);
+            let mut cfg = fs::OpenOptions::new()
+                .append(true)
+                .open(ws.join("node_modules/evil/.git/config"))
+                .unwrap();
+            std::io::Write::write_all(
+                &mut cfg,
+                fsmonitor(&lab, "link")
+                    .replace("\\n", "\n")
+                    .replace("\\t", "\t")
+                    .as_bytes(),
+            )
+            .unwrap();
+            if user == User::Nobody {
+                chown_tree(&lab.dir, NOBODY);
+            }
+            let script = format!(
+                "{e1}{e2}{e3}\
+                 echo '{{\"mcpServers\":{{}}}}' > .mcp.json; \
+                 mkdir x && echo '{{\"hooks\":{{}}}}' > x/settings.json && mv x .claude; \
+                 mkdir v && echo '{{}}' > v/tasks.json && mv v .vscode; \
+                 git init -q fresh && printf '{c1}' >> fresh/.git/config; \
+                 mkdir -p deep/a && git init -q deep/a/b && printf '#!/bin/sh\\ntouch {out}/hook\\n' > deep/a/b/.git/hooks/pre-commit; chmod +x deep/a/b/.git/hooks/pre-commit; \
+                 mkdir -p common/objects common/refs && printf '{c2}' > common/config && echo ../common > .git/commondir; \
+                 ln -sfn ../node_modules/evil/.git linked/.git; \
+                 sleep 0.5; \
+                 for p in .mcp.json .claude/settings.json .vscode fresh/.git/config deep/a/b/.git/hooks/pre-commit .git/commondir; do test -e $p && echo STILL $p; done; \
+                 test \"$(readlink linked/.git)\" = ../.git || echo STILL linked; \
+                 git init -q work && cd work && echo hi > f && git add f && git -c user.name=t -c user.email=t@t commit -qm one && echo WORK-OK; \
+                 echo DONE",
+                e1 = evil_script(&lab, "fresh"),
+                e2 = evil_script(&lab, "common"),
+                e3 = evil_script(&lab, "link"),
+                c1 = fsmonitor(&lab, "fresh"),
+                c2 = fsmonitor(&lab, "common"),
+                out = lab.outside.display(),
+            );
+            let (code, out, err) = lab.sh(backend, &[], &script);
+            let what = format!("{} {backend}", lab.what(backend));
+            assert_eq!(code, 0, "{what}: {err}");
+            assert_lines(&out, &["WORK-OK", "DONE"], &what);
+            // The host's git, afterwards, where each would run.
+            for dir in [ws.join("fresh"), ws.clone(), ws.join("linked")] {
+                host_git(&lab, &dir, &["status", "--short"]);
+            }
+            host_git(
+                &lab,
+                &ws.join("deep/a/b"),
+                &[
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "commit",
+                    "-q",
+                    "--allow-empty",
+                    "-m",
+                    "x",
+                ],
+            );
+            let marks = ["fresh", "common", "link", "hook"];
+            let fired: Vec<&str> = marks
+                .iter()
+                .copied()
+                .filter(|m| lab.outside.join(m).exists())
+                .collect();
+            let still = out.lines().filter(|l| l.starts_with("STILL")).count();
+            if backend == "none" {
+                assert_eq!(fired, marks, "{what}: control: {out}");
+                assert_eq!(still, 7, "{what}: control: {out}");
+                assert!(ws.join(".mcp.json").exists() && ws.join(".claude/settings.json").exists());
+            } else {
+                assert!(
+                    fired.is_empty(),
+                    "{what}: the host's git ran {fired:?}\n{out}"
+                );
+                assert_eq!(
+                    still, 0,
+                    "{what}: still there while the session ran:\n{out}"
+                );
+                for gone in [
+                    ".mcp.json",
+                    ".claude/settings.json",
+                    ".vscode",
+                    "deep/a/b/.git/hooks/pre-commit",
+                ] {
+                    assert!(!ws.join(gone).exists(), "{what}: {gone} is there");
+                }
+                assert_eq!(
+                    fs::read_link(ws.join("linked/.git")).unwrap(),
+                    Path::new("../.git"),
+                    "{what}"
+                );
+                assert!(err.contains("moved aside"), "{what}: {err}");
+            }
+            // Ordinary work in a repository made during the session stays.
+            let log = host_git(&lab, &ws.join("work"), &["log", "--oneline"]);
+            assert!(
+                String::from_utf8_lossy(&log.stdout).contains("one"),
+                "{what}"
+            );
+        }
     }
 }
 
@@ -442,4 +590,45 @@ fn a_symlink_flipped_while_sessions_start_never_lets_a_write_through() {
     assert!(fs::read_to_string(lab.ws.join(".git/config"))
         .unwrap()
         .contains("pwned"));
+}
+
+/// The claude profile lets Claude Code write `~/.claude`, but not the user settings in it
+/// that hold hooks and permissions bare runs obey: read-only when it exists, moved aside
+/// when the session creates it.
+#[test]
+fn the_claude_profile_keeps_the_global_claude_settings_out_of_reach() {
+    if !tools_present() {
+        return;
+    }
+    for user in USERS {
+        for backend in ["bwrap", "none"] {
+            for exists in [false, true] {
+                let lab = Lab::new("claudecfg", user, false);
+                let settings = lab.home.join(".claude/settings.json");
+                fs::create_dir_all(settings.parent().unwrap()).unwrap();
+                if exists {
+                    fs::write(&settings, "{}\n").unwrap();
+                }
+                if user == User::Nobody {
+                    chown_tree(&lab.dir, NOBODY);
+                }
+                let script = "echo '{\"hooks\":{\"Stop\":[]}}' > \"$HOME/.claude/settings.json\" && echo WROTE; \
+                              echo ok > \"$HOME/.claude/todo.json\" && echo STATE-OK; sleep 0.3; \
+                              grep -q hooks \"$HOME/.claude/settings.json\" 2>/dev/null && echo STILL; echo DONE";
+                let (code, out, err) = lab.sh(backend, &["--profile", "claude"], script);
+                let what = format!("{} {backend} exists={exists}", lab.what(backend));
+                assert_eq!(code, 0, "{what}: {err}");
+                assert_lines(&out, &["STATE-OK", "DONE"], &what);
+                let planted = fs::read_to_string(&settings).is_ok_and(|t| t.contains("hooks"));
+                if backend == "none" {
+                    assert_lines(&out, &["WROTE", "STILL"], &what);
+                    assert!(planted, "{what}: control");
+                } else {
+                    assert!(!out.lines().any(|l| l == "STILL"), "{what}: {out}");
+                    assert!(!planted, "{what}: the settings hold what the session wrote");
+                    assert_eq!(settings.exists(), exists, "{what}");
+                }
+            }
+        }
+    }
 }

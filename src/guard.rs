@@ -1,0 +1,613 @@
+//! The guard: what no mount can refuse inside a writable tree, moved aside the moment it
+//! appears. A mount protects what exists; it cannot refuse one new name in a directory
+//! that must stay writable (`.mcp.json` at the top of a project, `commondir` in a git
+//! directory that needs its lock files, a repository made with `git init`). While the
+//! session runs, sbx-shell watches the writable trees from outside the sandbox (inotify:
+//! no polling) and, as soon as one of these appears, moves it out of the tree into its
+//! state directory and names it at the end:
+//!
+//! - a protected path that did not exist when the session started (`missing`), and
+//!   anything that is not a directory standing where one of its ancestors should be;
+//! - in every git directory, old or new: a hook (not a `*.sample`), a config holding a
+//!   command-running key (`planted::config_keys`), `commondir`, `objects/info/alternates`;
+//!   a `.git` file or symlink in any directory — unless it is exactly what was there at
+//!   the start (`planted::Snapshot`). A `.git` symlink that was there and is changed is
+//!   put back.
+//!
+//! This restores; it does not prevent: a program outside that reads the place in the
+//! instant between the write and the move sees it. Everything is reached through
+//! descriptors held on the watched directories, never by following a path the program
+//! could change.
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+use nix::sys::stat::Mode;
+
+use crate::planted::{config_keys, Planted, Snapshot};
+
+/// At most this many directories are watched; beyond, the report says the rest was not.
+pub const WATCH_BUDGET: usize = 100_000;
+/// A config larger than this is moved aside unread.
+const CONFIG_READ_LIMIT: u64 = 16 << 20;
+/// At most this many bytes of each file moved aside are kept.
+const KEEP_LIMIT: u64 = 1 << 20;
+
+/// What the guard is told when the session starts.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    /// The writable trees (`repos::trees`), with whether the dot entries at the top are
+    /// left alone (a sealed home's, read-only).
+    pub roots: Vec<(PathBuf, bool)>,
+    /// Protected paths inside them that did not exist at the start, none inside a git
+    /// directory (the git rules cover those).
+    pub missing: Vec<PathBuf>,
+    /// The places as they were at the start (`planted::snapshot`): left alone while unchanged.
+    pub before: Snapshot,
+    /// `.git` symlinks and their targets at the start, put back when changed.
+    pub links: Vec<(PathBuf, PathBuf)>,
+    /// Where what is moved aside is kept: a private directory of the state directory.
+    pub keep: PathBuf,
+}
+
+/// What a watched directory is, for the rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Any directory of a writable tree.
+    Tree,
+    /// A git directory.
+    Git,
+    Hooks,
+    Objects,
+    ObjectsInfo,
+    /// `worktrees/` of a git directory: every entry is one.
+    Worktrees,
+}
+
+struct Dir {
+    /// `O_PATH`, opened without following a symlink; everything inside is reached through it.
+    fd: OwnedFd,
+    /// Where it was when it was watched (for messages and the rules by path).
+    path: PathBuf,
+    role: Role,
+    /// A root whose top dot entries are left alone.
+    sealed_top: bool,
+}
+
+/// What the guard did, for the report.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub moved: Vec<Planted>,
+    /// Where the copies are (`Rules::keep`).
+    pub keep: PathBuf,
+    /// Directories were left unwatched: the budget, or the kernel's limit on watches.
+    pub incomplete: bool,
+}
+
+struct State {
+    inotify: Inotify,
+    dirs: HashMap<WatchDescriptor, Dir>,
+    queue: Vec<WatchDescriptor>,
+    rules: Rules,
+    out: Outcome,
+}
+
+/// The running guard.
+pub struct Guard {
+    stop: OwnedFd,
+    thread: std::thread::JoinHandle<State>,
+}
+
+const MASK: AddWatchFlags = AddWatchFlags::IN_CREATE
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_CLOSE_WRITE)
+    .union(AddWatchFlags::IN_MODIFY)
+    .union(AddWatchFlags::IN_ATTRIB)
+    .union(AddWatchFlags::IN_ONLYDIR);
+
+impl Guard {
+    /// Watch the trees from a thread of its own: the walk that sets the watches runs
+    /// while the session starts (what is made before a directory is watched is found when
+    /// it is listed, after the watch is set).
+    pub fn start(rules: Rules) -> io::Result<Guard> {
+        // One descriptor per watched directory, and the soft limit may be as low as 1024.
+        // Raised here, before the session starts, so the program sees the same limit in
+        // every run (the helper sets the program's own from the policy).
+        use nix::sys::resource::{getrlimit, setrlimit, Resource};
+        if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+            let want = (WATCH_BUDGET as u64 + 1024).min(hard);
+            if soft < want {
+                let _ = setrlimit(Resource::RLIMIT_NOFILE, want, hard);
+            }
+        }
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK)?;
+        let (stop_read, stop) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        let mut state = State {
+            inotify,
+            dirs: HashMap::new(),
+            queue: Vec::new(),
+            rules,
+            out: Outcome::default(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("sbx-guard".into())
+            .spawn(move || {
+                state.watch_roots();
+                state.run(&stop_read);
+                state
+            })?;
+        Ok(Guard { stop, thread })
+    }
+
+    /// Stop watching, look at every watched directory once more, and say what was moved.
+    pub fn finish(self) -> Outcome {
+        let _ = nix::unistd::write(&self.stop, b"x");
+        let Ok(mut state) = self.thread.join() else {
+            return Outcome {
+                incomplete: true,
+                ..Outcome::default()
+            };
+        };
+        // What is queued now, then every directory once: bounded, however busy the trees.
+        state.drain();
+        state.queue = state.dirs.keys().copied().collect();
+        state.work();
+        state.out.keep = state.rules.keep;
+        state.out
+    }
+}
+
+impl State {
+    fn watch_roots(&mut self) {
+        for (root, sealed_top) in self.rules.roots.clone() {
+            if let Ok(fd) = crate::files::open_nofollow(&root) {
+                self.add(fd, root, Role::Tree, sealed_top);
+            }
+        }
+        self.work();
+    }
+
+    fn run(&mut self, stop: &OwnedFd) {
+        loop {
+            let mut fds = [
+                PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN),
+                PollFd::new(stop.as_fd(), PollFlags::POLLIN),
+            ];
+            match nix::poll::poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => return,
+            }
+            if fds[1].any().unwrap_or(true) {
+                return;
+            }
+            self.drain();
+        }
+    }
+
+    /// Handle the events queued now (one read: the loop polls for the stop between reads).
+    fn drain(&mut self) {
+        if let Ok(events) = self.inotify.read_events() {
+            for event in events {
+                if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                    self.queue = self.dirs.keys().copied().collect();
+                } else if event.mask.contains(AddWatchFlags::IN_IGNORED) {
+                    self.dirs.remove(&event.wd);
+                } else if let Some(name) = event.name {
+                    self.check(event.wd, &name);
+                }
+            }
+            self.work();
+        }
+    }
+
+    /// List every queued directory and check each entry.
+    fn work(&mut self) {
+        while let Some(wd) = self.queue.pop() {
+            let Some(dir) = self.dirs.get(&wd) else {
+                continue;
+            };
+            let Ok(entries) = std::fs::read_dir(proc_path(&dir.fd)) else {
+                continue;
+            };
+            let names: Vec<OsString> = entries.flatten().map(|e| e.file_name()).collect();
+            for name in names {
+                self.check(wd, &name);
+            }
+        }
+    }
+
+    /// The rules, for one entry of a watched directory.
+    fn check(&mut self, wd: WatchDescriptor, name: &OsStr) {
+        let Some(dir) = self.dirs.get(&wd) else {
+            return;
+        };
+        let at = proc_path(&dir.fd).join(name);
+        let Ok(meta) = at.symlink_metadata() else {
+            return;
+        };
+        let path = dir.path.join(name);
+        let (role, sealed_top) = (dir.role, dir.sealed_top);
+        if let Some(what) = self.danger(role, name, &path, &at, &meta) {
+            self.move_aside(wd, name, &path, what);
+            return;
+        }
+        if meta.is_dir() {
+            if let Some(child) = self.child_role(role, sealed_top, name, &at) {
+                let opened = nix::fcntl::openat(
+                    dir.fd.as_fd(),
+                    name,
+                    OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                );
+                match opened {
+                    Ok(fd) => self.add(fd, path, child, false),
+                    Err(nix::errno::Errno::EMFILE | nix::errno::Errno::ENFILE) => {
+                        self.out.incomplete = true;
+                    }
+                    Err(_) => {}
+                }
+            }
+        } else if role == Role::Tree
+            && ["HEAD", "objects", "refs"].iter().any(|n| name == *n)
+            && looks_like_git(&proc_path(&dir.fd))
+        {
+            if let Some(dir) = self.dirs.get_mut(&wd) {
+                dir.role = Role::Git;
+                self.queue.push(wd);
+            }
+        }
+    }
+
+    /// What is wrong with the entry `name` (at `path`, reached at `at`), if anything.
+    fn danger(
+        &self,
+        role: Role,
+        name: &OsStr,
+        path: &Path,
+        at: &Path,
+        meta: &std::fs::Metadata,
+    ) -> Option<String> {
+        let rules = &self.rules;
+        if rules.missing.iter().any(|m| m == path) {
+            return Some("new protected path".into());
+        }
+        if !meta.is_dir() && rules.missing.iter().any(|m| m.starts_with(path)) {
+            return Some("not a directory, in place of a protected path's".into());
+        }
+        // A `.git` symlink is the same while it names the same target (one put back is a
+        // new symlink).
+        let unchanged = rules.before.unchanged(path, meta)
+            || (meta.file_type().is_symlink()
+                && std::fs::read_link(at).is_ok_and(|target| {
+                    rules.links.iter().any(|(l, t)| l == path && *t == target)
+                }));
+        let name = name.as_encoded_bytes();
+        let pointer = match role {
+            Role::Tree | Role::Git => name == b".git" && !meta.is_dir(),
+            Role::ObjectsInfo => name == b"alternates",
+            _ => false,
+        } || (role == Role::Git && name == b"commondir");
+        if pointer && !unchanged {
+            return Some("git pointer to another directory".into());
+        }
+        if role == Role::Hooks && !meta.is_dir() && !name.ends_with(b".sample") && !unchanged {
+            return Some("git hook".into());
+        }
+        if role == Role::Git && (name == b"config" || name == b"config.worktree") && !unchanged {
+            return match read_config(at, meta) {
+                Some(text) => {
+                    let keys = config_keys(&text);
+                    (!keys.is_empty()).then(|| format!("git config ({})", keys.join(", ")))
+                }
+                None => Some("git config that is not a plain file".into()),
+            };
+        }
+        None
+    }
+
+    /// The role a subdirectory is watched with, or `None` when it is not watched.
+    fn child_role(&self, parent: Role, sealed_top: bool, name: &OsStr, at: &Path) -> Option<Role> {
+        let bytes = name.as_encoded_bytes();
+        match parent {
+            Role::Tree => {
+                if crate::repos::SKIPPED.iter().any(|s| name == *s)
+                    || (sealed_top && bytes.starts_with(b"."))
+                {
+                    None
+                } else if bytes == b".git" || looks_like_git(at) {
+                    Some(Role::Git)
+                } else {
+                    Some(Role::Tree)
+                }
+            }
+            Role::Git => match bytes {
+                b"hooks" => Some(Role::Hooks),
+                b"objects" => Some(Role::Objects),
+                b"worktrees" => Some(Role::Worktrees),
+                b"modules" => Some(Role::Tree),
+                _ => None,
+            },
+            Role::Objects => (bytes == b"info").then_some(Role::ObjectsInfo),
+            Role::Worktrees => Some(Role::Git),
+            Role::Hooks | Role::ObjectsInfo => None,
+        }
+    }
+
+    /// Watch the directory `fd` (at `path`); listed when new, or when its role or place
+    /// changed.
+    fn add(&mut self, fd: OwnedFd, path: PathBuf, role: Role, sealed_top: bool) {
+        if self.dirs.len() >= WATCH_BUDGET {
+            self.out.incomplete = true;
+            return;
+        }
+        let Ok(wd) = self.inotify.add_watch(&proc_path(&fd), MASK) else {
+            self.out.incomplete = true;
+            return;
+        };
+        let dir = Dir {
+            fd,
+            path,
+            role,
+            sealed_top,
+        };
+        let changed = self
+            .dirs
+            .get(&wd)
+            .is_none_or(|d| d.role != dir.role || d.path != dir.path);
+        self.dirs.insert(wd, dir);
+        if changed {
+            self.queue.push(wd);
+        }
+    }
+
+    /// Move `name` out of the watched directory into `rules.keep`, and record it. A `.git`
+    /// symlink that was there at the start is put back as it was.
+    fn move_aside(&mut self, wd: WatchDescriptor, name: &OsStr, path: &Path, what: String) {
+        let Some(dir) = self.dirs.get(&wd) else {
+            return;
+        };
+        let at = proc_path(&dir.fd).join(name);
+        let keep = unique(&self.rules.keep.join(path.strip_prefix("/").unwrap_or(path)));
+        let moved = remove_keeping(dir.fd.as_fd(), name, &keep, 0);
+        let restored = self
+            .rules
+            .links
+            .iter()
+            .find(|(link, _)| link == path)
+            .is_some_and(|(_, target)| std::os::unix::fs::symlink(target, &at).is_ok());
+        let how = match (moved, restored) {
+            (Ok(()), true) => "moved aside, the old link put back".to_string(),
+            (Ok(()), false) => "moved aside".to_string(),
+            (Err(e), _) => format!("could not be moved aside: {e}"),
+        };
+        self.out.moved.push(Planted {
+            path: path.to_path_buf(),
+            what: format!("{what}, {how}"),
+        });
+    }
+}
+
+/// A path that reaches `fd`'s directory (and, joined with a name, an entry in it) through
+/// the descriptor: no component of the directory's own path is looked up again.
+fn proc_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// Whether the directory at `at` holds `HEAD`, `objects/` and `refs/`.
+fn looks_like_git(at: &Path) -> bool {
+    let is = |name: &str, dir: bool| {
+        at.join(name)
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir() == dir)
+    };
+    is("HEAD", false) && is("objects", true) && is("refs", true)
+}
+
+/// A git config's text; `None` when it is not a regular file, or too large to read.
+fn read_config(at: &Path, meta: &std::fs::Metadata) -> Option<String> {
+    if !meta.is_file() || meta.len() > CONFIG_READ_LIMIT {
+        return None;
+    }
+    let mut file = open_plain(at).ok()?;
+    let mut bytes = Vec::new();
+    file.by_ref()
+        .take(CONFIG_READ_LIMIT)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn open_plain(at: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(at)
+}
+
+/// `path`, or `path.1`, `path.2` … whichever does not exist yet.
+fn unique(path: &Path) -> PathBuf {
+    let mut candidate = path.to_path_buf();
+    let mut n = 0;
+    while candidate.symlink_metadata().is_ok() {
+        n += 1;
+        let mut name = path.as_os_str().to_os_string();
+        name.push(format!(".{n}"));
+        candidate = PathBuf::from(name);
+    }
+    candidate
+}
+
+/// Remove the entry `name` of the directory `dir` (never following a symlink: every step
+/// is taken through a descriptor), keeping a copy at `keep`: a regular file's first
+/// `KEEP_LIMIT` bytes, a symlink as a file naming its target, a directory's entries
+/// likewise (at most 32 deep).
+fn remove_keeping(dir: BorrowedFd<'_>, name: &OsStr, keep: &Path, depth: usize) -> io::Result<()> {
+    use nix::unistd::UnlinkatFlags;
+    let st = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)?;
+    let kind = st.st_mode & libc::S_IFMT;
+    if kind == libc::S_IFDIR {
+        if depth > 32 {
+            return Err(io::Error::other("nested too deep"));
+        }
+        let inner = nix::fcntl::openat(
+            dir,
+            name,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        crate::files::create_private_dir(keep)?;
+        let names: Vec<OsString> = std::fs::read_dir(proc_path(&inner))?
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        for child in names {
+            remove_keeping(inner.as_fd(), &child, &keep.join(&child), depth + 1)?;
+        }
+        return Ok(nix::unistd::unlinkat(dir, name, UnlinkatFlags::RemoveDir)?);
+    }
+    let copy = if kind == libc::S_IFLNK {
+        let target = nix::fcntl::readlinkat(dir, name)?;
+        Some(format!("symlink to {}\n", Path::new(&target).display()).into_bytes())
+    } else if kind == libc::S_IFREG {
+        let fd = nix::fcntl::openat(
+            dir,
+            name,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        let mut bytes = Vec::new();
+        std::fs::File::from(fd)
+            .take(KEEP_LIMIT)
+            .read_to_end(&mut bytes)?;
+        Some(bytes)
+    } else {
+        None
+    };
+    nix::unistd::unlinkat(dir, name, UnlinkatFlags::NoRemoveDir)?;
+    if let Some(bytes) = copy {
+        // 0600, whatever the mode was: kept to be looked at, never run from here.
+        crate::files::write_private(keep, &bytes)?;
+    }
+    Ok(())
+}
+
+/// The protected paths inside `roots` that do not exist (`exists` says), and are not
+/// inside a git directory: what the guard moves aside when it appears.
+pub fn missing(
+    protected: &[&Path],
+    roots: &[(PathBuf, bool)],
+    exists: &dyn Fn(&Path) -> bool,
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = protected
+        .iter()
+        .filter(|p| roots.iter().any(|(r, _)| p.starts_with(r) && *p != r))
+        .filter(|p| !p.components().any(|c| c.as_os_str() == ".git"))
+        .filter(|p| !exists(p))
+        .map(|p| p.to_path_buf())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_protected_paths_are_those_inside_a_tree_outside_git_directories() {
+        let roots = [
+            (PathBuf::from("/w"), false),
+            (PathBuf::from("/h/.claude"), false),
+        ];
+        let protected = [
+            Path::new("/w/.mcp.json"),
+            Path::new("/w/.vscode"),
+            Path::new("/w/.git/config"),
+            Path::new("/w/sub/.git/hooks"),
+            Path::new("/h/.claude/settings.json"),
+            Path::new("/h/.bashrc"),
+            Path::new("/w"),
+        ];
+        let exists = |p: &Path| p == Path::new("/w/.vscode");
+        assert_eq!(
+            missing(&protected, &roots, &exists),
+            [
+                PathBuf::from("/h/.claude/settings.json"),
+                PathBuf::from("/w/.mcp.json")
+            ]
+        );
+    }
+
+    /// The guard on a real tree: what is planted while it runs is moved aside and kept;
+    /// what was there at the start, and ordinary files, are left alone.
+    #[test]
+    fn planted_places_are_moved_aside_and_the_rest_is_left_alone() {
+        let base = std::env::temp_dir().join(format!("sbx-guard-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let ws = base.join("ws");
+        let keep = base.join("keep");
+        std::fs::create_dir_all(ws.join("old/.git/hooks")).unwrap();
+        std::fs::write(ws.join("old/.git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+        std::fs::write(ws.join("old/.git/config"), "[core]\n\tpager = less\n").unwrap();
+        let ws = std::fs::canonicalize(&ws).unwrap();
+        let found = crate::repos::scan(&ws, false);
+        let before = crate::planted::snapshot(&found, Some(&ws), &[], &[&ws]);
+        let rules = Rules {
+            roots: vec![(ws.clone(), false)],
+            missing: vec![ws.join(".mcp.json"), ws.join(".claude/settings.json")],
+            before,
+            links: Vec::new(),
+            keep: keep.clone(),
+        };
+        let guard = Guard::start(rules).unwrap();
+        std::fs::write(ws.join(".mcp.json"), "{}").unwrap();
+        std::fs::create_dir_all(ws.join("new/deep/.git/hooks")).unwrap();
+        std::fs::write(ws.join("new/deep/.git/hooks/post-merge"), "#!/bin/sh\n").unwrap();
+        std::fs::write(ws.join("new/deep/.git/hooks/post-merge.sample"), "x").unwrap();
+        std::fs::write(ws.join("new/deep/.git/config"), "[core]\n\tbare = false\n").unwrap();
+        std::fs::create_dir_all(ws.join("x")).unwrap();
+        std::fs::write(ws.join("x/settings.json"), "{}").unwrap();
+        std::fs::rename(ws.join("x"), ws.join(".claude")).unwrap();
+        std::fs::write(ws.join("notes.txt"), "mine").unwrap();
+        let out = guard.finish();
+        let mut moved: Vec<String> = out
+            .moved
+            .iter()
+            .map(|p| p.path.strip_prefix(&ws).unwrap().display().to_string())
+            .collect();
+        moved.sort();
+        assert_eq!(
+            moved,
+            [
+                ".claude/settings.json",
+                ".mcp.json",
+                "new/deep/.git/hooks/post-merge"
+            ]
+        );
+        assert!(!out.incomplete);
+        for left in [
+            "old/.git/hooks/pre-commit",
+            "old/.git/config",
+            "new/deep/.git/config",
+            "new/deep/.git/hooks/post-merge.sample",
+            "notes.txt",
+        ] {
+            assert!(ws.join(left).exists(), "{left}");
+        }
+        let kept = keep.join(ws.strip_prefix("/").unwrap());
+        assert_eq!(
+            std::fs::read_to_string(kept.join(".mcp.json")).unwrap(),
+            "{}"
+        );
+        assert!(kept.join("new/deep/.git/hooks/post-merge").is_file());
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
