@@ -36,6 +36,9 @@ use crate::planted::{config_keys, Planted, Snapshot};
 pub const WATCH_BUDGET: usize = 100_000;
 /// A config larger than this is moved aside unread.
 const CONFIG_READ_LIMIT: u64 = 16 << 20;
+/// At most this many reads of queued events when the session ends: enough for a full
+/// queue (`fs.inotify.max_queued_events`, 16384 by default).
+const FINAL_READS: usize = 200;
 /// At most this many bytes of each file moved aside are kept.
 const KEEP_LIMIT: u64 = 1 << 20;
 
@@ -78,6 +81,8 @@ struct Dir {
     role: Role,
     /// A root whose top dot entries are left alone.
     sealed_top: bool,
+    /// A missing protected path is below it (`Rules::missing`): its entries' names matter.
+    near_missing: bool,
 }
 
 /// What the guard did, for the report.
@@ -92,6 +97,8 @@ pub struct Outcome {
 
 struct State {
     inotify: Inotify,
+    /// For each path moved aside: its entry in `out.moved`, and how many times.
+    times: HashMap<PathBuf, (usize, u64)>,
     dirs: HashMap<WatchDescriptor, Dir>,
     queue: Vec<WatchDescriptor>,
     rules: Rules,
@@ -130,6 +137,7 @@ impl Guard {
         let (stop_read, stop) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let mut state = State {
             inotify,
+            times: HashMap::new(),
             dirs: HashMap::new(),
             queue: Vec::new(),
             rules,
@@ -145,7 +153,9 @@ impl Guard {
         Ok(Guard { stop, thread })
     }
 
-    /// Stop watching, look at every watched directory once more, and say what was moved.
+    /// Stop watching, handle what is still queued, and say what was moved. (The walk
+    /// listed each directory after its watch was set, and a lost event is an overflow
+    /// event, which lists everything again: nothing needs a last walk.)
     pub fn finish(self) -> Outcome {
         let _ = nix::unistd::write(&self.stop, b"x");
         let Ok(mut state) = self.thread.join() else {
@@ -154,12 +164,23 @@ impl Guard {
                 ..Outcome::default()
             };
         };
-        // What is queued now, then every directory once: bounded, however busy the trees.
-        state.drain();
-        state.queue = state.dirs.keys().copied().collect();
-        state.work();
-        state.out.keep = state.rules.keep;
-        state.out
+        // Bounded, however busy the trees still are (a process outside may write on).
+        for _ in 0..FINAL_READS {
+            if !state.drain() {
+                break;
+            }
+        }
+        let State {
+            inotify,
+            dirs,
+            rules,
+            mut out,
+            ..
+        } = state;
+        drop(dirs);
+        close_elsewhere(OwnedFd::from(inotify));
+        out.keep = rules.keep;
+        out
     }
 }
 
@@ -190,20 +211,47 @@ impl State {
         }
     }
 
-    /// Handle the events queued now (one read: the loop polls for the stop between reads).
-    fn drain(&mut self) {
-        if let Ok(events) = self.inotify.read_events() {
-            for event in events {
-                if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
-                    self.queue = self.dirs.keys().copied().collect();
-                } else if event.mask.contains(AddWatchFlags::IN_IGNORED) {
-                    self.dirs.remove(&event.wd);
-                } else if let Some(name) = event.name {
-                    self.check(event.wd, &name);
+    /// Handle the events queued now (one read: the loop polls for the stop between
+    /// reads); false when there were none.
+    fn drain(&mut self) -> bool {
+        let Ok(events) = self.inotify.read_events() else {
+            return false;
+        };
+        for event in &events {
+            if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                self.queue = self.dirs.keys().copied().collect();
+            } else if event.mask.contains(AddWatchFlags::IN_IGNORED) {
+                self.dirs.remove(&event.wd);
+            } else if let Some(name) = &event.name {
+                if event.mask.contains(AddWatchFlags::IN_ISDIR) || self.relevant(event.wd, name) {
+                    self.check(event.wd, name);
                 }
             }
-            self.work();
         }
+        self.work();
+        !events.is_empty()
+    }
+
+    /// Whether the entry `name` of a watched directory can matter to the rules when it is
+    /// not a directory (a directory always can: it is watched).
+    fn relevant(&self, wd: WatchDescriptor, name: &OsStr) -> bool {
+        let Some(dir) = self.dirs.get(&wd) else {
+            return false;
+        };
+        let bytes = name.as_encoded_bytes();
+        let by_role = match dir.role {
+            Role::Tree => matches!(bytes, b"HEAD" | b"objects" | b"refs"),
+            Role::Git => matches!(bytes, b"config" | b"config.worktree" | b"commondir"),
+            Role::Hooks => true,
+            Role::ObjectsInfo => bytes == b"alternates",
+            Role::Objects | Role::Worktrees => false,
+        };
+        by_role
+            || bytes == b".git"
+            || (dir.near_missing && {
+                let path = dir.path.join(name);
+                self.rules.missing.iter().any(|m| m.starts_with(&path))
+            })
     }
 
     /// List every queued directory and check each entry.
@@ -215,7 +263,14 @@ impl State {
             let Ok(entries) = std::fs::read_dir(proc_path(&dir.fd)) else {
                 continue;
             };
-            let names: Vec<OsString> = entries.flatten().map(|e| e.file_name()).collect();
+            // The type from the directory entry itself: no stat for an ordinary file.
+            let names: Vec<OsString> = entries
+                .flatten()
+                .filter(|e| {
+                    e.file_type().map_or(true, |t| t.is_dir()) || self.relevant(wd, &e.file_name())
+                })
+                .map(|e| e.file_name())
+                .collect();
             for name in names {
                 self.check(wd, &name);
             }
@@ -228,34 +283,48 @@ impl State {
             return;
         };
         let at = proc_path(&dir.fd).join(name);
-        let Ok(meta) = at.symlink_metadata() else {
+        let Ok(st) = nix::sys::stat::fstatat(
+            dir.fd.as_fd(),
+            name,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        ) else {
             return;
         };
+        let node = Node::of(&st);
         let path = dir.path.join(name);
         let (role, sealed_top) = (dir.role, dir.sealed_top);
-        if let Some(what) = self.danger(role, name, &path, &at, &meta) {
+        let near_missing = dir.near_missing;
+        if let Some(what) = self.danger(role, near_missing, name, &path, &at, &node) {
             self.move_aside(wd, name, &path, what);
             return;
         }
-        if meta.is_dir() {
-            if let Some(child) = self.child_role(role, sealed_top, name, &at) {
-                let opened = nix::fcntl::openat(
-                    dir.fd.as_fd(),
-                    name,
-                    OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                    Mode::empty(),
-                );
-                match opened {
-                    Ok(fd) => self.add(fd, path, child, false),
-                    Err(nix::errno::Errno::EMFILE | nix::errno::Errno::ENFILE) => {
-                        self.out.incomplete = true;
-                    }
-                    Err(_) => {}
+        if node.kind == libc::S_IFDIR {
+            let Some(watch) = child_watch(role, sealed_top, name) else {
+                return;
+            };
+            let opened = nix::fcntl::openat(
+                dir.fd.as_fd(),
+                name,
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            );
+            match opened {
+                Ok(fd) => {
+                    let child = match watch {
+                        Some(role) => role,
+                        None if looks_like_git(fd.as_fd()) => Role::Git,
+                        None => Role::Tree,
+                    };
+                    self.add(fd, path, child, false);
                 }
+                Err(nix::errno::Errno::EMFILE | nix::errno::Errno::ENFILE) => {
+                    self.out.incomplete = true;
+                }
+                Err(_) => {}
             }
         } else if role == Role::Tree
             && ["HEAD", "objects", "refs"].iter().any(|n| name == *n)
-            && looks_like_git(&proc_path(&dir.fd))
+            && looks_like_git(dir.fd.as_fd())
         {
             if let Some(dir) = self.dirs.get_mut(&wd) {
                 dir.role = Role::Git;
@@ -268,39 +337,41 @@ impl State {
     fn danger(
         &self,
         role: Role,
+        near_missing: bool,
         name: &OsStr,
         path: &Path,
         at: &Path,
-        meta: &std::fs::Metadata,
+        node: &Node,
     ) -> Option<String> {
         let rules = &self.rules;
-        if rules.missing.iter().any(|m| m == path) {
+        let is_dir = node.kind == libc::S_IFDIR;
+        if near_missing && rules.missing.iter().any(|m| m == path) {
             return Some("new protected path".into());
         }
-        if !meta.is_dir() && rules.missing.iter().any(|m| m.starts_with(path)) {
+        if near_missing && !is_dir && rules.missing.iter().any(|m| m.starts_with(path)) {
             return Some("not a directory, in place of a protected path's".into());
         }
         // A `.git` symlink is the same while it names the same target (one put back is a
         // new symlink).
-        let unchanged = rules.before.unchanged(path, meta)
-            || (meta.file_type().is_symlink()
+        let unchanged = rules.before.unchanged(path, node.print)
+            || (node.kind == libc::S_IFLNK
                 && std::fs::read_link(at).is_ok_and(|target| {
                     rules.links.iter().any(|(l, t)| l == path && *t == target)
                 }));
         let name = name.as_encoded_bytes();
         let pointer = match role {
-            Role::Tree | Role::Git => name == b".git" && !meta.is_dir(),
+            Role::Tree | Role::Git => name == b".git" && !is_dir,
             Role::ObjectsInfo => name == b"alternates",
             _ => false,
         } || (role == Role::Git && name == b"commondir");
         if pointer && !unchanged {
             return Some("git pointer to another directory".into());
         }
-        if role == Role::Hooks && !meta.is_dir() && !name.ends_with(b".sample") && !unchanged {
+        if role == Role::Hooks && !is_dir && !name.ends_with(b".sample") && !unchanged {
             return Some("git hook".into());
         }
         if role == Role::Git && (name == b"config" || name == b"config.worktree") && !unchanged {
-            return match read_config(at, meta) {
+            return match read_config(at, node) {
                 Some(text) => {
                     let keys = config_keys(&text);
                     (!keys.is_empty()).then(|| format!("git config ({})", keys.join(", ")))
@@ -309,34 +380,6 @@ impl State {
             };
         }
         None
-    }
-
-    /// The role a subdirectory is watched with, or `None` when it is not watched.
-    fn child_role(&self, parent: Role, sealed_top: bool, name: &OsStr, at: &Path) -> Option<Role> {
-        let bytes = name.as_encoded_bytes();
-        match parent {
-            Role::Tree => {
-                if crate::repos::SKIPPED.iter().any(|s| name == *s)
-                    || (sealed_top && bytes.starts_with(b"."))
-                {
-                    None
-                } else if bytes == b".git" || looks_like_git(at) {
-                    Some(Role::Git)
-                } else {
-                    Some(Role::Tree)
-                }
-            }
-            Role::Git => match bytes {
-                b"hooks" => Some(Role::Hooks),
-                b"objects" => Some(Role::Objects),
-                b"worktrees" => Some(Role::Worktrees),
-                b"modules" => Some(Role::Tree),
-                _ => None,
-            },
-            Role::Objects => (bytes == b"info").then_some(Role::ObjectsInfo),
-            Role::Worktrees => Some(Role::Git),
-            Role::Hooks | Role::ObjectsInfo => None,
-        }
     }
 
     /// Watch the directory `fd` (at `path`); listed when new, or when its role or place
@@ -350,11 +393,17 @@ impl State {
             self.out.incomplete = true;
             return;
         };
+        let near_missing = self
+            .rules
+            .missing
+            .iter()
+            .any(|m| m.starts_with(&path) && *m != path);
         let dir = Dir {
             fd,
             path,
             role,
             sealed_top,
+            near_missing,
         };
         let changed = self
             .dirs
@@ -373,23 +422,63 @@ impl State {
             return;
         };
         let at = proc_path(&dir.fd).join(name);
-        let keep = unique(&self.rules.keep.join(path.strip_prefix("/").unwrap_or(path)));
-        let moved = remove_keeping(dir.fd.as_fd(), name, &keep, 0);
+        // A copy of the first only: a program that plants the same thing again and again
+        // costs a removal each time, not a copy.
+        let first = !self.times.contains_key(path);
+        let keep =
+            first.then(|| unique(&self.rules.keep.join(path.strip_prefix("/").unwrap_or(path))));
+        let moved = remove_keeping(dir.fd.as_fd(), name, keep.as_deref(), 0);
         let restored = self
             .rules
             .links
             .iter()
             .find(|(link, _)| link == path)
             .is_some_and(|(_, target)| std::os::unix::fs::symlink(target, &at).is_ok());
+        if let Some((_, times)) = self.times.get_mut(path) {
+            *times += 1;
+            return;
+        }
         let how = match (moved, restored) {
             (Ok(()), true) => "moved aside, the old link put back".to_string(),
             (Ok(()), false) => "moved aside".to_string(),
             (Err(e), _) => format!("could not be moved aside: {e}"),
         };
+        self.times
+            .insert(path.to_path_buf(), (self.out.moved.len(), 1));
         self.out.moved.push(Planted {
             path: path.to_path_buf(),
             what: format!("{what}, {how}"),
         });
+    }
+}
+
+/// Close the inotify instance without waiting for it. The last close of one that has
+/// watches waits for the kernel's SRCU grace period — 15 to 20 ms measured here, at the
+/// end of every session. A child process keeps a copy, closes it after this process has
+/// (a pipe says when) and takes that wait instead.
+fn close_elsewhere(fd: OwnedFd) {
+    let Ok((after_read, after_write)) = nix::unistd::pipe2(OFlag::O_CLOEXEC) else {
+        return;
+    };
+    // SAFETY: the child below makes only async-signal-safe calls, then exits.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => {
+            // SAFETY: sigprocmask, close, read and _exit are async-signal-safe; they touch
+            // a local sigset and descriptors this process inherited.
+            unsafe {
+                let mut all: libc::sigset_t = std::mem::zeroed();
+                libc::sigfillset(&mut all);
+                libc::sigprocmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+                libc::close(after_write.as_raw_fd());
+                let mut byte = 0u8;
+                libc::read(after_read.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
+                libc::_exit(0)
+            }
+        }
+        _ => {
+            drop(fd);
+            drop(after_write);
+        }
     }
 }
 
@@ -399,19 +488,66 @@ fn proc_path(fd: &OwnedFd) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
-/// Whether the directory at `at` holds `HEAD`, `objects/` and `refs/`.
-fn looks_like_git(at: &Path) -> bool {
-    let is = |name: &str, dir: bool| {
-        at.join(name)
-            .symlink_metadata()
-            .is_ok_and(|m| m.is_dir() == dir)
+/// An entry as `fstatat` saw it.
+struct Node {
+    /// `S_IFDIR`, `S_IFLNK`, `S_IFREG` …
+    kind: libc::mode_t,
+    len: u64,
+    print: crate::planted::Print,
+}
+
+impl Node {
+    fn of(st: &libc::stat) -> Node {
+        Node {
+            kind: st.st_mode & libc::S_IFMT,
+            len: u64::try_from(st.st_size).unwrap_or(u64::MAX),
+            print: crate::planted::Print::of_stat(st),
+        }
+    }
+}
+
+/// How a subdirectory `name` of a directory with `role` is watched: not at all (`None`),
+/// with the role its name decides (`Some(Some(role))`), or as a git directory or a plain
+/// one by what it holds (`Some(None)`).
+fn child_watch(role: Role, sealed_top: bool, name: &OsStr) -> Option<Option<Role>> {
+    let bytes = name.as_encoded_bytes();
+    match role {
+        Role::Tree => {
+            if crate::repos::SKIPPED.iter().any(|s| name == *s)
+                || (sealed_top && bytes.starts_with(b"."))
+            {
+                None
+            } else if bytes == b".git" {
+                Some(Some(Role::Git))
+            } else {
+                Some(None)
+            }
+        }
+        Role::Git => match bytes {
+            b"hooks" => Some(Some(Role::Hooks)),
+            b"objects" => Some(Some(Role::Objects)),
+            b"worktrees" => Some(Some(Role::Worktrees)),
+            b"modules" => Some(Some(Role::Tree)),
+            _ => None,
+        },
+        Role::Objects => (bytes == b"info").then_some(Some(Role::ObjectsInfo)),
+        Role::Worktrees => Some(Some(Role::Git)),
+        Role::Hooks | Role::ObjectsInfo => None,
+    }
+}
+
+/// Whether the directory `dir` holds `HEAD`, `objects/` and `refs/`.
+fn looks_like_git(dir: BorrowedFd<'_>) -> bool {
+    let is = |name: &str, want_dir: bool| {
+        nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| (st.st_mode & libc::S_IFMT == libc::S_IFDIR) == want_dir)
     };
     is("HEAD", false) && is("objects", true) && is("refs", true)
 }
 
 /// A git config's text; `None` when it is not a regular file, or too large to read.
-fn read_config(at: &Path, meta: &std::fs::Metadata) -> Option<String> {
-    if !meta.is_file() || meta.len() > CONFIG_READ_LIMIT {
+fn read_config(at: &Path, node: &Node) -> Option<String> {
+    if node.kind != libc::S_IFREG || node.len > CONFIG_READ_LIMIT {
         return None;
     }
     let mut file = open_plain(at).ok()?;
@@ -445,10 +581,15 @@ fn unique(path: &Path) -> PathBuf {
 }
 
 /// Remove the entry `name` of the directory `dir` (never following a symlink: every step
-/// is taken through a descriptor), keeping a copy at `keep`: a regular file's first
-/// `KEEP_LIMIT` bytes, a symlink as a file naming its target, a directory's entries
+/// is taken through a descriptor), keeping a copy at `keep` if given: a regular file's
+/// first `KEEP_LIMIT` bytes, a symlink as a file naming its target, a directory's entries
 /// likewise (at most 32 deep).
-fn remove_keeping(dir: BorrowedFd<'_>, name: &OsStr, keep: &Path, depth: usize) -> io::Result<()> {
+fn remove_keeping(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    keep: Option<&Path>,
+    depth: usize,
+) -> io::Result<()> {
     use nix::unistd::UnlinkatFlags;
     let st = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)?;
     let kind = st.st_mode & libc::S_IFMT;
@@ -462,17 +603,22 @@ fn remove_keeping(dir: BorrowedFd<'_>, name: &OsStr, keep: &Path, depth: usize) 
             OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::empty(),
         )?;
-        crate::files::create_private_dir(keep)?;
+        if let Some(keep) = keep {
+            crate::files::create_private_dir(keep)?;
+        }
         let names: Vec<OsString> = std::fs::read_dir(proc_path(&inner))?
             .flatten()
             .map(|e| e.file_name())
             .collect();
         for child in names {
-            remove_keeping(inner.as_fd(), &child, &keep.join(&child), depth + 1)?;
+            let keep = keep.map(|k| k.join(&child));
+            remove_keeping(inner.as_fd(), &child, keep.as_deref(), depth + 1)?;
         }
         return Ok(nix::unistd::unlinkat(dir, name, UnlinkatFlags::RemoveDir)?);
     }
-    let copy = if kind == libc::S_IFLNK {
+    let copy = if keep.is_none() {
+        None
+    } else if kind == libc::S_IFLNK {
         let target = nix::fcntl::readlinkat(dir, name)?;
         Some(format!("symlink to {}\n", Path::new(&target).display()).into_bytes())
     } else if kind == libc::S_IFREG {
@@ -491,7 +637,7 @@ fn remove_keeping(dir: BorrowedFd<'_>, name: &OsStr, keep: &Path, depth: usize) 
         None
     };
     nix::unistd::unlinkat(dir, name, UnlinkatFlags::NoRemoveDir)?;
-    if let Some(bytes) = copy {
+    if let (Some(keep), Some(bytes)) = (keep, copy) {
         // 0600, whatever the mode was: kept to be looked at, never run from here.
         crate::files::write_private(keep, &bytes)?;
     }

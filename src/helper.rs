@@ -66,9 +66,6 @@ pub enum HelperError {
     #[error("{path} changed while the sandbox started: it is not what sbx-shell saw a moment before, so it could not be protected as planned; nothing ran\nHint: run again; if this keeps happening, something is renaming or replacing files there")]
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Changed { path: String },
-    #[error("cannot set up {path} in the sandbox: this kernel lacks the mount calls sbx-shell mounts through (open_tree, mount_setattr: Linux 5.12 or later)\nHint: use a newer kernel; `sbx-shell doctor` shows this one. sbx-shell does not run the bwrap backend without them")]
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    OldKernel { path: String },
     #[error("cannot open the network proxy's port: {0}")]
     ProxyPort(#[source] io::Error),
     #[error("cannot start the process guard: {0}")]

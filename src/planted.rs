@@ -67,6 +67,17 @@ impl Print {
             mode: m.mode(),
         }
     }
+
+    /// The same, from what `stat` filled in (the guard's).
+    #[cfg(target_os = "linux")]
+    pub fn of_stat(st: &libc::stat) -> Print {
+        Print {
+            len: u64::try_from(st.st_size).unwrap_or_default(),
+            mtime_ns: i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec),
+            ino: st.st_ino,
+            mode: st.st_mode,
+        }
+    }
 }
 
 /// The places and what they were, by path, with what each is.
@@ -74,12 +85,10 @@ impl Print {
 pub struct Snapshot(BTreeMap<PathBuf, (What, Print)>);
 
 impl Snapshot {
-    /// Whether `path` was recorded, and `now` (its metadata, taken without following a
-    /// symlink) is what it was.
-    pub fn unchanged(&self, path: &Path, now: &std::fs::Metadata) -> bool {
-        self.0
-            .get(path)
-            .is_some_and(|(_, was)| *was == Print::of(now))
+    /// Whether `path` was recorded, and `now` (taken without following a symlink) is
+    /// what it was.
+    pub fn unchanged(&self, path: &Path, now: Print) -> bool {
+        self.0.get(path).is_some_and(|(_, was)| *was == now)
     }
 }
 

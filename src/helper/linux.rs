@@ -49,12 +49,9 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::
     })?;
     for m in plan {
         let path = m.path.display().to_string();
-        let failed = |source: io::Error| match source.raw_os_error() {
-            Some(libc::ENOSYS) => super::HelperError::OldKernel { path: path.clone() },
-            _ => super::HelperError::Mount {
-                path: path.clone(),
-                source,
-            },
+        let failed = |source: io::Error| super::HelperError::Mount {
+            path: path.clone(),
+            source,
         };
         let changed = || super::HelperError::Changed { path: path.clone() };
         if m.how == How::Resolves {
@@ -85,17 +82,17 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::
                 mounts::seal(&m.path, fd, &|name| stays_writable(name, readonly))
                     .map_err(failed)?;
             }
-            How::Pin => mounts::pin(fd).map_err(failed)?,
-            How::ReadOnly => mounts::read_only(fd).map_err(failed)?,
+            How::Pin => mounts::pin(&m.path, fd).map_err(failed)?,
+            How::ReadOnly => mounts::read_only(&m.path, fd).map_err(failed)?,
             How::Resolves => {}
-            How::Hide { .. } => mounts::hide(fd, dir).map_err(failed)?,
+            How::Hide { .. } => mounts::hide(&m.path, fd, dir).map_err(failed)?,
             How::Twin { twin, dir: want } => {
                 if *want != dir {
                     return Err(changed());
                 }
-                match mounts::bind_twin(twin, dir, fd) {
+                match mounts::bind_twin(twin, dir, &m.path, fd) {
                     Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                        mounts::hide(fd, dir).map_err(failed)?;
+                        mounts::hide(&m.path, fd, dir).map_err(failed)?;
                     }
                     other => other.map_err(failed)?,
                 }

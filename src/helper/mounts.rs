@@ -2,6 +2,11 @@
 //! each path is opened without following a symlink (`files::open_nofollow`), checked, and
 //! mounted on that very object with the new mount API (`open_tree`, `mount_setattr`,
 //! `move_mount`, Linux 5.12), so that nothing is resolved by name a second time.
+//!
+//! On an older kernel (no `mount_setattr`) the same mounts are made with mount(2), source
+//! and target named by their descriptors' magic links (`/proc/self/fd/N`, which name those
+//! very objects); a read-only flag is then set by a remount of the new top mount, found
+//! again by walking the path without following a symlink and checked to be a mount root.
 
 use std::ffi::{CStr, OsStr};
 use std::io;
@@ -37,6 +42,129 @@ pub enum Found {
     Symlink,
     /// The object, opened `O_PATH`, with its identity and whether it is a directory.
     Node(OwnedFd, Identity, bool),
+}
+
+/// Whether this kernel has the new mount API: `mount_setattr` (Linux 5.12, the last of
+/// it) answers something other than ENOSYS.
+fn new_api() -> bool {
+    static NEW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *NEW.get_or_init(|| {
+        // SAFETY: mount_setattr on an invalid fd with a null attr reads nothing; it fails
+        // (EBADF or EINVAL) where it exists.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                -1,
+                EMPTY.as_ptr(),
+                libc::AT_EMPTY_PATH as libc::c_uint,
+                std::ptr::null::<MountAttr>(),
+                0usize,
+            )
+        };
+        !(rc == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
+    })
+}
+
+/// What will be mounted: a detached copy of a mount tree (new API), or the object itself,
+/// bound when it is put in place (mount(2)).
+enum Tree {
+    Detached(OwnedFd),
+    Source(OwnedFd),
+}
+
+/// The mount tree at `fd`, taken now (its submounts included).
+fn take(fd: BorrowedFd<'_>) -> io::Result<Tree> {
+    if new_api() {
+        clone_tree(fd).map(Tree::Detached)
+    } else {
+        fd.try_clone_to_owned().map(Tree::Source)
+    }
+}
+
+/// Put `tree` on the object `target` (which `path` names), with the mount attributes `set`
+/// (`MOUNT_ATTR_*`) on its top mount.
+fn put(tree: Tree, target: BorrowedFd<'_>, path: &Path, set: u64) -> io::Result<()> {
+    match tree {
+        Tree::Detached(tree) => {
+            if set != 0 {
+                set_attrs(tree.as_fd(), set, 0)?;
+            }
+            attach(tree.as_fd(), target)
+        }
+        Tree::Source(source) => {
+            legacy_mount(
+                Some(&magic_link(source.as_fd())?),
+                &magic_link(target)?,
+                libc::MS_BIND | libc::MS_REC,
+            )?;
+            if set != 0 {
+                legacy_remount(path, set)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `/proc/self/fd/N` for `fd`: a path that names that very object.
+fn magic_link(fd: BorrowedFd<'_>) -> io::Result<std::ffi::CString> {
+    std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+fn legacy_mount(
+    source: Option<&std::ffi::CString>,
+    target: &std::ffi::CString,
+    flags: libc::c_ulong,
+) -> io::Result<()> {
+    // SAFETY: NUL-terminated strings (or null) that outlive the call; no data argument.
+    let rc = unsafe {
+        libc::mount(
+            source.map_or(std::ptr::null(), |s| s.as_ptr()),
+            target.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    check(rc.into()).map(drop)
+}
+
+/// Remount the top mount at `path` with the attributes `set` added to the ones it has (a
+/// bind mount in a user namespace must keep its locked nosuid, nodev, noexec …).
+fn legacy_remount(path: &Path, set: u64) -> io::Result<()> {
+    use nix::sys::statvfs::FsFlags;
+    let Found::Node(top, _, _) = find(path)? else {
+        return Err(io::Error::from_raw_os_error(libc::ESTALE));
+    };
+    if !mount_state(top.as_fd())?.0 {
+        return Err(io::Error::from_raw_os_error(libc::ESTALE));
+    }
+    let has = nix::sys::statvfs::fstatvfs(top.as_fd())?.flags();
+    let mut flags = libc::MS_REMOUNT | libc::MS_BIND;
+    for (fs_flag, ms_flag) in [
+        (FsFlags::ST_RDONLY, libc::MS_RDONLY),
+        (FsFlags::ST_NOSUID, libc::MS_NOSUID),
+        (FsFlags::ST_NODEV, libc::MS_NODEV),
+        (FsFlags::ST_NOEXEC, libc::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, libc::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if has.contains(fs_flag) {
+            flags |= ms_flag;
+        }
+    }
+    for (attr, ms_flag) in [
+        (MOUNT_ATTR_RDONLY, libc::MS_RDONLY),
+        (MOUNT_ATTR_NOSUID, libc::MS_NOSUID),
+        (MOUNT_ATTR_NODEV, libc::MS_NODEV),
+        (MOUNT_ATTR_NOEXEC, libc::MS_NOEXEC),
+    ] {
+        if set & attr != 0 {
+            flags |= ms_flag;
+        }
+    }
+    legacy_mount(None, &magic_link(top.as_fd())?, flags)
 }
 
 /// `path` opened without following a symlink anywhere in it.
@@ -123,27 +251,26 @@ fn attach(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
-/// Bind the object at `fd` on itself: a mount point, so it cannot be renamed or removed.
-pub fn pin(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let tree = clone_tree(fd)?;
-    attach(tree.as_fd(), fd)
+/// Bind the object at `fd` (at `path`) on itself: a mount point, so it cannot be renamed
+/// or removed.
+pub fn pin(path: &Path, fd: BorrowedFd<'_>) -> io::Result<()> {
+    put(take(fd)?, fd, path, 0)
 }
 
-/// Bind the object at `fd` on itself, read-only (its top mount; deeper mounts keep theirs).
-pub fn read_only(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let tree = clone_tree(fd)?;
-    set_attrs(tree.as_fd(), MOUNT_ATTR_RDONLY, 0)?;
-    attach(tree.as_fd(), fd)
+/// Bind the object at `fd` (at `path`) on itself, read-only (its top mount; deeper mounts
+/// keep theirs).
+pub fn read_only(path: &Path, fd: BorrowedFd<'_>) -> io::Result<()> {
+    put(take(fd)?, fd, path, MOUNT_ATTR_RDONLY)
 }
 
 /// Seal the directory at `path` (opened as `fd`): read-only, then each entry that
-/// `keep(name)` accepts bound read-write again as it was (a copy taken before), so that
-/// nothing can be created, renamed or removed at its top. Symlinks among the entries stay
-/// as they are, read-only.
+/// `keep(name)` accepts bound read-write again as it was (taken before), so that nothing
+/// can be created, renamed or removed at its top. Symlinks among the entries stay as they
+/// are, read-only.
 pub fn seal(path: &Path, fd: BorrowedFd<'_>, keep: &dyn Fn(&OsStr) -> bool) -> io::Result<()> {
     // The directory read through its descriptor's magic link, which names that very object.
     let entries = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
-    let mut kept: Vec<(std::ffi::OsString, OwnedFd)> = Vec::new();
+    let mut kept: Vec<(std::ffi::OsString, Tree)> = Vec::new();
     for entry in entries {
         let entry = entry?;
         let name = entry.file_name();
@@ -162,9 +289,9 @@ pub fn seal(path: &Path, fd: BorrowedFd<'_>, keep: &dyn Fn(&OsStr) -> bool) -> i
         if identify(child.as_fd())?.1 == NodeKind::Symlink {
             continue;
         }
-        kept.push((name.to_owned(), clone_tree(child.as_fd())?));
+        kept.push((name.to_owned(), take(child.as_fd())?));
     }
-    read_only(fd)?;
+    read_only(path, fd)?;
     // The sealed directory as it is now, its new top mount.
     let Found::Node(sealed, _, true) = find(path)? else {
         return Err(io::Error::from_raw_os_error(libc::ESTALE));
@@ -178,18 +305,17 @@ pub fn seal(path: &Path, fd: BorrowedFd<'_>, keep: &dyn Fn(&OsStr) -> bool) -> i
                 | nix::fcntl::OFlag::O_CLOEXEC,
             nix::sys::stat::Mode::empty(),
         )?;
-        attach(tree.as_fd(), child.as_fd())?;
+        put(tree, child.as_fd(), &path.join(&name), 0)?;
     }
     Ok(())
 }
 
-/// Hide the object at `fd`: an empty read-only tmpfs over a directory, `/dev/null` bound
-/// read-only over anything else.
-pub fn hide(fd: BorrowedFd<'_>, dir: bool) -> io::Result<()> {
+/// Hide the object at `fd` (at `path`): an empty read-only tmpfs over a directory,
+/// `/dev/null` bound read-only over anything else.
+pub fn hide(path: &Path, fd: BorrowedFd<'_>, dir: bool) -> io::Result<()> {
     let hardened = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
     if dir {
-        let target = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let target = magic_link(fd)?;
         // SAFETY: NUL-terminated strings that outlive the call; the target is the magic
         // link of an fd this process holds, which names that very object.
         let rc = unsafe {
@@ -206,23 +332,20 @@ pub fn hide(fd: BorrowedFd<'_>, dir: bool) -> io::Result<()> {
     let Found::Node(null, _, false) = find(Path::new("/dev/null"))? else {
         return Err(io::Error::from_raw_os_error(libc::ENOENT));
     };
-    let tree = clone_tree(null.as_fd())?;
-    set_attrs(tree.as_fd(), MOUNT_ATTR_RDONLY | hardened, 0)?;
-    attach(tree.as_fd(), fd)
+    put(take(null.as_fd())?, fd, path, MOUNT_ATTR_RDONLY | hardened)
 }
 
 /// Bind the twin at `twin` (a directory when `dir`, else a regular file) over the object at
-/// `fd`, as it is (read-write). `ELOOP` when the twin is missing, a symlink or of the
-/// other kind.
-pub fn bind_twin(twin: &Path, dir: bool, fd: BorrowedFd<'_>) -> io::Result<()> {
+/// `fd` (at `path`), as it is (read-write). `ELOOP` when the twin is missing, a symlink or
+/// of the other kind.
+pub fn bind_twin(twin: &Path, dir: bool, path: &Path, fd: BorrowedFd<'_>) -> io::Result<()> {
     let Found::Node(source, _, is_dir) = find(twin)? else {
         return Err(io::Error::from_raw_os_error(libc::ELOOP));
     };
     if is_dir != dir {
         return Err(io::Error::from_raw_os_error(libc::ELOOP));
     }
-    let tree = clone_tree(source.as_fd())?;
-    attach(tree.as_fd(), fd)
+    put(take(source.as_fd())?, fd, path, 0)
 }
 
 /// Whether the object at `fd` is the root of a mount, and whether that mount is writable.

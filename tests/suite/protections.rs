@@ -632,3 +632,111 @@ fn the_claude_profile_keeps_the_global_claude_settings_out_of_reach() {
         }
     }
 }
+
+/// Answer ENOSYS to the new mount API in what `cmd` starts, as a kernel before 5.12 does
+/// (Debian 11's 5.10, Ubuntu 20.04's 5.4): sbx-shell, bwrap and the helper all see it.
+fn without_new_mount_api(cmd: &mut Command) {
+    use seccompiler::{BpfProgram, SeccompAction, SeccompFilter};
+    let rules = [
+        libc::SYS_open_tree,
+        libc::SYS_move_mount,
+        libc::SYS_mount_setattr,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+    ]
+    .into_iter()
+    .map(|nr| (nr, vec![]))
+    .collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        std::env::consts::ARCH.try_into().unwrap(),
+    )
+    .unwrap();
+    let program: BpfProgram = filter.try_into().unwrap();
+    // SAFETY: between fork and exec the closure makes only the prctl and seccomp calls
+    // (apply_filter), on a program built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            seccompiler::apply_filter(&program).map_err(|_| std::io::Error::other("seccomp"))
+        });
+    }
+}
+
+/// The same protections on a kernel without the new mount API: the helper mounts with
+/// mount(2) through its descriptors' magic links instead. Renames of pinned ancestors, the
+/// read-only git config, the hidden denied file and a sealed home all hold, beside the
+/// control (the same filter, no sandbox).
+#[test]
+fn the_protections_hold_on_a_kernel_without_the_new_mount_api() {
+    if !tools_present() {
+        return;
+    }
+    // The filter does what it says: mount_setattr answers ENOSYS under it.
+    let mut probe = Command::new("python3");
+    probe.args([
+        "-c",
+        &format!(
+            "import ctypes,os; l=ctypes.CDLL(None,use_errno=True); l.syscall({},-1,b'',0x1000,None,0); print(os.strerror(ctypes.get_errno()))",
+            libc::SYS_mount_setattr
+        ),
+    ]);
+    without_new_mount_api(&mut probe);
+    let said = String::from_utf8_lossy(&probe.shown().stdout).into_owned();
+    assert_eq!(said.trim(), "Function not implemented");
+    for user in USERS {
+        for backend in ["bwrap", "none"] {
+            let lab = repo_lab("oldkernel", user);
+            fs::create_dir_all(lab.ws.join("a/b")).unwrap();
+            fs::write(lab.ws.join("a/b/secret.txt"), "CANARY-denied\n").unwrap();
+            fs::write(lab.home.join(".bashrc"), "# mine\n").unwrap();
+            fs::write(lab.home.join("notes.txt"), "notes\n").unwrap();
+            if user == User::Nobody {
+                chown_tree(&lab.dir, NOBODY);
+            }
+            let script = "cat a/b/secret.txt 2>/dev/null; \
+                          printf '[core]\\n\\tpager = x\\n' >> .git/config && echo CONFIG-WRITTEN; \
+                          mv .git .git-moved && echo GIT-RENAMED; mv a c && echo DENIED-RENAMED; \
+                          echo more >> README && echo README-OK; \
+                          echo evil >> \"$HOME/.bashrc\" && echo BASHRC-WRITTEN; \
+                          echo more >> \"$HOME/notes.txt\" && echo NOTES-OK; echo DONE";
+            let run = |workspace: &Path| {
+                let mut cmd = lab.command(backend, &["--deny", "./a/b/secret.txt", "--workspace"]);
+                cmd.arg(workspace)
+                    .args(["-c", &format!("cd {} && {script}", lab.ws.display())]);
+                without_new_mount_api(&mut cmd);
+                let out = cmd.shown();
+                (
+                    out.status.code().unwrap_or(-1),
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                    String::from_utf8_lossy(&out.stderr).into_owned(),
+                )
+            };
+            // The project workspace, then the home as the workspace (sealed).
+            let (code, out, err) = run(&lab.ws);
+            let what = format!("{} {backend}", lab.what(backend));
+            assert_eq!(code, 0, "{what}: {err}");
+            assert_lines(&out, &["README-OK", "DONE"], &what);
+            let attacks = [
+                "CANARY-denied",
+                "CONFIG-WRITTEN",
+                "GIT-RENAMED",
+                "DENIED-RENAMED",
+            ];
+            if backend == "none" {
+                assert_lines(&out, &attacks, &what);
+            } else {
+                for line in attacks {
+                    assert!(!out.lines().any(|l| l == line), "{what}: {line}\n{out}");
+                }
+                let (code, out, err) = run(&lab.home);
+                assert_eq!(code, 0, "{what} (home): {err}");
+                assert_lines(&out, &["NOTES-OK", "DONE"], &what);
+                assert!(!out.lines().any(|l| l == "BASHRC-WRITTEN"), "{what}: {out}");
+            }
+        }
+    }
+}
