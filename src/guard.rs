@@ -39,6 +39,10 @@ const CONFIG_READ_LIMIT: u64 = 16 << 20;
 /// At most this many reads of queued events when the session ends: enough for a full
 /// queue (`fs.inotify.max_queued_events`, 16384 by default).
 const FINAL_READS: usize = 200;
+/// A path moved aside this many times is being planted in a loop: the guard then pauses
+/// `HOT_PAUSE` between reads.
+const HOT_TIMES: u64 = 10;
+const HOT_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 /// At most this many bytes of each file moved aside are kept.
 const KEEP_LIMIT: u64 = 1 << 20;
 
@@ -97,6 +101,8 @@ pub struct Outcome {
 
 struct State {
     inotify: Inotify,
+    /// A path was moved aside `HOT_TIMES` times or more since the last pause.
+    hot: bool,
     /// For each path moved aside: its entry in `out.moved`, and how many times.
     times: HashMap<PathBuf, (usize, u64)>,
     dirs: HashMap<WatchDescriptor, Dir>,
@@ -137,6 +143,7 @@ impl Guard {
         let (stop_read, stop) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let mut state = State {
             inotify,
+            hot: false,
             times: HashMap::new(),
             dirs: HashMap::new(),
             queue: Vec::new(),
@@ -208,6 +215,11 @@ impl State {
                 return;
             }
             self.drain();
+            if std::mem::take(&mut self.hot) {
+                // Something is being planted over and over (a loop racing the guard):
+                // answered at most once a millisecond, so the fight costs little CPU.
+                std::thread::sleep(HOT_PAUSE);
+            }
         }
     }
 
@@ -217,7 +229,14 @@ impl State {
         let Ok(events) = self.inotify.read_events() else {
             return false;
         };
+        // Each entry once per read, however many events it had.
+        let mut seen = std::collections::HashSet::new();
         for event in &events {
+            if let Some(name) = &event.name {
+                if !seen.insert((event.wd, name.clone())) {
+                    continue;
+                }
+            }
             if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
                 self.queue = self.dirs.keys().copied().collect();
             } else if event.mask.contains(AddWatchFlags::IN_IGNORED) {
@@ -436,6 +455,7 @@ impl State {
             .is_some_and(|(_, target)| std::os::unix::fs::symlink(target, &at).is_ok());
         if let Some((_, times)) = self.times.get_mut(path) {
             *times += 1;
+            self.hot |= *times >= HOT_TIMES;
             return;
         }
         let how = match (moved, restored) {
