@@ -230,19 +230,29 @@ pub fn config_keys(text: &str) -> Vec<String> {
     keys
 }
 
+impl std::fmt::Display for Planted {
+    /// "PATH (what)", as the lines and the session log name it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.path.display(), self.what)
+    }
+}
+
+fn listed(all: &[Planted]) -> String {
+    all.iter()
+        .map(Planted::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The line for what the guard moved aside (`guard`) and kept in `keep`, or `None` when it
 /// moved nothing.
 pub fn moved_line(moved: &[Planted], keep: &Path) -> Option<String> {
     if moved.is_empty() {
         return None;
     }
-    let list: Vec<String> = moved
-        .iter()
-        .map(|p| format!("{} ({})", p.path.display(), p.what))
-        .collect();
     Some(format!(
         "this session planted code that would run outside the sandbox; sbx-shell took it out of the tree: {}\nHint: copies are kept in {}; `sbx-shell log --json` keeps this list",
-        list.join("; "),
+        listed(moved),
         keep.display()
     ))
 }
@@ -252,13 +262,9 @@ pub fn line(planted: &[Planted]) -> Option<String> {
     if planted.is_empty() {
         return None;
     }
-    let list: Vec<String> = planted
-        .iter()
-        .map(|p| format!("{} ({})", p.path.display(), p.what))
-        .collect();
     Some(format!(
         "this session left code that runs outside the sandbox: {}\nHint: look at each before a program outside uses it (`sbx-shell log --json` keeps this list)",
-        list.join("; ")
+        listed(planted)
     ))
 }
 

@@ -72,10 +72,7 @@ impl Record {
 
     /// With the places the session planted.
     pub fn with_planted(mut self, planted: &[crate::planted::Planted]) -> Record {
-        self.planted = planted
-            .iter()
-            .map(|p| format!("{} ({})", p.path.display(), p.what))
-            .collect();
+        self.planted = planted.iter().map(ToString::to_string).collect();
         self
     }
 }
