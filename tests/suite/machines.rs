@@ -115,8 +115,7 @@ impl BinaryCopy {
         let dir = path.parent().unwrap();
         fs::create_dir_all(dir).unwrap();
         fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
-        fs::copy(super::support::bin(), &path).unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        super::support::copy_binary(&path);
         BinaryCopy(path)
     }
 }

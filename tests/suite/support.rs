@@ -187,12 +187,22 @@ pub fn skipped(message: &str) -> bool {
 /// binary (`sbx-shell`, mode 755) that other users can run. Outside the checkout (whose
 /// permissions may shut other users out) and outside /tmp (private inside the sandbox).
 pub fn run_dir(prefix: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let dir = fresh_var_tmp_dir(prefix);
-    let copy = dir.join("sbx-shell");
-    std::fs::copy(bin(), &copy).unwrap();
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    copy_binary(&dir.join("sbx-shell"));
     dir
+}
+
+/// A copy of the binary at `to`, mode 755, written by another process (`install`): a copy
+/// written here would leave its write descriptor, for an instant, in every child another
+/// test thread forks meanwhile, and running the copy then fails with ETXTBSY.
+pub fn copy_binary(to: &Path) {
+    let out = Command::new("install")
+        .args(["-m", "0755"])
+        .arg(bin())
+        .arg(to)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "install: {out:?}");
 }
 
 /// A fresh scratch directory in the test process's private directory, removed on drop.
