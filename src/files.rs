@@ -9,9 +9,21 @@ use std::path::Path;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
-/// Create `dir` and its missing parents, 0700.
+/// Create `dir` and its missing parents, 0700; `dir` itself made 0700 when it exists
+/// more open (an older sbx-shell, or a `mkdir` under another umask, made it).
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {
-    DirBuilder::new().recursive(true).mode(0o700).create(dir)
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    tighten(&File::open(dir)?, 0o700)
+}
+
+/// `file` to `mode` when its group or others have any access, and it is the caller's.
+fn tighten(file: &File, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = file.metadata()?;
+    if meta.mode() & 0o077 != 0 && meta.uid() == nix::unistd::geteuid().as_raw() {
+        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
 }
 
 /// Create `rel` inside the directory `base` (which must exist): missing directories 0700
@@ -101,11 +113,13 @@ pub fn append_private(path: &Path) -> io::Result<File> {
     if let Some(dir) = path.parent() {
         create_private_dir(dir)?;
     }
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(path)
+        .open(path)?;
+    tighten(&file, 0o600)?;
+    Ok(file)
 }
 
 /// Replace `path` with `bytes` at once (a 0600 file renamed over it; its directory 0700).
@@ -201,6 +215,29 @@ mod tests {
         for dir in ["a", "a/b", "c"] {
             assert_eq!(mode(&base.join(dir)), 0o700, "{dir}");
         }
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn what_an_older_version_left_open_is_made_private() {
+        let base = std::env::temp_dir().join(format!("sbx-tighten-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("state")).unwrap();
+        std::fs::write(base.join("state/network.log"), "old\n").unwrap();
+        let set = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        set(&base.join("state"), 0o755);
+        set(&base.join("state/network.log"), 0o644);
+        create_private_dir(&base.join("state")).unwrap();
+        append_private(&base.join("state/network.log")).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&base.join("state")), 0o700);
+        assert_eq!(mode(&base.join("state/network.log")), 0o600);
+        // The parents are the user's: left as they are.
+        set(&base, 0o755);
+        create_private_dir(&base.join("state")).unwrap();
+        assert_eq!(mode(&base), 0o755);
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -1,4 +1,5 @@
-//! The helper mode: `sbx-shell __sbx_helper SPEC PROGRAM ARG0 [ARGS...]`.
+//! The helper mode: `sbx-shell __sbx_helper FD PROGRAM ARG0 [ARGS...]`, its spec read from
+//! the inherited fd FD (`spec`).
 //!
 //! The supervisor never execs the user's program itself; it spawns this binary again in
 //! helper mode (inside bwrap, when that backend is on), which prepares the process and then
@@ -38,7 +39,7 @@ use thiserror::Error;
 
 use crate::exit;
 use limits::LimitError;
-use spec::{parse_helper_args, HelperSpec, ProxyListen, SpecError};
+use spec::{parse_helper_args, read_spec, HelperSpec, ProxyListen, SpecError};
 
 mod limits;
 pub mod spec;
@@ -112,31 +113,32 @@ pub fn run(args: &[OsString]) -> ExitCode {
 /// The steps in the module doc's order; `Ok` only in the guard.
 fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
     let parsed = parse_helper_args(args)?;
-    if !parsed.spec.mounts.is_empty() {
-        os::apply_mounts(&parsed.spec.mounts)?;
+    let spec = read_spec(parsed.spec_fd)?;
+    if !spec.mounts.is_empty() {
+        os::apply_mounts(&spec.mounts)?;
         // CAP_SYS_ADMIN was kept for the mounts only: gone before anything else runs.
         os::confine_privileges()?;
     }
-    if let Some(listen) = parsed.spec.proxy_listen {
+    if let Some(listen) = spec.proxy_listen {
         hand_over_proxy_port(listen).map_err(HelperError::ProxyPort)?;
     }
-    if parsed.spec.guard {
+    if spec.guard {
         apply_default_signals().map_err(HelperError::Guard)?;
         // The guard leads the session and the program gets a process group of its own in
         // it: a group whose parent sits in the same session is not orphaned, so the
         // kernel delivers the SIGTSTP of ^Z (or of the program's own `kill(0, SIGTSTP)`)
         // instead of discarding it.
-        if parsed.spec.new_session {
+        if spec.new_session {
             apply_new_session().map_err(HelperError::NewSession)?;
         }
-        if let Some(code) = os::split_off_guard(&parsed.spec).map_err(HelperError::Guard)? {
+        if let Some(code) = os::split_off_guard(&spec).map_err(HelperError::Guard)? {
             return Ok(code);
         }
-        if parsed.spec.new_session {
+        if spec.new_session {
             apply_foreground_group().map_err(HelperError::NewSession)?;
         }
     }
-    prepare(&parsed.spec)?;
+    prepare(&spec)?;
     let errno = exec(&parsed.program, &parsed.argv);
     Err(HelperError::Exec {
         program: parsed.program.to_string_lossy().into_owned(),

@@ -140,6 +140,36 @@ impl Lifeline {
     }
 }
 
+/// Bytes a child reads from an inherited pipe instead of its argv, which every local user
+/// can read (`ps`): the helper's spec, bwrap's options. A thread writes them and closes its
+/// end (close-on-exec, so no child holds it), so the reader sees end-of-file; the thread
+/// because a pipe holds 64 KiB and a plan can be larger.
+#[derive(Debug)]
+pub struct Handover {
+    read: OwnedFd,
+}
+
+impl Handover {
+    pub fn new(bytes: Vec<u8>) -> io::Result<Handover> {
+        use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+        use std::os::fd::AsFd;
+        let (read, write) = nix::unistd::pipe()?;
+        fcntl(write.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+        thread::Builder::new()
+            .name("handover".into())
+            .spawn(move || {
+                // A reader that ends early leaves EPIPE (SIGPIPE is ignored): nothing to do.
+                let _ = io::Write::write_all(&mut std::fs::File::from(write), &bytes);
+            })?;
+        Ok(Handover { read })
+    }
+
+    /// The read end, as children inherit it.
+    pub fn child_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.read)
+    }
+}
+
 /// What happened to one of our children.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChildEvent {
@@ -271,6 +301,43 @@ mod tests {
             sid,
             zombie: false,
         }
+    }
+
+    #[test]
+    fn a_handover_larger_than_a_pipe_arrives_whole_then_ends() {
+        use std::io::Read;
+        let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let handover = Handover::new(bytes.clone()).unwrap();
+        let fd = std::os::fd::IntoRawFd::into_raw_fd(handover.read.try_clone().unwrap());
+        drop(handover);
+        let mut got = Vec::new();
+        // SAFETY: `fd` was just duplicated and nothing else owns it.
+        let mut file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        file.read_to_end(&mut got).unwrap();
+        assert_eq!(got, bytes);
+    }
+
+    #[test]
+    fn the_helper_reads_its_spec_from_the_handover() {
+        let spec = crate::helper::spec::HelperSpec {
+            new_session: false,
+            limits: crate::helper::spec::ProcessLimits::default(),
+            drop_privileges: true,
+            landlock: None,
+            seccomp: None,
+            guard: true,
+            stop_notify_fd: None,
+            lifeline_fd: Some(7),
+            mounts: Vec::new(),
+            proxy_listen: None,
+        };
+        let handover = Handover::new(crate::helper::spec::spec_bytes(&spec).unwrap()).unwrap();
+        let fd = std::os::fd::IntoRawFd::into_raw_fd(handover.read.try_clone().unwrap());
+        assert_eq!(crate::helper::spec::read_spec(fd).unwrap(), spec);
+        // read_spec closed it.
+        // SAFETY: F_GETFD only reads the fd's flags.
+        assert!(unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0);
+        assert!(crate::helper::spec::read_spec(fd).is_err());
     }
 
     #[test]

@@ -91,16 +91,17 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     ))?;
     let helper = HelperExe::open()?;
     let lifeline = process::Lifeline::new().context("cannot create the lifeline pipe")?;
+    let (argv, _handovers) = build_argv(
+        &plan,
+        &backend,
+        &host,
+        &layers,
+        net.as_ref(),
+        &session,
+        (&helper, &lifeline, &git),
+    )?;
     let child = Child {
-        argv: build_argv(
-            &plan,
-            &backend,
-            &host,
-            &layers,
-            net.as_ref(),
-            &session,
-            (&helper, &lifeline, &git),
-        )?,
+        argv,
         env,
         options: SessionOptions {
             cgroup: cgroup.as_ref().map(cgroup::SessionCgroup::fds),
@@ -392,7 +393,8 @@ fn confine(
 }
 
 /// Step 7: the helper's argv, wrapped in the backend's launcher, built once the session
-/// has its terminal.
+/// has its terminal; with the pipes the launcher and the helper read the rest from (the
+/// spec; bwrap's options): nothing of the policy is in an argv.
 fn build_argv(
     plan: &Plan,
     backend: &Backend,
@@ -401,7 +403,7 @@ fn build_argv(
     net: Option<&ProxySession>,
     session: &Session,
     (helper, lifeline, git): (&HelperExe, &process::Lifeline, &crate::repos::Found),
-) -> Result<Vec<std::ffi::OsString>, Failure> {
+) -> Result<(Vec<std::ffi::OsString>, Vec<process::Handover>), Failure> {
     let spec = HelperSpec {
         new_session: session.is_pty(),
         limits: ProcessLimits::from_policy(
@@ -424,7 +426,11 @@ fn build_argv(
             })
         }),
     };
-    let helper_argv = helper_spec::build_helper_argv(&helper.path, &spec, &plan.launch)?;
+    let handover = |bytes: Vec<u8>| {
+        process::Handover::new(bytes).context("cannot create a pipe to the sandbox's helper")
+    };
+    let spec = handover(helper_spec::spec_bytes(&spec)?)?;
+    let helper_argv = helper_spec::build_helper_argv(&helper.path, spec.child_fd(), &plan.launch);
     let ctx = sandbox::Context {
         place: &host.place,
         tty: session.tty(),
@@ -438,7 +444,14 @@ fn build_argv(
         }),
         git_dirs: &git.git_dirs,
     };
-    Ok(sandbox::wrap(backend, &plan.policy, &ctx, &helper_argv)?)
+    let argv = sandbox::wrap(backend, &plan.policy, &ctx, &helper_argv)?;
+    if !matches!(backend, Backend::Bwrap { .. }) {
+        return Ok((argv, vec![spec]));
+    }
+    let (options, rest) = sandbox::bwrap::split_options(argv);
+    let options = handover(options)?;
+    let argv = sandbox::bwrap::with_options_from(rest, options.child_fd());
+    Ok((argv, vec![spec, options]))
 }
 
 /// The executable the helper runs from: the very file this process runs (an upgrade may

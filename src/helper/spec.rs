@@ -1,8 +1,12 @@
 //! The helper's wire format: how the supervisor tells the helper mode what to do before it
-//! execs the program (`HelperSpec`), as the argv `EXE __sbx_helper SPEC PROGRAM ARG0 ARGS…`,
-//! and how the helper reads it back. Pure; both sides share it.
+//! execs the program (`HelperSpec`), and how the helper reads it back. The argv is
+//! `EXE __sbx_helper FD PROGRAM ARG0 ARGS…`; the spec itself, JSON, comes through the
+//! inherited fd FD (`process::Handover`), not the argv, which every local user can read
+//! (`ps`, /proc/PID/cmdline): it names the policy's paths. Pure but for `read_spec`; both
+//! sides share it.
 
 use std::ffi::OsString;
+use std::os::fd::RawFd;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -12,7 +16,8 @@ use crate::launch::Launch;
 /// The first argument that switches the binary into its helper mode.
 pub const HELPER_ARG: &str = "__sbx_helper";
 
-/// How the helper prepares the process before exec. Serialized as one JSON argument.
+/// How the helper prepares the process before exec. Serialized as JSON, handed over
+/// through an inherited fd.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HelperSpec {
@@ -103,25 +108,30 @@ impl ProcessLimits {
     }
 }
 
-/// `EXE __sbx_helper SPEC PROGRAM ARG0 ARGS...`: the argv that runs the plan through the
-/// helper mode of this same binary.
-pub fn build_helper_argv(
-    exe: &Path,
-    spec: &HelperSpec,
-    launch: &Launch,
-) -> serde_json::Result<Vec<OsString>> {
-    let spec = serde_json::to_string(spec)?;
-    let mut argv = vec![exe.as_os_str().to_owned(), HELPER_ARG.into(), spec.into()];
+/// The spec as the helper reads it from its fd.
+pub fn spec_bytes(spec: &HelperSpec) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(spec)
+}
+
+/// `EXE __sbx_helper FD PROGRAM ARG0 ARGS...`: the argv that runs the plan through the
+/// helper mode of this same binary, its spec read from the inherited `spec_fd`.
+pub fn build_helper_argv(exe: &Path, spec_fd: RawFd, launch: &Launch) -> Vec<OsString> {
+    let mut argv = vec![
+        exe.as_os_str().to_owned(),
+        HELPER_ARG.into(),
+        spec_fd.to_string().into(),
+    ];
     argv.push(launch.program.clone());
     argv.push(launch.arg0.clone());
     argv.extend(launch.args.iter().cloned());
-    Ok(argv)
+    argv
 }
 
 /// The helper's arguments (after `__sbx_helper`), parsed back.
 #[derive(Debug, PartialEq, Eq)]
 pub struct HelperArgs {
-    pub spec: HelperSpec,
+    /// The inherited fd the spec is read from (`read_spec`).
+    pub spec_fd: RawFd,
     pub program: OsString,
     /// argv of the program, argv[0] first.
     pub argv: Vec<OsString>,
@@ -130,28 +140,56 @@ pub struct HelperArgs {
 /// A helper call that is not what sbx-shell writes.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
-    #[error("expected SPEC PROGRAM ARG0 [ARGS...]")]
+    #[error("expected FD PROGRAM ARG0 [ARGS...]")]
     Shape,
-    #[error("the spec is not UTF-8")]
-    NotUtf8,
+    #[error("the spec's fd is not a number")]
+    Fd,
+    #[error("cannot read the spec: {0}")]
+    Read(#[source] std::io::Error),
     #[error("bad spec: {0}")]
     Json(#[source] serde_json::Error),
 }
 
 /// Parse what follows `__sbx_helper`; the error says what is wrong.
 pub fn parse_helper_args(args: &[OsString]) -> Result<HelperArgs, SpecError> {
-    let [spec, program, arg0, rest @ ..] = args else {
+    let [fd, program, arg0, rest @ ..] = args else {
         return Err(SpecError::Shape);
     };
-    let spec = spec.to_str().ok_or(SpecError::NotUtf8)?;
-    let spec: HelperSpec = serde_json::from_str(spec).map_err(SpecError::Json)?;
+    let spec_fd = fd
+        .to_str()
+        .and_then(|fd| fd.parse::<RawFd>().ok())
+        .filter(|fd| *fd > 2)
+        .ok_or(SpecError::Fd)?;
     let mut argv = vec![arg0.clone()];
     argv.extend(rest.iter().cloned());
     Ok(HelperArgs {
-        spec,
+        spec_fd,
         program: program.clone(),
         argv,
     })
+}
+
+/// The spec from `bytes`, as `spec_bytes` wrote it.
+pub fn parse_spec(bytes: &[u8]) -> Result<HelperSpec, SpecError> {
+    serde_json::from_slice(bytes).map_err(SpecError::Json)
+}
+
+/// Read the spec from the inherited `fd` to its end, and close it: the program never
+/// inherits it.
+pub fn read_spec(fd: RawFd) -> Result<HelperSpec, SpecError> {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    // Only an fd that is open is taken over (a wrong number fails here, not later).
+    // SAFETY: F_GETFD reads the fd's flags; it takes no pointer and changes nothing.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(SpecError::Read(std::io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` is open (checked above) and was inherited for this one reader: sbx-shell
+    // keeps no other use of it in this process, so the File owns it and closes it once.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(SpecError::Read)?;
+    parse_spec(&bytes)
 }
 
 #[cfg(test)]
@@ -188,18 +226,34 @@ mod tests {
             args: os(&["-c", "echo hi"]),
             shell: "/bin/bash".into(),
         };
-        let argv = build_helper_argv(Path::new("/x/sbx-shell"), &spec, &launch).unwrap();
-        assert_eq!(argv[..2], os(&["/x/sbx-shell", HELPER_ARG]));
-        assert_eq!(argv[3..], os(&["/bin/bash", "-bash", "-c", "echo hi"]));
+        let argv = build_helper_argv(Path::new("/x/sbx-shell"), 9, &launch);
+        assert_eq!(
+            argv,
+            os(&[
+                "/x/sbx-shell",
+                HELPER_ARG,
+                "9",
+                "/bin/bash",
+                "-bash",
+                "-c",
+                "echo hi"
+            ])
+        );
+        let text = String::from_utf8(spec_bytes(&spec).unwrap()).unwrap();
+        assert!(!argv.iter().any(|a| a.to_string_lossy().contains("3128")));
+        assert!(text.contains("3128"));
+        assert_eq!(parse_spec(text.as_bytes()).unwrap(), spec);
         let parsed = parse_helper_args(&argv[2..]).unwrap();
-        assert_eq!(parsed.spec, spec);
+        assert_eq!(parsed.spec_fd, 9);
         assert_eq!(parsed.program, "/bin/bash");
         assert_eq!(parsed.argv, os(&["-bash", "-c", "echo hi"]));
     }
 
     #[test]
     fn a_malformed_helper_call_is_an_error() {
-        assert!(parse_helper_args(&os(&["{}"])).is_err());
-        assert!(parse_helper_args(&os(&["{\"x\":1}", "a", "a"])).is_err());
+        assert!(parse_helper_args(&os(&["9"])).is_err());
+        assert!(parse_helper_args(&os(&["{}", "a", "a"])).is_err());
+        assert!(parse_helper_args(&os(&["1", "a", "a"])).is_err());
+        assert!(parse_spec(b"{\"x\":1}").is_err());
     }
 }

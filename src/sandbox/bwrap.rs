@@ -424,6 +424,40 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
     out
 }
 
+/// `build_argv`'s argv split for `--args FD`: its options, NUL-separated as bwrap reads
+/// them, and the rest (the bwrap binary, then `--` and the command). bwrap's process lives
+/// as long as the session, and its argv, which every local user can read (`ps`), would
+/// name the policy's paths.
+pub fn split_options(argv: Vec<OsString>) -> (Vec<u8>, Vec<OsString>) {
+    use std::os::unix::ffi::OsStrExt;
+    // Every option value is a path (absolute), a number or a name: none is a bare `--`.
+    let end = argv
+        .iter()
+        .skip(1)
+        .position(|a| a == "--")
+        .map_or(argv.len(), |i| i + 1);
+    let mut options = Vec::new();
+    for option in &argv[1.min(end)..end] {
+        options.extend_from_slice(option.as_bytes());
+        options.push(0);
+    }
+    let rest = argv[..1.min(end)]
+        .iter()
+        .chain(&argv[end..])
+        .cloned()
+        .collect();
+    (options, rest)
+}
+
+/// `rest` (from `split_options`) with bwrap told to read its options from `fd`.
+pub fn with_options_from(rest: Vec<OsString>, fd: RawFd) -> Vec<OsString> {
+    let mut rest = rest.into_iter();
+    let mut argv: Vec<OsString> = rest.next().into_iter().collect();
+    argv.extend(["--args".into(), fd.to_string().into()]);
+    argv.extend(rest);
+    argv
+}
+
 /// The spelling the kernel sees.
 fn real(path: &ResolvedPath) -> &Path {
     path.real.as_deref().unwrap_or(&path.path)
@@ -747,6 +781,37 @@ mod tests {
         assert!(copied
             .windows(5)
             .any(|w| w == ["--perms", "0555", "--file", "6", HELPER_PATH]));
+    }
+
+    #[test]
+    fn the_options_go_through_an_fd_and_only_the_command_stays_in_the_argv() {
+        let p = policy_with("/home/u/proj", "{}");
+        let argv = build_argv(&inputs(&p), &["/x/sbx-shell".into(), "__sbx_helper".into()]);
+        let (options, rest) = split_options(argv.clone());
+        let rest = with_options_from(rest, 9);
+        let strings = |v: &[OsString]| -> Vec<String> {
+            v.iter().map(|a| a.to_str().unwrap().to_string()).collect()
+        };
+        assert_eq!(
+            strings(&rest),
+            [
+                "/usr/bin/bwrap",
+                "--args",
+                "9",
+                "--",
+                "/x/sbx-shell",
+                "__sbx_helper"
+            ]
+        );
+        let options: Vec<String> = options
+            .split(|b| *b == 0)
+            .map(|o| String::from_utf8(o.to_vec()).unwrap())
+            .collect();
+        // Each option NUL-terminated: the last split is empty.
+        assert_eq!(options.last().map(String::as_str), Some(""));
+        let dashes = argv.iter().position(|a| a == "--").unwrap();
+        assert_eq!(options[..options.len() - 1], strings(&argv[1..dashes]));
+        assert!(options.iter().any(|o| o == "/home/u/proj"));
     }
 
     /// The plan as (path, how) strings, in order.

@@ -7,7 +7,7 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
 use super::sandbox::{assert_lines, tools_present, Lab, User, PYTHON};
-use super::support::Shown;
+use super::support::{spec_on_fd, Shown};
 
 /// Connect to each socket path given as an argument; one line per path.
 const CONNECT: &str = r#"
@@ -658,6 +658,7 @@ fn the_helper_skips_a_host_object_that_vanished_and_hides_the_rest() {
         );
         let sbx = lab.dir.parent().unwrap().join("sbx-shell");
         let mut cmd = std::process::Command::new("bwrap");
+        let spec = spec_on_fd(&mut cmd, &spec);
         cmd.args(["--unshare-pid", "--ro-bind", "/", "/", "--dev", "/dev"])
             .args(["--proc", "/proc", "--cap-add", "CAP_SYS_ADMIN"])
             .args(["--cap-add", "CAP_SETPCAP", "--"])
@@ -704,6 +705,7 @@ fn no_process_of_the_sandbox_sees_the_tree_before_the_hides() {
         let sbx = lab.dir.parent().unwrap().join("sbx-shell");
         let run = |as_pid_1: bool| {
             let mut cmd = std::process::Command::new("bwrap");
+            let spec = spec_on_fd(&mut cmd, &spec);
             cmd.args(["--die-with-parent", "--new-session", "--unshare-pid"]);
             if as_pid_1 {
                 cmd.arg("--as-pid-1");

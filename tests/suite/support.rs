@@ -875,6 +875,29 @@ impl Drop for Tmux {
 }
 
 /// Shell-quote one word for sh.
+/// The helper's spec handed to `cmd` as sbx-shell hands it: on an inherited fd (the one
+/// returned, for the helper's argv), never in the argv.
+pub fn spec_on_fd(cmd: &mut Command, spec: &str) -> String {
+    const FD: i32 = 9;
+    let (read, write) = nix::unistd::pipe().unwrap();
+    // A spec of a test is far below a pipe's 64 KiB: written whole before the spawn.
+    File::from(write).write_all(spec.as_bytes()).unwrap();
+    // Leaked: open in the parent until the spawn, which may come later.
+    let read = std::os::fd::IntoRawFd::into_raw_fd(read);
+    // SAFETY: between fork and exec only dup2(2), async-signal-safe, on an fd that stays
+    // open in the parent; dup2 leaves FD inheritable.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(read, FD) == FD {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    FD.to_string()
+}
+
 pub fn sh_quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', r"'\''"))
 }
