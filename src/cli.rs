@@ -214,9 +214,19 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "none|full|allow=DOMAINS")]
     pub net: Option<String>,
 
-    /// Pass on the environment variable NAME although it looks secret (repeatable).
+    /// Pass on the environment variable NAME although it looks secret or names a hidden
+    /// socket (repeatable).
     #[arg(long = "allow-env", value_name = "NAME")]
     pub allow_env: Vec<String>,
+
+    /// Let the program connect to the host's unix socket at PATH, or to those in the
+    /// directory PATH (repeatable); every other host socket is hidden.
+    #[arg(long = "allow-socket", value_name = "PATH")]
+    pub allow_socket: Vec<String>,
+
+    /// The terminal clipboard (OSC 52): none (the default), write, or read-write.
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub clipboard: Option<crate::config::Clipboard>,
 
     /// Do not let the program open pseudo-terminals of its own.
     #[arg(long)]

@@ -55,6 +55,10 @@ pub struct Config {
     /// macOS: let the program reach the window server, pasteboard and HID events (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gui: Option<bool>,
+    /// What the program may do with the terminal's clipboard (OSC 52): "none" (the
+    /// default), "write", or "read-write".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clipboard: Option<Clipboard>,
     /// Arguments put right after a program's name when that program runs directly (keyed
     /// by its file name): an agent's own switch that hands confinement to sbx-shell.
     #[serde(
@@ -71,6 +75,20 @@ pub struct Config {
     pub limits: LimitsConfig,
     #[serde(default, skip_serializing_if = "EnvironmentConfig::is_empty")]
     pub environment: EnvironmentConfig,
+}
+
+/// The terminal clipboard (OSC 52) as the relay lets it through.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Clipboard {
+    /// Neither set nor read: both requests are dropped.
+    None,
+    /// Set, not read.
+    Write,
+    /// Set and read.
+    ReadWrite,
 }
 
 /// What the sandboxed program may read and write.
@@ -97,6 +115,12 @@ pub struct FilesystemConfig {
     /// Take these out of the default denied set (e.g. an agent's own credentials).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_denied: Vec<PathEntry>,
+    /// Host unix sockets the program may connect to (a directory: every socket in it);
+    /// every other one is hidden. A path may begin with `$NAME` (`$SSH_AUTH_SOCK`,
+    /// `$XDG_RUNTIME_DIR/bus`), taken from sbx-shell's environment; unset, the entry grants
+    /// nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sockets: Vec<PathEntry>,
     /// Files copied once, before the sandbox starts, when `path` (inside a writable path)
     /// is missing and `from` is a regular file: an agent pointed at a state file of its own
     /// starts with what it saved outside.

@@ -214,11 +214,15 @@ fn bwrap_output(policy: &Policy, host: &Host, ctx: &sandbox::Context<'_>) -> Bac
 /// The Landlock rulesets (under bwrap, and alone) and the seccomp table.
 fn landlock_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput {
     let exists = |p: &Path| ctx.place.kind(p) != PathKind::Missing;
-    let ruleset =
-        |layering| match landlock::build_ruleset(policy, layering, &exists, ctx.proxy_port) {
-            Ok(rules) => RulesOrRefusal::Rules(rules),
-            Err(e) => RulesOrRefusal::Refuses(e.to_string()),
-        };
+    let ruleset = |layering| match landlock::build_ruleset(
+        policy,
+        layering,
+        (&exists, &crate::host::children),
+        ctx.proxy_port,
+    ) {
+        Ok(rules) => RulesOrRefusal::Rules(rules),
+        Err(e) => RulesOrRefusal::Refuses(e.to_string()),
+    };
     match ruleset(landlock::Layering::UnderBwrap) {
         RulesOrRefusal::Refuses(reason) => BackendOutput::Refuses { reason },
         under_bwrap => BackendOutput::Applies {

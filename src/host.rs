@@ -373,10 +373,8 @@ pub struct Place {
     pub temp_dir: Option<PathBuf>,
     /// `$XDG_RUNTIME_DIR` (real path), when it exists.
     pub runtime_dir: Option<PathBuf>,
-    /// Host sockets that reach outside the sandbox and exist here: the ssh agent and
-    /// container engines, each by its real path (`/var/run` is often a link to `/run`) and
-    /// once. (The session bus and gpg-agent live in the runtime directory.)
-    pub sockets: Vec<PathBuf>,
+    /// The host's unix sockets and runtime directories (`sockets::Found`).
+    pub sockets: crate::sockets::Found,
     kinds: PathKinds,
     identities: RefCell<HashMap<PathBuf, Option<crate::files::Identity>>>,
 }
@@ -384,13 +382,14 @@ pub struct Place {
 impl Place {
     /// The place, measured now.
     pub fn measure() -> Place {
+        let runtime_dir =
+            std::env::var_os("XDG_RUNTIME_DIR").and_then(|r| std::fs::canonicalize(r).ok());
         Place {
             cwd: std::env::current_dir()
                 .map_err(|e| format!("cannot read the current directory: {e}")),
             temp_dir: std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok()),
-            runtime_dir: std::env::var_os("XDG_RUNTIME_DIR")
-                .and_then(|r| std::fs::canonicalize(r).ok()),
-            sockets: host_sockets(&RealFs::default()),
+            sockets: crate::sockets::Found::measure(runtime_dir.as_deref()),
+            runtime_dir,
             kinds: PathKinds::default(),
             identities: RefCell::default(),
         }
@@ -445,6 +444,17 @@ impl PathResolver for RealFs {
     }
 }
 
+/// The entries of the directory `dir`, but symlinks (none when it cannot be read).
+pub fn children(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink()))
+        .map(|e| e.path())
+        .collect()
+}
+
 /// What a path is on the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathKind {
@@ -473,29 +483,6 @@ impl PathKinds {
         self.known.borrow_mut().insert(path.to_path_buf(), kind);
         kind
     }
-}
-
-/// The host sockets that exist, resolved like policy paths (real path, each once).
-fn host_sockets(fs: &dyn PathResolver) -> Vec<PathBuf> {
-    let mut candidates: Vec<PathBuf> = std::env::var_os("SSH_AUTH_SOCK")
-        .map(PathBuf::from)
-        .into_iter()
-        .collect();
-    candidates.extend(
-        [
-            "/var/run/docker.sock",
-            "/run/docker.sock",
-            "/run/podman/podman.sock",
-        ]
-        .map(PathBuf::from),
-    );
-    let mut sockets: Vec<PathBuf> = Vec::new();
-    for real in candidates.iter().filter_map(|p| fs.real_path(p)) {
-        if !sockets.contains(&real) {
-            sockets.push(real);
-        }
-    }
-    sockets
 }
 
 #[cfg(target_os = "linux")]

@@ -90,6 +90,14 @@ pub fn resolve(
         workspace,
         state: crate::sessionlog::state_dir(home),
         config: config_dir(home),
+        vars: std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect(),
+        root_secrets: if nix::unistd::geteuid().is_root() {
+            crate::rootsecrets::found(home, policy::DEFAULT_DENIED)
+        } else {
+            Vec::new()
+        },
     };
     Ok(policy::resolve(&name, &layers, &ctx, &RealFs::default())?)
 }
@@ -100,6 +108,12 @@ pub fn flags_layer(args: &PolicyArgs) -> anyhow::Result<Layer> {
     config.filesystem.write = args.write.iter().map(|p| Entry::from(p.as_str())).collect();
     config.filesystem.read = args.read.iter().map(|p| Entry::from(p.as_str())).collect();
     config.filesystem.deny = args.deny.iter().map(|p| Entry::from(p.as_str())).collect();
+    config.filesystem.sockets = args
+        .allow_socket
+        .iter()
+        .map(|p| Entry::from(p.as_str()))
+        .collect();
+    config.clipboard = args.clipboard;
     config.network = args.net.as_deref().map(parse_net).transpose()?;
     config.environment.allow = args
         .allow_env

@@ -28,6 +28,7 @@ pub mod profiles;
 pub mod program;
 pub mod pty;
 pub mod repos;
+pub mod rootsecrets;
 pub mod sandbox;
 pub mod say;
 pub mod session;
@@ -35,6 +36,7 @@ pub mod sessionlog;
 pub mod setup;
 pub mod shell;
 mod signals;
+pub mod sockets;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

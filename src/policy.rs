@@ -153,6 +153,11 @@ pub struct PathContext {
     pub state: PathBuf,
     /// sbx-shell's configuration directory (`inputs::config_dir`): config and profiles.
     pub config: PathBuf,
+    /// The variables a socket grant may begin with (`$SSH_AUTH_SOCK`): sbx-shell's own.
+    pub vars: BTreeMap<String, String>,
+    /// Root-only credentials on this host (`rootfiles::found`), denied by default when
+    /// sbx-shell runs as root; empty otherwise.
+    pub root_secrets: Vec<PathBuf>,
 }
 
 /// A path as written (made absolute) and, when different, as the kernel sees it.
@@ -203,6 +208,8 @@ pub struct Policy {
     pub nested_pty: bool,
     pub keychain_access: bool,
     pub gui: bool,
+    /// What the relay lets through of the terminal's clipboard requests (OSC 52).
+    pub clipboard: crate::config::Clipboard,
     pub limits: Limits,
     pub environment: Environment,
     /// Arguments put after a directly run program's name, by its file name (the last layer
@@ -222,6 +229,8 @@ pub struct Filesystem {
     pub readable: Vec<ResolvedPath>,
     pub denied: Vec<ResolvedPath>,
     pub protected: Vec<ResolvedPath>,
+    /// Host unix sockets the program may connect to (each, or every one in a directory).
+    pub sockets: Vec<ResolvedPath>,
     /// Files copied once when missing (`config::SeedEntry`), each inside a writable path.
     pub seed: Vec<Seed>,
 }
@@ -370,6 +379,11 @@ pub fn resolve(
         nested_pty: last(&|c| c.nested_pty).unwrap_or(true),
         keychain_access,
         gui: last(&|c| c.gui).unwrap_or(false),
+        clipboard: layers
+            .iter()
+            .rev()
+            .find_map(|l| l.config.clipboard)
+            .unwrap_or(crate::config::Clipboard::None),
         limits: resolve_limits(layers),
         environment: resolve_environment(layers, &ctx.home)?,
         program_args: layers
@@ -409,6 +423,10 @@ fn resolve_filesystem(
     let home_relative: Vec<String> = DEFAULT_DENIED.iter().map(|p| format!("~/{p}")).collect();
     let home_relative: Vec<&str> = home_relative.iter().map(String::as_str).collect();
     let mut denied = builtin(&home_relative, "default denied paths")?;
+    for secret in &ctx.root_secrets {
+        let secret = secret.display().to_string();
+        denied.insert(resolve_path(&secret, "root-only credentials", ctx, fs)?);
+    }
     denied.extend(collect(&|c| &c.filesystem.deny)?);
     for allowed in collect(&|c| &c.filesystem.allow_denied)? {
         denied.remove(&allowed);
@@ -436,6 +454,14 @@ fn resolve_filesystem(
             });
         }
     }
+    let mut sockets = BTreeSet::new();
+    for layer in layers {
+        for entry in &layer.config.filesystem.sockets {
+            if let Some(raw) = expand_variable(entry.value(), &ctx.vars) {
+                sockets.insert(resolve_path(&raw, &layer.origin, ctx, fs)?);
+            }
+        }
+    }
     Ok(Filesystem {
         mode,
         home,
@@ -444,8 +470,28 @@ fn resolve_filesystem(
         readable,
         denied: denied.into_iter().collect(),
         protected: protected.into_iter().collect(),
+        sockets: sockets.into_iter().collect(),
         seed: Vec::new(),
     })
+}
+
+/// `raw` with a leading `$NAME` or `${NAME}` replaced by its value in `vars`; `None` when
+/// that variable is unset or empty (the entry then names nothing).
+fn expand_variable(raw: &str, vars: &BTreeMap<String, String>) -> Option<String> {
+    let Some(rest) = raw.strip_prefix('$') else {
+        return Some(raw.to_string());
+    };
+    let (name, after) = match rest.strip_prefix('{') {
+        Some(braced) => braced.split_once('}')?,
+        None => {
+            let end = rest
+                .find(|c: char| c != '_' && !c.is_ascii_alphanumeric())
+                .unwrap_or(rest.len());
+            rest.split_at(end)
+        }
+    };
+    let value = vars.get(name).filter(|v| !v.is_empty())?;
+    Some(format!("{value}{after}"))
 }
 
 /// sbx-shell's own directories: configuration (with the profiles) and state.

@@ -162,6 +162,7 @@ fn rights(access: Rights, abi: ABI, is_dir: bool) -> BitFlags<AccessFs> {
     let rw_files = read | AccessFs::WriteFile | AccessFs::Truncate;
     let all = match access {
         Rights::Read => read,
+        Rights::List => AccessFs::ReadDir.into(),
         Rights::ReadWriteFiles => rw_files,
         Rights::ReadWrite => AccessFs::from_all(abi),
         Rights::Terminal => rw_files | AccessFs::IoctlDev,

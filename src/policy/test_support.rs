@@ -24,6 +24,8 @@ pub fn policy_with(workspace: &str, extra: &str) -> Policy {
         workspace: workspace.into(),
         state: "/home/u/.local/state/sbx-shell".into(),
         config: "/home/u/.config/sbx-shell".into(),
+        vars: Default::default(),
+        root_secrets: Vec::new(),
     };
     resolve("test", &[defaults_layer(), layer], &ctx, &SameFs).unwrap()
 }

@@ -29,6 +29,8 @@ fn ctx() -> PathContext {
         workspace: "/home/u/proj".into(),
         state: "/home/u/.local/state/sbx-shell".into(),
         config: "/home/u/.config/sbx-shell".into(),
+        vars: Default::default(),
+        root_secrets: Vec::new(),
     }
 }
 

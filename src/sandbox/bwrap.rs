@@ -44,10 +44,9 @@ pub struct Inputs<'a> {
     pub bwrap: &'a Path,
     /// Where the program starts.
     pub cwd: &'a Path,
-    /// `$XDG_RUNTIME_DIR`: agents' sockets (D-Bus, gpg-agent, ssh-agent, pipewire) live there.
-    pub runtime_dir: Option<&'a Path>,
-    /// Other host sockets to mask ($SSH_AUTH_SOCK, docker.sock …), when they exist.
-    pub host_sockets: &'a [PathBuf],
+    /// The host's runtime directories and sockets to hide, and the granted ones
+    /// (`sockets::for_policy`).
+    pub sockets: &'a crate::sockets::Hidden,
     /// The sbx-shell executable as an inherited fd, put at `HELPER_PATH` and run from
     /// there: its own path may be hidden inside (under /tmp, a denied path).
     pub helper: Option<HelperFd>,
@@ -112,6 +111,12 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
     }
     for path in &fs.writable {
         a.mount("--bind-try", real(path), real(path));
+    }
+    // A granted socket in a private directory (an ssh agent's in /tmp) is bound in.
+    for path in fs.sockets.iter().map(real) {
+        if PRIVATE_DIRS.iter().any(|d| path.starts_with(d)) {
+            a.mount("--bind-try", path, path);
+        }
     }
     // The rest is the helper's, which needs CAP_SYS_ADMIN in the sandbox for it, and
     // CAP_SETPCAP to drop both from its bounding set right after: see `mounts`.
@@ -362,7 +367,6 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
 fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
     let fs = &inputs.policy.filesystem;
     let grants = || fs.writable.iter().chain(&fs.readable).map(real);
-    let granted = |p: &Path| grants().any(|g| p.starts_with(g));
     let twins: Vec<(&Path, &Path)> = inputs
         .policy
         .private_home
@@ -393,11 +397,11 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
     home.sort();
     let home = home.into_iter().map(|(p, t)| (p, t, true));
     let host_objects = inputs
-        .runtime_dir
-        .into_iter()
-        .chain(inputs.host_sockets.iter().map(PathBuf::as_path))
-        .filter(|p| !granted(p))
-        .map(|p| (p, None, false));
+        .sockets
+        .dirs
+        .iter()
+        .chain(&inputs.sockets.sockets)
+        .map(|p| (p.as_path(), None, false));
     let mut covered: Vec<&Path> = PRIVATE_DIRS.iter().map(Path::new).collect();
     let mut out: Vec<(PathBuf, How, bool)> = Vec::new();
     for (path, twin, checked) in home.chain(host_objects) {
@@ -505,14 +509,29 @@ mod tests {
             .collect()
     }
 
+    static NO_SOCKETS: crate::sockets::Hidden = crate::sockets::Hidden {
+        dirs: Vec::new(),
+        sockets: Vec::new(),
+        granted: Vec::new(),
+    };
+
+    /// What `policy` hides of a host with these sockets and the runtime directory
+    /// `/run/user/1000`.
+    fn host(policy: &Policy, sockets: &[PathBuf]) -> crate::sockets::Hidden {
+        let found = crate::sockets::Found {
+            runtime_dirs: vec![PathBuf::from("/run/user/1000")],
+            sockets: sockets.to_vec(),
+        };
+        crate::sockets::for_policy(&found, &policy.filesystem)
+    }
+
     /// The inputs of a test: the fake host above, no runtime directory, sockets or helper.
     fn inputs<'a>(policy: &'a Policy) -> Inputs<'a> {
         Inputs {
             policy,
             bwrap: Path::new("/usr/bin/bwrap"),
             cwd: Path::new("/"),
-            runtime_dir: None,
-            host_sockets: &[],
+            sockets: &NO_SOCKETS,
             helper: None,
             kind_of: &kind,
             identity_of: &|_| Some(Identity { dev: 1, ino: 1 }),
@@ -522,11 +541,10 @@ mod tests {
     }
 
     fn argv(policy: &Policy) -> Vec<String> {
-        let sockets = [PathBuf::from("/run/ssh-agent.sock")];
+        let sockets = host(policy, &[PathBuf::from("/run/ssh-agent.sock")]);
         let inputs = Inputs {
             cwd: Path::new("/home/u/proj/src"),
-            runtime_dir: Some(Path::new("/run/user/1000")),
-            host_sockets: &sockets,
+            sockets: &sockets,
             ..inputs(policy)
         };
         build_argv(&inputs, &["/x/sbx-shell".into(), "__sbx_helper".into()])
@@ -607,9 +625,9 @@ mod tests {
 
     /// What the helper hides for `policy`, with these host sockets and runtime directory.
     fn hidden(policy: &Policy, sockets: &[PathBuf]) -> Vec<(String, bool)> {
+        let sockets = host(policy, sockets);
         let inputs = Inputs {
-            runtime_dir: Some(Path::new("/run/user/1000")),
-            host_sockets: sockets,
+            sockets: &sockets,
             ..inputs(policy)
         };
         covered(&inputs)

@@ -6,7 +6,10 @@
 //!   read-only; Landlock opens reads and limits writes to the writable roots — a second wall.
 //! - `Layering::Alone`: reads are an allow-list (system directories, the workspace, declared
 //!   roots, protected paths — never `$HOME` wholesale). A denied path inside a readable tree
-//!   or an existing protected path inside a writable one cannot be expressed, and is refused.
+//!   is left out by allowing around it: the tree's rule is replaced by rules on each of its
+//!   entries but the denied one, recursively down to it (`around`; `/etc` without
+//!   `/etc/shadow` for root). A denied path inside a writable tree, or an existing protected
+//!   path inside one, cannot be expressed, and is refused.
 //!   (Landlock rights are inherited down a tree and a rename needs only rights on the parent,
 //!   so nothing short of a mount keeps `.git/config` in a writable repository unwritable.) A
 //!   protected path that does not exist yet is not enforced by either backend: bwrap can only
@@ -58,6 +61,10 @@ pub enum Layering {
 pub enum Access {
     /// execute, read_file, read_dir
     Read,
+    /// read_dir only: a directory allowed around a denied entry (`around`) can be listed;
+    /// Landlock passes the right down, so a denied directory's names can be too (never its
+    /// files' contents).
+    List,
     /// read and write files that exist (no creating, removing or renaming)
     ReadWriteFiles,
     /// every filesystem right: create, remove, rename (refer), truncate
@@ -71,6 +78,7 @@ impl Access {
     pub fn label(self) -> &'static str {
         match self {
             Access::Read => "read",
+            Access::List => "list",
             Access::ReadWriteFiles => "read-write-files",
             Access::ReadWrite => "read-write",
             Access::Terminal => "terminal",
@@ -105,20 +113,24 @@ pub struct Ruleset {
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum LandlockError {
-    #[error("Landlock alone cannot deny {denied} inside the readable {inside}\nHint: use the bwrap backend, which hides it (install bubblewrap; `sbx-shell doctor` checks it), or choose a workspace that does not contain it")]
-    DeniedInsideReadable { denied: PathBuf, inside: PathBuf },
+    #[error("Landlock alone cannot deny {denied} inside the writable {inside}\nHint: use the bwrap backend, which hides it (install bubblewrap; `sbx-shell doctor` checks it), or choose a workspace that does not contain it")]
+    DeniedInsideWritable { denied: PathBuf, inside: PathBuf },
     #[error("Landlock alone cannot protect {protected} inside the writable {inside}\nHint: use the bwrap backend, which mounts it read-only (install bubblewrap; `sbx-shell doctor` checks it), or run read-only: --profile read-only")]
     ProtectedInsideWritable { protected: PathBuf, inside: PathBuf },
     #[error("internal error: a network allow-list without the proxy's port")]
     NoProxy,
 }
 
-/// The ruleset for `policy`; `exists` tells which protected paths exist on the host.
-/// `proxy_port`: where the sandbox reaches the allow-list proxy (needed for an allow-list).
+/// What the builder asks of the host: whether a path exists, what a directory holds.
+pub type HostView<'a> = (&'a dyn Fn(&Path) -> bool, &'a dyn Fn(&Path) -> Vec<PathBuf>);
+
+/// The ruleset for `policy`; `exists` tells which protected paths exist on the host, and
+/// `children` what a directory holds (its entries but symlinks). `proxy_port`: where the
+/// sandbox reaches the allow-list proxy (needed for an allow-list).
 pub fn build_ruleset(
     policy: &Policy,
     layering: Layering,
-    exists: &dyn Fn(&Path) -> bool,
+    (exists, children): HostView<'_>,
     proxy_port: Option<u16>,
 ) -> Result<Ruleset, LandlockError> {
     let connect_port = match policy.network {
@@ -129,7 +141,7 @@ pub fn build_ruleset(
     let writable = writable_roots(fs);
     let readable = readable_roots(fs, layering);
     if layering == Layering::Alone {
-        check_alone(fs, &readable, &writable, exists)?;
+        check_alone(fs, &writable, exists)?;
     }
     let mut rules = Vec::new();
     let mut add = |path: &Path, access| {
@@ -138,8 +150,19 @@ pub fn build_ruleset(
             access,
         })
     };
+    // Under bwrap the denied paths are hidden by mounts already.
+    let denied: Vec<&Path> = match layering {
+        Layering::Alone => fs.denied.iter().map(real).collect(),
+        Layering::UnderBwrap => Vec::new(),
+    };
     for path in readable {
-        add(path, Access::Read);
+        let (parts, carved) = around(path, &denied, children);
+        for part in parts {
+            add(&part, Access::Read);
+        }
+        for dir in carved {
+            add(&dir, Access::List);
+        }
     }
     for path in writable {
         add(path, Access::ReadWrite);
@@ -217,21 +240,39 @@ fn readable_roots(fs: &Filesystem, layering: Layering) -> Vec<&Path> {
     }
 }
 
-/// Alone, Landlock cannot deny inside an allowed tree nor protect inside a writable one:
-/// such a policy is refused, never weakened.
+/// `root` as rules that leave out every `denied` path: `root` itself when none is inside
+/// it, nothing when it is denied, else what `around` gives for each of its entries; with
+/// the directories so carved (listed, not read).
+fn around(
+    root: &Path,
+    denied: &[&Path],
+    children: &dyn Fn(&Path) -> Vec<PathBuf>,
+) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    if denied.iter().any(|d| root.starts_with(d)) {
+        return (Vec::new(), Vec::new());
+    }
+    if !denied.iter().any(|d| d.starts_with(root)) {
+        return (vec![root.to_path_buf()], Vec::new());
+    }
+    let mut out = (Vec::new(), vec![root.to_path_buf()]);
+    for child in children(root) {
+        let (parts, carved) = around(&child, denied, children);
+        out.0.extend(parts);
+        out.1.extend(carved);
+    }
+    out
+}
+
+/// Alone, Landlock cannot deny inside a writable tree nor protect inside one: such a
+/// policy is refused, never weakened.
 fn check_alone(
     fs: &Filesystem,
-    readable: &[&Path],
     writable: &[&Path],
     exists: &dyn Fn(&Path) -> bool,
 ) -> Result<(), LandlockError> {
     for denied in fs.denied.iter().map(real) {
-        if let Some(inside) = readable
-            .iter()
-            .chain(writable)
-            .find(|r| denied.starts_with(r))
-        {
-            return Err(LandlockError::DeniedInsideReadable {
+        if let Some(inside) = writable.iter().find(|r| denied.starts_with(r)) {
+            return Err(LandlockError::DeniedInsideWritable {
                 denied: denied.into(),
                 inside: inside.into(),
             });
@@ -257,6 +298,18 @@ mod tests {
     use super::*;
     use crate::policy::test_support::policy_with;
 
+    /// A fake host: a home with a few entries, an /etc with a shadow file.
+    fn children(dir: &Path) -> Vec<PathBuf> {
+        let names: &[&str] = match dir.to_str().unwrap() {
+            "/home/u" => &[".ssh", ".config", "notes", "proj"],
+            "/home/u/.config" => &["gh", "nvim"],
+            "/etc" => &["passwd", "shadow", "ssh"],
+            "/etc/ssh" => &["ssh_config", "ssh_host_ed25519_key"],
+            _ => &[],
+        };
+        names.iter().map(|n| dir.join(n)).collect()
+    }
+
     fn access_of(ruleset: &Ruleset, path: &str) -> Vec<Access> {
         ruleset
             .rules
@@ -270,7 +323,10 @@ mod tests {
         super::build_ruleset(
             policy,
             layering,
-            &|p| p == Path::new("/srv/proj/.git/config") || p.starts_with("/home/u"),
+            (
+                &|p| p == Path::new("/srv/proj/.git/config") || p.starts_with("/home/u"),
+                &children,
+            ),
             Some(3128),
         )
     }
@@ -282,13 +338,15 @@ mod tests {
             r#"{"network": {"allow": ["api.example.com"]}}"#,
         );
         let nothing = |_: &Path| false;
-        let r = super::build_ruleset(&allow, Layering::Alone, &nothing, Some(3128)).unwrap();
+        let r = super::build_ruleset(&allow, Layering::Alone, (&nothing, &children), Some(3128))
+            .unwrap();
         assert!(r.deny_tcp);
         assert_eq!(r.connect_port, Some(3128));
         let none = policy_with("/home/u/proj", "{}");
-        let none = super::build_ruleset(&none, Layering::Alone, &nothing, Some(3128)).unwrap();
+        let none = super::build_ruleset(&none, Layering::Alone, (&nothing, &children), Some(3128))
+            .unwrap();
         assert_eq!((none.deny_tcp, none.connect_port), (true, None));
-        let no_port = super::build_ruleset(&allow, Layering::Alone, &|_| false, None);
+        let no_port = super::build_ruleset(&allow, Layering::Alone, (&nothing, &children), None);
         assert_eq!(no_port, Err(LandlockError::NoProxy));
     }
 
@@ -318,7 +376,8 @@ mod tests {
             }
         );
         // Without one (no .git), the workspace is writable.
-        let no_git = super::build_ruleset(&p, Layering::Alone, &|_| false, None).unwrap();
+        let no_git =
+            super::build_ruleset(&p, Layering::Alone, (&|_| false, &children), None).unwrap();
         assert_eq!(
             access_of(&no_git, "/srv/proj"),
             [Access::Read, Access::ReadWrite]
@@ -336,11 +395,52 @@ mod tests {
     }
 
     #[test]
-    fn a_denied_path_inside_a_readable_tree_is_refused_alone() {
-        let p = policy_with("/home/u", r#"{"filesystem": {"mode": "read-only"}}"#);
-        let err = build_ruleset(&p, Layering::Alone).unwrap_err().to_string();
+    fn a_denied_path_inside_a_readable_tree_is_allowed_around() {
+        let p = policy_with(
+            "/home/u",
+            r#"{"filesystem": {"mode": "read-only", "deny": ["/etc/shadow", "/etc/ssh/ssh_host_ed25519_key"]}}"#,
+        );
+        let r = build_ruleset(&p, Layering::Alone).unwrap();
+        let read: Vec<&str> = r
+            .rules
+            .iter()
+            .filter(|r| r.access == Access::Read)
+            .map(|r| r.path.to_str().unwrap())
+            .collect();
+        for allowed in [
+            "/home/u/notes",
+            "/home/u/proj",
+            "/home/u/.config/nvim",
+            "/etc/passwd",
+            "/etc/ssh/ssh_config",
+            "/usr",
+        ] {
+            assert!(read.contains(&allowed), "{allowed}: {read:?}");
+        }
+        for left_out in [
+            "/home/u",
+            "/home/u/.ssh",
+            "/home/u/.config",
+            "/home/u/.config/gh",
+            "/etc",
+            "/etc/shadow",
+            "/etc/ssh",
+            "/etc/ssh/ssh_host_ed25519_key",
+        ] {
+            assert!(!read.contains(&left_out), "{left_out}: {read:?}");
+        }
+        // The carved directories can be listed, nothing more.
+        for dir in ["/home/u", "/home/u/.config", "/etc", "/etc/ssh"] {
+            assert_eq!(access_of(&r, dir), [Access::List], "{dir}");
+        }
+        assert!(access_of(&r, "/home/u/.ssh").is_empty());
+        // Inside a writable tree it cannot be done: refused.
+        let w = policy_with("/home/u", "{}");
+        let err = build_ruleset(&w, Layering::Alone).unwrap_err().to_string();
         assert!(
-            err.contains("cannot deny /home/u/.") && err.contains("Hint: "),
+            err.contains("cannot deny /home/u/.")
+                && err.contains("writable /home/u")
+                && err.contains("Hint: "),
             "{err}"
         );
     }

@@ -139,8 +139,7 @@ fn with_bwrap_inputs<R>(
             .cwd
             .as_deref()
             .map_err(|e| SandboxError::NoCwd(e.clone()))?,
-        runtime_dir: ctx.place.runtime_dir.as_deref(),
-        host_sockets: &ctx.place.sockets,
+        sockets: &crate::sockets::for_policy(&ctx.place.sockets, &policy.filesystem),
         helper: ctx.helper_fd,
         kind_of: &kind_of,
         identity_of: &identity_of,
@@ -196,7 +195,7 @@ pub fn in_process(
                     landlock::build_ruleset(
                         policy,
                         landlock::Layering::UnderBwrap,
-                        &exists,
+                        (&exists, &crate::host::children),
                         ctx.proxy_port,
                     )
                 })
@@ -219,7 +218,7 @@ pub fn in_process(
             landlock: Some(landlock::build_ruleset(
                 policy,
                 landlock::Layering::Alone,
-                &exists,
+                (&exists, &crate::host::children),
                 ctx.proxy_port,
             )?),
             seccomp: Some(filter()?),

@@ -30,6 +30,8 @@ fn policy_for(profile: &str, extra: &str) -> Policy {
         workspace: "/Users/u/proj".into(),
         state: "/Users/u/.local/state/sbx-shell".into(),
         config: "/Users/u/.config/sbx-shell".into(),
+        vars: Default::default(),
+        root_secrets: Vec::new(),
     };
     policy::resolve(
         &name,
