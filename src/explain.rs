@@ -30,6 +30,10 @@ pub struct Report<'a> {
     pub selected: Selected,
     /// Per backend: what it would enforce, or why it does not exist yet.
     pub backends: Vec<BackendReport>,
+    /// The host's sockets and runtime directories this policy hides, and the granted ones.
+    pub sockets: crate::sockets::Hidden,
+    /// The variables of this environment the program would not get, and why (names only).
+    pub dropped_variables: Vec<(String, String)>,
 }
 
 impl Report<'_> {
@@ -255,6 +259,28 @@ pub fn report<'a>(
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
         backends: backends(policy, host, proxy_port, &selected),
+        sockets: crate::sockets::for_policy(&host.place.sockets, &policy.filesystem),
+        dropped_variables: dropped_variables(policy, host, &selected),
         selected,
     }
+}
+
+/// The variables of sbx-shell's environment the program would not get, and why.
+fn dropped_variables(policy: &Policy, host: &Host, selected: &Selected) -> Vec<(String, String)> {
+    let inherited: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let confined = matches!(selected, Selected::Runs { backend, .. } if *backend != "none");
+    let check = crate::sockets::variable_check(
+        policy,
+        host.place.runtime_dir.as_deref(),
+        &inherited,
+        confined,
+    );
+    inherited
+        .iter()
+        .filter_map(|(name, value)| {
+            let name = name.to_str()?;
+            let why = policy.environment.verdict(name, value, &check)?;
+            Some((name.to_string(), why.why()))
+        })
+        .collect()
 }

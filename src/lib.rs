@@ -9,6 +9,7 @@ mod cgroup;
 pub mod cli;
 mod cmd;
 pub mod config;
+pub mod credentials;
 pub mod doctor;
 pub mod exit;
 pub mod explain;

@@ -9,7 +9,7 @@
 //! both spellings kept when they differ (macOS's `/tmp` is `/private/tmp`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
@@ -122,7 +122,7 @@ pub const ALWAYS_DROPPED: &[&str] = &[
 
 /// Substrings and suffixes of names that look secret: dropped unless allowed by name.
 pub const SECRET_SUBSTRINGS: &[&str] = &["TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"];
-pub const SECRET_SUFFIXES: &[&str] = &["_API_KEY", "_ACCESS_KEY", "_PRIVATE_KEY", "_APIKEY"];
+pub const SECRET_SUFFIXES: &[&str] = &["_KEY", "_APIKEY", "_PAT"];
 
 /// Seconds between SIGTERM at the timeout and SIGKILL, unless configured.
 pub const DEFAULT_TIMEOUT_GRACE: u64 = 5;
@@ -748,18 +748,50 @@ fn split_port(entry: &str) -> Option<(&str, Option<u16>)> {
     }
 }
 
+/// Why an inherited variable is not handed to the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dropped {
+    /// Always dropped (`ALWAYS_DROPPED`: it would run code or bypass the sandbox).
+    Always,
+    /// Dropped by the policy (`environment.drop`).
+    Configured,
+    /// Its name looks secret.
+    SecretName,
+    /// Its value carries a credential (`credentials::in_value`).
+    SecretValue(&'static str),
+    /// It points at a host socket the sandbox hides (`sockets::variable_target`).
+    Socket,
+}
+
+impl Dropped {
+    /// Why, in a few words (`explain`).
+    pub fn why(self) -> String {
+        match self {
+            Dropped::Always => "always dropped".into(),
+            Dropped::Configured => "dropped by the policy".into(),
+            Dropped::SecretName => "its name looks secret".into(),
+            Dropped::SecretValue(what) => format!("its value is {what}"),
+            Dropped::Socket => "it points at a host socket the sandbox hides".into(),
+        }
+    }
+}
+
 impl Environment {
-    /// The environment the program gets: `inherited` minus the always-dropped variables,
-    /// minus secret-looking ones not allowed by name, minus the configured drops, plus the
+    /// The environment the program gets: `inherited` minus what `verdict` drops, plus the
     /// configured variables, plus `SBX_SHELL=1` and `SBX_SANDBOX=<backend>`.
+    /// `hidden_socket`: whether a variable points at a host socket the sandbox hides.
     pub fn apply(
         &self,
         inherited: impl IntoIterator<Item = (OsString, OsString)>,
         backend: &str,
+        hidden_socket: &dyn Fn(&str, &OsStr) -> bool,
     ) -> Vec<(OsString, OsString)> {
         let mut out: BTreeMap<OsString, OsString> = inherited
             .into_iter()
-            .filter(|(name, _)| name.to_str().is_some_and(|name| self.keeps(name)))
+            .filter(|(name, value)| {
+                name.to_str()
+                    .is_some_and(|name| self.verdict(name, value, hidden_socket).is_none())
+            })
             .collect();
         for (name, value) in &self.set {
             out.insert(name.into(), value.into());
@@ -769,16 +801,44 @@ impl Environment {
         out.into_iter().collect()
     }
 
-    /// Whether an inherited variable of this name is passed on.
+    /// Whether an inherited variable of this name is passed on, by its name alone.
     pub fn keeps(&self, name: &str) -> bool {
+        self.by_name(name).is_none()
+    }
+
+    /// Why an inherited variable is dropped, or `None` when it is passed on. Allowing it by
+    /// name (`--allow-env`) passes a secret name, a secret value and a socket variable, not
+    /// an always-dropped or a configured drop.
+    pub fn verdict(
+        &self,
+        name: &str,
+        value: &OsStr,
+        hidden_socket: &dyn Fn(&str, &OsStr) -> bool,
+    ) -> Option<Dropped> {
+        if let Some(dropped) = self.by_name(name) {
+            return Some(dropped);
+        }
+        if self.allow.contains(name) {
+            return None;
+        }
+        if let Some(what) = value.to_str().and_then(crate::credentials::in_value) {
+            return Some(Dropped::SecretValue(what));
+        }
+        hidden_socket(name, value).then_some(Dropped::Socket)
+    }
+
+    fn by_name(&self, name: &str) -> Option<Dropped> {
         let matches = |pattern: &str| match pattern.strip_suffix('*') {
             Some(prefix) => name.starts_with(prefix),
             None => name == pattern,
         };
-        if ALWAYS_DROPPED.iter().any(|p| matches(p)) || self.drop.iter().any(|p| matches(p)) {
-            return false;
+        if ALWAYS_DROPPED.iter().any(|p| matches(p)) {
+            return Some(Dropped::Always);
         }
-        !looks_secret(name) || self.allow.contains(name)
+        if self.drop.iter().any(|p| matches(p)) {
+            return Some(Dropped::Configured);
+        }
+        (looks_secret(name) && !self.allow.contains(name)).then_some(Dropped::SecretName)
     }
 }
 

@@ -125,7 +125,7 @@ fn walk(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<PathBuf>) {
 }
 
 /// What a sandbox hides of `found`, and what it grants.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Hidden {
     /// Runtime directories hidden whole (an empty read-only directory in their place).
     pub dirs: Vec<PathBuf>,
@@ -316,6 +316,58 @@ pub fn variable_target(
     }
 }
 
+/// What decides whether a variable points at a hidden socket (`hides_variable`).
+pub struct Variables<'a> {
+    /// The variables themselves (a companion is kept exactly when its socket's is).
+    pub all: &'a [(std::ffi::OsString, std::ffi::OsString)],
+    /// `$XDG_RUNTIME_DIR`.
+    pub runtime_dir: Option<&'a Path>,
+    /// The socket grants, real paths.
+    pub grants: &'a [&'a Path],
+    pub is_socket: &'a dyn Fn(&Path) -> bool,
+    /// The real path of a path, when it exists.
+    pub real: &'a dyn Fn(&Path) -> Option<PathBuf>,
+}
+
+/// Pure: whether the variable `name` points at a socket no grant covers (an address
+/// sbx-shell cannot place counts as one).
+pub fn hides_variable(name: &str, value: &OsStr, vars: &Variables<'_>) -> bool {
+    match variable_target(name, value, vars.runtime_dir, vars.is_socket) {
+        None => false,
+        Some(Target::Unplaceable) => true,
+        Some(Target::Path(path)) => {
+            let real = (vars.real)(&path).unwrap_or(path);
+            !vars.grants.iter().any(|g| real.starts_with(g))
+        }
+        Some(Target::With(other)) => vars
+            .all
+            .iter()
+            .find(|(n, _)| n == other)
+            .is_some_and(|(_, v)| hides_variable(other, v, vars)),
+    }
+}
+
+/// Whether an inherited variable (one of `inherited`) points at a host socket `policy`
+/// hides; none is hidden when not `confined`.
+pub fn variable_check<'a>(
+    policy: &'a crate::policy::Policy,
+    runtime_dir: Option<&'a Path>,
+    inherited: &'a [(std::ffi::OsString, std::ffi::OsString)],
+    confined: bool,
+) -> impl Fn(&str, &OsStr) -> bool + 'a {
+    let grants: Vec<&Path> = policy.filesystem.sockets.iter().map(|p| p.real()).collect();
+    move |name, value| {
+        let vars = Variables {
+            all: inherited,
+            runtime_dir,
+            grants: &grants,
+            is_socket: &is_socket,
+            real: &|p| std::fs::canonicalize(p).ok(),
+        };
+        confined && hides_variable(name, value, &vars)
+    }
+}
+
 /// The path of a `unix:` address: `unix:///p`, `unix://p`, `unix:path=p`, `unix:p`, or as is.
 fn strip_unix(value: &str) -> &str {
     let Some(rest) = value.strip_prefix("unix:") else {
@@ -469,6 +521,45 @@ mod tests {
         assert_eq!(at("NVIM", "127.0.0.1:6666"), None);
         assert_eq!(at("EDITOR", "vim"), None);
         assert_eq!(at("HOME", "/root"), None);
+    }
+
+    #[test]
+    fn a_variable_is_hidden_unless_a_grant_covers_its_socket() {
+        let all: Vec<(std::ffi::OsString, std::ffi::OsString)> = [
+            ("SSH_AUTH_SOCK", "/tmp/ssh-X/agent.1"),
+            ("SSH_AGENT_PID", "42"),
+            ("DISPLAY", ":0"),
+            ("XAUTHORITY", "/home/u/.Xauthority"),
+            ("TERM", "xterm"),
+        ]
+        .iter()
+        .map(|(n, v)| (n.into(), v.into()))
+        .collect();
+        let check = |grants: &[&Path]| -> Vec<String> {
+            let vars = Variables {
+                all: &all,
+                runtime_dir: None,
+                grants,
+                is_socket: &|_| false,
+                real: &|_| None,
+            };
+            all.iter()
+                .filter(|(n, v)| hides_variable(n.to_str().unwrap(), v, &vars))
+                .map(|(n, _)| n.to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(
+            check(&[]),
+            ["SSH_AUTH_SOCK", "SSH_AGENT_PID", "DISPLAY", "XAUTHORITY"]
+        );
+        assert_eq!(
+            check(&[Path::new("/tmp/ssh-X/agent.1")]),
+            ["DISPLAY", "XAUTHORITY"]
+        );
+        assert_eq!(
+            check(&[Path::new("/tmp/.X11-unix")]),
+            ["SSH_AUTH_SOCK", "SSH_AGENT_PID"]
+        );
     }
 
     #[test]

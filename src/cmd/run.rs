@@ -75,10 +75,18 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             cgroup.dir().display()
         ));
     }
+    let inherited: Vec<_> = std::env::vars_os().collect();
     let env = launch::child_env(
-        plan.policy
-            .environment
-            .apply(std::env::vars_os(), backend.name()),
+        plan.policy.environment.apply(
+            inherited.iter().cloned(),
+            backend.name(),
+            &crate::sockets::variable_check(
+                &plan.policy,
+                host.place.runtime_dir.as_deref(),
+                &inherited,
+                backend != Backend::None,
+            ),
+        ),
         net.as_ref().map(|n| netproxy::proxy_env(n.port)),
         private_home_env(&plan),
         &plan.launch.shell,

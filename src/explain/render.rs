@@ -217,17 +217,49 @@ pub fn render_text(report: &Report<'_>) -> String {
             }
         }
     }
+    let sockets = &report.sockets;
+    let paths = |v: &[std::path::PathBuf]| words(v.iter().map(|p| p.display().to_string()));
+    line(
+        "host sockets",
+        "hidden unless granted: found from the kernel's list and the runtime directories",
+    );
+    line("  hidden dirs", &paths(&sockets.dirs));
+    line("  hidden", &paths(&sockets.sockets));
+    line(
+        "  granted",
+        &words(
+            p.filesystem
+                .sockets
+                .iter()
+                .map(|g| g.path.display().to_string()),
+        ),
+    );
+    line("  reachable", &paths(&sockets.granted));
     line("network", &describe_network(&p.network));
     line("nested pty", yes_no(p.nested_pty));
     line("keychain", yes_no(p.keychain_access));
     line("gui", yes_no(p.gui));
+    line(
+        "clipboard",
+        match p.clipboard {
+            crate::config::Clipboard::None => {
+                "none: the program can neither set nor read it (OSC 52)"
+            }
+            crate::config::Clipboard::Write => {
+                "write: the program can set it, not read it (OSC 52)"
+            }
+            crate::config::Clipboard::ReadWrite => {
+                "read-write: the program can set and read it (OSC 52)"
+            }
+        },
+    );
     line("limits", &describe_limits(&p.limits));
     let e = &p.environment;
     line(
         "environment",
         &format!("always dropped: {}", ALWAYS_DROPPED.join(" ")),
     );
-    line("", "dropped when the name looks secret (*TOKEN* *SECRET* *PASSWORD* *_API_KEY …), unless allowed");
+    line("", "dropped when the name looks secret (*TOKEN* *SECRET* *PASSWORD* *_KEY *_PAT …), the value carries a credential (a URL with a password, a token), or it points at a hidden host socket; unless allowed");
     line("  allowed", &words(e.allow.iter()));
     line("  dropped", &words(e.drop.iter()));
     line(
@@ -235,6 +267,9 @@ pub fn render_text(report: &Report<'_>) -> String {
         &words(e.set.iter().map(|(k, v)| format!("{k}={v}"))),
     );
     line("", "and SBX_SHELL=1, SBX_SANDBOX=<backend>");
+    for (name, why) in &report.dropped_variables {
+        line("  drops here", &format!("{name}: {why}"));
+    }
     for (program, args) in &p.program_args {
         line(
             "program args",

@@ -243,11 +243,17 @@ fn the_environment_drops_injectors_and_secrets_unless_allowed() {
         ("AWS_REGION", "eu"),
         ("EDITOR", "nano"),
         ("KEYMAP", "us"),
+        ("GH_PAT", "p"),
+        ("OPENAI_KEY", "k"),
+        ("DATABASE_URL", "postgres://app:pw@db/app"),
+        ("NOTES", "ghp_0123456789abcdefghijABCDEFGHIJ012345"),
+        ("REPO_URL", "https://github.com/org/repo.git"),
+        ("SSH_AUTH_SOCK", "/tmp/ssh-X/agent.1"),
     ]
     .map(|(k, v)| (OsString::from(k), OsString::from(v)));
     let env: BTreeMap<String, String> = p
         .environment
-        .apply(inherited, "bwrap")
+        .apply(inherited, "bwrap", &|name, _| name == "SSH_AUTH_SOCK")
         .into_iter()
         .map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap()))
         .collect();
@@ -260,12 +266,30 @@ fn the_environment_drops_injectors_and_secrets_unless_allowed() {
             "HOME",
             "KEYMAP",
             "PATH",
+            "REPO_URL",
             "SBX_SANDBOX",
             "SBX_SHELL",
             "TERM"
         ]
     );
     assert_eq!(env["EDITOR"], "vi");
+    // Allowed by name: passed whatever its value, or where it points.
+    let allowed = policy(&[layer(
+        "flags",
+        r#"{"environment": {"allow": ["DATABASE_URL", "SSH_AUTH_SOCK", "NOTES"]}}"#,
+    )]);
+    let why = |name: &str, value: &str| {
+        allowed
+            .environment
+            .verdict(name, OsStr::new(value), &|n, _| n == "SSH_AUTH_SOCK")
+    };
+    assert_eq!(why("DATABASE_URL", "postgres://app:pw@db/app"), None);
+    assert_eq!(why("SSH_AUTH_SOCK", "/tmp/ssh-X/agent.1"), None);
+    assert_eq!(
+        why("OTHER_URL", "postgres://app:pw@db/app"),
+        Some(Dropped::SecretValue("a URL with a password"))
+    );
+    assert_eq!(why("LD_PRELOAD", "x.so"), Some(Dropped::Always));
     assert_eq!(env["SBX_SHELL"], "1");
     assert_eq!(env["SBX_SANDBOX"], "bwrap");
 }
