@@ -79,11 +79,12 @@ pub struct Config {
 
 /// The terminal clipboard (OSC 52) as the relay lets it through.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, clap::ValueEnum,
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema, clap::ValueEnum,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Clipboard {
     /// Neither set nor read: both requests are dropped.
+    #[default]
     None,
     /// Set, not read.
     Write,

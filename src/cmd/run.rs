@@ -116,7 +116,15 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             ..session_options(&plan.policy, &layers)
         },
     };
-    let code = session.run(&child);
+    let code = session.run(&child).map(|ended| {
+        if ended.clipboard_refused > 0 {
+            say.note(&clipboard_line(
+                ended.clipboard_refused,
+                plan.policy.clipboard,
+            ));
+        }
+        ended.code
+    });
     if let Some(cgroup) = cgroup {
         cgroup.end();
     }
@@ -229,6 +237,28 @@ fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result<Backend, F
         backend.layers().join(", ")
     ));
     Ok(backend)
+}
+
+/// The end line for clipboard requests the relay refused.
+fn clipboard_line(refused: u64, policy: crate::config::Clipboard) -> String {
+    let times = if refused == 1 {
+        "once".to_string()
+    } else {
+        format!("{refused} times")
+    };
+    let fix = match policy {
+        crate::config::Clipboard::None => "--clipboard write lets it set the clipboard",
+        _ => "--clipboard read-write lets it read the clipboard too",
+    };
+    format!("sbx-shell: the program asked for the terminal's clipboard {times}: refused (clipboard: {}). {fix}", clipboard_name(policy))
+}
+
+fn clipboard_name(policy: crate::config::Clipboard) -> &'static str {
+    match policy {
+        crate::config::Clipboard::None => "none",
+        crate::config::Clipboard::Write => "write",
+        crate::config::Clipboard::ReadWrite => "read-write",
+    }
 }
 
 fn say_unconfined(program: &OsStr) {
@@ -514,6 +544,7 @@ fn session_options(policy: &Policy, layers: &InProcess) -> SessionOptions {
         }),
         launcher_depth: layers.launcher_depth,
         cgroup: None,
+        clipboard: policy.clipboard,
     }
 }
 

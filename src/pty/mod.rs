@@ -7,6 +7,7 @@
 //! → spawn → relay (`Session::run`). The `RawMode` guard restores the terminal when the
 //! session is dropped, by any path.
 
+mod clipboard;
 mod modes;
 mod raw_mode;
 mod relay;
@@ -95,8 +96,8 @@ impl Session {
         self.stops_write.as_raw_fd()
     }
 
-    /// Spawn `argv` on the inner pty and relay until the session ends; returns the exit code.
-    pub fn run(self, child: &Child) -> io::Result<u8> {
+    /// Spawn `argv` on the inner pty and relay until the session ends.
+    pub fn run(self, child: &Child) -> io::Result<crate::session::Ended> {
         let Child { argv, env, options } = child;
         let options = *options;
         let Session {
@@ -126,11 +127,12 @@ impl Session {
         drop(stops_write);
         let supervisor = Supervisor::new(pid, options, Some(pid));
         let outer = raw.as_ref().map(raw_mode::RawMode::terminal);
-        let code = relay::Relay::new(master, supervisor, outer, &signals, winch)
+        let ended = relay::Relay::new(master, supervisor, outer, &signals, winch)
             .with_stop_notices(stops)
+            .with_clipboard(options.clipboard)
             .run();
         // `raw` restores the outer terminal when it goes out of scope, after the relay.
-        Ok(code)
+        Ok(ended)
     }
 }
 

@@ -18,9 +18,11 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
+use super::clipboard::{Direction, Filter};
 use super::modes::ModeTracker;
 use super::raw_mode::OuterTerminal;
 use super::winsize;
+use crate::config::Clipboard;
 use crate::session::supervise::{self, Supervisor};
 use crate::signals::{self, SignalPipes};
 
@@ -51,6 +53,9 @@ pub struct Relay<'a> {
     drain_until: Option<Instant>,
     /// The helper's guard writes here when the program stopped itself (see `pty::Session`).
     stop_notices: Option<OwnedFd>,
+    /// The terminal clipboard's policy, on the program's output and on its input.
+    clipboard_out: Filter,
+    clipboard_in: Filter,
 }
 
 impl<'a> Relay<'a> {
@@ -74,7 +79,16 @@ impl<'a> Relay<'a> {
             stdout_open: true,
             drain_until: None,
             stop_notices: None,
+            clipboard_out: Filter::new(Clipboard::None, Direction::Output),
+            clipboard_in: Filter::new(Clipboard::None, Direction::Input),
         }
+    }
+
+    /// Let the terminal's clipboard requests through as `policy` says.
+    pub fn with_clipboard(mut self, policy: Clipboard) -> Self {
+        self.clipboard_out = Filter::new(policy, Direction::Output);
+        self.clipboard_in = Filter::new(policy, Direction::Input);
+        self
     }
 
     /// Also watch `fd` (non-blocking) for the guard's notices that the program stopped.
@@ -83,16 +97,21 @@ impl<'a> Relay<'a> {
         self
     }
 
-    /// Relay until the session ends; returns the exit code.
-    pub fn run(mut self) -> u8 {
+    /// Relay until the session ends.
+    pub fn run(mut self) -> crate::session::Ended {
         while let Some(timeout) = self.next_timeout() {
             self.turn(timeout);
         }
+        let unfinished = self.clipboard_out.finish();
+        self.write_stdout(&unfinished);
         let reset = self.modes.reset_sequence();
         if !reset.is_empty() {
             self.write_stdout(&reset);
         }
-        self.supervisor.exit_code()
+        crate::session::Ended {
+            code: self.supervisor.exit_code(),
+            clipboard_refused: self.clipboard_out.dropped + self.clipboard_in.dropped,
+        }
     }
 
     /// The poll timeout for the next turn, or None when the session is over.
@@ -293,7 +312,8 @@ impl<'a> Relay<'a> {
                 }
                 Ok(n) => {
                     self.modes.feed(&buf[..n]);
-                    self.write_stdout(&buf[..n]);
+                    let shown = self.clipboard_out.filter(&buf[..n]);
+                    self.write_stdout(&shown);
                     if n < buf.len() {
                         return; // drained: no need for a read that says EAGAIN
                     }
@@ -311,7 +331,8 @@ impl<'a> Relay<'a> {
         let mut buf = [0u8; 16 * 1024];
         match nix::unistd::read(std::io::stdin().as_fd(), &mut buf) {
             Ok(n @ 1..) => {
-                self.to_child.extend_from_slice(&buf[..n]);
+                let typed = self.clipboard_in.filter(&buf[..n]);
+                self.to_child.extend_from_slice(&typed);
                 // Straight on, not at the next turn: a keystroke should cost one wakeup.
                 self.write_master();
             }

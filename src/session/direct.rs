@@ -39,8 +39,8 @@ impl Session {
         })
     }
 
-    /// Run `argv` on the inherited stdio until it ends; returns the exit code.
-    pub fn run(self, child: &Child) -> io::Result<u8> {
+    /// Run `argv` on the inherited stdio until it ends (no relay: no clipboard to filter).
+    pub fn run(self, child: &Child) -> io::Result<super::Ended> {
         let Child { argv, env, options } = child;
         let options = *options;
         let pid = process::spawn_child(argv, env, None, false, options.cgroup)?;
@@ -77,6 +77,9 @@ impl Session {
                 }
             }
         }
-        Ok(supervisor.exit_code())
+        Ok(super::Ended {
+            code: supervisor.exit_code(),
+            clipboard_refused: 0,
+        })
     }
 }

@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::path::Path;
 
-pub use supervise::{SessionOptions, Timeout};
+pub use supervise::{Ended, SessionOptions, Timeout};
 
 use crate::pty;
 
@@ -67,8 +67,8 @@ impl Session {
         }
     }
 
-    /// Spawn the child and supervise it until the end; returns the exit code.
-    pub fn run(self, child: &Child) -> io::Result<u8> {
+    /// Spawn the child and supervise it until the end.
+    pub fn run(self, child: &Child) -> io::Result<Ended> {
         match self {
             Session::Pty(session) => session.run(child),
             Session::Direct(session) => session.run(child),

@@ -38,6 +38,17 @@ pub struct SessionOptions {
     pub launcher_depth: usize,
     /// The session's cgroup, which the child starts in.
     pub cgroup: Option<crate::process::CgroupFds>,
+    /// What the relay lets through of the terminal's clipboard requests (with a pty).
+    pub clipboard: crate::config::Clipboard,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended {
+    /// The exit code, as the shell reports the child's end.
+    pub code: u8,
+    /// Clipboard requests the relay refused (`pty::clipboard`).
+    pub clipboard_refused: u64,
 }
 
 impl SessionOptions {

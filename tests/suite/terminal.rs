@@ -303,7 +303,8 @@ fn window_size_changes_reach_the_child_even_through_a_signal_storm() {
     outer.expect("NOW 28 78");
 }
 
-/// Point 4: all 256 byte values and common escape sequences pass unchanged both ways.
+/// Point 4: all 256 byte values and common escape sequences pass unchanged both ways (the
+/// clipboard's requests too, when the policy lets them: `--clipboard read-write`).
 #[test]
 fn the_relay_is_byte_transparent_both_ways() {
     let dir = Scratch::new("bytes");
@@ -323,6 +324,8 @@ fn the_relay_is_byte_transparent_both_ways() {
         r = path_str(&received)
     );
     let mut outer = OuterPty::spawn(&[
+        "--clipboard",
+        "read-write",
         "--write",
         dir.0.to_str().unwrap(),
         "--",

@@ -1,0 +1,415 @@
+//! The terminal's clipboard as a channel: the relay's filter of clipboard requests.
+//!
+//! A program can ask the user's terminal to set the clipboard (OSC 52 with base64 data:
+//! paste-jacking into the host shell) or to report it (OSC 52 with `?`: the terminal
+//! answers on the program's input). The policy (`config::Clipboard`) decides what passes:
+//! `none` drops both, `write` drops the reports, `read-write` passes both. Recognised, by
+//! their introducer `ESC ]` or the C1 `U+009D` in UTF-8, up to their terminator (BEL, `ESC
+//! \`, `U+009C`, or CAN, SUB and any other `ESC`, which end a string too):
+//!
+//! - `OSC 52 ; sel ; data`: a report request when `data` is `?`, else a write;
+//! - `OSC 5522 ; …` (kitty's clipboard protocol, whose requests read as well as write):
+//!   passed with `read-write` only;
+//! - `OSC 1337 ; Copy=…` (iTerm2's clipboard write): a write.
+//!
+//! Output: the few bytes of a sequence's head are held until it is known (a terminal shows
+//! nothing for an unfinished sequence either), so a request split across reads is
+//! recognised; everything else passes untouched, and a read without `ESC` or `0xC2` is not
+//! even copied (`memchr`). Input (the terminal's answers to a report request, which only a
+//! dropped request would have made): recognised the same way without holding anything back,
+//! since a held `ESC` would delay a keystroke; an answer split right after its first bytes
+//! reaches the program as those bytes only.
+//! Not recognised: a request wrapped in a multiplexer's passthrough (tmux's `ESC P tmux;`),
+//! which reaches the user's terminal only where tmux's `allow-passthrough` is on.
+
+use std::borrow::Cow;
+
+use crate::config::Clipboard;
+
+const ESC: u8 = 0x1b;
+const BEL: u8 = 0x07;
+const CAN: u8 = 0x18;
+const SUB: u8 = 0x1a;
+/// The first byte of U+0080..U+00BF in UTF-8: C1 controls are `0xC2 0x80..0x9F`.
+const C1_LEAD: u8 = 0xc2;
+const C1_OSC: u8 = 0x9d;
+const C1_ST: u8 = 0x9c;
+/// The most bytes of a head held before it is decided (`OSC 1337;Copy=`, `OSC 52;cpqs…;?`).
+const HEAD_MAX: usize = 24;
+
+/// Which way the bytes go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// The program's output, to the user's terminal.
+    Output,
+    /// The user's terminal's input, to the program.
+    Input,
+}
+
+/// What a sequence's head says.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Pass,
+    Drop,
+    NeedMore,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Ground,
+    /// After `ESC` (or `0xC2`, when `c1`): the next byte says whether an OSC begins.
+    Intro {
+        c1: bool,
+    },
+    /// Inside an OSC's head (held in `head`), not decided yet.
+    Head,
+    /// Inside a dropped string: until its terminator.
+    Drop,
+    /// Inside a dropped string, after `ESC` (or `0xC2`, when `c1`).
+    DropIntro {
+        c1: bool,
+    },
+}
+
+/// The filter of one direction of a session.
+#[derive(Debug)]
+pub struct Filter {
+    policy: Clipboard,
+    direction: Direction,
+    state: State,
+    /// The bytes of the sequence being recognised, from its introducer (held on output).
+    held: Vec<u8>,
+    /// The OSC's bytes after its introducer, as far as read.
+    head: Vec<u8>,
+    /// How many requests were dropped.
+    pub dropped: u64,
+}
+
+impl Filter {
+    pub fn new(policy: Clipboard, direction: Direction) -> Filter {
+        Filter {
+            policy,
+            direction,
+            state: State::Ground,
+            held: Vec::new(),
+            head: Vec::new(),
+            dropped: 0,
+        }
+    }
+
+    /// Whether this filter can drop anything at all (with `read-write` on output it cannot).
+    pub fn active(&self) -> bool {
+        !(self.policy == Clipboard::ReadWrite && self.direction == Direction::Output)
+    }
+
+    /// `chunk` with the requests the policy refuses taken out.
+    pub fn filter<'a>(&mut self, chunk: &'a [u8]) -> Cow<'a, [u8]> {
+        if !self.active() {
+            return Cow::Borrowed(chunk);
+        }
+        if self.state == State::Ground
+            && memchr::memchr2(ESC, C1_LEAD, chunk).is_none()
+            && self.held.is_empty()
+        {
+            return Cow::Borrowed(chunk);
+        }
+        let was_holding = !self.held.is_empty();
+        let mut out = Vec::with_capacity(chunk.len() + self.held.len());
+        let mut at = 0;
+        while at < chunk.len() {
+            if self.state == State::Ground {
+                match memchr::memchr2(ESC, C1_LEAD, &chunk[at..]) {
+                    None => {
+                        out.extend_from_slice(&chunk[at..]);
+                        break;
+                    }
+                    Some(i) => {
+                        out.extend_from_slice(&chunk[at..at + i]);
+                        at += i;
+                    }
+                }
+            }
+            let byte = chunk[at];
+            at += 1;
+            self.step(byte, &mut out);
+        }
+        // On input nothing is held across reads: what was recognised so far goes on.
+        if self.direction == Direction::Input {
+            out.append(&mut self.held);
+        }
+        // Bytes are only ever dropped or held: the same length is the same bytes.
+        if !was_holding && self.held.is_empty() && out.len() == chunk.len() {
+            return Cow::Borrowed(chunk);
+        }
+        Cow::Owned(out)
+    }
+
+    /// What is still held (an unfinished sequence's head), for the end of the session.
+    pub fn finish(&mut self) -> Vec<u8> {
+        self.state = State::Ground;
+        self.head.clear();
+        std::mem::take(&mut self.held)
+    }
+
+    fn step(&mut self, byte: u8, out: &mut Vec<u8>) {
+        match self.state {
+            State::Ground if byte == ESC || byte == C1_LEAD => {
+                self.held.push(byte);
+                self.state = State::Intro {
+                    c1: byte == C1_LEAD,
+                };
+            }
+            State::Ground => out.push(byte),
+            State::Intro { c1 } => {
+                let osc = if c1 { byte == C1_OSC } else { byte == b']' };
+                if osc {
+                    self.held.push(byte);
+                    self.head.clear();
+                    self.state = State::Head;
+                } else {
+                    self.release(out);
+                    // This byte may begin a sequence itself (`ESC ESC ]`).
+                    self.step(byte, out);
+                }
+            }
+            State::Head => {
+                let ends = matches!(byte, BEL | ESC | CAN | SUB | C1_LEAD);
+                let verdict = if ends {
+                    // A request that ends in its head: malformed or empty, and not passed
+                    // when its kind is one the policy refuses.
+                    match self.verdict(true) {
+                        Verdict::NeedMore => Verdict::Drop,
+                        other => other,
+                    }
+                } else {
+                    self.head.push(byte);
+                    self.verdict(false)
+                };
+                match verdict {
+                    Verdict::NeedMore => self.held.push(byte),
+                    Verdict::Pass => {
+                        self.release(out);
+                        self.step(byte, out);
+                    }
+                    Verdict::Drop => {
+                        self.dropped += 1;
+                        self.held.clear();
+                        self.state = State::Drop;
+                        if ends {
+                            self.step(byte, out);
+                        }
+                    }
+                }
+            }
+            State::Drop => match byte {
+                BEL | CAN | SUB => self.state = State::Ground,
+                ESC => self.state = State::DropIntro { c1: false },
+                C1_LEAD => self.state = State::DropIntro { c1: true },
+                _ => {}
+            },
+            State::DropIntro { c1 } => {
+                let st = if c1 { byte == C1_ST } else { byte == b'\\' };
+                if st {
+                    self.state = State::Ground;
+                } else if c1 {
+                    self.state = State::Drop;
+                } else {
+                    // Any other ESC ends the string and begins a sequence of its own.
+                    self.state = State::Ground;
+                    self.step(ESC, out);
+                    self.step(byte, out);
+                }
+            }
+        }
+    }
+
+    /// Let the held bytes go on, and the rest of their sequence with them.
+    fn release(&mut self, out: &mut Vec<u8>) {
+        out.append(&mut self.held);
+        self.head.clear();
+        self.state = State::Ground;
+    }
+
+    /// The verdict on the OSC head read so far (`ended`: its string ended already).
+    fn verdict(&self, ended: bool) -> Verdict {
+        let head = &self.head;
+        let digits = head.iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits == head.len() && !ended {
+            return if digits > 5 {
+                Verdict::Pass
+            } else {
+                Verdict::NeedMore
+            };
+        }
+        let (number, rest) = head.split_at(digits);
+        let rest = rest.strip_prefix(b";");
+        let may_write = self.policy != Clipboard::None;
+        let may_read = self.policy == Clipboard::ReadWrite;
+        let on_input = self.direction == Direction::Input;
+        match (number, rest) {
+            (b"52", Some(rest)) => {
+                if on_input {
+                    // Only an answer to a report request comes this way.
+                    return if may_read {
+                        Verdict::Pass
+                    } else {
+                        Verdict::Drop
+                    };
+                }
+                let Some(data_at) = rest.iter().position(|b| *b == b';') else {
+                    return if ended || rest.len() > HEAD_MAX {
+                        Verdict::Drop
+                    } else {
+                        Verdict::NeedMore
+                    };
+                };
+                match rest.get(data_at + 1) {
+                    None if !ended => Verdict::NeedMore,
+                    Some(b'?') if !may_read => Verdict::Drop,
+                    _ if !may_write => Verdict::Drop,
+                    _ => Verdict::Pass,
+                }
+            }
+            (b"5522", Some(_)) => {
+                if may_read {
+                    Verdict::Pass
+                } else {
+                    Verdict::Drop
+                }
+            }
+            (b"1337", Some(rest)) if !on_input => {
+                const COPY: &[u8] = b"Copy=";
+                if rest.len() < COPY.len() && COPY.starts_with(rest) && !ended {
+                    Verdict::NeedMore
+                } else if rest.starts_with(COPY) && !may_write {
+                    Verdict::Drop
+                } else {
+                    Verdict::Pass
+                }
+            }
+            _ => Verdict::Pass,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(policy: Clipboard, direction: Direction, chunks: &[&[u8]]) -> (Vec<u8>, u64) {
+        let mut f = Filter::new(policy, direction);
+        let mut out = Vec::new();
+        for chunk in chunks {
+            out.extend_from_slice(&f.filter(chunk));
+        }
+        out.extend(f.finish());
+        (out, f.dropped)
+    }
+
+    fn out(policy: Clipboard, text: &[u8]) -> Vec<u8> {
+        run(policy, Direction::Output, &[text]).0
+    }
+
+    const WRITE: &[u8] = b"a\x1b]52;c;aGVsbG8=\x07b";
+    const QUERY: &[u8] = b"a\x1b]52;c;?\x1b\\b";
+
+    #[test]
+    fn the_policy_decides_writes_and_reports() {
+        assert_eq!(out(Clipboard::None, WRITE), b"ab");
+        assert_eq!(out(Clipboard::None, QUERY), b"ab");
+        assert_eq!(out(Clipboard::Write, WRITE), WRITE);
+        assert_eq!(out(Clipboard::Write, QUERY), b"ab");
+        assert_eq!(out(Clipboard::ReadWrite, WRITE), WRITE);
+        assert_eq!(out(Clipboard::ReadWrite, QUERY), QUERY);
+    }
+
+    #[test]
+    fn every_spelling_of_a_request_is_recognised() {
+        for request in [
+            &b"\x1b]52;;aGk=\x07"[..],
+            b"\x1b]52;c;aGk=\x1b\\",
+            b"\xc2\x9d52;c;aGk=\xc2\x9c",
+            b"\x1b]52;p;aGk=\x18",
+            b"\x1b]5522;type=read\x07",
+            b"\x1b]1337;Copy=:aGk=\x07",
+        ] {
+            let mut text = b"<".to_vec();
+            text.extend_from_slice(request);
+            text.extend_from_slice(b">");
+            let got = out(Clipboard::None, &text);
+            assert_eq!(got, b"<>", "{:?}", String::from_utf8_lossy(request));
+        }
+        // An ESC other than ST ends the string and is itself passed on.
+        assert_eq!(out(Clipboard::None, b"\x1b]52;c;aGk=\x1b[1mX"), b"\x1b[1mX");
+    }
+
+    #[test]
+    fn a_request_split_anywhere_across_reads_is_still_recognised() {
+        for split in 1..WRITE.len() {
+            let (a, b) = WRITE.split_at(split);
+            let (got, dropped) = run(Clipboard::None, Direction::Output, &[a, b]);
+            assert_eq!(got, b"ab", "split at {split}");
+            assert_eq!(dropped, 1);
+        }
+        for split in 1..QUERY.len() {
+            let (a, b) = QUERY.split_at(split);
+            let (got, _) = run(Clipboard::Write, Direction::Output, &[a, b]);
+            assert_eq!(got, b"ab", "split at {split}");
+        }
+    }
+
+    #[test]
+    fn everything_else_passes_untouched_and_uncopied() {
+        let text: &[&[u8]] = &[
+            b"plain text, no escapes at all",
+            b"\x1b[1;31mred\x1b[0m \x1b]0;title\x07 \x1b]8;;https://x\x1b\\link\x1b]8;;\x1b\\",
+            "caf\u{e9} \u{b0} \u{a0}\u{a9}".as_bytes(),
+            b"\x1b]520;x\x07\x1b]5;x\x07\x1b]1337;SetMark\x07\x1bP+q544e\x1b\\",
+            b"\x1b\x1b]0;t\x07",
+        ];
+        for chunk in text {
+            let mut f = Filter::new(Clipboard::None, Direction::Output);
+            let got = f.filter(chunk);
+            assert_eq!(&*got, *chunk, "{:?}", String::from_utf8_lossy(chunk));
+            assert!(f.finish().is_empty());
+            if memchr::memchr2(ESC, C1_LEAD, chunk).is_none() {
+                assert!(matches!(got, Cow::Borrowed(_)));
+            }
+        }
+        // A sequence's head split off at the end of a read is held, then released whole.
+        let (got, _) = run(Clipboard::None, Direction::Output, &[b"x\x1b", b"]0;t\x07"]);
+        assert_eq!(got, b"x\x1b]0;t\x07");
+        let mut f = Filter::new(Clipboard::None, Direction::Output);
+        assert_eq!(&*f.filter(b"x\x1b]5"), b"x");
+        assert_eq!(f.finish(), b"\x1b]5");
+    }
+
+    #[test]
+    fn a_long_dropped_payload_is_dropped_across_reads() {
+        let mut f = Filter::new(Clipboard::None, Direction::Input);
+        assert_eq!(&*f.filter(b"a\x1b]52;c;QUFB"), b"a");
+        assert_eq!(&*f.filter(b"QUFBQUFB"), b"");
+        assert_eq!(&*f.filter(b"QUE=\x07b"), b"b");
+        let mut f = Filter::new(Clipboard::None, Direction::Output);
+        assert_eq!(&*f.filter(b"a\x1b]52;c;QUFB"), b"a");
+        assert_eq!(&*f.filter(b"QUFBQUFB"), b"");
+        assert_eq!(&*f.filter(b"QUE=\x1b"), b"");
+        assert_eq!(&*f.filter(b"\\b"), b"b");
+    }
+
+    #[test]
+    fn on_input_answers_are_dropped_and_keystrokes_never_held() {
+        let answer: &[u8] = b"k\x1b]52;c;c2VjcmV0\x07j";
+        let (got, dropped) = run(Clipboard::Write, Direction::Input, &[answer]);
+        assert_eq!((got.as_slice(), dropped), (&b"kj"[..], 1));
+        let (got, _) = run(Clipboard::ReadWrite, Direction::Input, &[answer]);
+        assert_eq!(got, answer);
+        // Alt-] (ESC ]) then a pause: delivered at once, not held for the next read.
+        let mut f = Filter::new(Clipboard::None, Direction::Input);
+        assert_eq!(&*f.filter(b"\x1b]"), b"\x1b]");
+        assert_eq!(&*f.filter(b"x"), b"x");
+        let mut f = Filter::new(Clipboard::None, Direction::Input);
+        assert_eq!(&*f.filter(b"\x1b"), b"\x1b");
+        assert_eq!(&*f.filter(b"[A"), b"[A");
+    }
+}
