@@ -8,6 +8,9 @@ Measures, for each subject, on the same file and the same machine:
     raw inside, p50 and p99 over many keystrokes (microseconds);
   - an idle session over IDLE_SECONDS: CPU time and context switches of the supervisor;
   - peak RSS (VmHWM) of the supervising process(es) after the bulk run;
+  - bulk throughput of escape-dense output (a TUI's repaints: cursor moves, colours,
+    titles and hyperlinks every few bytes), with sbx-shell's clipboard filter on (the
+    default) and off (`--clipboard read-write`, where the output needs no filtering);
   - startup: `sbx-shell --backend B -- true` for each backend, beside `true` itself and the
     same `bwrap … true` that the bwrap backend runs (wall time of spawn to exit, no pty);
   - the allow-list proxy: FILE downloaded by curl from a loopback HTTP server, directly and
@@ -20,6 +23,7 @@ the result; see that script for the environment variables.
 import json
 import os
 import pty
+import random
 import select
 import signal
 import statistics
@@ -315,7 +319,56 @@ def print_proxy():
             "—" if name == "curl, no proxy" else "%+.2f" % (first - base[1])))
 
 
+def escape_dense_file():
+    """A file of TUI-like output beside FILE (half its size): every few bytes an escape."""
+    path = FILE + ".escapes"
+    size = os.path.getsize(FILE) // 2
+    rng = random.Random(1)
+    words = ["build", "ok", "warning", "src/main.rs", "compiling", "done", "│", "─", "✓"]
+    with open(path, "w") as f:
+        written = 0
+        while written < size:
+            line = ("\x1b[%d;%dH\x1b[38;5;%dm%s\x1b[0m \x1b[1m%s\x1b[22m"
+                    "\x1b]8;;https://x/%d\x1b\\link\x1b]8;;\x1b\\\x1b]0;t%d\x07\r\n") % (
+                rng.randint(1, 50), rng.randint(1, 100), rng.randint(0, 255),
+                rng.choice(words), rng.choice(words), rng.randint(0, 999), rng.randint(0, 9))
+            f.write(line)
+            written += len(line.encode())
+    return path
+
+
+def print_escapes():
+    """Throughput on escape-dense output, the clipboard filter on and off."""
+    global FILE
+    plain = FILE
+    FILE = escape_dense_file()
+    try:
+        cases = {
+            "bare pty": subjects()["bare pty"],
+            "sbx-shell (clipboard filter on: none)": subjects()["sbx-shell"],
+            "sbx-shell --clipboard read-write (filter off)":
+                lambda cmd: [SBX, "--clipboard", "read-write", "--", "sh", "-c", cmd],
+            "script -qc": subjects()["script -qc"],
+        }
+        bulk = bulk_all(cases)
+    finally:
+        os.unlink(FILE)
+        FILE = plain
+    print()
+    print("Escape-dense output (%s), median of %d alternating rounds:" % (
+        "cursor moves, colours, a title and two hyperlinks every 90 bytes", RUNS))
+    print()
+    print("| subject | throughput MB/s | vs bare |")
+    print("|---|---|---|")
+    bare = bulk["bare pty"][0]
+    for name, (mbps, _) in bulk.items():
+        print("| %s | %.1f | %.2f× |" % (name, mbps, mbps / bare))
+
+
 def main():
+    if os.environ.get("BENCH_ONLY") == "escapes":
+        print_escapes()
+        return
     if os.environ.get("BENCH_ONLY") == "startup":
         s = print_startup()
         startup_verdicts(s)
@@ -358,6 +411,7 @@ def main():
     print("- echo p99 %+.0f µs over the bare pty (target ≤ +50 µs): %s" % (sbx[3] - bare[3], verdict(sbx[3] - bare[3] <= 50)))
     print("- idle: %s context switches, %.0f ms CPU in %gs (target: no wakeups): %s" % (sbx[5], sbx[4], IDLE_SECONDS, verdict(sbx[5] == 0)))
     print("- peak RSS %d KiB (target ≤ 4096 KiB): %s" % (sbx[6], verdict(sbx[6] <= 4096)))
+    print_escapes()
     startup_verdicts(print_startup())
     print_proxy()
 

@@ -141,9 +141,9 @@ impl Lifeline {
 }
 
 /// Bytes a child reads from an inherited pipe instead of its argv, which every local user
-/// can read (`ps`): the helper's spec, bwrap's options. A thread writes them and closes its
-/// end (close-on-exec, so no child holds it), so the reader sees end-of-file; the thread
-/// because a pipe holds 64 KiB and a plan can be larger.
+/// can read (`ps`): the helper's spec, bwrap's options. Written now as far as the pipe
+/// holds them, the rest (a plan larger than the pipe) by a thread; then the write end
+/// (close-on-exec, so no child holds it) is closed and the reader sees end-of-file.
 #[derive(Debug)]
 pub struct Handover {
     read: OwnedFd,
@@ -151,16 +151,30 @@ pub struct Handover {
 
 impl Handover {
     pub fn new(bytes: Vec<u8>) -> io::Result<Handover> {
-        use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+        use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
         use std::os::fd::AsFd;
         let (read, write) = nix::unistd::pipe()?;
         fcntl(write.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
-        thread::Builder::new()
-            .name("handover".into())
-            .spawn(move || {
-                // A reader that ends early leaves EPIPE (SIGPIPE is ignored): nothing to do.
-                let _ = io::Write::write_all(&mut std::fs::File::from(write), &bytes);
-            })?;
+        fcntl(write.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+        let mut written = 0;
+        while written < bytes.len() {
+            match nix::unistd::write(write.as_fd(), &bytes[written..]) {
+                Ok(n) => written += n,
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(nix::errno::Errno::EAGAIN) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if written < bytes.len() {
+            fcntl(write.as_fd(), FcntlArg::F_SETFL(OFlag::empty()))?;
+            thread::Builder::new()
+                .name("handover".into())
+                .spawn(move || {
+                    // A reader that ends early leaves EPIPE (SIGPIPE is ignored): nothing to do.
+                    let _ =
+                        io::Write::write_all(&mut std::fs::File::from(write), &bytes[written..]);
+                })?;
+        }
         Ok(Handover { read })
     }
 

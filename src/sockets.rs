@@ -10,9 +10,10 @@
 //! - from the kernel: every pathname socket bound in sbx-shell's network namespace
 //!   (`/proc/net/unix`), wherever it is;
 //! - from the runtime directories: `/run` (and `/var/run` when it is not a link to it)
-//!   walked for socket files, which also finds the sockets of other network namespaces
-//!   that live there; every directory in `/run/user` and `$XDG_RUNTIME_DIR` are hidden
-//!   whole, whether the variable is set or not.
+//!   walked for socket files (five levels down, by directory entry types, `/run/user`
+//!   left out), which also finds the sockets of other network namespaces that live there;
+//!   every directory in `/run/user` and `$XDG_RUNTIME_DIR` are hidden whole, whether the
+//!   variable is set or not.
 //!
 //! Not found: a socket bound after the session started, and one bound in another network
 //! namespace outside `/run` (docs/config.md says so).
@@ -27,7 +28,7 @@ pub const RUNTIME_PARENT: &str = "/run/user";
 const WALKED: &[&str] = &["/run", "/var/run"];
 /// The walk's bounds: a pathological `/run` costs at most this many entries and levels.
 const WALK_ENTRIES: usize = 50_000;
-const WALK_DEPTH: usize = 8;
+const WALK_DEPTH: usize = 5;
 
 /// The host's sockets and runtime directories, real paths, each once, sorted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -119,7 +120,11 @@ fn walk(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<PathBuf>) {
         if kind.is_socket() {
             out.push(entry.path());
         } else if kind.is_dir() && depth > 1 {
-            walk(&entry.path(), depth - 1, budget, out);
+            let path = entry.path();
+            // Hidden whole (`hidden`); what a grant opens there, the kernel's list has.
+            if path != Path::new(RUNTIME_PARENT) {
+                walk(&path, depth - 1, budget, out);
+            }
         }
     }
 }
