@@ -1,4 +1,5 @@
 mod agents;
+mod channels;
 mod cli;
 mod everyday;
 mod machines;
