@@ -117,6 +117,7 @@ pub fn build_profile(inputs: &Inputs<'_>) -> Result<Profile, SeatbeltError> {
             );
         }
     }
+    write_sockets(&mut b, policy);
     if policy.gui {
         b.section(GUI);
     }
@@ -192,6 +193,25 @@ fn write_denied(b: &mut Builder, policy: &Policy) {
     b.comment("Denied: credentials and private data, neither readable nor writable.");
     let names = b.params("DENIED", spellings(&policy.filesystem.denied));
     b.rule("deny", "file-read* file-write*", "subpath", &names);
+}
+
+/// The granted host sockets: connecting to a unix socket is `network-outbound`, denied
+/// unless the network is `full` (which leaves every one reachable: issue 17).
+fn write_sockets(b: &mut Builder, policy: &Policy) {
+    let names = b.params("SOCKET", spellings(&policy.filesystem.sockets));
+    if names.is_empty() {
+        return;
+    }
+    b.comment("Granted host sockets: connectable.");
+    let mut rule = String::from("(allow network-outbound");
+    for name in names {
+        let _ = write!(
+            rule,
+            "\n  (remote unix-socket (path-literal (param \"{name}\")))"
+        );
+    }
+    rule.push_str(")\n");
+    b.text.push_str(&rule);
 }
 
 fn write_protected(b: &mut Builder, policy: &Policy) {

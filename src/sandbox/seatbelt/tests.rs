@@ -309,3 +309,35 @@ fn the_structure_check_catches_what_it_promises() {
     );
     assert!(check_structure(&long).unwrap_err().contains("over 1024"));
 }
+
+#[test]
+fn a_granted_socket_is_the_one_unix_socket_to_connect_to() {
+    let profile = build(&policy_for(
+        "shell",
+        r#"{"filesystem": {"sockets": ["/tmp/agent.sock"]}}"#,
+    ));
+    check_structure(&profile.text).unwrap();
+    assert!(
+        profile.text.contains(
+            "(allow network-outbound\n  (remote unix-socket (path-literal (param \"SOCKET_0\")))\n  (remote unix-socket (path-literal (param \"SOCKET_1\"))))"
+        ),
+        "{}",
+        profile.text
+    );
+    let values: Vec<&Path> = profile
+        .params
+        .iter()
+        .filter(|(k, _)| k.starts_with("SOCKET_"))
+        .map(|(_, v)| v.as_path())
+        .collect();
+    assert_eq!(
+        values,
+        [
+            Path::new("/tmp/agent.sock"),
+            Path::new("/private/tmp/agent.sock")
+        ]
+    );
+    // Without a grant, no such rule: connecting is network-outbound, denied by default.
+    let none = build(&policy_for("shell", "{}"));
+    assert!(!none.text.contains("unix-socket"));
+}
