@@ -21,8 +21,10 @@
 //! dropped request would have made): recognised the same way without holding anything back,
 //! since a held `ESC` would delay a keystroke; an answer split right after its first bytes
 //! reaches the program as those bytes only.
-//! Not recognised: a request wrapped in a multiplexer's passthrough (tmux's `ESC P tmux;`),
-//! which reaches the user's terminal only where tmux's `allow-passthrough` is on.
+//! Inside a multiplexer's passthrough the same requests are recognised: screen's (`ESC P`
+//! then the request as is) and tmux's (`ESC P tmux;` then the request with each `ESC`
+//! doubled, which tmux passes on to the user's terminal where `allow-passthrough` is on);
+//! a dropped one leaves an empty passthrough behind.
 
 use std::borrow::Cow;
 
@@ -195,6 +197,11 @@ impl Filter {
                     }
                     Verdict::Drop => {
                         self.dropped += 1;
+                        // `ESC ESC ]`: a request inside tmux's passthrough, its ESC doubled;
+                        // the first ESC goes too, or tmux would read on as passthrough.
+                        if self.held.first() == Some(&ESC) && out.last() == Some(&ESC) {
+                            out.pop();
+                        }
                         self.held.clear();
                         self.state = State::Drop;
                         if ends {
@@ -213,6 +220,8 @@ impl Filter {
                 let st = if c1 { byte == C1_ST } else { byte == b'\\' };
                 if st {
                     self.state = State::Ground;
+                } else if !c1 && byte == ESC {
+                    // `ESC ESC \`: the doubled ST of a request inside tmux's passthrough.
                 } else if c1 {
                     self.state = State::Drop;
                 } else {
@@ -421,6 +430,30 @@ mod tests {
         let mut f = Filter::new(Clipboard::None, Direction::Output);
         assert_eq!(&*f.filter(b"x\x1b]5"), b"x");
         assert_eq!(f.finish(), b"\x1b]5");
+    }
+
+    #[test]
+    fn requests_inside_a_multiplexers_passthrough_are_dropped_cleanly() {
+        let cases: [(&[u8], &[u8]); 3] = [
+            // tmux: ESC doubled inside, terminated by BEL or by a doubled ST.
+            (
+                b"\x1bPtmux;\x1b\x1b]52;c;aGk=\x07\x1b\\X",
+                b"\x1bPtmux;\x1b\\X",
+            ),
+            (
+                b"\x1bPtmux;\x1b\x1b]52;c;aGk=\x1b\x1b\\\x1b\\X",
+                b"\x1bPtmux;\x1b\\X",
+            ),
+            // screen: the request as is inside the DCS.
+            (b"\x1bP\x1b]52;c;aGk=\x07\x1b\\X", b"\x1bP\x1b\\X"),
+        ];
+        for (request, left) in cases {
+            assert_eq!(out(Clipboard::None, request), left, "{request:?}");
+            assert_eq!(out(Clipboard::Write, request), request, "{request:?}");
+        }
+        // Other passthrough (an image, a title) is not touched.
+        let image: &[u8] = b"\x1bPtmux;\x1b\x1b_Gf=100;AAAA\x1b\x1b\\\x1b\\";
+        assert_eq!(out(Clipboard::None, image), image);
     }
 
     #[test]

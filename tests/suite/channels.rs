@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use super::sandbox::{assert_lines, tools_present, Lab, User, NOBODY, PYTHON};
-use super::support::{find, Launch, OuterPty, Shown};
+use super::support::{bin_quoted, find, sh_quote, Launch, OuterPty, Shown, Tmux};
 
 const CANARY: &str = "CANARY-15c0ffee";
 
@@ -515,6 +515,56 @@ fn the_terminal_clipboard_follows_the_policy() {
             );
         }
     }
+}
+
+/// Waits for Enter, then asks the terminal to set the clipboard to "set by the program".
+const SET_ON_ENTER: &str = r#"
+import os, sys
+print("READY", flush=True)
+sys.stdin.readline()
+os.write(1, b"\x1b]52;c;c2V0IGJ5IHRoZSBwcm9ncmFt\x07")
+print("SENT", flush=True)
+os.system("sleep 30")
+"#;
+
+/// tmux as the terminal (with `set-clipboard on`, a pane's OSC 52 sets a tmux buffer): the
+/// buffers after `command` ran `SET_ON_ENTER`.
+fn tmux_buffers(command: &str) -> String {
+    let tmux = Tmux::start(command, 100, 30);
+    tmux.expect("READY");
+    tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
+    tmux.type_line("");
+    tmux.expect("SENT");
+    let buffers = tmux.run(&["list-buffers", "-F", "#{buffer_sample}"]);
+    let _ = tmux.run(&["kill-server"]);
+    buffers
+}
+
+#[test]
+fn a_terminal_multiplexer_gets_no_clipboard_request_unless_allowed() {
+    if !tools_present() || !super::support::require("tmux", "tmux as the terminal") {
+        return;
+    }
+    let lab = Lab::new("clipboard-tmux", User::Root, false);
+    let program = lab.ws.join("set.py");
+    fs::write(&program, SET_ON_ENTER).unwrap();
+    let run = |sbx: &str| {
+        format!(
+            "cd {} && {sbx} {PYTHON} {}",
+            sh_quote(lab.ws.to_str().unwrap()),
+            sh_quote(program.to_str().unwrap())
+        )
+    };
+    // Control: straight in the pane, the program sets tmux's buffer.
+    let control = tmux_buffers(&run(""));
+    assert!(
+        control.contains("set by the program"),
+        "control: {control:?}"
+    );
+    let sbx = format!("{} --backend bwrap --", bin_quoted());
+    assert!(!tmux_buffers(&run(&sbx)).contains("set by the program"));
+    let sbx = format!("{} --backend bwrap --clipboard write --", bin_quoted());
+    assert!(tmux_buffers(&run(&sbx)).contains("set by the program"));
 }
 
 /// Every command line on this host that contains `needle`.
