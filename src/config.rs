@@ -92,6 +92,17 @@ pub enum Clipboard {
     ReadWrite,
 }
 
+impl Clipboard {
+    /// As written in the configuration and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Clipboard::None => "none",
+            Clipboard::Write => "write",
+            Clipboard::ReadWrite => "read-write",
+        }
+    }
+}
+
 /// What the sandboxed program may read and write.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -558,6 +569,16 @@ mod tests {
 
     fn err(text: &str) -> String {
         from_str(text, "test.json").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_clipboard_policy_is_named_as_it_is_written() {
+        for policy in [Clipboard::None, Clipboard::Write, Clipboard::ReadWrite] {
+            let json = serde_json::to_string(&policy).unwrap();
+            assert_eq!(json, format!("\"{}\"", policy.name()));
+            let flag = <Clipboard as clap::ValueEnum>::to_possible_value(&policy).unwrap();
+            assert_eq!(flag.get_name(), policy.name());
+        }
     }
 
     #[test]

@@ -9,6 +9,30 @@ use std::path::Path;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
+/// Walk below `dir`, at most `depth` levels down and `budget` entries in all, following no
+/// symlink: `visit` sees each entry and says whether to go into it (a directory, by its
+/// entry's type). An unreadable directory is passed over.
+pub fn walk_bounded(
+    dir: &Path,
+    depth: usize,
+    budget: &mut usize,
+    visit: &mut dyn FnMut(&std::fs::DirEntry) -> bool,
+) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if *budget == 0 {
+            return;
+        }
+        *budget -= 1;
+        let descend = visit(&entry);
+        if descend && depth > 1 && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            walk_bounded(&entry.path(), depth - 1, budget, visit);
+        }
+    }
+}
+
 /// Create `dir` and its missing parents, 0700; `dir` itself made 0700 when it exists
 /// more open (an older sbx-shell, or a `mkdir` under another umask, made it).
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {

@@ -64,7 +64,11 @@ pub fn found(home: &Path, denied_in_home: &[&str]) -> Vec<PathBuf> {
             .iter()
             .any(|found: &PathBuf| Path::new(tree).starts_with(found))
         {
-            walk(Path::new(tree), *depth, &mut budget, &mut out);
+            let mut found = Vec::new();
+            crate::files::walk_bounded(Path::new(tree), *depth, &mut budget, &mut |entry| {
+                visit(entry, &mut found)
+            });
+            out.extend(found);
         }
     }
     out.sort();
@@ -88,31 +92,23 @@ fn root_home() -> Option<PathBuf> {
         .map(|u| u.dir)
 }
 
-fn walk(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if *budget == 0 {
-            return;
-        }
-        *budget -= 1;
-        // A symlink (most of /etc/ssl) is known from the directory entry: no stat.
-        if entry.file_type().map_or(true, |t| t.is_symlink()) {
-            continue;
-        }
-        let Ok(meta) = entry.metadata() else {
-            continue;
-        };
-        let dir = meta.is_dir();
-        // An empty file holds no secret (dpkg's and apt's locks, `.pwd.lock`).
-        let empty = !dir && meta.len() == 0;
-        if !empty && root_only(meta.uid(), meta.gid(), meta.mode(), dir) {
-            out.push(entry.path());
-        } else if dir && depth > 1 {
-            walk(&entry.path(), depth - 1, budget, out);
-        }
+/// Whether `entry` is root's only (`root_only`); symlinks are not.
+fn visit(entry: &std::fs::DirEntry, out: &mut Vec<PathBuf>) -> bool {
+    // A symlink (most of /etc/ssl) is known from the directory entry: no stat.
+    if entry.file_type().map_or(true, |t| t.is_symlink()) {
+        return false;
     }
+    let Ok(meta) = entry.metadata() else {
+        return false;
+    };
+    let dir = meta.is_dir();
+    // An empty file holds no secret (dpkg's and apt's locks, `.pwd.lock`).
+    let empty = !dir && meta.len() == 0;
+    if !empty && root_only(meta.uid(), meta.gid(), meta.mode(), dir) {
+        out.push(entry.path());
+        return false;
+    }
+    dir
 }
 
 #[cfg(test)]

@@ -65,7 +65,19 @@ impl Found {
                 continue;
             };
             if !walked.contains(&real) {
-                walk(&real, WALK_DEPTH, &mut budget, &mut sockets);
+                // By the directory entries' types: no stat per entry.
+                crate::files::walk_bounded(&real, WALK_DEPTH, &mut budget, &mut |entry| {
+                    use std::os::unix::fs::FileTypeExt;
+                    let Ok(kind) = entry.file_type() else {
+                        return false;
+                    };
+                    if kind.is_socket() {
+                        sockets.push(entry.path());
+                    }
+                    // /run/user is hidden whole (`hidden`); what a grant opens there, the
+                    // kernel's list has.
+                    kind.is_dir() && entry.path() != Path::new(RUNTIME_PARENT)
+                });
                 walked.push(real);
             }
         }
@@ -100,33 +112,6 @@ pub fn parse_kernel_list(text: &str) -> Vec<PathBuf> {
             rest.starts_with('/').then(|| PathBuf::from(rest))
         })
         .collect()
-}
-
-/// The socket files below `dir` (by the directory entries' types: no stat per entry), at
-/// most `depth` levels down and `budget` entries in all; symlinks are not followed.
-fn walk(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if *budget == 0 {
-            return;
-        }
-        *budget -= 1;
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        use std::os::unix::fs::FileTypeExt;
-        if kind.is_socket() {
-            out.push(entry.path());
-        } else if kind.is_dir() && depth > 1 {
-            let path = entry.path();
-            // Hidden whole (`hidden`); what a grant opens there, the kernel's list has.
-            if path != Path::new(RUNTIME_PARENT) {
-                walk(&path, depth - 1, budget, out);
-            }
-        }
-    }
 }
 
 /// What a sandbox hides of `found`, and what it grants.

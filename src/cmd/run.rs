@@ -250,15 +250,10 @@ fn clipboard_line(refused: u64, policy: crate::config::Clipboard) -> String {
         crate::config::Clipboard::None => "--clipboard write lets it set the clipboard",
         _ => "--clipboard read-write lets it read the clipboard too",
     };
-    format!("sbx-shell: the program asked for the terminal's clipboard {times}: refused (clipboard: {}). {fix}", clipboard_name(policy))
-}
-
-fn clipboard_name(policy: crate::config::Clipboard) -> &'static str {
-    match policy {
-        crate::config::Clipboard::None => "none",
-        crate::config::Clipboard::Write => "write",
-        crate::config::Clipboard::ReadWrite => "read-write",
-    }
+    format!(
+        "sbx-shell: the program asked for the terminal's clipboard {times}: refused (clipboard: {}). {fix}",
+        policy.name()
+    )
 }
 
 fn say_unconfined(program: &OsStr) {
