@@ -231,6 +231,11 @@ pub struct Filesystem {
     pub protected: Vec<ResolvedPath>,
     /// Host unix sockets the program may connect to (each, or every one in a directory).
     pub sockets: Vec<ResolvedPath>,
+    /// The denied paths found on this host rather than named (root's credentials,
+    /// `rootsecrets`): one that is gone, or replaced, by the time the sandbox starts (a
+    /// lock file, a backup being rewritten) is no reason to stop; the rest of `denied` is
+    /// checked against what sbx-shell saw.
+    pub found_denied: Vec<PathBuf>,
     /// Files copied once when missing (`config::SeedEntry`), each inside a writable path.
     pub seed: Vec<Seed>,
 }
@@ -423,9 +428,16 @@ fn resolve_filesystem(
     let home_relative: Vec<String> = DEFAULT_DENIED.iter().map(|p| format!("~/{p}")).collect();
     let home_relative: Vec<&str> = home_relative.iter().map(String::as_str).collect();
     let mut denied = builtin(&home_relative, "default denied paths")?;
+    let mut found_denied = Vec::new();
     for secret in &ctx.root_secrets {
-        let secret = secret.display().to_string();
-        denied.insert(resolve_path(&secret, "root-only credentials", ctx, fs)?);
+        let secret = resolve_path(
+            &secret.display().to_string(),
+            "root-only credentials",
+            ctx,
+            fs,
+        )?;
+        found_denied.push(secret.real().to_path_buf());
+        denied.insert(secret);
     }
     denied.extend(collect(&|c| &c.filesystem.deny)?);
     for allowed in collect(&|c| &c.filesystem.allow_denied)? {
@@ -471,6 +483,7 @@ fn resolve_filesystem(
         denied: denied.into_iter().collect(),
         protected: protected.into_iter().collect(),
         sockets: sockets.into_iter().collect(),
+        found_denied,
         seed: Vec::new(),
     })
 }

@@ -32,7 +32,8 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<Option<ExitCode>> {
 /// A planned path that is not what sbx-shell saw (another object, a symlink, gone) ends
 /// the helper (`HelperError::Changed`): something moved it while the sandbox started.
 /// Exceptions: what was missing when planned and is still missing has nothing to cover;
-/// a host socket without a recorded identity that is gone is skipped; a twin that is not
+/// a host object without a recorded identity (a socket, a root-only file found on the
+/// host) that is gone, or is a symlink now, is skipped; a twin that is not
 /// what it should be (a symlink the program left in its private home) gives way to a
 /// hide of the host's path, never to the host's path itself.
 ///
@@ -67,7 +68,7 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::
                 }
                 (fd, dir)
             }
-            Found::Missing if m.id.is_none() => continue,
+            Found::Missing | Found::Symlink if m.id.is_none() => continue,
             Found::Missing | Found::Symlink => return Err(changed()),
         };
         let fd = fd.as_fd();

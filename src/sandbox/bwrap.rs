@@ -395,7 +395,10 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
         .chain(twins.iter().map(|(p, t)| (*p, Some(*t))))
         .collect();
     home.sort();
-    let home = home.into_iter().map(|(p, t)| (p, t, true));
+    // Root's credentials found on the host come and go like sockets: not checked.
+    let home = home
+        .into_iter()
+        .map(|(p, t)| (p, t, !fs.found_denied.iter().any(|f| f == p)));
     let host_objects = inputs
         .sockets
         .dirs
@@ -799,6 +802,40 @@ mod tests {
         assert!(copied
             .windows(5)
             .any(|w| w == ["--perms", "0555", "--file", "6", HELPER_PATH]));
+    }
+
+    #[test]
+    fn credentials_found_on_the_host_are_hidden_unchecked_and_named_ones_checked() {
+        // /etc/passwd.lock, root-only while useradd runs, is gone a moment later: that must
+        // not end the session as a path "changed while the sandbox started" would.
+        let mut p = policy_with(
+            "/home/u/proj",
+            r#"{"filesystem": {"deny": ["/etc/named"]}}"#,
+        );
+        for found in ["/etc/shadow", "/etc/passwd.lock"] {
+            p.filesystem.denied.push(crate::policy::ResolvedPath {
+                path: found.into(),
+                real: None,
+            });
+            p.filesystem.found_denied.push(found.into());
+        }
+        let on_host = |path: &Path| match path.to_str().unwrap() {
+            "/etc/shadow" | "/etc/passwd.lock" | "/etc/named" => PathKind::File,
+            other => kind(Path::new(other)),
+        };
+        let inputs = Inputs {
+            kind_of: &on_host,
+            ..inputs(&p)
+        };
+        let id_of = |path: &str| {
+            mounts(&inputs)
+                .into_iter()
+                .find(|m| m.path == Path::new(path))
+                .map(|m| m.id)
+        };
+        assert_eq!(id_of("/etc/shadow"), Some(None));
+        assert_eq!(id_of("/etc/passwd.lock"), Some(None));
+        assert!(matches!(id_of("/etc/named"), Some(Some(_))));
     }
 
     #[test]
