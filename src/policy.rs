@@ -155,7 +155,7 @@ pub struct PathContext {
     pub config: PathBuf,
     /// The variables a socket grant may begin with (`$SSH_AUTH_SOCK`): sbx-shell's own.
     pub vars: BTreeMap<String, String>,
-    /// Root-only credentials on this host (`rootfiles::found`), denied by default when
+    /// Root-only credentials on this host (`rootsecrets::found`), denied by default when
     /// sbx-shell runs as root; empty otherwise.
     pub root_secrets: Vec<PathBuf>,
 }

@@ -391,3 +391,33 @@ fn seeds_land_in_writable_paths_and_never_copy_a_denied_one() {
     );
     assert!(err.to_string().contains("Hint: "), "{err}");
 }
+
+#[test]
+fn a_socket_grant_may_begin_with_a_variable_and_names_nothing_when_it_is_unset() {
+    let mut c = ctx();
+    c.vars
+        .insert("SSH_AUTH_SOCK".into(), "/tmp/ssh-X/agent.1".into());
+    c.vars
+        .insert("XDG_RUNTIME_DIR".into(), "/run/user/1000".into());
+    c.vars.insert("EMPTY".into(), String::new());
+    let l = layer(
+        "profile",
+        r#"{"filesystem": {"sockets": ["$SSH_AUTH_SOCK", "${XDG_RUNTIME_DIR}/bus", "$XDG_RUNTIME_DIR/gnupg", "$UNSET/x", "$EMPTY", "/run/docker.sock"]}}"#,
+    );
+    let p = resolve("test", &[defaults_layer(), l], &c, &FakeFs).unwrap();
+    let granted: Vec<&str> = p
+        .filesystem
+        .sockets
+        .iter()
+        .map(|s| s.path.to_str().unwrap())
+        .collect();
+    assert_eq!(
+        granted,
+        [
+            "/run/docker.sock",
+            "/run/user/1000/bus",
+            "/run/user/1000/gnupg",
+            "/tmp/ssh-X/agent.1"
+        ]
+    );
+}
