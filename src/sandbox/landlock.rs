@@ -4,8 +4,8 @@
 //! one of two situations:
 //! - `Layering::UnderBwrap`: bwrap already hides denied paths and re-binds protected ones
 //!   read-only; Landlock opens reads and limits writes to the writable roots — a second wall.
-//! - `Layering::Alone`: reads are an allow-list (system directories, the workspace, declared
-//!   roots, protected paths — never `$HOME` wholesale). A denied path inside a readable tree
+//! - `Layering::Alone`: reads are an allow-list (system directories, the home directory, the
+//!   workspace, declared roots, protected paths). A denied path inside a readable tree
 //!   is left out by allowing around it: the tree's rule is replaced by rules on each of its
 //!   entries but the denied one, recursively down to it (`around`; `/etc` without
 //!   `/etc/shadow` for root). A denied path inside a writable tree, or an existing protected
@@ -155,6 +155,9 @@ pub fn build_ruleset(
         Layering::Alone => fs.denied.iter().map(real).collect(),
         Layering::UnderBwrap => Vec::new(),
     };
+    let mut readable = readable;
+    readable.sort();
+    readable.dedup();
     for path in readable {
         let (parts, carved) = around(path, &denied, children);
         for part in parts {
@@ -233,6 +236,9 @@ fn readable_roots(fs: &Filesystem, layering: Layering) -> Vec<&Path> {
         Layering::UnderBwrap => vec![Path::new("/")],
         Layering::Alone => {
             let mut r: Vec<&Path> = SYSTEM_READ.iter().map(Path::new).collect();
+            // The home directory, allowed around its denied paths (`around`): the tools
+            // installed there (~/.local/bin, ~/.cargo/bin, nvm's, pyenv's) must run.
+            r.push(real(&fs.home));
             r.push(real(&fs.workspace));
             r.extend(fs.readable.iter().chain(&fs.protected).map(real));
             r
@@ -361,7 +367,7 @@ mod tests {
     }
 
     #[test]
-    fn alone_reads_are_an_allow_list_without_home() {
+    fn alone_reads_are_an_allow_list_with_home_around_its_secrets() {
         let p = policy_with(
             "/srv/proj",
             r#"{"filesystem": {"read": ["/data"]}, "network": "full", "nested_pty": false}"#,
@@ -389,7 +395,14 @@ mod tests {
         let r = build_ruleset(&ro, Layering::Alone).unwrap();
         assert_eq!(access_of(&r, "/usr"), [Access::Read]);
         assert_eq!(access_of(&r, "/data"), [Access::Read]);
-        assert!(access_of(&r, "/home/u").is_empty(), "not $HOME wholesale");
+        // The home directory around its denied paths: listed, its other entries read.
+        assert_eq!(
+            access_of(&r, "/home/u"),
+            [Access::List],
+            "not $HOME wholesale"
+        );
+        assert_eq!(access_of(&r, "/home/u/notes"), [Access::Read]);
+        assert!(access_of(&r, "/home/u/.ssh").is_empty());
         assert!(access_of(&r, "/dev/ptmx").is_empty());
         assert!(!r.deny_tcp);
     }

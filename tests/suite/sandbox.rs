@@ -256,6 +256,58 @@ fn canary_secrets_stay_unreadable_by_every_path() {
 }
 
 #[test]
+fn tools_installed_in_the_home_directory_run_and_its_secrets_stay_unreadable() {
+    if !tools_present() {
+        return;
+    }
+    // Where claude, codex and most developer tools live: Landlock alone reads the home
+    // directory around its denied paths (issue 16), bwrap reads it with them hidden.
+    let script = r#"
+        PATH="$HOME/.local/bin:$HOME/.cargo/bin:$PATH"
+        hometool; cargotool
+        cat "$HOME/.ssh/id_ed25519" 2>/dev/null || echo SECRET-DENIED
+        cat "$HOME/.netrc" 2>/dev/null || echo NETRC-DENIED
+        ls "$HOME" >/dev/null && echo HOME-LISTED
+    "#;
+    let setup = |lab: &Lab| {
+        for (dir, name) in [(".local/bin", "hometool"), (".cargo/bin", "cargotool")] {
+            let bin = lab.home.join(dir);
+            fs::create_dir_all(&bin).unwrap();
+            let tool = bin.join(name);
+            fs::write(&tool, format!("#!/bin/sh\necho {name}-RAN\n")).unwrap();
+            fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            if lab.user == User::Nobody {
+                chown_tree(&lab.home.join(dir.split('/').next().unwrap()), NOBODY);
+            }
+        }
+    };
+    each(|backend, user| {
+        let lab = Lab::new("hometools", user, false);
+        setup(&lab);
+        let what = lab.what(backend);
+        let (_, out, err) = lab.sh(backend, &[], script);
+        assert_lines(
+            &out,
+            &[
+                "hometool-RAN",
+                "cargotool-RAN",
+                "SECRET-DENIED",
+                "NETRC-DENIED",
+                "HOME-LISTED",
+            ],
+            &format!("{what}: {err}"),
+        );
+        assert!(!out.contains(CANARY), "{what}: {out}");
+    });
+    let lab = Lab::new("hometools-control", User::Nobody, false);
+    setup(&lab);
+    let (_, out, _) = lab.sh("none", &[], script);
+    assert_lines(&out, &["hometool-RAN", "cargotool-RAN"], "control");
+    assert!(out.contains(CANARY), "control: {out}");
+}
+
+#[test]
 fn git_hooks_config_and_rc_files_are_neither_writable_nor_renamable() {
     if !tools_present() {
         return;
