@@ -254,6 +254,16 @@ fn drive(agent: &Agent) {
     // Its state was made in its own directories, nothing else in the home.
     drop(bare);
     drop(boxed);
+    // What the bare run left running (codex starts an app-server daemon that outlives
+    // it; sbx-shell ends the sandboxed run's): ended here, or every run of the suite
+    // leaves it behind.
+    let bare_var = format!("HOME={}", bare_home.display());
+    for pid in pids_with_env(&bare_var) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
     let _ = std::fs::remove_dir_all(&base);
 }
 
