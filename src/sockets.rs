@@ -55,6 +55,9 @@ impl Found {
             .map(|text| parse_kernel_list(&text))
             .unwrap_or_default()
             .into_iter()
+            // Every accepted connection repeats its listener's path: each looked at once.
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .filter_map(|p| std::fs::canonicalize(&p).ok())
             .filter(|p| is_socket(p))
             .collect();
