@@ -625,8 +625,10 @@ fn nothing_survives_a_sigkill_of_sbx_shell() {
                 .then_some(())
         });
     });
-    // Control: unconfined, a SIGKILL'd supervisor can clean up nothing.
-    let lab = Lab::new("sigkill-control", User::Root, false);
+    // Control: unconfined, a SIGKILL'd supervisor can clean up nothing. As nobody, who
+    // gets no session cgroup: as root, the next sbx-shell that starts (another test's)
+    // would rightly end the orphans in the stale cgroup of the killed one, racing the check.
+    let lab = Lab::new("sigkill-control", User::Nobody, false);
     let (mut child, markers) = start_leaving_orphans(&lab, "none", "99");
     let supervisor = child.id() as i32;
     kill(Pid::from_raw(supervisor), Signal::SIGKILL).unwrap();
