@@ -127,6 +127,7 @@ pub fn backends(
         proxy_port,
         helper_fd: None,
         git_dirs: &git.git_dirs,
+        temp_dir: Some(Path::new(crate::sessiontemp::EXAMPLE)),
     };
     let seatbelt = seatbelt_output(policy, &ctx);
     let bwrap = bwrap_output(policy, host, &ctx);
@@ -222,7 +223,7 @@ fn landlock_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput
         policy,
         layering,
         (&exists, &crate::host::children),
-        ctx.proxy_port,
+        ctx.session_parts(),
     ) {
         Ok(rules) => RulesOrRefusal::Rules(rules),
         Err(e) => RulesOrRefusal::Refuses(e.to_string()),

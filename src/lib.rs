@@ -34,6 +34,7 @@ pub mod sandbox;
 pub mod say;
 pub mod session;
 pub mod sessionlog;
+pub mod sessiontemp;
 pub mod setup;
 pub mod shell;
 mod signals;

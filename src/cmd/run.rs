@@ -35,6 +35,7 @@ use crate::policy::Policy;
 use crate::sandbox::{self, select, Backend, InProcess};
 use crate::say::Verbosity;
 use crate::session::{Child, Session, SessionOptions, Timeout};
+use crate::sessiontemp::SessionTemp;
 use crate::{cgroup, inputs, netproxy, process, profiles, program, pty, sessionlog, shell};
 
 /// What the request and the policy resolved to.
@@ -59,7 +60,9 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let net = start_network(&plan, &backend, &cli.resolve, say)?;
     create_state(&plan.policy, say)?;
     let git = crate::repos::scan_writable(&plan.policy);
-    let layers = confine(&plan, &backend, &host, net.as_ref(), &git)?;
+    let temp = session_temp(&plan, &backend)?;
+    let temp_dir = temp.as_ref().map(SessionTemp::path);
+    let layers = confine(&plan, &backend, &host, net.as_ref(), (&git, temp_dir))?;
     let cgroup = cgroup::SessionCgroup::create(cgroup::SessionLimits {
         pids: plan.policy.limits.session_processes,
         memory_bytes: plan
@@ -88,7 +91,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             ),
         ),
         net.as_ref().map(|n| netproxy::proxy_env(n.port)),
-        private_home_env(&plan),
+        [private_home_env(&plan), temp_env(&plan, temp.as_ref())].concat(),
         &plan.launch.shell,
     );
     let watch = Watch::start(&plan, &backend, &git, &env, started);
@@ -106,7 +109,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         &layers,
         net.as_ref(),
         &session,
-        (&helper, &lifeline, &git),
+        (&helper, &lifeline, &git, temp_dir),
     )?;
     let child = Child {
         argv,
@@ -128,6 +131,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     if let Some(cgroup) = cgroup {
         cgroup.end();
     }
+    drop(temp);
     let planted = watch.finish(&plan.policy);
     record(
         &plan,
@@ -406,6 +410,28 @@ fn private_home_env(plan: &Plan) -> Vec<(String, std::ffi::OsString)> {
     vars
 }
 
+/// Landlock alone in workspace-write: the session's private temporary directory, in place
+/// of the private `/tmp` bwrap gives (`sessiontemp`).
+fn session_temp(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, Failure> {
+    if *backend != Backend::Landlock
+        || plan.policy.filesystem.mode != crate::config::FsMode::WorkspaceWrite
+    {
+        return Ok(None);
+    }
+    let temp = SessionTemp::create().context(
+        "cannot create the session's private temporary directory under /tmp\nHint: remove what is in the way (`sbx-shell explain` shows the path), or use the bwrap backend",
+    )?;
+    Ok(Some(temp))
+}
+
+/// The temporary-directory variables naming the session's directory, except those the
+/// policy's `environment.set` names.
+fn temp_env(plan: &Plan, temp: Option<&SessionTemp>) -> Vec<(String, std::ffi::OsString)> {
+    let mut vars = temp.map(SessionTemp::env).unwrap_or_default();
+    vars.retain(|(name, _)| !plan.policy.environment.set.contains_key(name));
+    vars
+}
+
 /// Step 5: what the helper applies to itself before exec; a layer that refuses the policy
 /// fails here, before the terminal is touched.
 fn confine(
@@ -413,7 +439,7 @@ fn confine(
     backend: &Backend,
     host: &Host,
     net: Option<&ProxySession>,
-    git: &crate::repos::Found,
+    (git, temp_dir): (&crate::repos::Found, Option<&Path>),
 ) -> Result<InProcess, Failure> {
     let ctx = sandbox::Context {
         place: &host.place,
@@ -421,6 +447,7 @@ fn confine(
         proxy_port: net.map(|n| n.port),
         helper_fd: None,
         git_dirs: &git.git_dirs,
+        temp_dir,
     };
     Ok(sandbox::in_process(backend, &plan.policy, &ctx)?)
 }
@@ -435,7 +462,12 @@ fn build_argv(
     layers: &InProcess,
     net: Option<&ProxySession>,
     session: &Session,
-    (helper, lifeline, git): (&HelperExe, &process::Lifeline, &crate::repos::Found),
+    (helper, lifeline, git, temp_dir): (
+        &HelperExe,
+        &process::Lifeline,
+        &crate::repos::Found,
+        Option<&Path>,
+    ),
 ) -> Result<(Vec<std::ffi::OsString>, Vec<process::Handover>), Failure> {
     let spec = HelperSpec {
         new_session: session.is_pty(),
@@ -476,6 +508,7 @@ fn build_argv(
             }
         }),
         git_dirs: &git.git_dirs,
+        temp_dir,
     };
     let argv = sandbox::wrap(backend, &plan.policy, &ctx, &helper_argv)?;
     if !matches!(backend, Backend::Bwrap { .. }) {

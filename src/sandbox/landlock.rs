@@ -30,7 +30,7 @@ use crate::policy::{Filesystem, Network, Policy, ResolvedPath};
 /// System trees a program needs to read (and run) when reads are an allow-list.
 pub const SYSTEM_READ: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/run",
-    "/var/lib", "/sys", "/proc", "/dev",
+    "/var/lib", "/sys", "/proc",
 ];
 
 /// Devices every program may read and write.
@@ -124,21 +124,36 @@ pub enum LandlockError {
 /// What the builder asks of the host: whether a path exists, what a directory holds.
 pub type HostView<'a> = (&'a dyn Fn(&Path) -> bool, &'a dyn Fn(&Path) -> Vec<PathBuf>);
 
+/// What the session adds to the policy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionParts<'a> {
+    /// Where the sandbox reaches the allow-list proxy (needed for an allow-list).
+    pub proxy_port: Option<u16>,
+    /// Alone, in workspace-write: the session's private temporary directory
+    /// (`sessiontemp`), writable where bwrap would give a private `/tmp`.
+    pub temp_dir: Option<&'a Path>,
+}
+
 /// The ruleset for `policy`; `exists` tells which protected paths exist on the host, and
-/// `children` what a directory holds (its entries but symlinks). `proxy_port`: where the
-/// sandbox reaches the allow-list proxy (needed for an allow-list).
+/// `children` what a directory holds (its entries but symlinks).
+///
+/// Alone, the host's `/tmp` and `/dev/shm` are neither writable nor readable (bwrap gives
+/// private ones): the session's temporary directory stands for `/tmp`, and POSIX shared
+/// memory (`shm_open`, `sem_open`) is refused. Of `/dev`, only the harmless devices, the
+/// session's own terminal and, with nested ptys, `/dev/ptmx` and `/dev/pts` (consoles,
+/// serial lines and disks get no rule).
 pub fn build_ruleset(
     policy: &Policy,
     layering: Layering,
     (exists, children): HostView<'_>,
-    proxy_port: Option<u16>,
+    session: SessionParts<'_>,
 ) -> Result<Ruleset, LandlockError> {
     let connect_port = match policy.network {
-        Network::Allow(_) => Some(proxy_port.ok_or(LandlockError::NoProxy)?),
+        Network::Allow(_) => Some(session.proxy_port.ok_or(LandlockError::NoProxy)?),
         _ => None,
     };
     let fs = &policy.filesystem;
-    let writable = writable_roots(fs);
+    let writable = writable_roots(fs, layering, session.temp_dir);
     let readable = readable_roots(fs, layering);
     if layering == Layering::Alone {
         check_alone(fs, &writable, exists)?;
@@ -170,10 +185,11 @@ pub fn build_ruleset(
     for path in writable {
         add(path, Access::ReadWrite);
     }
-    // POSIX shared memory and semaphores (python multiprocessing, node workers, browsers).
-    // Under bwrap it is private to the sandbox; alone it is the host's, shared with the
-    // user's other programs.
-    add(Path::new("/dev/shm"), Access::ReadWrite);
+    if layering == Layering::UnderBwrap {
+        // POSIX shared memory and semaphores (python multiprocessing, browsers), in bwrap's
+        // private /dev.
+        add(Path::new("/dev/shm"), Access::ReadWrite);
+    }
     for device in DEVICES_RW {
         add(
             Path::new(device),
@@ -186,6 +202,8 @@ pub fn build_ruleset(
     }
     if policy.nested_pty {
         add(Path::new("/dev/ptmx"), Access::Terminal);
+        // Under bwrap a devpts instance of the sandbox's own; alone, the host's: every
+        // terminal of the user (issue 16: to be narrowed to the session's own ptys).
         add(Path::new("/dev/pts"), Access::Terminal);
     }
     let deny_tcp = policy.network != Network::Full;
@@ -216,12 +234,21 @@ pub fn allow_twins(ruleset: &mut Ruleset, mounts: &[super::bwrap::Mount]) {
     );
 }
 
-/// The trees the program may write.
-fn writable_roots(fs: &Filesystem) -> Vec<&Path> {
+/// The trees the program may write: in workspace-write, `/tmp` is bwrap's private one, or
+/// alone the session's temporary directory.
+fn writable_roots<'a>(
+    fs: &'a Filesystem,
+    layering: Layering,
+    temp_dir: Option<&'a Path>,
+) -> Vec<&'a Path> {
     match fs.mode {
         FsMode::Unrestricted => vec![Path::new("/")],
         FsMode::WorkspaceWrite => {
-            let mut w: Vec<&Path> = vec![real(&fs.workspace), Path::new("/tmp")];
+            let mut w: Vec<&Path> = vec![real(&fs.workspace)];
+            match layering {
+                Layering::UnderBwrap => w.push(Path::new("/tmp")),
+                Layering::Alone => w.extend(temp_dir),
+            }
             w.extend(fs.writable.iter().map(real));
             w
         }
@@ -325,6 +352,13 @@ mod tests {
             .collect()
     }
 
+    fn port(proxy_port: Option<u16>) -> SessionParts<'static> {
+        SessionParts {
+            proxy_port,
+            temp_dir: None,
+        }
+    }
+
     fn build_ruleset(policy: &Policy, layering: Layering) -> Result<Ruleset, LandlockError> {
         super::build_ruleset(
             policy,
@@ -333,7 +367,10 @@ mod tests {
                 &|p| p == Path::new("/srv/proj/.git/config") || p.starts_with("/home/u"),
                 &children,
             ),
-            Some(3128),
+            SessionParts {
+                proxy_port: Some(3128),
+                temp_dir: Some(Path::new("/tmp/sbx-shell-0/session-9")),
+            },
         )
     }
 
@@ -344,15 +381,26 @@ mod tests {
             r#"{"network": {"allow": ["api.example.com"]}}"#,
         );
         let nothing = |_: &Path| false;
-        let r = super::build_ruleset(&allow, Layering::Alone, (&nothing, &children), Some(3128))
-            .unwrap();
+        let r = super::build_ruleset(
+            &allow,
+            Layering::Alone,
+            (&nothing, &children),
+            port(Some(3128)),
+        )
+        .unwrap();
         assert!(r.deny_tcp);
         assert_eq!(r.connect_port, Some(3128));
         let none = policy_with("/home/u/proj", "{}");
-        let none = super::build_ruleset(&none, Layering::Alone, (&nothing, &children), Some(3128))
-            .unwrap();
+        let none = super::build_ruleset(
+            &none,
+            Layering::Alone,
+            (&nothing, &children),
+            port(Some(3128)),
+        )
+        .unwrap();
         assert_eq!((none.deny_tcp, none.connect_port), (true, None));
-        let no_port = super::build_ruleset(&allow, Layering::Alone, (&nothing, &children), None);
+        let no_port =
+            super::build_ruleset(&allow, Layering::Alone, (&nothing, &children), port(None));
         assert_eq!(no_port, Err(LandlockError::NoProxy));
     }
 
@@ -383,7 +431,7 @@ mod tests {
         );
         // Without one (no .git), the workspace is writable.
         let no_git =
-            super::build_ruleset(&p, Layering::Alone, (&|_| false, &children), None).unwrap();
+            super::build_ruleset(&p, Layering::Alone, (&|_| false, &children), port(None)).unwrap();
         assert_eq!(
             access_of(&no_git, "/srv/proj"),
             [Access::Read, Access::ReadWrite]
@@ -456,5 +504,38 @@ mod tests {
                 && err.contains("Hint: "),
             "{err}"
         );
+    }
+
+    #[test]
+    fn alone_the_host_tmp_shm_and_other_terminals_get_no_rule() {
+        let p = policy_with("/srv/work", "{}");
+        let alone = build_ruleset(&p, Layering::Alone).unwrap();
+        let named = [DEVICES_RW, &["/dev/ptmx", "/dev/pts"]].concat();
+        for rule in &alone.rules {
+            let p = rule.path.as_path();
+            if p.starts_with("/tmp") {
+                assert_eq!(p, Path::new("/tmp/sbx-shell-0/session-9"));
+            }
+            if p.starts_with("/dev") {
+                assert!(named.iter().any(|d| p == Path::new(d)), "{p:?}");
+            }
+        }
+        assert_eq!(
+            access_of(&alone, "/tmp/sbx-shell-0/session-9"),
+            [Access::ReadWrite]
+        );
+        assert_eq!(access_of(&alone, "/dev/ptmx"), [Access::Terminal]);
+        assert_eq!(access_of(&alone, "/dev/tty"), [Access::Terminal]);
+        // Under bwrap, /tmp, /dev/shm and /dev/pts are the sandbox's own.
+        let under = build_ruleset(&p, Layering::UnderBwrap).unwrap();
+        for own in ["/tmp", "/dev/shm"] {
+            assert_eq!(access_of(&under, own), [Access::ReadWrite], "{own}");
+        }
+        assert_eq!(access_of(&under, "/dev/pts"), [Access::Terminal]);
+        assert!(access_of(&under, "/tmp/sbx-shell-0/session-9").is_empty());
+        // Read-only alone: no temporary directory either.
+        let ro = policy_with("/srv/work", r#"{"filesystem": {"mode": "read-only"}}"#);
+        let ro = build_ruleset(&ro, Layering::Alone).unwrap();
+        assert!(access_of(&ro, "/tmp/sbx-shell-0/session-9").is_empty());
     }
 }

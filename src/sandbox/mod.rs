@@ -87,6 +87,18 @@ pub struct Context<'a> {
     pub helper_fd: Option<bwrap::HelperFd>,
     /// The git directories in the writable trees (`repos::scan`), protected like `.git`.
     pub git_dirs: &'a [crate::repos::GitDir],
+    /// Landlock alone, workspace-write: the session's private temporary directory.
+    pub temp_dir: Option<&'a Path>,
+}
+
+impl<'a> Context<'a> {
+    /// What Landlock's ruleset takes of the session.
+    pub fn session_parts(&self) -> landlock::SessionParts<'a> {
+        landlock::SessionParts {
+            proxy_port: self.proxy_port,
+            temp_dir: self.temp_dir,
+        }
+    }
 }
 
 impl Context<'_> {
@@ -196,7 +208,7 @@ pub fn in_process(
                         policy,
                         landlock::Layering::UnderBwrap,
                         (&exists, &crate::host::children),
-                        ctx.proxy_port,
+                        ctx.session_parts(),
                     )
                 })
                 .transpose()?
@@ -219,7 +231,7 @@ pub fn in_process(
                 policy,
                 landlock::Layering::Alone,
                 (&exists, &crate::host::children),
-                ctx.proxy_port,
+                ctx.session_parts(),
             )?),
             seccomp: Some(filter()?),
             guard: true,

@@ -2,6 +2,7 @@ mod agents;
 mod channels;
 mod cli;
 mod everyday;
+mod fallback;
 mod machines;
 mod network;
 mod nontty;

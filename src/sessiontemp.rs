@@ -1,0 +1,152 @@
+//! The session's private temporary directory, for Landlock alone in workspace-write, where
+//! bwrap would give the program a private `/tmp`: `/tmp/sbx-shell-UID/session-PID`, 0700
+//! inside a 0700 directory that must be the user's own. The program gets it as `TMPDIR`
+//! (and `TMP`, `TEMP`, `TEMPDIR`); the host's `/tmp` is neither readable nor writable for
+//! it. It is removed, with everything in it, when the session ends; what a session that did
+//! not end (sbx-shell killed) left is removed by the next one.
+
+use std::ffi::OsString;
+use std::fs::DirBuilder;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// What `explain` shows for the directory a session would make.
+pub const EXAMPLE: &str = "/tmp/sbx-shell-UID/session-PID";
+
+/// The variables that name a temporary directory.
+pub const VARIABLES: [&str; 4] = ["TMPDIR", "TMP", "TEMP", "TEMPDIR"];
+
+/// A session's temporary directory: removed when dropped.
+#[derive(Debug)]
+pub struct SessionTemp {
+    dir: PathBuf,
+}
+
+impl SessionTemp {
+    /// Make this session's directory under `/tmp`, sweeping what dead sessions left.
+    pub fn create() -> io::Result<SessionTemp> {
+        Self::create_in(Path::new("/tmp"), std::process::id())
+    }
+
+    fn create_in(base: &Path, pid: u32) -> io::Result<SessionTemp> {
+        let uid = nix::unistd::geteuid().as_raw();
+        let user_dir = base.join(format!("sbx-shell-{uid}"));
+        match DirBuilder::new().mode(0o700).create(&user_dir) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        // Another user could have made it first (/tmp is shared): it must be a directory,
+        // ours, open to nobody else; it cannot be replaced afterwards (sticky /tmp).
+        let meta = std::fs::symlink_metadata(&user_dir)?;
+        if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+            return Err(io::Error::other(format!(
+                "{} is not a private directory of this user (uid {uid})",
+                user_dir.display()
+            )));
+        }
+        sweep(&user_dir);
+        let dir = user_dir.join(format!("session-{pid}"));
+        if std::fs::symlink_metadata(&dir).is_ok() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(SessionTemp { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The program's temporary-directory variables, all naming this directory.
+    pub fn env(&self) -> Vec<(String, OsString)> {
+        VARIABLES
+            .iter()
+            .map(|name| (name.to_string(), self.dir.clone().into_os_string()))
+            .collect()
+    }
+}
+
+impl Drop for SessionTemp {
+    fn drop(&mut self) {
+        // remove_dir_all does not follow symlinks the program left inside.
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Remove the directories of sessions whose sbx-shell is gone.
+fn sweep(user_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(user_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("session-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("sbx-sessiontemp-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn made_private_removed_at_the_end_and_dead_sessions_swept() {
+        let base = scratch("life");
+        let uid = nix::unistd::geteuid().as_raw();
+        let user_dir = base.join(format!("sbx-shell-{uid}"));
+        std::fs::create_dir(&user_dir).unwrap();
+        std::fs::set_permissions(&user_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // A dead session's leftovers (no such pid) and a live one's (this process).
+        let dead = user_dir.join("session-4194999");
+        std::fs::create_dir_all(dead.join("deep")).unwrap();
+        let live = user_dir.join(format!("session-{}", std::process::id()));
+        std::fs::create_dir(&live).unwrap();
+        let temp = SessionTemp::create_in(&base, 1).unwrap();
+        assert_eq!(temp.path(), user_dir.join("session-1"));
+        let mode = std::fs::metadata(temp.path()).unwrap().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        assert!(!dead.exists(), "a dead session's directory is swept");
+        assert!(live.exists(), "a live session's directory is kept");
+        assert_eq!(temp.env()[0], ("TMPDIR".into(), temp.path().into()));
+        std::fs::write(temp.path().join("f"), "x").unwrap();
+        std::os::unix::fs::symlink(&live, temp.path().join("link")).unwrap();
+        let path = temp.path().to_path_buf();
+        drop(temp);
+        assert!(!path.exists());
+        assert!(live.exists(), "a symlink inside is not followed");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_directory_someone_else_could_have_made_is_refused() {
+        let base = scratch("open");
+        let uid = nix::unistd::geteuid().as_raw();
+        let user_dir = base.join(format!("sbx-shell-{uid}"));
+        std::fs::create_dir(&user_dir).unwrap();
+        std::fs::set_permissions(&user_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = SessionTemp::create_in(&base, 1).unwrap_err().to_string();
+        assert!(err.contains("not a private directory"), "{err}");
+        std::fs::remove_dir(&user_dir).unwrap();
+        std::os::unix::fs::symlink(&base, &user_dir).unwrap();
+        assert!(SessionTemp::create_in(&base, 1).is_err(), "a symlink");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}
