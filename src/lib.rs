@@ -20,6 +20,7 @@ mod helper;
 pub mod host;
 pub mod inputs;
 pub mod launch;
+pub mod mediator;
 pub mod netproxy;
 pub mod planted;
 pub mod policy;

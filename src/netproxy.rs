@@ -20,9 +20,9 @@ pub mod session;
 
 /// The proxy's end of the handover (MSG_CMSG_CLOEXEC is Linux's, like bwrap).
 #[cfg(target_os = "linux")]
-mod handover;
+pub mod handover;
 #[cfg(not(target_os = "linux"))]
-mod handover {
+pub mod handover {
     pub fn receive_fd(_channel: &std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::RawFd> {
         Err(std::io::Error::other("bwrap exists on Linux only"))
     }

@@ -140,6 +140,21 @@ impl Lifeline {
     }
 }
 
+/// A unix socket pair: ours close-on-exec, theirs for the helper to inherit (the proxy's
+/// listening socket and the mediator's listener come back through it).
+pub fn inheritable_socketpair() -> nix::Result<(OwnedFd, OwnedFd)> {
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::empty(),
+    )?;
+    fcntl(&ours, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+    Ok((ours, theirs))
+}
+
 /// Bytes a child reads from an inherited pipe instead of its argv, which every local user
 /// can read (`ps`): the helper's spec, bwrap's options. Written now as far as the pipe
 /// holds them, the rest (a plan larger than the pipe) by a thread; then the write end
@@ -344,6 +359,7 @@ mod tests {
             lifeline_fd: Some(7),
             mounts: Vec::new(),
             proxy_listen: None,
+            mediator_fd: None,
         };
         let handover = Handover::new(crate::helper::spec::spec_bytes(&spec).unwrap()).unwrap();
         let fd = std::os::fd::IntoRawFd::into_raw_fd(handover.read.try_clone().unwrap());

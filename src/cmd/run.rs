@@ -102,6 +102,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     ))?;
     let helper = HelperExe::open()?;
     let lifeline = process::Lifeline::new().context("cannot create the lifeline pipe")?;
+    let mediator = start_mediator(&plan, &layers)?;
     let (argv, _handovers) = build_argv(
         &plan,
         &backend,
@@ -109,7 +110,13 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         &layers,
         net.as_ref(),
         &session,
-        (&helper, &lifeline, &git, temp_dir),
+        Handed {
+            helper: &helper,
+            lifeline: &lifeline,
+            git: &git,
+            temp_dir,
+            mediator_fd: mediator.as_ref().map(AsRawFd::as_raw_fd),
+        },
     )?;
     let child = Child {
         argv,
@@ -452,6 +459,41 @@ fn confine(
     Ok(sandbox::in_process(backend, &plan.policy, &ctx)?)
 }
 
+/// Landlock alone: the mediator's thread (`mediator`), waiting for the listener the helper
+/// sends over the returned socket, which the helper inherits.
+fn start_mediator(
+    plan: &Plan,
+    layers: &InProcess,
+) -> Result<Option<std::os::fd::OwnedFd>, Failure> {
+    let (true, Some(ruleset)) = (layers.mediate, &layers.landlock) else {
+        return Ok(None);
+    };
+    let (ours, theirs) =
+        process::inheritable_socketpair().context("cannot create the mediator's channel")?;
+    let protected = plan
+        .policy
+        .filesystem
+        .protected
+        .iter()
+        .map(|p| p.real.clone().unwrap_or_else(|| p.path.clone()))
+        .collect();
+    crate::mediator::start(
+        ours,
+        crate::mediator::Rules::from_ruleset(ruleset, protected),
+    )
+    .context("cannot start the mediator")?;
+    Ok(Some(theirs))
+}
+
+/// What the helper's argv and spec take besides the plan, the layers and the session.
+struct Handed<'a> {
+    helper: &'a HelperExe,
+    lifeline: &'a process::Lifeline,
+    git: &'a crate::repos::Found,
+    temp_dir: Option<&'a Path>,
+    mediator_fd: Option<std::os::fd::RawFd>,
+}
+
 /// Step 7: the helper's argv, wrapped in the backend's launcher, built once the session
 /// has its terminal; with the pipes the launcher and the helper read the rest from (the
 /// spec; bwrap's options): nothing of the policy is in an argv.
@@ -462,12 +504,13 @@ fn build_argv(
     layers: &InProcess,
     net: Option<&ProxySession>,
     session: &Session,
-    (helper, lifeline, git, temp_dir): (
-        &HelperExe,
-        &process::Lifeline,
-        &crate::repos::Found,
-        Option<&Path>,
-    ),
+    Handed {
+        helper,
+        lifeline,
+        git,
+        temp_dir,
+        mediator_fd,
+    }: Handed<'_>,
 ) -> Result<(Vec<std::ffi::OsString>, Vec<process::Handover>), Failure> {
     let spec = HelperSpec {
         new_session: session.is_pty(),
@@ -490,6 +533,7 @@ fn build_argv(
                 channel_fd: fd.as_raw_fd(),
             })
         }),
+        mediator_fd,
     };
     let handover = |bytes: Vec<u8>| {
         process::Handover::new(bytes).context("cannot create a pipe to the sandbox's helper")

@@ -6,6 +6,7 @@
 //! partly enforce is an error, never a weaker sandbox.
 
 use std::io;
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -43,6 +44,8 @@ pub enum ConfineError {
     },
     #[error("Landlock: the ruleset is only {0:?} on this kernel\nHint: `sbx-shell doctor` shows the Landlock ABI; use the bwrap backend or a newer kernel")]
     PartlyEnforced(RulesetStatus),
+    #[error("seccomp: cannot hand the mediated calls to sbx-shell: {0}\nHint: `sbx-shell doctor` checks the kernel; use the bwrap backend")]
+    Mediation(#[source] io::Error),
     #[error(transparent)]
     SeccompCompile(#[from] SeccompError),
     #[error("seccomp: {0}")]
@@ -259,6 +262,39 @@ pub fn apply_landlock(ruleset: &Ruleset) -> Result<(), ConfineError> {
 /// Some(is_dir) for a path that exists.
 fn kind(path: &Path) -> Option<bool> {
     std::fs::metadata(path).ok().map(|m| m.is_dir())
+}
+
+/// Install the mediated filter (`sandbox::mediated`) with a listener, and send the listener
+/// to sbx-shell over the inherited `channel` (both closed here): from now on those calls
+/// wait for sbx-shell's answer (`mediator`). Needs no_new_privs (set before).
+pub fn apply_mediation(channel: RawFd) -> Result<(), ConfineError> {
+    use crate::sandbox::mediated;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: sbx-shell passed this fd for this purpose; nothing else here owns it.
+    let channel = unsafe { OwnedFd::from_raw_fd(channel) };
+    let program = mediated::compile(&mediated::table());
+    let prog = libc::sock_fprog {
+        len: u16::try_from(program.len()).map_err(|_| {
+            ConfineError::Mediation(io::Error::other("the mediated filter is too long"))
+        })?,
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: seccomp reads the program through `prog`, valid for the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if fd < 0 {
+        return Err(ConfineError::Mediation(io::Error::last_os_error()));
+    }
+    // SAFETY: seccomp returned a new descriptor, ours alone.
+    let listener = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    crate::netproxy::send_fd(channel.as_raw_fd(), listener.as_raw_fd())
+        .map_err(ConfineError::Mediation)
 }
 
 /// Install the seccomp filter (needs no_new_privs or CAP_SYS_ADMIN; set before).

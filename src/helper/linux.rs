@@ -115,13 +115,17 @@ pub fn confine_privileges() -> Result<(), ConfineError> {
     confine::apply_drop_privileges()
 }
 
-/// Capabilities and no_new_privs, then Landlock, then seccomp, as the spec asks.
+/// Capabilities and no_new_privs, then Landlock, then the mediated filter, then seccomp, as
+/// the spec asks.
 pub fn confine(spec: &HelperSpec) -> Result<(), ConfineError> {
     if spec.drop_privileges {
         confine::apply_drop_privileges()?;
     }
     if let Some(ruleset) = &spec.landlock {
         confine::apply_landlock(ruleset)?;
+    }
+    if let Some(channel) = spec.mediator_fd {
+        confine::apply_mediation(channel)?;
     }
     if let Some(filter) = &spec.seccomp {
         confine::apply_seccomp(filter)?;

@@ -57,6 +57,10 @@ pub struct HelperSpec {
     /// unix socket, before anything else.
     #[serde(default)]
     pub proxy_listen: Option<ProxyListen>,
+    /// Landlock alone: install the mediated filter (`sandbox::mediated`) after Landlock and
+    /// send its listener to sbx-shell over this inherited unix socket.
+    #[serde(default)]
+    pub mediator_fd: Option<i32>,
 }
 
 /// Where the helper opens the proxy's port, and how it hands it over.
@@ -219,6 +223,7 @@ mod tests {
                 port: 3128,
                 channel_fd: 7,
             }),
+            mediator_fd: Some(8),
         };
         let launch = Launch {
             program: "/bin/bash".into(),

@@ -39,7 +39,8 @@ pub fn start(
     let log = network_log(home);
     let proxy = Proxy::new(rules.clone(), overrides, log.clone());
     if let Backend::Bwrap { .. } = backend {
-        let (ours, theirs) = channel().context("cannot create the network proxy's channel")?;
+        let (ours, theirs) = crate::process::inheritable_socketpair()
+            .context("cannot create the network proxy's channel")?;
         proxy
             .serve_from_sandbox(ours)
             .context("cannot start the network proxy")?;
@@ -59,20 +60,6 @@ pub fn start(
         channel: None,
         log,
     }))
-}
-
-/// A unix socket pair: ours close-on-exec, theirs for the helper to inherit.
-fn channel() -> nix::Result<(OwnedFd, OwnedFd)> {
-    use nix::fcntl::{fcntl, FcntlArg, FdFlag};
-    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-    let (ours, theirs) = socketpair(
-        AddressFamily::Unix,
-        SockType::Stream,
-        None,
-        SockFlag::empty(),
-    )?;
-    fcntl(&ours, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
-    Ok((ours, theirs))
 }
 
 /// `$XDG_STATE_HOME/sbx-shell/network.log` (else under ~/.local/state), its directory

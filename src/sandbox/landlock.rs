@@ -140,8 +140,10 @@ pub struct SessionParts<'a> {
 /// Alone, the host's `/tmp` and `/dev/shm` are neither writable nor readable (bwrap gives
 /// private ones): the session's temporary directory stands for `/tmp`, and POSIX shared
 /// memory (`shm_open`, `sem_open`) is refused. Of `/dev`, only the harmless devices, the
-/// session's own terminal and, with nested ptys, `/dev/ptmx` and `/dev/pts` (consoles,
-/// serial lines and disks get no rule).
+/// session's own terminal and, with nested ptys, `/dev/ptmx`: `/dev/pts` gets no rule, so
+/// no other terminal of the user can be opened; the peer of a pty the program creates is
+/// opened by sbx-shell (`mediated`: `TIOCGPTPEER`, which glibc's `openpty` and `forkpty`
+/// use) — opening it by its name fails.
 pub fn build_ruleset(
     policy: &Policy,
     layering: Layering,
@@ -202,9 +204,11 @@ pub fn build_ruleset(
     }
     if policy.nested_pty {
         add(Path::new("/dev/ptmx"), Access::Terminal);
-        // Under bwrap a devpts instance of the sandbox's own; alone, the host's: every
-        // terminal of the user (issue 16: to be narrowed to the session's own ptys).
-        add(Path::new("/dev/pts"), Access::Terminal);
+        if layering == Layering::UnderBwrap {
+            // bwrap's /dev/pts is a devpts instance of the sandbox's own; alone it would
+            // be the host's, with every other terminal of the user.
+            add(Path::new("/dev/pts"), Access::Terminal);
+        }
     }
     let deny_tcp = policy.network != Network::Full;
     Ok(Ruleset {
@@ -510,7 +514,7 @@ mod tests {
     fn alone_the_host_tmp_shm_and_other_terminals_get_no_rule() {
         let p = policy_with("/srv/work", "{}");
         let alone = build_ruleset(&p, Layering::Alone).unwrap();
-        let named = [DEVICES_RW, &["/dev/ptmx", "/dev/pts"]].concat();
+        let named = [DEVICES_RW, &["/dev/ptmx"]].concat();
         for rule in &alone.rules {
             let p = rule.path.as_path();
             if p.starts_with("/tmp") {

@@ -15,6 +15,7 @@ use crate::policy::Policy;
 
 pub mod bwrap;
 pub mod landlock;
+pub mod mediated;
 pub mod seatbelt;
 pub mod seccomp;
 pub mod select;
@@ -176,6 +177,8 @@ pub struct InProcess {
     /// the guard then reports,
     /// and signals for the program go to the guard.
     pub launcher_depth: usize,
+    /// Landlock alone: the calls Landlock cannot judge go to sbx-shell (`mediated`).
+    pub mediate: bool,
 }
 
 /// The in-process layers of `backend` for `policy`. Errors when a layer refuses the policy.
@@ -223,6 +226,7 @@ pub fn in_process(
                 seccomp: Some(filter()?),
                 guard: true,
                 launcher_depth: 1,
+                mediate: false,
             }
         }
         Backend::Landlock => InProcess {
@@ -237,6 +241,7 @@ pub fn in_process(
             guard: true,
             mounts: Vec::new(),
             launcher_depth: 0,
+            mediate: true,
         },
     })
 }

@@ -75,3 +75,239 @@ fn the_temporary_area_is_the_sessions_own() {
     fs::remove_file(canary).unwrap();
     fs::remove_file(shm_canary).unwrap();
 }
+
+/// What the inside reports for metadata changes: on host files (the home's key directory
+/// and rc file, a file in /etc as root; by path and through a descriptor opened for
+/// reading) and on a file of the workspace, which must keep working.
+const METADATA_PROBE: &str = r#"
+import os, sys
+home, ws = os.environ["HOME"], os.getcwd()
+def attempt(what, fn):
+    try:
+        fn(); print(what, "changed")
+    except OSError as e:
+        print(what, "refused")
+host = [home + "/.ssh", home + "/.bashrc"] + sys.argv[1:]
+for path in host:
+    attempt("CHMOD " + path, lambda: os.chmod(path, 0o777))
+    attempt("UTIME " + path, lambda: os.utime(path, (1, 1)))
+    attempt("XATTR " + path, lambda: os.setxattr(path, "user.sbx", b"1"))
+    attempt("CHOWN " + path, lambda: os.chown(path, os.getuid(), os.getgid()))
+fd = os.open(home + "/.bashrc", os.O_RDONLY)
+attempt("FCHMOD", lambda: os.fchmod(fd, 0o666))
+attempt("FUTIME", lambda: os.utime(fd, (2, 2)))
+open("own.sh", "w").close()
+os.chmod("own.sh", 0o755); os.utime("own.sh", (3, 3)); os.setxattr("own.sh", "user.sbx", b"1")
+print("WORKSPACE", oct(os.stat("own.sh").st_mode & 0o777), os.stat("own.sh").st_mtime)
+"#;
+
+/// The mode, times and attribute that must not change on the host.
+fn snapshot(path: &Path) -> (u32, i64, bool) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(path).unwrap();
+    let xattr = std::process::Command::new(super::sandbox::PYTHON)
+        .args(["-c", "import os,sys; os.getxattr(sys.argv[1], 'user.sbx')"])
+        .arg(path)
+        .output()
+        .unwrap()
+        .status
+        .success();
+    (meta.mode(), meta.mtime(), xattr)
+}
+
+/// chmod, utime, xattrs and chown of files outside the writable trees are refused (by
+/// path and through a descriptor); inside the workspace they work.
+#[test]
+fn metadata_of_host_files_cannot_change() {
+    if !tools_present() {
+        return;
+    }
+    let etc = Path::new("/etc/sbx-fallback-root-only");
+    each(|backend, user| {
+        let lab = Lab::new("meta", user, false);
+        let what = lab.what(backend);
+        let mut host = vec![lab.home.join(".ssh"), lab.home.join(".bashrc")];
+        let mut args = vec!["--", super::sandbox::PYTHON, "-c", METADATA_PROBE];
+        if user == User::Root {
+            fs::write(etc, "root only\n").unwrap();
+            fs::set_permissions(etc, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+            host.push(etc.to_path_buf());
+            args.push(etc.to_str().unwrap());
+        }
+        let before: Vec<_> = host.iter().map(|p| snapshot(p)).collect();
+        let out = lab.command(backend, &args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains("WORKSPACE 0o755 3.0"), "{what}: {text}{err}");
+        assert!(!text.contains("changed"), "{what}: {text}");
+        assert!(text.matches("refused").count() >= 10, "{what}: {text}");
+        let after: Vec<_> = host.iter().map(|p| snapshot(p)).collect();
+        assert_eq!(before, after, "{what}: host files changed");
+    });
+    let _ = fs::remove_file(etc);
+    // Control: unconfined, the same calls change the host's files.
+    let lab = Lab::new("meta-control", User::Root, false);
+    let out = lab
+        .command(
+            "none",
+            &["--", super::sandbox::PYTHON, "-c", METADATA_PROBE],
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("refused"), "control: {text}");
+    assert_eq!(snapshot(&lab.home.join(".ssh")).0 & 0o777, 0o777, "control");
+}
+
+/// Another terminal of the user (a pty the test opens, with input waiting): the program
+/// can neither open it by name nor read what is typed there, with nested ptys or without;
+/// a pty of its own still works.
+#[test]
+fn another_terminal_cannot_be_opened() {
+    use std::io::Write;
+    if !tools_present() {
+        return;
+    }
+    let probe = r#"
+import os, sys
+try:
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+    print("OPENED", os.read(fd, 100))
+except OSError as e:
+    print("REFUSED", e.errno)
+"#;
+    let other = nix::pty::openpty(None, None).unwrap();
+    let name = nix::unistd::ttyname(&other.slave).unwrap();
+    let typed = || {
+        // Keystrokes waiting on the other terminal, as if typed there.
+        let mut master = fs::File::from(other.master.try_clone().unwrap());
+        master.write_all(b"secret typed\n").unwrap();
+    };
+    let name = name.to_str().unwrap();
+    each(|backend, user| {
+        let lab = Lab::new("pts", user, false);
+        let what = lab.what(backend);
+        let owner = (user == User::Nobody).then_some(super::sandbox::NOBODY);
+        std::os::unix::fs::chown(name, owner, None).unwrap();
+        for extra in [&[][..], &["--no-nested-pty"][..]] {
+            typed();
+            let mut args = extra.to_vec();
+            args.extend(["--", super::sandbox::PYTHON, "-c", probe, name]);
+            let out = lab.command(backend, &args).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("REFUSED"), "{what} {extra:?}: {text}");
+            assert!(!text.contains("secret"), "{what} {extra:?}: {text}");
+        }
+    });
+    std::os::unix::fs::chown(name, Some(0), None).unwrap();
+    // Control: unconfined, what is typed there is read.
+    let lab = Lab::new("pts-control", User::Root, false);
+    let out = lab
+        .command("none", &["--", super::sandbox::PYTHON, "-c", probe, name])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("OPENED"), "control: {text}");
+}
+
+/// What the inside reports for its attempts on a process outside (its priority, limits,
+/// CPUs, I/O class), and on one of its own children, which must keep working.
+const PROCESS_PROBE: &str = r#"
+import os, resource, subprocess, sys
+victim = int(sys.argv[1])
+def attempt(what, fn):
+    try:
+        fn(); print(what, "changed")
+    except (OSError, subprocess.CalledProcessError):
+        print(what, "refused")
+for pid, who in ((victim, "HOST"), (subprocess.Popen(["sleep", "5"]).pid, "OWN")):
+    attempt(who + " NICE", lambda: os.setpriority(os.PRIO_PROCESS, pid, 7))
+    attempt(who + " PRLIMIT", lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (64, 64)))
+    attempt(who + " AFFINITY", lambda: os.sched_setaffinity(pid, {0}))
+    attempt(who + " IONICE", lambda: subprocess.run(["ionice", "-c", "3", "-p", str(pid)], check=True, stderr=subprocess.DEVNULL))
+attempt("USER NICE", lambda: os.setpriority(os.PRIO_USER, 0, 7))
+attempt("SELF NICE", lambda: os.setpriority(os.PRIO_PROCESS, 0, 10))
+"#;
+
+/// Scheduling, limits and I/O priority of a process outside the session cannot change;
+/// those of the session's own processes can.
+#[test]
+fn other_processes_cannot_be_reniced_or_limited() {
+    if !tools_present() {
+        return;
+    }
+    let nice_of = |pid: u32| -> String {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        fields[16].to_string()
+    };
+    each(|backend, user| {
+        let lab = Lab::new("renice", user, false);
+        let what = lab.what(backend);
+        let mut victim = std::process::Command::new("/bin/sleep");
+        victim.arg("300.79");
+        if user == User::Nobody {
+            use std::os::unix::process::CommandExt;
+            victim
+                .uid(super::sandbox::NOBODY)
+                .gid(super::sandbox::NOBODY);
+        }
+        let mut victim = victim.spawn().unwrap();
+        let id = victim.id().to_string();
+        let before = nice_of(victim.id());
+        let out = lab
+            .command(
+                backend,
+                &["--", super::sandbox::PYTHON, "-c", PROCESS_PROBE, &id],
+            )
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let after = nice_of(victim.id());
+        let _ = victim.kill();
+        let _ = victim.wait();
+        assert!(!text.contains("HOST NICE changed"), "{what}: {text}");
+        for line in ["HOST PRLIMIT", "HOST AFFINITY", "HOST IONICE"] {
+            assert!(text.contains(&format!("{line} refused")), "{what}: {text}");
+        }
+        // Every process of the user: inside bwrap's pid namespace only the sandbox's own
+        // (the host process's value is checked below); alone, refused.
+        if backend == "landlock" {
+            assert!(text.contains("USER NICE refused"), "{what}: {text}");
+        }
+        for line in ["OWN NICE", "OWN PRLIMIT", "OWN AFFINITY", "SELF NICE"] {
+            assert!(text.contains(&format!("{line} changed")), "{what}: {text}");
+        }
+        assert_eq!(before, after, "{what}: the host process's nice value");
+    });
+    // Control: unconfined, the process outside is reniced.
+    let lab = Lab::new("renice-control", User::Root, false);
+    let mut victim = std::process::Command::new("/bin/sleep")
+        .arg("300.80")
+        .spawn()
+        .unwrap();
+    let out = lab
+        .command(
+            "none",
+            &[
+                "--",
+                super::sandbox::PYTHON,
+                "-c",
+                PROCESS_PROBE,
+                &victim.id().to_string(),
+            ],
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let after = nice_of(victim.id());
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(text.contains("HOST NICE changed"), "control: {text}");
+    assert_eq!(after, "7", "control");
+}

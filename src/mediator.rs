@@ -1,0 +1,139 @@
+//! sbx-shell's answers to the calls Landlock alone cannot judge (`sandbox::mediated`): a
+//! thread of the supervisor reads the helper's seccomp listener and answers each call of
+//! the program. The decisions are pure and here; reading the program's memory, resolving
+//! what it named and acting on it is `linux.rs`.
+//!
+//! - A metadata call is done by sbx-shell itself, on the object the program named, opened
+//!   once (never re-resolved by name afterwards: a path flipped meanwhile changes nothing),
+//!   with the thread's effective capabilities dropped (as the program's are), when the object
+//!   lies in a writable tree and in no protected path, or is in no tree at all (a pipe, a
+//!   socket, a deleted file); otherwise EPERM.
+//! - A call on another process goes on (the kernel then checks it as always) when the target
+//!   is a process of the session — sbx-shell's descendant: every process of the session is
+//!   (sbx-shell is their subreaper) and nothing else is — otherwise EPERM.
+//! - A pty's peer is opened by sbx-shell from the program's own master and handed over.
+
+use std::path::{Path, PathBuf};
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::start;
+
+/// Elsewhere nothing is mediated (Landlock is Linux's).
+#[cfg(not(target_os = "linux"))]
+pub fn start(_channel: std::os::fd::OwnedFd, _rules: Rules) -> std::io::Result<()> {
+    Err(std::io::Error::other("mediation exists on Linux only"))
+}
+
+/// What the mediator allows to change.
+#[derive(Debug, Clone, Default)]
+pub struct Rules {
+    /// The writable trees (the Landlock ruleset's read-write rules).
+    pub writable: Vec<PathBuf>,
+    /// Protected paths: never changed, even inside a writable tree.
+    pub protected: Vec<PathBuf>,
+}
+
+impl Rules {
+    /// The writable trees of a Landlock ruleset, and the policy's protected paths.
+    pub fn from_ruleset(
+        ruleset: &crate::sandbox::landlock::Ruleset,
+        protected: Vec<PathBuf>,
+    ) -> Rules {
+        use crate::sandbox::landlock::Access;
+        Rules {
+            writable: ruleset
+                .rules
+                .iter()
+                .filter(|r| r.access == Access::ReadWrite)
+                .map(|r| r.path.clone())
+                .collect(),
+            protected,
+        }
+    }
+
+    /// Whether the metadata of an object may change: `path` is how the kernel names an
+    /// open descriptor of it (`/proc/self/fd/N`), `links` its link count.
+    pub fn may_change(&self, path: &Path, links: u64) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        if !path.as_os_str().as_bytes().starts_with(b"/") || links == 0 {
+            // pipe:[…], socket:[…], anon_inode:…, or unlinked (a memfd, O_TMPFILE, a file
+            // removed since it was opened): in no tree.
+            return true;
+        }
+        self.writable.iter().any(|w| path.starts_with(w))
+            && !self.protected.iter().any(|p| path.starts_with(p))
+    }
+}
+
+/// Whether `pid` is a process of the session: `supervisor`'s descendant (and not
+/// `supervisor` itself). `parent` gives a process's parent (`None`: gone).
+pub fn in_session(pid: u32, supervisor: u32, parent: &dyn Fn(u32) -> Option<u32>) -> bool {
+    let mut p = pid;
+    for _ in 0..4096 {
+        if p <= 1 {
+            return false;
+        }
+        let Some(up) = parent(p) else { return false };
+        if up == supervisor {
+            return true;
+        }
+        p = up;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_objects_in_writable_trees_outside_protected_paths_change() {
+        let rules = Rules {
+            writable: vec!["/srv/ws".into(), "/tmp/sbx-shell-0/session-9".into()],
+            protected: vec!["/srv/ws/.git/hooks".into()],
+        };
+        for yes in [
+            "/srv/ws/a.sh",
+            "/srv/ws",
+            "/tmp/sbx-shell-0/session-9/x",
+            "pipe:[1234]",
+            "socket:[99]",
+            "anon_inode:[eventfd]",
+        ] {
+            assert!(rules.may_change(Path::new(yes), 1), "{yes}");
+        }
+        assert!(rules.may_change(Path::new("/memfd:x (deleted)"), 0));
+        // A name that only looks unlinked: judged by its path.
+        assert!(!rules.may_change(Path::new("/etc/x (deleted)"), 1));
+        for no in [
+            "/home/u/.ssh",
+            "/etc/passwd",
+            "/srv/ws2/x",
+            "/srv/ws/.git/hooks/pre-commit",
+            "/tmp/x",
+        ] {
+            assert!(!rules.may_change(Path::new(no), 1), "{no}");
+        }
+    }
+
+    #[test]
+    fn the_session_is_the_supervisors_descendants() {
+        // 100 (sbx-shell) → 200 (guard) → 300 → 400; 500 is elsewhere.
+        let parent = |p: u32| match p {
+            200 => Some(100),
+            300 => Some(200),
+            400 => Some(300),
+            500 => Some(1),
+            100 => Some(50),
+            _ => None,
+        };
+        assert!(in_session(400, 100, &parent));
+        assert!(in_session(200, 100, &parent));
+        assert!(!in_session(100, 100, &parent), "sbx-shell itself");
+        assert!(!in_session(500, 100, &parent));
+        assert!(!in_session(999, 100, &parent), "gone");
+        assert!(!in_session(0, 100, &parent));
+    }
+}

@@ -1,0 +1,126 @@
+//! The system calls that Landlock alone cannot judge and sbx-shell judges instead
+//! (`mediator`): a second seccomp filter, installed by the helper with a listener that it
+//! hands to sbx-shell, turns each into a question to sbx-shell (SECCOMP_RET_USER_NOTIF),
+//! which answers it. As data here; compiled to classic BPF by `compile` (Linux).
+//!
+//! - **Metadata** (chmod, chown, utimes, extended attributes; by path and by fd): Landlock
+//!   has no right for them, so a program could make `~/.ssh` world-readable or, as root, a
+//!   file in `/etc` writable by all. sbx-shell does the call itself, on the object the
+//!   program named (resolved once, then acted on through its descriptor), when that object
+//!   lies in a writable tree and not in a protected path; elsewhere the answer is EPERM.
+//! - **Other processes** (setpriority, ioprio_set, prlimit64 with new limits,
+//!   sched_setaffinity/setscheduler/setparam/setattr): Landlock scopes signals and ptrace,
+//!   not these. A call on the caller itself (pid 0) never leaves the kernel; any other
+//!   target is allowed only when it is a process of the session. `PRIO_USER` and
+//!   `IOPRIO_WHO_USER` (every process of the user) are refused.
+//! - **A new pty's peer** (`ioctl(master, TIOCGPTPEER)`, how glibc's `openpty` opens the
+//!   slave): the host's `/dev/pts` gets no Landlock rule alone (it holds the user's other
+//!   terminals), so sbx-shell opens the peer of the program's own master and hands it over.
+
+use serde::{Deserialize, Serialize};
+
+/// TIOCGPTPEER: open the peer (slave) of a pty master.
+pub const TIOCGPTPEER: u32 = 0x5441;
+/// `which` values meaning "every process of a user".
+pub const PRIO_USER: u32 = 2;
+pub const IOPRIO_WHO_USER: u32 = 3;
+
+/// When a call goes to sbx-shell; otherwise it is allowed (this filter denies nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum When {
+    Always,
+    /// Unless the pid in argument `arg` is 0 (the caller itself).
+    PidNotZero {
+        arg: u8,
+    },
+    /// Unless `which` (argument 0) is not `user` and `who` (argument 1) is 0.
+    WhoNotSelf {
+        user: u32,
+    },
+    /// prlimit64: unless the pid is 0 or no new limit is given (argument 2 null).
+    SetsLimitOfPid,
+    /// ioctl: when the request (argument 1, low 32 bits) is this one.
+    IoctlRequest {
+        request: u32,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mediated {
+    pub syscall: &'static str,
+    pub when: When,
+}
+
+/// The metadata calls, by path and by fd (`chmod`, `chown`, `lchown`, `utime`, `utimes`
+/// and `futimesat` exist on x86_64 only; `compile` leaves out what an architecture lacks).
+pub const METADATA: &[&str] = &[
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "lchown",
+    "fchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "futimesat",
+    "utimensat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "setxattrat",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "removexattrat",
+];
+
+/// Every mediated call with its condition.
+pub fn table() -> Vec<Mediated> {
+    let mut t: Vec<Mediated> = METADATA
+        .iter()
+        .map(|syscall| Mediated {
+            syscall,
+            when: When::Always,
+        })
+        .collect();
+    t.push(Mediated {
+        syscall: "setpriority",
+        when: When::WhoNotSelf { user: PRIO_USER },
+    });
+    t.push(Mediated {
+        syscall: "ioprio_set",
+        when: When::WhoNotSelf {
+            user: IOPRIO_WHO_USER,
+        },
+    });
+    t.push(Mediated {
+        syscall: "prlimit64",
+        when: When::SetsLimitOfPid,
+    });
+    for syscall in [
+        "sched_setaffinity",
+        "sched_setscheduler",
+        "sched_setparam",
+        "sched_setattr",
+    ] {
+        t.push(Mediated {
+            syscall,
+            when: When::PidNotZero { arg: 0 },
+        });
+    }
+    t.push(Mediated {
+        syscall: "ioctl",
+        when: When::IoctlRequest {
+            request: TIOCGPTPEER,
+        },
+    });
+    t
+}
+
+#[cfg(target_os = "linux")]
+mod bpf;
+#[cfg(target_os = "linux")]
+pub use bpf::{compile, syscall_name, Instruction};

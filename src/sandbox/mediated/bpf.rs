@@ -1,0 +1,256 @@
+//! The mediated table compiled to classic BPF for this machine's architecture. Pure.
+//!
+//! Layout: the architecture check (another architecture's calls are the main filter's to
+//! kill), the x32 check (likewise), one comparison per mediated call jumping to its block,
+//! `allow`; then each call's block, ending in `allow` or `notify`. Arguments are compared on
+//! their low 32 bits (pids and requests are ints; the kernel ignores the high ones), except
+//! prlimit64's pointer, compared whole.
+
+use super::{Mediated, When};
+
+pub type Instruction = libc::sock_filter;
+
+const LD_W_ABS: u16 = 0x20;
+const JEQ_K: u16 = 0x15;
+const JGE_K: u16 = 0x35;
+const RET_K: u16 = 0x06;
+const ALLOW: u32 = 0x7fff_0000;
+const NOTIFY: u32 = 0x7fc0_0000;
+const NR: u32 = 0;
+const ARCH: u32 = 4;
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xC000_00B7;
+
+/// Where argument `n`'s low (or high) 32 bits sit in `struct seccomp_data` (little-endian).
+fn arg(n: u8, high: bool) -> u32 {
+    16 + 8 * u32::from(n) + if high { 4 } else { 0 }
+}
+
+fn stmt(code: u16, k: u32) -> Instruction {
+    Instruction {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jeq(k: u32, jt: u8, jf: u8) -> Instruction {
+    Instruction {
+        code: JEQ_K,
+        jt,
+        jf,
+        k,
+    }
+}
+
+/// One call's block: everything after its number matched.
+fn block(when: When) -> Vec<Instruction> {
+    let ret = |k| stmt(RET_K, k);
+    match when {
+        When::Always => vec![ret(NOTIFY)],
+        When::PidNotZero { arg: n } => vec![
+            stmt(LD_W_ABS, arg(n, false)),
+            jeq(0, 0, 1),
+            ret(ALLOW),
+            ret(NOTIFY),
+        ],
+        When::WhoNotSelf { user } => vec![
+            stmt(LD_W_ABS, arg(0, false)),
+            jeq(user, 3, 0),
+            stmt(LD_W_ABS, arg(1, false)),
+            jeq(0, 0, 1),
+            ret(ALLOW),
+            ret(NOTIFY),
+        ],
+        When::SetsLimitOfPid => vec![
+            stmt(LD_W_ABS, arg(0, false)),
+            jeq(0, 4, 0),
+            stmt(LD_W_ABS, arg(2, false)),
+            jeq(0, 0, 3),
+            stmt(LD_W_ABS, arg(2, true)),
+            jeq(0, 0, 1),
+            ret(ALLOW),
+            ret(NOTIFY),
+        ],
+        When::IoctlRequest { request } => vec![
+            stmt(LD_W_ABS, arg(1, false)),
+            jeq(request, 1, 0),
+            ret(ALLOW),
+            ret(NOTIFY),
+        ],
+    }
+}
+
+/// The program for `table` on this architecture; calls it does not have are left out.
+pub fn compile(table: &[Mediated]) -> Vec<Instruction> {
+    let calls: Vec<(u32, When)> = table
+        .iter()
+        .filter_map(|m| Some((u32::try_from(number(m.syscall)?).ok()?, m.when)))
+        .collect();
+    let blocks: Vec<Vec<Instruction>> = calls.iter().map(|(_, when)| block(*when)).collect();
+    let mut program = vec![
+        stmt(LD_W_ABS, ARCH),
+        jeq(AUDIT_ARCH, 1, 0),
+        stmt(RET_K, ALLOW),
+        stmt(LD_W_ABS, NR),
+        Instruction {
+            code: JGE_K,
+            jt: 0,
+            jf: 1,
+            k: X32_SYSCALL_BIT,
+        },
+        stmt(RET_K, ALLOW),
+    ];
+    // Dispatch: comparison i jumps over the comparisons after it, the final `allow`, and
+    // the blocks before its own.
+    let mut offset = calls.len(); // from the instruction after comparison 0 to block 0
+    for (i, (nr, _)) in calls.iter().enumerate() {
+        let to_block = offset - i; // comparisons left after this one, plus `allow`, plus blocks
+        program.push(jeq(*nr, u8::try_from(to_block).unwrap_or(u8::MAX), 0));
+        offset += blocks.get(i).map_or(0, Vec::len);
+    }
+    program.push(stmt(RET_K, ALLOW));
+    program.extend(blocks.into_iter().flatten());
+    program
+}
+
+/// The number of a call in the table, on this architecture; `None` where it has none.
+pub fn number(name: &str) -> Option<i64> {
+    let nr = match name {
+        #[cfg(target_arch = "x86_64")]
+        "chmod" => libc::SYS_chmod,
+        #[cfg(target_arch = "x86_64")]
+        "chown" => libc::SYS_chown,
+        #[cfg(target_arch = "x86_64")]
+        "lchown" => libc::SYS_lchown,
+        #[cfg(target_arch = "x86_64")]
+        "utime" => libc::SYS_utime,
+        #[cfg(target_arch = "x86_64")]
+        "utimes" => libc::SYS_utimes,
+        #[cfg(target_arch = "x86_64")]
+        "futimesat" => libc::SYS_futimesat,
+        "fchmod" => libc::SYS_fchmod,
+        "fchmodat" => libc::SYS_fchmodat,
+        "fchmodat2" => SYS_FCHMODAT2,
+        "fchown" => libc::SYS_fchown,
+        "fchownat" => libc::SYS_fchownat,
+        "utimensat" => libc::SYS_utimensat,
+        "setxattr" => libc::SYS_setxattr,
+        "lsetxattr" => libc::SYS_lsetxattr,
+        "fsetxattr" => libc::SYS_fsetxattr,
+        "setxattrat" => SYS_SETXATTRAT,
+        "removexattr" => libc::SYS_removexattr,
+        "lremovexattr" => libc::SYS_lremovexattr,
+        "fremovexattr" => libc::SYS_fremovexattr,
+        "removexattrat" => SYS_REMOVEXATTRAT,
+        "setpriority" => libc::SYS_setpriority,
+        "ioprio_set" => libc::SYS_ioprio_set,
+        "prlimit64" => libc::SYS_prlimit64,
+        "sched_setaffinity" => libc::SYS_sched_setaffinity,
+        "sched_setscheduler" => libc::SYS_sched_setscheduler,
+        "sched_setparam" => libc::SYS_sched_setparam,
+        "sched_setattr" => libc::SYS_sched_setattr,
+        "ioctl" => libc::SYS_ioctl,
+        _ => return None,
+    };
+    Some(nr)
+}
+
+/// The name of a mediated call's number (what a notification carries).
+pub fn syscall_name(nr: i64) -> Option<&'static str> {
+    super::table()
+        .into_iter()
+        .map(|m| m.syscall)
+        .find(|name| number(name) == Some(nr))
+}
+
+/// Numbers of the generic syscall table (the same on x86_64 and aarch64) that the libc
+/// crate does not name: fchmodat2 (Linux 6.6), setxattrat and removexattrat (6.13).
+pub const SYS_FCHMODAT2: i64 = 452;
+pub const SYS_SETXATTRAT: i64 = 463;
+pub const SYS_REMOVEXATTRAT: i64 = 466;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::mediated::{table, IOPRIO_WHO_USER, PRIO_USER, TIOCGPTPEER};
+
+    /// Run `program` on one call, as the kernel would: the action it returns.
+    fn run(program: &[Instruction], nr: i64, args: [u64; 6]) -> u32 {
+        let mut data = [0u8; 64];
+        data[0..4].copy_from_slice(&(nr as u32).to_le_bytes());
+        data[4..8].copy_from_slice(&AUDIT_ARCH.to_le_bytes());
+        for (i, a) in args.iter().enumerate() {
+            data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
+        }
+        let (mut acc, mut pc) = (0u32, 0usize);
+        loop {
+            let ins = program[pc];
+            pc += 1;
+            match ins.code {
+                LD_W_ABS => {
+                    let k = ins.k as usize;
+                    acc = u32::from_le_bytes(data[k..k + 4].try_into().unwrap());
+                }
+                JEQ_K => pc += usize::from(if acc == ins.k { ins.jt } else { ins.jf }),
+                JGE_K => pc += usize::from(if acc >= ins.k { ins.jt } else { ins.jf }),
+                RET_K => return ins.k,
+                other => panic!("unexpected instruction {other:#x}"),
+            }
+        }
+    }
+
+    #[test]
+    fn each_call_is_asked_exactly_when_its_condition_says() {
+        let p = compile(&table());
+        let nr = |name| number(name).unwrap();
+        let ask = |name, args| run(&p, nr(name), args) == NOTIFY;
+        assert!(ask("fchmodat", [0; 6]));
+        assert!(ask("fchown", [3, 0, 0, 0, 0, 0]));
+        assert!(ask("removexattrat", [0; 6]));
+        assert!(!ask("setpriority", [0, 0, 5, 0, 0, 0]), "itself");
+        assert!(ask("setpriority", [0, 42, 5, 0, 0, 0]), "another pid");
+        assert!(
+            ask("setpriority", [u64::from(PRIO_USER), 0, 5, 0, 0, 0]),
+            "a user"
+        );
+        assert!(!ask("ioprio_set", [1, 0, 0, 0, 0, 0]));
+        assert!(ask(
+            "ioprio_set",
+            [u64::from(IOPRIO_WHO_USER), 0, 0, 0, 0, 0]
+        ));
+        assert!(
+            !ask("prlimit64", [0, 7, 0x7fff_0000_1000, 0, 0, 0]),
+            "itself"
+        );
+        assert!(!ask("prlimit64", [42, 7, 0, 0x1000, 0, 0]), "only reading");
+        assert!(
+            ask("prlimit64", [42, 7, 0x7fff_0000_0000, 0, 0, 0]),
+            "high half"
+        );
+        assert!(ask("prlimit64", [42, 7, 0x1000, 0, 0, 0]));
+        assert!(!ask("sched_setaffinity", [0, 8, 0x1000, 0, 0, 0]));
+        assert!(ask("sched_setattr", [42, 0x1000, 0, 0, 0, 0]));
+        assert!(ask("ioctl", [3, u64::from(TIOCGPTPEER), 2, 0, 0, 0]));
+        assert!(!ask("ioctl", [3, 0x5401, 0, 0, 0, 0]), "TCGETS");
+        assert!(
+            ask("ioctl", [3, 0xffff_ffff_0000_5441, 0, 0, 0, 0]),
+            "high bits ignored"
+        );
+        // Every jump fits its 8 bits: the whole program is shorter than 256.
+        assert!(p.len() < 256, "{}", p.len());
+        // Calls outside the table, and other architectures' or x32 numbers: allowed here.
+        assert_eq!(run(&p, libc::SYS_openat, [0; 6]), ALLOW);
+        assert_eq!(run(&p, nr("fchmod") | 0x4000_0000, [0; 6]), ALLOW);
+        for m in table() {
+            if number(m.syscall).is_some() {
+                assert_eq!(syscall_name(nr(m.syscall)), Some(m.syscall));
+            }
+        }
+    }
+}
