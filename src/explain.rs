@@ -99,6 +99,7 @@ pub enum BackendOutput {
         landlock_under_bwrap: RulesOrRefusal,
         landlock_alone: RulesOrRefusal,
         seccomp: seccomp::Filter,
+        seccomp_alone: seccomp::Filter,
     },
     /// The backend would refuse this policy.
     Refuses { reason: String },
@@ -233,7 +234,8 @@ fn landlock_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput
         under_bwrap => BackendOutput::Applies {
             landlock_under_bwrap: under_bwrap,
             landlock_alone: ruleset(landlock::Layering::Alone),
-            seccomp: seccomp::build_filter(policy),
+            seccomp: seccomp::build_filter(policy, false),
+            seccomp_alone: seccomp::build_filter(policy, true),
         },
     }
 }

@@ -64,6 +64,7 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
             landlock_under_bwrap,
             landlock_alone,
             seccomp,
+            seccomp_alone,
         } => {
             write_landlock(
                 &mut out,
@@ -71,7 +72,17 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
                 landlock_under_bwrap,
             );
             write_landlock(&mut out, "Landlock alone (no bwrap)", landlock_alone);
-            write_seccomp(&mut out, seccomp);
+            write_seccomp(&mut out, "seccomp, under bwrap", seccomp);
+            write_seccomp(&mut out, "seccomp, Landlock alone", seccomp_alone);
+            let mediated: Vec<&str> = crate::sandbox::mediated::table()
+                .iter()
+                .map(|m| m.syscall)
+                .collect();
+            let _ = writeln!(
+                out,
+                "mediated by sbx-shell, Landlock alone (see docs/config.md, The mediator): {}",
+                mediated.join(" ")
+            );
         }
         BackendOutput::Refuses { reason } => {
             let _ = writeln!(out, "{name} refuses this policy: {reason}");
@@ -110,10 +121,10 @@ fn write_landlock(out: &mut String, title: &str, rules: &RulesOrRefusal) {
     );
 }
 
-fn write_seccomp(out: &mut String, filter: &seccomp::Filter) {
+fn write_seccomp(out: &mut String, title: &str, filter: &seccomp::Filter) {
     let _ = writeln!(
         out,
-        "seccomp (denied with EPERM; x32 ABI rejected: {}):",
+        "{title} (denied with EPERM; x32 ABI rejected: {}):",
         filter.reject_x32
     );
     for rule in &filter.rules {
@@ -135,6 +146,14 @@ fn write_seccomp(out: &mut String, filter: &seccomp::Filter) {
             } => format!(
                 " unless (family, protocol) is one of {allowed:?}, families {stream_only:?} as stream sockets only"
             ),
+            seccomp::Condition::SocketIs {
+                family,
+                types: None,
+            } => format!(" when the family is {family}"),
+            seccomp::Condition::SocketIs {
+                family,
+                types: Some(types),
+            } => format!(" when the family is {family} and the type one of {types:?}"),
         };
         let _ = writeln!(out, "  {}{when}: {}", rule.syscalls.join(" "), rule.why);
     }

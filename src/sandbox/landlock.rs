@@ -117,6 +117,8 @@ pub enum LandlockError {
     DeniedInsideWritable { denied: PathBuf, inside: PathBuf },
     #[error("Landlock alone cannot protect {protected} inside the writable {inside}\nHint: use the bwrap backend, which mounts it read-only (install bubblewrap; `sbx-shell doctor` checks it), or run read-only: --profile read-only")]
     ProtectedInsideWritable { protected: PathBuf, inside: PathBuf },
+    #[error("Landlock alone cannot grant the host socket {socket}: it refuses every unix socket by path (Landlock has no socket right before ABI 9)\nHint: use the bwrap backend (`sbx-shell setup` enables it where it cannot run), or leave out the grant (filesystem.sockets, --allow-socket)")]
+    SocketGrant { socket: PathBuf },
     #[error("internal error: a network allow-list without the proxy's port")]
     NoProxy,
 }
@@ -300,13 +302,19 @@ fn around(
     out
 }
 
-/// Alone, Landlock cannot deny inside a writable tree nor protect inside one: such a
-/// policy is refused, never weakened.
+/// Alone, Landlock cannot deny inside a writable tree nor protect inside one, and no host
+/// socket can be granted (seccomp refuses unix sockets by path, `seccomp::build_filter`):
+/// such a policy is refused, never weakened.
 fn check_alone(
     fs: &Filesystem,
     writable: &[&Path],
     exists: &dyn Fn(&Path) -> bool,
 ) -> Result<(), LandlockError> {
+    if let Some(socket) = fs.sockets.first() {
+        return Err(LandlockError::SocketGrant {
+            socket: real(socket).into(),
+        });
+    }
     for denied in fs.denied.iter().map(real) {
         if let Some(inside) = writable.iter().find(|r| denied.starts_with(r)) {
             return Err(LandlockError::DeniedInsideWritable {
@@ -541,5 +549,20 @@ mod tests {
         let ro = policy_with("/srv/work", r#"{"filesystem": {"mode": "read-only"}}"#);
         let ro = build_ruleset(&ro, Layering::Alone).unwrap();
         assert!(access_of(&ro, "/tmp/sbx-shell-0/session-9").is_empty());
+    }
+
+    #[test]
+    fn alone_a_socket_grant_is_refused() {
+        let p = policy_with(
+            "/srv/work",
+            r#"{"filesystem": {"sockets": ["/run/user/1000/ssh-agent.sock"]}}"#,
+        );
+        let err = build_ruleset(&p, Layering::Alone).unwrap_err().to_string();
+        assert!(
+            err.contains("cannot grant the host socket /run/user/1000/ssh-agent.sock"),
+            "{err}"
+        );
+        assert!(err.contains("Hint: "), "{err}");
+        assert!(build_ruleset(&p, Layering::UnderBwrap).is_ok());
     }
 }

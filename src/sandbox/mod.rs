@@ -188,8 +188,8 @@ pub fn in_process(
     ctx: &Context<'_>,
 ) -> Result<InProcess, SandboxError> {
     let exists = |p: &Path| ctx.exists(p);
-    let filter = || -> Result<seccomp::Filter, SandboxError> {
-        let filter = seccomp::build_filter(policy);
+    let filter = |alone| -> Result<seccomp::Filter, SandboxError> {
+        let filter = seccomp::build_filter(policy, alone);
         seccomp::check(&filter)?;
         Ok(filter)
     };
@@ -223,7 +223,7 @@ pub fn in_process(
                 mounts,
                 drop_privileges: true,
                 landlock,
-                seccomp: Some(filter()?),
+                seccomp: Some(filter(false)?),
                 guard: true,
                 launcher_depth: 1,
                 mediate: false,
@@ -237,7 +237,7 @@ pub fn in_process(
                 (&exists, &crate::host::children),
                 ctx.session_parts(),
             )?),
-            seccomp: Some(filter()?),
+            seccomp: Some(filter(true)?),
             guard: true,
             mounts: Vec::new(),
             launcher_depth: 0,

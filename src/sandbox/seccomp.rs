@@ -34,6 +34,7 @@ pub const AF_INET6: u32 = 10;
 /// The socket type sits in the low 4 bits of socket()'s second argument (flags above).
 pub const SOCK_TYPE_MASK: u32 = 0xf;
 pub const SOCK_STREAM: u32 = 1;
+pub const SOCK_DGRAM: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "when", deny_unknown_fields)]
@@ -48,6 +49,13 @@ pub enum Condition {
         allowed: Vec<(u32, Option<u32>)>,
         #[serde(default)]
         stream_only: Vec<u32>,
+    },
+    /// Denied when the domain (argument 0) is `family` and, if `types` are given, the type
+    /// (argument 1's low 4 bits) is one of them.
+    SocketIs {
+        family: u32,
+        #[serde(default)]
+        types: Option<Vec<u32>>,
     },
 }
 
@@ -75,7 +83,14 @@ fn always(syscalls: &[&str], why: &str) -> Rule {
     }
 }
 
-pub fn build_filter(policy: &Policy) -> Filter {
+/// The table for `policy`; `alone`: Landlock alone, without bwrap's namespaces and mounts.
+///
+/// Alone, pathname unix sockets are not mediated by Landlock before ABI 9 and no mount
+/// hides the host's (tmux, screen, D-Bus, ssh-agent, gpg-agent, container engines, X):
+/// `socket(AF_UNIX, …)` is refused, so nothing can connect or bind by path. What
+/// `socketpair` gives (already connected to each other) and inherited descriptors keep
+/// working, except datagram pairs, whose `sendto` could still name a host socket.
+pub fn build_filter(policy: &Policy, alone: bool) -> Filter {
     let mut rules = vec![
         Rule {
             syscalls: vec!["ioctl".into()],
@@ -117,11 +132,33 @@ pub fn build_filter(policy: &Policy) -> Filter {
             "changing what the filesystem looks like",
         ),
     ];
-    let local = vec![(AF_UNIX, None), (AF_NETLINK, Some(NETLINK_ROUTE))];
+    let mut local = vec![(AF_UNIX, None), (AF_NETLINK, Some(NETLINK_ROUTE))];
+    let created: Vec<String> = if alone {
+        local.retain(|(family, _)| *family != AF_UNIX);
+        rules.push(Rule {
+            syscalls: vec!["socketpair".into()],
+            condition: Condition::SocketIs {
+                family: AF_UNIX,
+                types: Some(vec![SOCK_DGRAM]),
+            },
+            why: "Landlock alone: unix datagram pairs (sendto could name a host socket)".into(),
+        });
+        vec!["socket".into()]
+    } else {
+        vec!["socket".into(), "socketpair".into()]
+    };
     match policy.network {
+        Network::Full if alone => rules.push(Rule {
+            syscalls: created,
+            condition: Condition::SocketIs {
+                family: AF_UNIX,
+                types: None,
+            },
+            why: "Landlock alone: no unix socket by path (the host's are all reachable)".into(),
+        }),
         Network::Full => {}
         Network::None => rules.push(Rule {
-            syscalls: vec!["socket".into(), "socketpair".into()],
+            syscalls: created,
             condition: Condition::SocketNotIn {
                 allowed: local,
                 stream_only: Vec::new(),
@@ -129,7 +166,7 @@ pub fn build_filter(policy: &Policy) -> Filter {
             why: "network none: only local sockets".into(),
         }),
         Network::Allow(_) => rules.push(Rule {
-            syscalls: vec!["socket".into(), "socketpair".into()],
+            syscalls: created,
             condition: Condition::SocketNotIn {
                 allowed: [local, vec![(AF_INET, None), (AF_INET6, None)]].concat(),
                 stream_only: vec![AF_INET, AF_INET6],
@@ -174,7 +211,7 @@ mod tests {
 
     #[test]
     fn the_table_denies_what_the_issue_lists() {
-        let filter = build_filter(&policy_with("/home/u/p", "{}"));
+        let filter = build_filter(&policy_with("/home/u/p", "{}"), false);
         let denied: Vec<&str> = filter
             .rules
             .iter()
@@ -208,7 +245,7 @@ mod tests {
 
     /// The condition of the socket rule for a policy with `extra`, if there is one.
     fn socket_condition(extra: &str) -> Option<Condition> {
-        build_filter(&policy_with("/home/u/p", extra))
+        build_filter(&policy_with("/home/u/p", extra), false)
             .rules
             .into_iter()
             .find(|r| r.syscalls.iter().any(|s| s == "socket"))
@@ -232,5 +269,45 @@ mod tests {
                 stream_only: vec![2, 10],
             })
         );
+    }
+
+    #[test]
+    fn alone_no_unix_socket_is_created_and_no_datagram_pair() {
+        for (network, socket) in [
+            (
+                r#"{"network": "full"}"#,
+                Condition::SocketIs {
+                    family: AF_UNIX,
+                    types: None,
+                },
+            ),
+            (
+                "{}",
+                Condition::SocketNotIn {
+                    allowed: vec![(16, Some(0))],
+                    stream_only: vec![],
+                },
+            ),
+        ] {
+            let filter = build_filter(&policy_with("/home/u/p", network), true);
+            let of = |name: &str| {
+                filter
+                    .rules
+                    .iter()
+                    .filter(|r| r.syscalls.iter().any(|s| s == name))
+                    .map(|r| r.condition.clone())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(of("socket"), [socket], "{network}");
+            assert_eq!(
+                of("socketpair"),
+                [Condition::SocketIs {
+                    family: AF_UNIX,
+                    types: Some(vec![SOCK_DGRAM])
+                }],
+                "{network}"
+            );
+            check(&filter).unwrap();
+        }
     }
 }

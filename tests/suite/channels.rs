@@ -294,20 +294,33 @@ fn socket_variables_and_credentials_by_value_are_dropped_unless_granted() {
                 assert!(!has(&out, name), "{what}: {name} passed:\n{out}");
             }
             assert!(has(&out, "KEEP_ME") && has(&out, "REPO"), "{what}:\n{out}");
-            // Granted: the socket by path, the values by name.
+            // Granted: the socket by path, the values by name. Landlock alone refuses a
+            // socket grant (it refuses every unix socket by path), with a hint.
             let agent_path = agent.display().to_string();
-            let out = run(
-                backend,
-                &[
-                    "--allow-socket",
-                    &agent_path,
-                    "--allow-env",
-                    "DATABASE_URL",
-                    "--allow-env",
-                    "NOTES",
-                ],
-            );
-            for name in ["SSH_AUTH_SOCK", "SSH_AGENT_PID", "DATABASE_URL", "NOTES"] {
+            let socket: &[&str] = &["--allow-socket", &agent_path];
+            let values: &[&str] = &["--allow-env", "DATABASE_URL", "--allow-env", "NOTES"];
+            let granted: &[&str] = if backend == "landlock" {
+                let mut all = [socket, values].concat();
+                all.extend(["-c", "echo RAN"]);
+                let refused = lab.command(backend, &all).shown();
+                let err = String::from_utf8_lossy(&refused.stderr);
+                assert!(!refused.status.success(), "{what}: {err}");
+                assert!(
+                    err.contains("cannot grant the host socket") && err.contains("Hint: "),
+                    "{what}: {err}"
+                );
+                assert!(!String::from_utf8_lossy(&refused.stdout).contains("RAN"));
+                &["DATABASE_URL", "NOTES"]
+            } else {
+                &["SSH_AUTH_SOCK", "SSH_AGENT_PID", "DATABASE_URL", "NOTES"]
+            };
+            let args = if backend == "landlock" {
+                values.to_vec()
+            } else {
+                [socket, values].concat()
+            };
+            let out = run(backend, &args);
+            for name in granted {
                 assert!(has(&out, name), "{what}: granted {name} missing:\n{out}");
             }
             for name in ["APP_CONTROL", "DISPLAY", "GH_PAT", "INNOCENT"] {

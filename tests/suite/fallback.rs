@@ -311,3 +311,87 @@ fn other_processes_cannot_be_reniced_or_limited() {
     assert!(text.contains("HOST NICE changed"), "control: {text}");
     assert_eq!(after, "7", "control");
 }
+
+/// What the inside reports for each host socket: connecting to stream listeners (a tmux
+/// server, an agent, a bus), sending to a datagram one (a log), by path and abstract.
+const SOCKET_PROBE: &str = r#"
+import socket, sys
+for path in sys.argv[1:]:
+    address = "\0" + path[1:] if path.startswith("@") else path
+    kind = socket.SOCK_DGRAM if path.endswith(".dgram") else socket.SOCK_STREAM
+    try:
+        s = socket.socket(socket.AF_UNIX, kind)
+        if kind == socket.SOCK_DGRAM:
+            s.sendto(b"x", address)
+        else:
+            s.connect(address)
+        print("REACHED", path)
+    except OSError as e:
+        print("REFUSED", path, e.errno)
+# A datagram pair can still name a host socket with sendto: refused alone.
+try:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a.sendto(b"x", sys.argv[-1]); print("REACHED pair")
+except OSError as e:
+    print("REFUSED pair", e.errno)
+# What programs use among themselves keeps working: a connected stream pair.
+a, b = socket.socketpair()
+a.send(b"ok"); print("PAIR", b.recv(2).decode())
+"#;
+
+/// Host sockets bound in /tmp, /run and the abstract namespace (as tmux, an ssh or gpg
+/// agent, D-Bus and syslog bind theirs) are unreachable; a stream socketpair works.
+#[test]
+fn host_sockets_are_unreachable() {
+    use std::os::unix::net::{UnixDatagram, UnixListener};
+    if !tools_present() {
+        return;
+    }
+    let tag = std::process::id();
+    let paths = [
+        format!("/tmp/sbx-fallback-{tag}.tmux"),
+        format!("/run/sbx-fallback-{tag}.agent"),
+        format!("/tmp/sbx-fallback-{tag}.dgram"),
+    ];
+    let abstract_name = format!("@sbx-fallback-{tag}");
+    let mut listeners = Vec::new();
+    for path in &paths[..2] {
+        listeners.push(UnixListener::bind(path).unwrap());
+    }
+    let dgram = UnixDatagram::bind(&paths[2]).unwrap();
+    dgram.set_nonblocking(true).unwrap();
+    let abstract_listener = {
+        use std::os::linux::net::SocketAddrExt;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(&abstract_name[1..]).unwrap();
+        UnixListener::bind_addr(&addr).unwrap()
+    };
+    for path in &paths {
+        fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    }
+    let mut args: Vec<&str> = vec!["--", super::sandbox::PYTHON, "-c", SOCKET_PROBE];
+    args.push(&abstract_name);
+    args.extend(paths.iter().map(String::as_str));
+    each(|backend, user| {
+        let lab = Lab::new("sock", user, false);
+        let what = lab.what(backend);
+        let out = lab.command(backend, &args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains("REACHED"), "{what}: {text}");
+        assert_eq!(text.matches("REFUSED").count(), 5, "{what}: {text}");
+        assert!(text.contains("PAIR ok"), "{what}: {text}");
+        let mut buf = [0u8; 8];
+        assert!(
+            dgram.recv(&mut buf).is_err(),
+            "{what}: the log got a datagram"
+        );
+    });
+    // Control: unconfined, every one is reached.
+    let lab = Lab::new("sock-control", User::Root, false);
+    let out = lab.command("none", &args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("REACHED").count(), 5, "control: {text}");
+    drop((listeners, abstract_listener));
+    for path in &paths {
+        let _ = fs::remove_file(path);
+    }
+}

@@ -87,6 +87,22 @@ fn conditions(
             }
             Ok(rules)
         }
+        Condition::SocketIs { family, types } => match types {
+            None => Ok(vec![SeccompRule::new(vec![cmp(
+                0,
+                SeccompCmpOp::Eq,
+                *family,
+            )?])?]),
+            Some(types) => types
+                .iter()
+                .map(|t| {
+                    SeccompRule::new(vec![
+                        cmp(0, SeccompCmpOp::Eq, *family)?,
+                        cmp(1, SeccompCmpOp::MaskedEq(u64::from(SOCK_TYPE_MASK)), *t)?,
+                    ])
+                })
+                .collect(),
+        },
     }
 }
 
@@ -156,7 +172,7 @@ mod tests {
             r#"{"network": "full"}"#,
             r#"{"network": {"allow": ["api.example.com"]}}"#,
         ] {
-            let program = compile(&build_filter(&policy_with("/home/u/p", extra))).unwrap();
+            let program = compile(&build_filter(&policy_with("/home/u/p", extra), false)).unwrap();
             assert!(program.len() > 20);
             if cfg!(target_arch = "x86_64") {
                 assert_eq!(program[0].k, 4, "arch is loaded first");
