@@ -5,6 +5,8 @@
 //! sandbox, `helper`), or the command line parsed once and handed to its subcommand
 //! (`cmd::*`; without one, `cmd::run`). Errors are printed here, once.
 
+#[cfg(target_os = "linux")]
+mod capabilities;
 mod cgroup;
 pub mod cli;
 mod cmd;

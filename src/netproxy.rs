@@ -90,7 +90,7 @@ impl Proxy {
         let listener = TcpListener::bind(("127.0.0.1", 0))?;
         let port = listener.local_addr()?.port();
         let proxy = self.clone();
-        spawn_quiet(move || proxy.accept_loop(listener))?;
+        crate::process::spawn_quiet("sbx-proxy", move || proxy.accept_loop(listener))?;
         Ok(port)
     }
 
@@ -99,7 +99,7 @@ impl Proxy {
     /// thread waiting until sbx-shell ends.
     pub fn serve_from_sandbox(&self, channel: OwnedFd) -> io::Result<()> {
         let proxy = self.clone();
-        spawn_quiet(move || {
+        crate::process::spawn_quiet("sbx-proxy", move || {
             if let Ok(listener) = handover::receive_fd(&channel) {
                 use std::os::fd::FromRawFd;
                 // SAFETY: the fd was just received and is owned by nothing else.
@@ -149,7 +149,7 @@ impl Proxy {
                 continue;
             };
             let proxy = self.clone();
-            let _ = spawn_quiet(move || proxy.handle(client));
+            let _ = crate::process::spawn_quiet("sbx-proxy", move || proxy.handle(client));
         }
     }
 
@@ -240,22 +240,6 @@ impl Proxy {
             let _ = file.write_all(line.as_bytes());
         }
     }
-}
-
-/// Start a thread with every signal blocked (they are the main thread's business).
-fn spawn_quiet(work: impl FnOnce() + Send + 'static) -> io::Result<()> {
-    thread::Builder::new()
-        .name("sbx-proxy".into())
-        .spawn(move || {
-            let all = nix::sys::signal::SigSet::all();
-            let _ = nix::sys::signal::pthread_sigmask(
-                nix::sys::signal::SigmaskHow::SIG_BLOCK,
-                Some(&all),
-                None,
-            );
-            work();
-        })?;
-    Ok(())
 }
 
 /// Read up to the end of the request head; returns the head and what came after it.

@@ -140,6 +140,23 @@ impl Lifeline {
     }
 }
 
+/// Start a thread with every signal blocked: signals are the main thread's business (the
+/// proxy's threads, the mediator's).
+pub fn spawn_quiet(name: &str, work: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let all = nix::sys::signal::SigSet::all();
+            let _ = nix::sys::signal::pthread_sigmask(
+                nix::sys::signal::SigmaskHow::SIG_BLOCK,
+                Some(&all),
+                None,
+            );
+            work();
+        })?;
+    Ok(())
+}
+
 /// A unix socket pair: ours close-on-exec, theirs for the helper to inherit (the proxy's
 /// listening socket and the mediator's listener come back through it).
 pub fn inheritable_socketpair() -> nix::Result<(OwnedFd, OwnedFd)> {

@@ -110,48 +110,13 @@ pub fn apply_drop_privileges() -> Result<(), ConfineError> {
     Ok(())
 }
 
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-const CAP_VERSION_3: u32 = 0x2008_0522;
-
 fn has_capabilities() -> Result<bool, ConfineError> {
-    let mut header = CapHeader {
-        version: CAP_VERSION_3,
-        pid: 0,
-    };
-    let mut data = [CapData::default(); 2];
-    // SAFETY: capget writes two CapData (the v3 layout) into `data` and reads `header`.
-    let rc = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
-    if rc == -1 {
-        return Err(ConfineError::ReadCapabilities(io::Error::last_os_error()));
-    }
-    Ok(data.iter().any(|d| d.permitted != 0 || d.effective != 0))
+    let sets = crate::capabilities::get().map_err(ConfineError::ReadCapabilities)?;
+    Ok(sets.iter().any(|d| d.permitted != 0 || d.effective != 0))
 }
 
 fn set_capabilities_empty() -> Result<(), ConfineError> {
-    let mut header = CapHeader {
-        version: CAP_VERSION_3,
-        pid: 0,
-    };
-    let data = [CapData::default(); 2];
-    // SAFETY: capset reads `header` and two CapData (the v3 layout) from `data`.
-    let rc = unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) };
-    if rc == -1 {
-        return Err(ConfineError::DropCapabilities(io::Error::last_os_error()));
-    }
-    Ok(())
+    crate::capabilities::set(&Default::default()).map_err(ConfineError::DropCapabilities)
 }
 
 /// The Landlock ABI whose rights the ruleset handles.

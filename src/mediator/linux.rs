@@ -15,21 +15,11 @@ use crate::sandbox::mediated::{syscall_name, IOPRIO_WHO_USER, PRIO_USER};
 /// Start the mediator: it waits for the listener on `channel` (the helper sends it just
 /// before exec) and answers until the program and everything it started are gone.
 pub fn start(channel: OwnedFd, rules: Rules) -> io::Result<()> {
-    std::thread::Builder::new()
-        .name("sbx-mediator".into())
-        .spawn(move || {
-            // Signals are the main thread's business.
-            let all = nix::sys::signal::SigSet::all();
-            let _ = nix::sys::signal::pthread_sigmask(
-                nix::sys::signal::SigmaskHow::SIG_BLOCK,
-                Some(&all),
-                None,
-            );
-            if let Err(e) = serve(&channel, &rules) {
-                eprintln!("sbx-shell: the mediator stopped: {e}");
-            }
-        })
-        .map(drop)
+    crate::process::spawn_quiet("sbx-mediator", move || {
+        if let Err(e) = serve(&channel, &rules) {
+            eprintln!("sbx-shell: the mediator stopped: {e}");
+        }
+    })
 }
 
 /// What one notification gets.
@@ -669,33 +659,9 @@ fn utimbuf(pid: u32, addr: u64) -> io::Result<Option<[libc::timespec; 2]>> {
 /// Clear this thread's effective capabilities (permitted ones stay, unused): the kernel
 /// then checks what the mediator does as it checks the program, which has none.
 fn drop_effective_capabilities() -> io::Result<()> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
+    let mut sets = crate::capabilities::get()?;
+    for half in &mut sets {
+        half.effective = 0;
     }
-    #[repr(C)]
-    #[derive(Clone, Copy, Default)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let mut header = Header {
-        version: 0x2008_0522,
-        pid: 0,
-    };
-    let mut data = [Data::default(); 2];
-    // SAFETY: capget reads the header and writes two Data (the v3 layout).
-    if unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    for d in &mut data {
-        d.effective = 0;
-    }
-    // SAFETY: capset reads the header and two Data; it changes this thread only.
-    if unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::capabilities::set(&sets)
 }
