@@ -38,6 +38,12 @@ pub struct Report {
     /// What `--backend auto` runs here, with its layers, or why it refuses.
     pub default_backend: String,
     pub default_backend_can_run: bool,
+    /// When `auto` falls back to Landlock alone: bwrap's protections missing here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_without_bwrap: Vec<&'static str>,
+    /// …and what would let bwrap run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_bwrap: Option<String>,
 }
 
 fn check(
@@ -84,6 +90,7 @@ pub fn evaluate(m: &Machine) -> Report {
             (status != Status::Ok).then_some("raise the hard nofile limit (/etc/security/limits.conf, or LimitNOFILE= for a service)"),
         ));
     }
+    let fallback = select::select(BackendChoice::Auto, m) == Ok(crate::sandbox::Backend::Landlock);
     let (default_backend, can_run) = match select::select(BackendChoice::Auto, m) {
         Ok(backend) => (
             format!(
@@ -100,6 +107,14 @@ pub fn evaluate(m: &Machine) -> Report {
         checks,
         default_backend,
         default_backend_can_run: can_run,
+        missing_without_bwrap: if fallback {
+            crate::sandbox::landlock::WITHOUT_BWRAP.to_vec()
+        } else {
+            Vec::new()
+        },
+        enable_bwrap: fallback
+            .then(|| m.bwrap_runs().err().map(|no| no.fix))
+            .flatten(),
     }
 }
 
@@ -216,6 +231,15 @@ pub fn render_text(report: &Report) -> String {
         "\ndefault backend {}: {verdict}\n",
         report.default_backend
     ));
+    if !report.missing_without_bwrap.is_empty() {
+        out.push_str("  without bwrap, these protections are missing here:\n");
+        for missing in &report.missing_without_bwrap {
+            out.push_str(&format!("    - {missing}\n"));
+        }
+    }
+    if let Some(fix) = &report.enable_bwrap {
+        out.push_str(&format!("  to enable bwrap: {fix}\n"));
+    }
     out
 }
 

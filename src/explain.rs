@@ -7,7 +7,7 @@
 mod render;
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -100,6 +100,10 @@ pub enum BackendOutput {
         landlock_alone: RulesOrRefusal,
         seccomp: seccomp::Filter,
         seccomp_alone: seccomp::Filter,
+        /// Alone: the protected paths inside the writable trees, which Landlock cannot
+        /// protect and the guard restores from a record when they change — restored, not
+        /// prevented (`guard::record`).
+        restored_alone: Vec<PathBuf>,
     },
     /// The backend would refuse this policy.
     Refuses { reason: String },
@@ -236,6 +240,11 @@ fn landlock_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput
             landlock_alone: ruleset(landlock::Layering::Alone),
             seccomp: seccomp::build_filter(policy, false),
             seccomp_alone: seccomp::build_filter(policy, true),
+            restored_alone: landlock::restored_paths(&policy.filesystem, ctx.git_dirs)
+                .into_iter()
+                .map(|(path, _)| path)
+                .filter(|path| exists(path))
+                .collect(),
         },
     }
 }

@@ -14,10 +14,16 @@
 //!   the start (`planted::Snapshot`). A `.git` symlink that was there and is changed is
 //!   put back.
 //!
+//! With Landlock alone, which cannot refuse a change inside a writable tree, the guard
+//! also puts back the protected paths that exist there, as recorded at the start
+//! (`record`).
+//!
 //! This restores; it does not prevent: a program outside that reads the place in the
 //! instant between the write and the move sees it. Everything is reached through
 //! descriptors held on the watched directories, never by following a path the program
 //! could change.
+
+pub mod record;
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -61,6 +67,8 @@ pub struct Rules {
     pub links: Vec<(PathBuf, PathBuf)>,
     /// Where what is moved aside is kept: a private directory of the state directory.
     pub keep: PathBuf,
+    /// Landlock alone: the protected paths inside the trees, put back when they change.
+    pub recorded: Vec<record::Recorded>,
 }
 
 /// What a watched directory is, for the rules.
@@ -87,12 +95,16 @@ struct Dir {
     sealed_top: bool,
     /// A missing protected path is below it (`Rules::missing`): its entries' names matter.
     near_missing: bool,
+    /// It is inside a recorded path, or one is below it (`Rules::recorded`).
+    near_recorded: bool,
 }
 
 /// What the guard did, for the report.
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub moved: Vec<Planted>,
+    /// Recorded paths the session changed, put back (`record`).
+    pub restored: Vec<Planted>,
     /// Where the copies are (`Rules::keep`).
     pub keep: PathBuf,
     /// Directories were left unwatched: the budget, or the kernel's limit on watches.
@@ -103,8 +115,10 @@ struct State {
     inotify: Inotify,
     /// A path was moved aside `HOT_TIMES` times or more since the last pause.
     hot: bool,
-    /// For each path moved aside: its entry in `out.moved`, and how many times.
-    times: HashMap<PathBuf, (usize, u64)>,
+    /// For each path moved aside or restored: how many times.
+    times: HashMap<PathBuf, u64>,
+    /// The recorded paths to restore (indices into `rules.recorded`).
+    restores: std::collections::BTreeSet<usize>,
     dirs: HashMap<WatchDescriptor, Dir>,
     queue: Vec<WatchDescriptor>,
     rules: Rules,
@@ -119,6 +133,8 @@ pub struct Guard {
 
 const MASK: AddWatchFlags = AddWatchFlags::IN_CREATE
     .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_DELETE)
     .union(AddWatchFlags::IN_CLOSE_WRITE)
     .union(AddWatchFlags::IN_MODIFY)
     .union(AddWatchFlags::IN_ATTRIB)
@@ -145,6 +161,7 @@ impl Guard {
             inotify,
             hot: false,
             times: HashMap::new(),
+            restores: std::collections::BTreeSet::new(),
             dirs: HashMap::new(),
             queue: Vec::new(),
             rules,
@@ -177,6 +194,10 @@ impl Guard {
                 break;
             }
         }
+        // Every recorded path once more, whatever the events said: the trees are left as
+        // recorded.
+        state.restores.extend(0..state.rules.recorded.len());
+        state.restore_queued();
         let State {
             inotify,
             dirs,
@@ -271,6 +292,43 @@ impl State {
                 let path = dir.path.join(name);
                 self.rules.missing.iter().any(|m| m.starts_with(&path))
             })
+            || (dir.near_recorded && self.touched(&dir.path.join(name)).next().is_some())
+    }
+
+    /// The recorded paths that a change at `path` can touch: those it is inside, and
+    /// those inside it.
+    fn touched<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = usize> + 'a {
+        self.rules
+            .recorded
+            .iter()
+            .enumerate()
+            .filter(move |(_, r)| r.path.starts_with(path) || path.starts_with(&r.path))
+            .map(|(i, _)| i)
+    }
+
+    /// Put back the recorded paths queued by the events.
+    fn restore_queued(&mut self) {
+        let queued = std::mem::take(&mut self.restores);
+        if queued.is_empty() {
+            return;
+        }
+        let keep = |path: &Path| {
+            (!self.times.contains_key(path))
+                .then(|| unique(&self.rules.keep.join(path.strip_prefix("/").unwrap_or(path))))
+        };
+        let mut restorer = record::Restorer {
+            keep: &keep,
+            as_root: nix::unistd::geteuid().is_root(),
+            done: Vec::new(),
+        };
+        for i in queued {
+            if let Some(rec) = self.rules.recorded.get(i) {
+                restorer.restore(rec);
+            }
+        }
+        for (path, what) in restorer.done {
+            self.note(&path, what, true);
+        }
     }
 
     /// List every queued directory and check each entry.
@@ -294,10 +352,24 @@ impl State {
                 self.check(wd, &name);
             }
         }
+        self.restore_queued();
     }
 
     /// The rules, for one entry of a watched directory.
     fn check(&mut self, wd: WatchDescriptor, name: &OsStr) {
+        let Some(dir) = self.dirs.get(&wd) else {
+            return;
+        };
+        let path = dir.path.join(name);
+        // Inside a recorded path, the record says what belongs: the rules below are not
+        // asked (but a directory is still watched, for what changes in it later).
+        let mut recorded_inside = false;
+        if dir.near_recorded {
+            for i in self.touched(&path).collect::<Vec<_>>() {
+                recorded_inside |= path.starts_with(&self.rules.recorded[i].path);
+                self.restores.insert(i);
+            }
+        }
         let Some(dir) = self.dirs.get(&wd) else {
             return;
         };
@@ -310,10 +382,14 @@ impl State {
             return;
         };
         let node = Node::of(&st);
-        let path = dir.path.join(name);
         let (role, sealed_top) = (dir.role, dir.sealed_top);
         let near_missing = dir.near_missing;
-        if let Some(what) = self.danger(role, near_missing, name, &path, &at, &node) {
+        let danger = if recorded_inside {
+            None
+        } else {
+            self.danger(role, near_missing, name, &path, &at, &node)
+        };
+        if let Some(what) = danger {
             self.move_aside(wd, name, &path, what);
             return;
         }
@@ -417,12 +493,14 @@ impl State {
             .missing
             .iter()
             .any(|m| m.starts_with(&path) && *m != path);
+        let near_recorded = self.touched(&path).next().is_some();
         let dir = Dir {
             fd,
             path,
             role,
             sealed_top,
             near_missing,
+            near_recorded,
         };
         let changed = self
             .dirs
@@ -453,21 +531,31 @@ impl State {
             .iter()
             .find(|(link, _)| link == path)
             .is_some_and(|(_, target)| std::os::unix::fs::symlink(target, &at).is_ok());
-        if let Some((_, times)) = self.times.get_mut(path) {
-            *times += 1;
-            self.hot |= *times >= HOT_TIMES;
-            return;
-        }
         let how = match (moved, restored) {
             (Ok(()), true) => "moved aside, the old link put back".to_string(),
             (Ok(()), false) => "moved aside".to_string(),
             (Err(e), _) => format!("could not be moved aside: {e}"),
         };
-        self.times
-            .insert(path.to_path_buf(), (self.out.moved.len(), 1));
-        self.out.moved.push(Planted {
+        self.note(path, format!("{what}, {how}"), false);
+    }
+
+    /// Record what was done at `path` for the report: the first time only (a program that
+    /// plants the same thing again and again makes the guard pause, `HOT_TIMES`).
+    fn note(&mut self, path: &Path, what: String, restored: bool) {
+        if let Some(times) = self.times.get_mut(path) {
+            *times += 1;
+            self.hot |= *times >= HOT_TIMES;
+            return;
+        }
+        self.times.insert(path.to_path_buf(), 1);
+        let list = if restored {
+            &mut self.out.restored
+        } else {
+            &mut self.out.moved
+        };
+        list.push(Planted {
             path: path.to_path_buf(),
-            what: format!("{what}, {how}"),
+            what,
         });
     }
 }
@@ -712,6 +800,73 @@ mod tests {
         );
     }
 
+    /// Landlock alone: a recorded config written and a hook planted while the guard runs
+    /// are put back at once (before the session ends), and reported as restored.
+    #[test]
+    fn recorded_paths_are_restored_while_it_runs() {
+        let base = std::env::temp_dir().join(format!("sbx-guard-rec-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let ws = base.join("ws");
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(ws.join(".git/objects")).unwrap();
+        std::fs::create_dir_all(ws.join(".git/refs")).unwrap();
+        std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(ws.join(".git/config"), "[core]\n\tbare = false\n").unwrap();
+        let ws = std::fs::canonicalize(&ws).unwrap();
+        let git = ws.join(".git");
+        let recorded = record::record(&[
+            (git.join("config"), ws.clone()),
+            (git.join("hooks"), ws.clone()),
+        ])
+        .unwrap();
+        let found = crate::repos::scan(&ws, false);
+        let rules = Rules {
+            roots: vec![(ws.clone(), false)],
+            missing: Vec::new(),
+            before: crate::planted::snapshot(&found, Some(&ws), &[], &[&ws]),
+            links: Vec::new(),
+            keep: base.join("keep"),
+            recorded,
+        };
+        let guard = Guard::start(rules).unwrap();
+        let settle = |what: &dyn Fn() -> bool| {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while !what() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            what()
+        };
+        // The guard's first listing may see the tree before or after these: either way
+        // the events, or that listing, restore them.
+        std::fs::write(git.join("config"), "[core]\n\tfsmonitor = evil\n").unwrap();
+        std::fs::write(git.join("hooks/pre-commit"), "#!/bin/sh\nevil\n").unwrap();
+        assert!(settle(&|| std::fs::read_to_string(git.join("config"))
+            .is_ok_and(|c| c == "[core]\n\tbare = false\n")));
+        assert!(settle(&|| !git.join("hooks/pre-commit").exists()));
+        // Through a rename of the git directory and a new one in its place.
+        std::fs::rename(&git, ws.join("moved")).unwrap();
+        std::fs::create_dir(&git).unwrap();
+        std::fs::write(git.join("config"), "[core]\n\tpager = evil\n").unwrap();
+        assert!(settle(&|| std::fs::read_to_string(git.join("config"))
+            .is_ok_and(|c| c == "[core]\n\tbare = false\n")));
+        let out = guard.finish();
+        let restored: Vec<String> = out
+            .restored
+            .iter()
+            .map(|p| p.path.strip_prefix(&ws).unwrap().display().to_string())
+            .collect();
+        assert!(
+            restored.contains(&".git/config".to_string()),
+            "{restored:?}"
+        );
+        assert!(
+            restored.contains(&".git/hooks/pre-commit".to_string()),
+            "{restored:?}"
+        );
+        assert!(out.moved.is_empty(), "{:?}", out.moved);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
     /// The guard on a real tree: what is planted while it runs is moved aside and kept;
     /// what was there at the start, and ordinary files, are left alone.
     #[test]
@@ -732,6 +887,7 @@ mod tests {
             before,
             links: Vec::new(),
             keep: keep.clone(),
+            recorded: Vec::new(),
         };
         let guard = Guard::start(rules).unwrap();
         std::fs::write(ws.join(".mcp.json"), "{}").unwrap();

@@ -257,6 +257,19 @@ pub fn moved_line(moved: &[Planted], keep: &Path) -> Option<String> {
     ))
 }
 
+/// The line for the protected paths the guard restored (`guard::record`, Landlock alone),
+/// or `None` when it restored nothing.
+pub fn restored_line(restored: &[Planted], keep: &Path) -> Option<String> {
+    if restored.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "this session changed protected paths, which Landlock alone cannot prevent; sbx-shell restored them from its record: {}\nHint: what the session wrote is kept in {}; the bwrap backend prevents such changes (`sbx-shell setup` enables it)",
+        listed(restored),
+        keep.display()
+    ))
+}
+
 /// The one line for the terminal, or `None` when nothing was planted.
 pub fn line(planted: &[Planted]) -> Option<String> {
     if planted.is_empty() {

@@ -94,7 +94,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         [private_home_env(&plan), temp_env(&plan, temp.as_ref())].concat(),
         &plan.launch.shell,
     );
-    let watch = Watch::start(&plan, &backend, &git, &env, started);
+    let watch = Watch::start(&plan, &backend, &git, &env, (started, say))?;
     let session = Session::open(wants_pty(
         cli.pty,
         std::io::stdin().is_terminal(),
@@ -234,12 +234,7 @@ fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result<Backend, F
         say_unconfined(&plan.launch.program);
     }
     for (layer, why, fix) in select::missing_layers(policy.backend, &host.machine) {
-        say.note(&format!(
-            "sbx-shell: {} cannot run here: {why}; running with {}. Fix: {fix} (--require {} refuses to run without it)",
-            layer.name(),
-            backend.layers().join(" + "),
-            layer.name()
-        ));
+        say.note(&select::missing_line(layer, &why, &fix, &backend));
     }
     say.detail(&format!(
         "sbx-shell: profile {}, backend {} (layers: {})",
@@ -658,6 +653,8 @@ struct Watch {
     path_dirs: Vec<std::path::PathBuf>,
     /// `.git` symlinks and their targets at the start.
     links: Vec<(std::path::PathBuf, std::path::PathBuf)>,
+    /// Landlock alone: the paths the guard puts back as recorded (`guard::record`).
+    recorded: Vec<std::path::PathBuf>,
     #[cfg(target_os = "linux")]
     guard: Option<crate::guard::Guard>,
 }
@@ -668,8 +665,8 @@ impl Watch {
         backend: &Backend,
         git: &crate::repos::Found,
         env: &[(std::ffi::OsString, std::ffi::OsString)],
-        started: SystemTime,
-    ) -> Watch {
+        (started, say): (SystemTime, Verbosity),
+    ) -> Result<Watch, Failure> {
         let policy = &plan.policy;
         let path_dirs: Vec<std::path::PathBuf> = env
             .iter()
@@ -678,16 +675,37 @@ impl Watch {
             .unwrap_or_default();
         let before = Self::snapshot(policy, git, &path_dirs);
         #[cfg(target_os = "linux")]
-        let guard = Self::guard(plan, backend, git, &before, started);
+        let (guard, recorded) = Self::guard(plan, backend, git, &before, (started, say))?;
         #[cfg(not(target_os = "linux"))]
-        let _ = (backend, started);
-        Watch {
+        let (recorded, _) = (Vec::new(), (backend, started, say));
+        Ok(Watch {
             before,
             path_dirs,
             links: git.links.clone(),
+            recorded,
             #[cfg(target_os = "linux")]
             guard,
+        })
+    }
+
+    /// Landlock alone: the protected paths inside the writable trees, and every
+    /// repository's sensitive paths there (`repos::sensitive`), recorded for the guard to
+    /// put back — Landlock cannot refuse a change inside a writable tree.
+    #[cfg(target_os = "linux")]
+    fn record(
+        plan: &Plan,
+        backend: &Backend,
+        git: &crate::repos::Found,
+    ) -> Result<Vec<crate::guard::record::Recorded>, Failure> {
+        if *backend != Backend::Landlock {
+            return Ok(Vec::new());
         }
+        let paths = sandbox::landlock::restored_paths(&plan.policy.filesystem, &git.git_dirs);
+        crate::guard::record::record(&paths).map_err(|e| {
+            Failure::from(anyhow!(
+                "{e}\nHint: use the bwrap backend, which mounts them read-only (`sbx-shell setup` enables it), or run read-only: --profile read-only"
+            ))
+        })
     }
 
     /// The guard, for a sandboxed session with writable trees.
@@ -697,11 +715,16 @@ impl Watch {
         backend: &Backend,
         git: &crate::repos::Found,
         before: &crate::planted::Snapshot,
-        started: SystemTime,
-    ) -> Option<crate::guard::Guard> {
+        (started, say): (SystemTime, Verbosity),
+    ) -> Result<(Option<crate::guard::Guard>, Vec<PathBuf>), Failure> {
         let roots = crate::repos::trees(&plan.policy);
         if matches!(backend, Backend::None) || roots.is_empty() {
-            return None;
+            return Ok((None, Vec::new()));
+        }
+        let recorded = Self::record(plan, backend, git)?;
+        let recorded_paths: Vec<PathBuf> = recorded.iter().map(|r| r.path.clone()).collect();
+        if let Some(line) = restored_note(&recorded_paths) {
+            say.note(&line);
         }
         let protected: Vec<&std::path::Path> = plan
             .policy
@@ -722,14 +745,19 @@ impl Watch {
                     sessionlog::rfc3339(started),
                     std::process::id()
                 )),
+            recorded,
         };
         match crate::guard::Guard::start(rules) {
-            Ok(guard) => Some(guard),
+            Ok(guard) => Ok((Some(guard), recorded_paths)),
+            Err(e) if !recorded_paths.is_empty() => Err(anyhow!(
+                "cannot watch the writable trees ({e}), which Landlock alone needs to restore the protected paths in them\nHint: use the bwrap backend (`sbx-shell setup` enables it), or run read-only: --profile read-only"
+            )
+            .into()),
             Err(e) => {
                 crate::say::warning(&format!(
                     "cannot watch the writable trees ({e}): what the session plants is only reported at the end"
                 ));
-                None
+                Ok((None, Vec::new()))
             }
         }
     }
@@ -765,7 +793,11 @@ impl Watch {
                 if let Some(line) = crate::planted::moved_line(&outcome.moved, &outcome.keep) {
                     crate::say::warning(&line);
                 }
-                outcome.moved
+                if let Some(line) = crate::planted::restored_line(&outcome.restored, &outcome.keep)
+                {
+                    crate::say::warning(&line);
+                }
+                [outcome.moved, outcome.restored].concat()
             }
             None => Vec::new(),
         };
@@ -776,11 +808,12 @@ impl Watch {
         let mut left = crate::planted::compare(&self.before, &after, &|p| {
             std::fs::read_to_string(p).unwrap_or_default()
         });
-        // A `.git` symlink put back by the guard is new, but says what it said.
+        // A `.git` symlink put back by the guard is new, but says what it said; a recorded
+        // path is as recorded (the guard's last pass), only its inode or time is new.
         left.retain(|p| {
             !self.links.iter().any(|(link, target)| {
                 *link == p.path && std::fs::read_link(link).is_ok_and(|t| t == *target)
-            })
+            }) && !self.recorded.iter().any(|r| p.path.starts_with(r))
         });
         if let Some(line) = crate::planted::line(&left) {
             crate::say::warning(&line);
@@ -788,6 +821,21 @@ impl Watch {
         all.extend(left);
         all
     }
+}
+
+/// The start line for Landlock alone when it records protected paths: what it cannot
+/// prevent, said plainly.
+#[cfg(target_os = "linux")]
+fn restored_note(recorded: &[PathBuf]) -> Option<String> {
+    let first = recorded.first()?;
+    let more = match recorded.len() {
+        1 => String::new(),
+        n => format!(" and {} more", n - 1),
+    };
+    Some(format!(
+        "sbx-shell: Landlock alone cannot prevent changes to the protected paths inside the writable trees ({}{more}): sbx-shell restores each from its record the moment it changes and names it at the end — restored, not prevented (the bwrap backend prevents it: `sbx-shell setup`)",
+        first.display()
+    ))
 }
 
 /// `--pty auto` means a pty only when both stdin and stdout are terminals.

@@ -44,6 +44,22 @@ fn landlock_alone_still_runs_the_default_backend() {
         .unwrap()
         .contains("bubblewrap"));
     assert!(report.default_backend_can_run);
+    // The fallback is honest: what bwrap would add, and the one command that enables it.
+    assert_eq!(
+        report.missing_without_bwrap,
+        crate::sandbox::landlock::WITHOUT_BWRAP
+    );
+    let text = render_text(&report);
+    assert!(text.contains("without bwrap, these protections are missing here:"));
+    assert!(text.contains("    - no pid namespace"), "{text}");
+    assert!(
+        text.contains("to enable bwrap: `sbx-shell setup` installs it"),
+        "{text}"
+    );
+    // Where bwrap runs, nothing is said to be missing.
+    let good = evaluate(&good_linux());
+    assert!(good.missing_without_bwrap.is_empty() && good.enable_bwrap.is_none());
+    assert!(!render_text(&good).contains("missing here"));
 }
 
 #[test]

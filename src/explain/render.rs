@@ -65,6 +65,7 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
             landlock_alone,
             seccomp,
             seccomp_alone,
+            restored_alone,
         } => {
             write_landlock(
                 &mut out,
@@ -82,6 +83,19 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
                 out,
                 "mediated by sbx-shell, Landlock alone (see docs/config.md, The mediator): {}",
                 mediated.join(" ")
+            );
+            let restored: Vec<String> = restored_alone
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            let _ = writeln!(
+                out,
+                "restored, not prevented, Landlock alone (put back from a record the moment they change): {}",
+                if restored.is_empty() {
+                    "none here".to_string()
+                } else {
+                    restored.join(" ")
+                }
             );
         }
         BackendOutput::Refuses { reason } => {

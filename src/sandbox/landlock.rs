@@ -111,6 +111,18 @@ pub struct Ruleset {
     pub min_abi: u32,
 }
 
+/// What the bwrap backend gives that Landlock alone does not, on any machine: named when
+/// `auto` falls back to Landlock alone (the start line) and by `doctor`.
+pub const WITHOUT_BWRAP: &[&str] = &[
+    "protected paths inside the workspace (.git/config, hooks …) are restored after a change, not prevented",
+    "a denied path inside the workspace cannot be hidden (such a policy is refused)",
+    "no private /tmp or /dev/shm: a private TMPDIR instead, the host's closed",
+    "every unix socket by path is refused, the program's own too, and none can be granted",
+    "no pid namespace: your other processes and their command lines are visible",
+    "no ipc namespace: the host's System V IPC objects are reachable within their permissions",
+    "a nested pty cannot be opened by its name in /dev/pts",
+];
+
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum LandlockError {
     #[error("Landlock alone cannot deny {denied} inside the writable {inside}\nHint: use the bwrap backend, which hides it (install bubblewrap; `sbx-shell doctor` checks it), or choose a workspace that does not contain it")]
@@ -304,7 +316,8 @@ fn around(
 
 /// Alone, Landlock cannot deny inside a writable tree nor protect inside one, and no host
 /// socket can be granted (seccomp refuses unix sockets by path, `seccomp::build_filter`):
-/// such a policy is refused, never weakened.
+/// such a policy is refused, never weakened — except a protected path inside a writable
+/// tree other than `/`, which the guard restores when it changes (`guard::record`).
 fn check_alone(
     fs: &Filesystem,
     writable: &[&Path],
@@ -323,8 +336,13 @@ fn check_alone(
             });
         }
     }
+    // Inside the writable trees of a workspace, the guard restores them (`guard::record`);
+    // inside `/` (unrestricted), nothing could.
     for protected in fs.protected.iter().map(real).filter(|p| exists(p)) {
-        if let Some(inside) = writable.iter().find(|w| protected.starts_with(w)) {
+        if let Some(inside) = writable
+            .iter()
+            .find(|w| **w == Path::new("/") && protected.starts_with(w))
+        {
             return Err(LandlockError::ProtectedInsideWritable {
                 protected: protected.into(),
                 inside: inside.into(),
@@ -332,6 +350,36 @@ fn check_alone(
         }
     }
     Ok(())
+}
+
+/// Alone: the protected paths inside the writable trees (not `/`), and each repository's
+/// sensitive paths there (`repos::sensitive`, as found), each with its tree — what Landlock
+/// cannot refuse to change, so the guard restores it from a record (`guard::record`).
+pub fn restored_paths(
+    fs: &Filesystem,
+    git_dirs: &[crate::repos::GitDir],
+) -> Vec<(PathBuf, PathBuf)> {
+    let roots: Vec<&Path> = crate::sandbox::bwrap::writable_roots(fs)
+        .into_iter()
+        .filter(|r| *r != Path::new("/"))
+        .collect();
+    let mut out: Vec<(PathBuf, PathBuf)> = fs
+        .protected
+        .iter()
+        .map(real)
+        .chain(
+            git_dirs
+                .iter()
+                .flat_map(|g| g.present.iter().map(PathBuf::as_path)),
+        )
+        .filter_map(|p| {
+            let root = roots.iter().find(|r| p.starts_with(r) && p != **r)?;
+            Some((p.to_path_buf(), root.to_path_buf()))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn real(path: &ResolvedPath) -> &Path {
@@ -432,22 +480,23 @@ mod tests {
             "/srv/proj",
             r#"{"filesystem": {"read": ["/data"]}, "network": "full", "nested_pty": false}"#,
         );
-        // An existing protected path inside the writable workspace: refused alone.
-        let err = build_ruleset(&p, Layering::Alone).unwrap_err();
+        // An existing protected path inside the writable workspace: the workspace is
+        // writable all the same (the guard restores it, `guard::record`).
+        let r = build_ruleset(&p, Layering::Alone).unwrap();
         assert_eq!(
-            err,
-            LandlockError::ProtectedInsideWritable {
-                protected: "/srv/proj/.git/config".into(),
-                inside: "/srv/proj".into()
-            }
-        );
-        // Without one (no .git), the workspace is writable.
-        let no_git =
-            super::build_ruleset(&p, Layering::Alone, (&|_| false, &children), port(None)).unwrap();
-        assert_eq!(
-            access_of(&no_git, "/srv/proj"),
+            access_of(&r, "/srv/proj"),
             [Access::Read, Access::ReadWrite]
         );
+        // Unrestricted, where nothing could restore it: refused.
+        let everything = policy_with(
+            "/srv/proj",
+            r#"{"filesystem": {"mode": "unrestricted"}, "network": "full"}"#,
+        );
+        assert!(matches!(
+            build_ruleset(&everything, Layering::Alone),
+            Err(LandlockError::DeniedInsideWritable { .. }
+                | LandlockError::ProtectedInsideWritable { .. })
+        ));
         let ro = policy_with(
             "/srv/proj",
             r#"{"filesystem": {"mode": "read-only", "read": ["/data"]}, "network": "full", "nested_pty": false}"#,

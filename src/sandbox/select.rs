@@ -52,6 +52,26 @@ pub fn missing_layers(choice: BackendChoice, machine: &Machine) -> Vec<(Layer, S
         .collect()
 }
 
+/// The start line for a layer `auto` wanted that cannot run (`missing_layers`): why, what
+/// runs instead and — when that is Landlock alone — which of bwrap's protections are
+/// missing, and the fix.
+pub fn missing_line(layer: Layer, why: &str, fix: &str, backend: &Backend) -> String {
+    let lacks = if layer == Layer::Bwrap && *backend == Backend::Landlock {
+        format!(
+            " alone, without bwrap's protections: {}",
+            super::landlock::WITHOUT_BWRAP.join("; ")
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "sbx-shell: {} cannot run here: {why}; running with {}{lacks}. Fix: {fix} (`sbx-shell doctor` shows each check; --require {} refuses to run without it)",
+        layer.name(),
+        backend.layers().join(" + "),
+        layer.name()
+    )
+}
+
 /// Refuse when a required layer is not among `backend`'s.
 pub fn check_required(
     required: &[Layer],
@@ -391,5 +411,27 @@ mod tests {
             .to_string();
         assert!(err.contains("seccomp") && err.contains("Hint: "), "{err}");
         assert_eq!(select(BackendChoice::None, &no_seccomp), Ok(Backend::None));
+    }
+
+    #[test]
+    fn the_fallback_line_names_what_bwrap_would_add() {
+        let line = missing_line(
+            Layer::Bwrap,
+            "no bwrap",
+            "sbx-shell setup",
+            &Backend::Landlock,
+        );
+        assert!(line.starts_with("sbx-shell: bwrap cannot run here: no bwrap; running with landlock + seccomp alone, without bwrap's protections: "), "{line}");
+        for missing in super::super::landlock::WITHOUT_BWRAP {
+            assert!(line.contains(missing), "{missing}");
+        }
+        assert!(line.contains("Fix: sbx-shell setup"), "{line}");
+        // Landlock missing under bwrap: no such list.
+        let bwrap = Backend::Bwrap {
+            path: "/usr/bin/bwrap".into(),
+            landlock: false,
+        };
+        let line = missing_line(Layer::Landlock, "old kernel", "upgrade", &bwrap);
+        assert!(!line.contains("without bwrap"), "{line}");
     }
 }

@@ -395,3 +395,91 @@ fn host_sockets_are_unreachable() {
         let _ = fs::remove_file(path);
     }
 }
+
+/// Landlock alone in a git repository: the session commits, while what it writes to
+/// `.git/config` and the hook it plants are put back the moment they appear (seen from
+/// inside, while it still runs) and named at the end and in the session log — restored,
+/// not prevented, and said so at the start. bwrap refuses the same writes. Unconfined
+/// (the control), the host's git afterwards runs the planted config and hook.
+#[test]
+fn a_repository_works_and_its_protected_paths_are_restored() {
+    use super::protections::{evil_script, fsmonitor, host_git, repo_lab};
+    if !tools_present() || !super::support::require("git", "a real repository") {
+        return;
+    }
+    for user in [User::Root, User::Nobody] {
+        for backend in ["bwrap", "landlock", "none"] {
+            let lab = repo_lab("restore", user);
+            let what = format!("{} {backend}", lab.what(backend));
+            let config = lab.ws.join(".git/config");
+            let original = fs::read(&config).unwrap();
+            let hook = lab.ws.join(".git/hooks/post-checkout");
+            let script = format!(
+                "{evil}\
+                 git -c user.name=t -c user.email=t@t commit -q --allow-empty -m inside && echo COMMIT-OK; \
+                 printf '{planted}' >> .git/config 2>/dev/null && echo CONFIG-WRITTEN; \
+                 printf '#!/bin/sh\\ntouch {out}/hook\\n' > .git/hooks/post-checkout 2>/dev/null && echo HOOK-WRITTEN; \
+                 chmod +x .git/hooks/post-checkout 2>/dev/null; \
+                 for i in $(seq 30); do \
+                   if grep -q fsmonitor .git/config || test -e .git/hooks/post-checkout; then sleep 0.1; else break; fi; \
+                 done; \
+                 grep -q fsmonitor .git/config || echo CONFIG-CLEAN; \
+                 test -e .git/hooks/post-checkout || echo NO-HOOK; \
+                 git -c user.name=t -c user.email=t@t commit -q --allow-empty -m again && echo COMMIT-AGAIN-OK",
+                evil = evil_script(&lab, "fsmonitor"),
+                planted = fsmonitor(&lab, "fsmonitor"),
+                out = lab.outside.display(),
+            );
+            let (code, out, err) = lab.sh(backend, &[], &script);
+            assert_eq!(code, 0, "{what}: {err}");
+            assert_lines(&out, &["COMMIT-OK", "COMMIT-AGAIN-OK"], &what);
+            // The host's git afterwards: status reads the config, checkout runs the hook.
+            host_git(&lab, &lab.ws, &["status", "--short"]);
+            host_git(&lab, &lab.ws, &["checkout", "-q", "-b", "after"]);
+            let fired: Vec<&str> = ["fsmonitor", "hook"]
+                .into_iter()
+                .filter(|m| lab.outside.join(m).exists())
+                .collect();
+            let log = host_git(&lab, &lab.ws, &["log", "--format=%s"]);
+            let log = String::from_utf8_lossy(&log.stdout).into_owned();
+            assert!(
+                log.contains("inside") && log.contains("again"),
+                "{what}: {log}"
+            );
+            let session_log =
+                fs::read_to_string(lab.home.join(".local/state/sbx-shell/sessions.jsonl"))
+                    .unwrap_or_default();
+            match backend {
+                "none" => {
+                    assert_lines(&out, &["CONFIG-WRITTEN", "HOOK-WRITTEN"], &what);
+                    assert_eq!(fired, ["fsmonitor", "hook"], "{what}: control: {out}");
+                    continue;
+                }
+                "bwrap" => {
+                    assert!(!out.contains("-WRITTEN"), "{what}: not refused: {out}");
+                    assert!(!err.contains("restored"), "{what}: {err}");
+                }
+                _ => {
+                    // Not prevented: the writes succeed, and are undone at once.
+                    assert_lines(
+                        &out,
+                        &["CONFIG-WRITTEN", "HOOK-WRITTEN", "CONFIG-CLEAN", "NO-HOOK"],
+                        &what,
+                    );
+                    assert!(err.contains("restored, not prevented"), "{what}: {err}");
+                    let end = err
+                        .lines()
+                        .find(|l| l.contains("restored them from its record"))
+                        .unwrap_or_else(|| panic!("{what}: no end line: {err}"));
+                    for named in [config.to_str().unwrap(), hook.to_str().unwrap()] {
+                        assert!(end.contains(named), "{what}: {named} not in {end}");
+                        assert!(session_log.contains(named), "{what}: {session_log}");
+                    }
+                }
+            }
+            assert!(fired.is_empty(), "{what}: the host's git ran {fired:?}");
+            assert_eq!(fs::read(&config).unwrap(), original, "{what}");
+            assert!(!hook.exists(), "{what}");
+        }
+    }
+}

@@ -435,6 +435,14 @@ fn where_bwrap_cannot_create_namespaces_auto_doctor_and_require_agree() {
                 && err.contains("--backend landlock"),
             "{what}: {err}"
         );
+        // …and which of bwrap's protections the session goes without.
+        assert!(
+            err.contains("without bwrap's protections: "),
+            "{what}: {err}"
+        );
+        for missing in sbx_shell::sandbox::landlock::WITHOUT_BWRAP {
+            assert!(err.contains(missing), "{what}: {missing} not in {err}");
+        }
         // doctor agrees: bwrap fails with that cause, the default backend is Landlock.
         let mut cmd = std::process::Command::new(super::support::bin());
         cmd.arg("doctor").env("HOME", &lab.home);
@@ -455,6 +463,13 @@ fn where_bwrap_cannot_create_namespaces_auto_doctor_and_require_agree() {
         );
         assert!(
             text.contains("default backend landlock (layers: landlock, seccomp): can run"),
+            "{what}: {text}"
+        );
+        assert!(
+            text.contains("without bwrap, these protections are missing here:")
+                && text.contains("    - no pid namespace")
+                && (text.contains("to enable bwrap: run sbx-shell outside that sandbox")
+                    || text.contains("to enable bwrap: start the container with")),
             "{what}: {text}"
         );
         // --require bwrap, and --backend bwrap, refuse with the remedy.

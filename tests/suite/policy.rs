@@ -184,19 +184,24 @@ fn the_schema_command_prints_the_committed_schema() {
 }
 
 /// A policy the chosen backend cannot enforce is refused before anything runs, never
-/// weakened: a protected file inside the writable workspace under Landlock alone, a backend
+/// weakened: a denied file inside the writable workspace under Landlock alone, a backend
 /// that does not exist here, and a backend name from the config file.
 #[test]
 fn a_policy_the_backend_cannot_enforce_is_refused() {
     let dir = Scratch::new("refuse");
     let (home, ws) = (dir.path("home"), dir.path("ws"));
-    std::fs::create_dir_all(ws.join(".git")).unwrap();
+    std::fs::create_dir_all(&ws).unwrap();
     std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(ws.join(".git/config"), "").unwrap();
+    let secret = ws.join("secret.txt");
+    std::fs::write(&secret, "").unwrap();
+    let secret = secret.to_str().unwrap();
     let marker = ws.join("ran");
     let touch = format!("touch {}", marker.display());
     let cases: [(&[&str], &str); 2] = [
-        (&["--backend", "landlock", "-c", &touch], "cannot protect"),
+        (
+            &["--backend", "landlock", "--deny", secret, "-c", &touch],
+            "cannot deny",
+        ),
         (&["--backend", "seatbelt", "-c", &touch], "macOS backend"),
     ];
     for (args, needle) in cases {
@@ -210,10 +215,14 @@ fn a_policy_the_backend_cannot_enforce_is_refused() {
     }
     let config_dir = home.join(".config/sbx-shell");
     std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(config_dir.join("config.json"), r#"{"backend": "landlock"}"#).unwrap();
+    std::fs::write(
+        config_dir.join("config.json"),
+        format!(r#"{{"backend": "landlock", "filesystem": {{"deny": ["{secret}"]}}}}"#),
+    )
+    .unwrap();
     let (code, _, err) = run(&home, &ws, &["-c", &touch]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("cannot protect"), "{err}");
+    assert!(err.contains("cannot deny"), "{err}");
     assert!(!marker.exists());
 }
 

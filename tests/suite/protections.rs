@@ -17,7 +17,7 @@ use super::support::{require, Shown};
 const USERS: [User; 2] = [User::Root, User::Nobody];
 
 /// `git ARGS` on the host in `dir`, as the lab's user, with the lab's home.
-fn host_git(lab: &Lab, dir: &Path, args: &[&str]) -> std::process::Output {
+pub(super) fn host_git(lab: &Lab, dir: &Path, args: &[&str]) -> std::process::Output {
     let mut cmd = Command::new("git");
     cmd.args(args)
         .current_dir(dir)
@@ -33,7 +33,7 @@ fn host_git(lab: &Lab, dir: &Path, args: &[&str]) -> std::process::Output {
 }
 
 /// A real repository with one commit in the lab's workspace (owned by the lab's user).
-fn repo_lab(name: &str, user: User) -> Lab {
+pub(super) fn repo_lab(name: &str, user: User) -> Lab {
     let lab = Lab::new(name, user, false);
     for args in [
         &["init", "-q", "-b", "main", "."][..],
@@ -68,7 +68,7 @@ fn setup_git(lab: &Lab, dir: &Path, args: &[&str]) {
 }
 
 /// A script the attacker leaves in the workspace, that git would run: it marks `$LAB_OUT`.
-fn evil_script(lab: &Lab, mark: &str) -> String {
+pub(super) fn evil_script(lab: &Lab, mark: &str) -> String {
     format!(
         "printf '#!/bin/sh\\ntouch {out}/{mark}\\n' > {ws}/evil-{mark}.sh; chmod +x {ws}/evil-{mark}.sh; ",
         out = lab.outside.display(),
@@ -76,7 +76,7 @@ fn evil_script(lab: &Lab, mark: &str) -> String {
     )
 }
 
-fn fsmonitor(lab: &Lab, mark: &str) -> String {
+pub(super) fn fsmonitor(lab: &Lab, mark: &str) -> String {
     format!(
         "[core]\\n\\tfsmonitor = {}/evil-{mark}.sh\\n",
         lab.ws.display()
@@ -375,7 +375,7 @@ fn what_no_mount_can_refuse_is_moved_aside_at_once() {
         return;
     }
     for user in USERS {
-        for backend in ["bwrap", "none"] {
+        for backend in ["bwrap", "landlock", "none"] {
             let lab = repo_lab("guard", user);
             let ws = &lab.ws;
             // A directory whose `.git` is a symlink to the workspace's git directory, and

@@ -1,0 +1,563 @@
+//! Landlock alone: the protected paths inside the writable trees, recorded when the
+//! session starts and put back by the guard whenever they change. Landlock cannot refuse
+//! a change below a writable directory (its rights pass down, and a rename needs rights
+//! on the parent only), so these are *restored, not prevented*: a program outside that
+//! reads one in the instant between the change and the restore sees the change.
+//!
+//! Recorded: each path's bytes (a file), target (a symlink) or entries (a directory,
+//! recursively), with modes and owners. Restored: whatever differs is taken out (a copy
+//! kept, as the guard keeps what it moves aside) and made again from the record; what is
+//! new inside a recorded directory is taken out; a non-directory standing where one of a
+//! recorded path's ancestors was is taken out. A missing ancestor is not made again:
+//! without it nothing is at the path, and the guard restores the path when the ancestor
+//! reappears. Every step goes through descriptors and follows no symlink.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{FchmodatFlags, Mode};
+
+/// At most this many entries, and bytes of file content, are recorded in all: a larger
+/// record is refused (the session does not start), never cut short.
+pub const ENTRIES_LIMIT: usize = 20_000;
+pub const BYTES_LIMIT: u64 = 64 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    File(Vec<u8>),
+    Dir(BTreeMap<OsString, Item>),
+    Link(OsString),
+    /// A fifo, socket or device: left alone while it stays one.
+    Other(libc::mode_t),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Item {
+    kind: Kind,
+    /// The permission bits (`st_mode & 0o7777`).
+    perm: u32,
+    uid: u32,
+    gid: u32,
+}
+
+/// One recorded path, inside the writable tree `root`.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub path: PathBuf,
+    pub root: PathBuf,
+    item: Item,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("the protected paths inside the writable trees are too large to record (more than {ENTRIES_LIMIT} entries or {} MiB; the first beyond is {path})", BYTES_LIMIT >> 20)]
+    TooLarge { path: PathBuf },
+    #[error("cannot record the protected path {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+struct Budget {
+    entries: usize,
+    bytes: u64,
+}
+
+/// Record each `(path, root)` (absolute; `path` strictly inside the writable tree `root`);
+/// a path that does not exist is left out (the guard's `missing` covers it), and so is one
+/// inside another recorded path.
+pub fn record(paths: &[(PathBuf, PathBuf)]) -> Result<Vec<Recorded>, RecordError> {
+    let mut sorted: Vec<&(PathBuf, PathBuf)> = paths
+        .iter()
+        .filter(|(p, r)| p.starts_with(r) && p != r)
+        .collect();
+    sorted.sort();
+    sorted.dedup();
+    let mut budget = Budget {
+        entries: ENTRIES_LIMIT,
+        bytes: BYTES_LIMIT,
+    };
+    let mut out: Vec<Recorded> = Vec::new();
+    for (path, root) in sorted {
+        if out.iter().any(|r| path.starts_with(&r.path)) {
+            continue;
+        }
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            continue;
+        };
+        let io = |source| RecordError::Io {
+            path: path.clone(),
+            source,
+        };
+        let dir = match crate::files::open_nofollow(parent) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io(e)),
+        };
+        if let Some(item) = read_item(dir.as_fd(), name, path, &mut budget)? {
+            out.push(Recorded {
+                path: path.clone(),
+                root: root.clone(),
+                item,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn read_item(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    path: &Path,
+    budget: &mut Budget,
+) -> Result<Option<Item>, RecordError> {
+    let io = |source: io::Error| RecordError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let st = match nix::sys::stat::fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(e) => return Err(io(e.into())),
+    };
+    budget.entries = budget
+        .entries
+        .checked_sub(1)
+        .ok_or_else(|| RecordError::TooLarge {
+            path: path.to_path_buf(),
+        })?;
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => {
+            let fd = nix::fcntl::openat(dir, name, read_flags(), Mode::empty())
+                .map_err(|e| io(e.into()))?;
+            let mut bytes = Vec::new();
+            std::fs::File::from(fd)
+                .take(budget.bytes + 1)
+                .read_to_end(&mut bytes)
+                .map_err(io)?;
+            let len = bytes.len() as u64;
+            budget.bytes = budget
+                .bytes
+                .checked_sub(len)
+                .ok_or_else(|| RecordError::TooLarge {
+                    path: path.to_path_buf(),
+                })?;
+            Kind::File(bytes)
+        }
+        libc::S_IFDIR => {
+            let fd =
+                nix::fcntl::openat(dir, name, read_flags() | OFlag::O_DIRECTORY, Mode::empty())
+                    .map_err(|e| io(e.into()))?;
+            let mut entries = BTreeMap::new();
+            for child in list(&fd).map_err(io)? {
+                if let Some(item) = read_item(fd.as_fd(), &child, &path.join(&child), budget)? {
+                    entries.insert(child, item);
+                }
+            }
+            Kind::Dir(entries)
+        }
+        libc::S_IFLNK => Kind::Link(nix::fcntl::readlinkat(dir, name).map_err(|e| io(e.into()))?),
+        other => Kind::Other(other),
+    };
+    Ok(Some(Item {
+        kind,
+        perm: st.st_mode & 0o7777,
+        uid: st.st_uid,
+        gid: st.st_gid,
+    }))
+}
+
+fn read_flags() -> OFlag {
+    OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC
+}
+
+/// The names in the directory `fd`.
+fn list(fd: &OwnedFd) -> io::Result<Vec<OsString>> {
+    Ok(std::fs::read_dir(super::proc_path(fd))?
+        .flatten()
+        .map(|e| e.file_name())
+        .collect())
+}
+
+/// What a restore needs besides the record.
+pub struct Restorer<'a> {
+    /// Where to keep a copy of what is taken out at a path (`None`: no copy).
+    pub keep: &'a dyn Fn(&Path) -> Option<PathBuf>,
+    /// Owners are put back too (only root can).
+    pub as_root: bool,
+    /// What was done, by path, for the report.
+    pub done: Vec<(PathBuf, String)>,
+}
+
+impl Restorer<'_> {
+    /// Put `rec` back as it was recorded.
+    pub fn restore(&mut self, rec: &Recorded) {
+        let Ok(rel) = rec.path.strip_prefix(&rec.root) else {
+            return;
+        };
+        let names: Vec<&OsStr> = rel
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(name) => Some(name),
+                _ => None,
+            })
+            .collect();
+        let Some((last, ancestors)) = names.split_last() else {
+            return;
+        };
+        let Ok(mut at) = crate::files::open_nofollow(&rec.root) else {
+            return;
+        };
+        let mut path = rec.root.clone();
+        for name in ancestors {
+            path.push(name);
+            match nix::sys::stat::fstatat(at.as_fd(), *name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => {}
+                Ok(_) => {
+                    let how = self.take_out(at.as_fd(), name, &path);
+                    self.done.push((
+                        path,
+                        format!("not a directory, in place of a protected path's: {how}"),
+                    ));
+                    return;
+                }
+                // Missing (or unreachable for now): nothing is at the path.
+                Err(_) => return,
+            }
+            match nix::fcntl::openat(at.as_fd(), *name, dir_flags(), Mode::empty()) {
+                Ok(fd) => at = fd,
+                Err(_) => return,
+            }
+        }
+        self.sync(at.as_fd(), last, &rec.item, &rec.path);
+    }
+
+    /// Make the entry `name` of `dir` (at `path`) what `item` says.
+    fn sync(&mut self, dir: BorrowedFd<'_>, name: &OsStr, item: &Item, path: &Path) {
+        let now = nix::sys::stat::fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).ok();
+        let what = match &now {
+            Some(st) if self.same(dir, name, st, item) => {
+                if let Kind::Dir(entries) = &item.kind {
+                    if st.st_mode & 0o7777 != item.perm {
+                        let _ = chmod(dir, name, item.perm);
+                        self.done
+                            .push((path.to_path_buf(), "mode changed: put back".into()));
+                    }
+                    self.sync_entries(dir, name, entries, path);
+                }
+                return;
+            }
+            Some(_) => format!("changed: {}", self.take_out(dir, name, path)),
+            None => "removed".to_string(),
+        };
+        let how = match self.make(dir, name, item) {
+            Ok(()) => "restored from the record".to_string(),
+            Err(e) => format!("could not be restored: {e}"),
+        };
+        self.done
+            .push((path.to_path_buf(), format!("{what}, {how}")));
+    }
+
+    fn sync_entries(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        entries: &BTreeMap<OsString, Item>,
+        path: &Path,
+    ) {
+        let Ok(fd) = nix::fcntl::openat(dir, name, dir_flags(), Mode::empty()) else {
+            return;
+        };
+        for (child, item) in entries {
+            self.sync(fd.as_fd(), child, item, &path.join(child));
+        }
+        let Ok(present) = list(&fd) else {
+            return;
+        };
+        for child in present.iter().filter(|c| !entries.contains_key(*c)) {
+            let at = path.join(child);
+            let how = self.take_out(fd.as_fd(), child, &at);
+            self.done.push((at, format!("new: {how}")));
+        }
+    }
+
+    /// Whether the entry (`st`, as `fstatat` saw it) is what `item` recorded; a
+    /// directory's entries are compared by `sync_entries`, and its mode put back there.
+    fn same(&self, dir: BorrowedFd<'_>, name: &OsStr, st: &libc::stat, item: &Item) -> bool {
+        let kind = st.st_mode & libc::S_IFMT;
+        let owner = !self.as_root || (st.st_uid == item.uid && st.st_gid == item.gid);
+        let perm = st.st_mode & 0o7777 == item.perm;
+        owner
+            && match &item.kind {
+                Kind::Dir(_) => kind == libc::S_IFDIR,
+                Kind::File(bytes) => {
+                    kind == libc::S_IFREG
+                        && perm
+                        && u64::try_from(st.st_size).ok() == Some(bytes.len() as u64)
+                        && read_file(dir, name).is_ok_and(|now| now == *bytes)
+                }
+                Kind::Link(target) => {
+                    kind == libc::S_IFLNK
+                        && nix::fcntl::readlinkat(dir, name).is_ok_and(|now| now == *target)
+                }
+                Kind::Other(was) => kind == *was && perm,
+            }
+    }
+
+    /// Take the entry out of the tree (a copy kept where `keep` says); how it went.
+    fn take_out(&self, dir: BorrowedFd<'_>, name: &OsStr, path: &Path) -> String {
+        let keep = (self.keep)(path);
+        match super::remove_keeping(dir, name, keep.as_deref(), 0) {
+            Ok(()) => "taken out".into(),
+            Err(e) => format!("could not be taken out ({e})"),
+        }
+    }
+
+    /// Make `item` as the entry `name` of `dir`, which holds nothing by that name.
+    fn make(&self, dir: BorrowedFd<'_>, name: &OsStr, item: &Item) -> io::Result<()> {
+        match &item.kind {
+            Kind::File(bytes) => {
+                // Written under a name of its own, then renamed into place: the path is
+                // never a half-written file.
+                let temp = format!(".sbx-shell-restore.{}", std::process::id());
+                let fd = nix::fcntl::openat(
+                    dir,
+                    temp.as_str(),
+                    OFlag::O_WRONLY
+                        | OFlag::O_CREAT
+                        | OFlag::O_EXCL
+                        | OFlag::O_NOFOLLOW
+                        | OFlag::O_CLOEXEC,
+                    Mode::from_bits_truncate(0o600),
+                )?;
+                let filled = self
+                    .fill(fd, bytes, item)
+                    .and_then(|()| Ok(nix::fcntl::renameat(dir, temp.as_str(), dir, name)?));
+                if filled.is_err() {
+                    let _ = nix::unistd::unlinkat(
+                        dir,
+                        temp.as_str(),
+                        nix::unistd::UnlinkatFlags::NoRemoveDir,
+                    );
+                }
+                filled
+            }
+            Kind::Dir(entries) => {
+                nix::sys::stat::mkdirat(dir, name, Mode::from_bits_truncate(0o700))?;
+                let fd = nix::fcntl::openat(dir, name, dir_flags(), Mode::empty())?;
+                for (child, inner) in entries {
+                    // One that cannot be made is found again by the next restore.
+                    let _ = self.make(fd.as_fd(), child, inner);
+                }
+                self.own(dir, name, item)?;
+                Ok(chmod(dir, name, item.perm)?)
+            }
+            Kind::Link(target) => {
+                nix::unistd::symlinkat(target.as_os_str(), dir, name)?;
+                self.own(dir, name, item)
+            }
+            Kind::Other(_) => Err(io::Error::other("not a file, directory or symlink")),
+        }
+    }
+
+    fn fill(&self, fd: OwnedFd, bytes: &[u8], item: &Item) -> io::Result<()> {
+        let mut file = std::fs::File::from(fd);
+        file.write_all(bytes)?;
+        if self.as_root {
+            nix::unistd::fchown(file.as_fd(), Some(item.uid.into()), Some(item.gid.into()))?;
+        }
+        // After the owner: a chown clears the set-id bits.
+        Ok(nix::sys::stat::fchmod(
+            file.as_fd(),
+            Mode::from_bits_truncate(item.perm),
+        )?)
+    }
+
+    fn own(&self, dir: BorrowedFd<'_>, name: &OsStr, item: &Item) -> io::Result<()> {
+        if self.as_root {
+            nix::unistd::fchownat(
+                dir,
+                name,
+                Some(item.uid.into()),
+                Some(item.gid.into()),
+                AtFlags::AT_SYMLINK_NOFOLLOW,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn dir_flags() -> OFlag {
+    OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC
+}
+
+fn chmod(dir: BorrowedFd<'_>, name: &OsStr, perm: u32) -> nix::Result<()> {
+    nix::sys::stat::fchmodat(
+        dir,
+        name,
+        Mode::from_bits_truncate(perm),
+        FchmodatFlags::NoFollowSymlink,
+    )
+}
+
+fn read_file(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Vec<u8>> {
+    let fd = nix::fcntl::openat(dir, name, read_flags(), Mode::empty())?;
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(BYTES_LIMIT)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn tree(name: &str) -> PathBuf {
+        let base = std::env::temp_dir().join(format!("sbx-record-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("ws/.git/hooks")).unwrap();
+        std::fs::write(base.join("ws/.git/config"), "[core]\n\tbare = false\n").unwrap();
+        std::fs::write(base.join("ws/.git/hooks/pre-commit.sample"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            base.join("ws/.git/hooks/pre-commit.sample"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("config", base.join("ws/.git/hooks/link")).unwrap();
+        std::fs::canonicalize(&base).unwrap()
+    }
+
+    fn restore_all(recorded: &[Recorded], keep: &Path) -> Vec<(PathBuf, String)> {
+        let keep_at = |p: &Path| Some(keep.join(p.strip_prefix("/").unwrap()));
+        let mut r = Restorer {
+            keep: &keep_at,
+            as_root: nix::unistd::geteuid().is_root(),
+            done: Vec::new(),
+        };
+        for rec in recorded {
+            r.restore(rec);
+        }
+        r.done
+    }
+
+    /// Changed, removed, new, replaced by a symlink, made not a directory: each put back
+    /// as recorded, and what was there kept; an unchanged record does nothing.
+    #[test]
+    fn what_changes_is_put_back_and_kept() {
+        let base = tree("back");
+        let ws = base.join("ws");
+        let git = ws.join(".git");
+        let recorded = record(&[
+            (git.join("config"), ws.clone()),
+            (git.join("hooks"), ws.clone()),
+            (git.join("hooks/pre-commit.sample"), ws.clone()),
+            (ws.join(".mcp.json"), ws.clone()),
+        ])
+        .unwrap();
+        // The sample is inside the hooks, and .mcp.json does not exist.
+        assert_eq!(recorded.len(), 2);
+        let keep = base.join("keep");
+        assert_eq!(restore_all(&recorded, &keep), []);
+
+        std::fs::write(git.join("config"), "[core]\n\tfsmonitor = evil\n").unwrap();
+        std::fs::write(git.join("hooks/post-checkout"), "#!/bin/sh\nevil\n").unwrap();
+        std::fs::remove_file(git.join("hooks/pre-commit.sample")).unwrap();
+        std::fs::remove_file(git.join("hooks/link")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", git.join("hooks/link")).unwrap();
+        let mut done: Vec<String> = restore_all(&recorded, &keep)
+            .into_iter()
+            .map(|(p, what)| format!("{} {what}", p.strip_prefix(&ws).unwrap().display()))
+            .collect();
+        done.sort();
+        assert_eq!(
+            done,
+            [
+                ".git/config changed: taken out, restored from the record",
+                ".git/hooks/link changed: taken out, restored from the record",
+                ".git/hooks/post-checkout new: taken out",
+                ".git/hooks/pre-commit.sample removed, restored from the record",
+            ]
+        );
+        assert_eq!(
+            std::fs::read_to_string(git.join("config")).unwrap(),
+            "[core]\n\tbare = false\n"
+        );
+        assert!(!git.join("hooks/post-checkout").exists());
+        let sample = git.join("hooks/pre-commit.sample");
+        assert_eq!(
+            std::fs::metadata(&sample).unwrap().permissions().mode() & 0o7777,
+            0o755
+        );
+        assert_eq!(
+            std::fs::read_link(git.join("hooks/link")).unwrap(),
+            Path::new("config")
+        );
+        let kept = keep.join(git.strip_prefix("/").unwrap());
+        assert_eq!(
+            std::fs::read_to_string(kept.join("config")).unwrap(),
+            "[core]\n\tfsmonitor = evil\n"
+        );
+        assert!(kept.join("hooks/post-checkout").is_file());
+
+        // The whole hooks directory replaced by a file.
+        std::fs::remove_dir_all(git.join("hooks")).unwrap();
+        std::fs::write(git.join("hooks"), "x").unwrap();
+        let done = restore_all(&recorded, &keep);
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert!(git.join("hooks/pre-commit.sample").is_file());
+        assert_eq!(restore_all(&recorded, &keep), []);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// A renamed ancestor: nothing is made where it was; a new one is restored into, and a
+    /// symlink standing in its place is taken out, not followed.
+    #[test]
+    fn an_ancestor_moved_away_is_not_followed() {
+        let base = tree("ancestor");
+        let ws = base.join("ws");
+        let git = ws.join(".git");
+        let recorded = record(&[(git.join("config"), ws.clone())]).unwrap();
+        let keep = base.join("keep");
+        std::fs::rename(&git, ws.join("old")).unwrap();
+        assert_eq!(restore_all(&recorded, &keep), []);
+        assert!(!git.exists());
+
+        std::fs::create_dir(&git).unwrap();
+        std::fs::write(git.join("config"), "[core]\n\tpager = evil\n").unwrap();
+        restore_all(&recorded, &keep);
+        assert_eq!(
+            std::fs::read_to_string(git.join("config")).unwrap(),
+            "[core]\n\tbare = false\n"
+        );
+
+        std::fs::remove_dir_all(&git).unwrap();
+        std::os::unix::fs::symlink(ws.join("old"), &git).unwrap();
+        std::fs::write(ws.join("old/config"), "[core]\n\tpager = evil\n").unwrap();
+        let done = restore_all(&recorded, &keep);
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert!(git.symlink_metadata().is_err());
+        // Not followed: the directory the symlink named is as the program left it.
+        assert!(std::fs::read_to_string(ws.join("old/config"))
+            .unwrap()
+            .contains("evil"));
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn a_record_too_large_is_refused() {
+        let base = tree("large");
+        let ws = base.join("ws");
+        std::fs::create_dir(ws.join("many")).unwrap();
+        for i in 0..ENTRIES_LIMIT {
+            std::fs::write(ws.join(format!("many/{i}")), "").unwrap();
+        }
+        let err = record(&[(ws.join("many"), ws.clone())]).unwrap_err();
+        assert!(matches!(err, RecordError::TooLarge { .. }), "{err}");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
