@@ -6,7 +6,7 @@
 
 mod render;
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -121,11 +121,16 @@ const HELPER: &str = "sbx-shell __sbx_helper …";
 /// Every backend, with what it would run for `policy`.
 pub fn backends(
     policy: &Policy,
+    command: &[OsString],
     host: &Host,
     proxy_port: Option<u16>,
     selected: &Selected,
 ) -> Vec<BackendReport> {
     let git = crate::repos::scan_writable(policy);
+    // The tools as this process's PATH finds them (the child's may differ by
+    // `environment.set`), and the command's own directory.
+    let program = command.first().map_or(OsStr::new(""), OsString::as_os_str);
+    let tools = crate::program::tool_dirs(std::env::var_os("PATH").as_deref(), program);
     let ctx = sandbox::Context {
         place: &host.place,
         tty: None,
@@ -133,6 +138,7 @@ pub fn backends(
         helper_fd: None,
         git_dirs: &git.git_dirs,
         temp_dir: Some(Path::new(crate::sessiontemp::EXAMPLE)),
+        tools: &tools,
     };
     let seatbelt = seatbelt_output(policy, &ctx);
     let bwrap = bwrap_output(policy, host, &ctx);
@@ -270,7 +276,7 @@ pub fn report<'a>(
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
-        backends: backends(policy, host, proxy_port, &selected),
+        backends: backends(policy, command, host, proxy_port, &selected),
         sockets: crate::sockets::for_policy(&host.place.sockets, &policy.filesystem),
         dropped_variables: dropped_variables(policy, host, &selected),
         selected,

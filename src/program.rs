@@ -64,6 +64,28 @@ pub fn find_in_path(
         .find(|candidate| exists(candidate))
 }
 
+/// The directories `program`'s tools run from, as real paths: each absolute directory of
+/// `path_var` (the child's `PATH`) and the one `program` itself is in (symlinks followed:
+/// `node_modules/.bin/x` names a file in its package). For Landlock alone, whose reads are
+/// an allow-list (`sandbox::landlock::tool_prefixes`).
+pub fn tool_dirs(path_var: Option<&OsStr>, program: &OsStr) -> Vec<PathBuf> {
+    let found = if program.as_bytes().contains(&b'/') {
+        Some(PathBuf::from(program))
+    } else {
+        find_in_path(Path::new(program), path_var, Path::is_file)
+    };
+    let own = found
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    path_var
+        .into_iter()
+        .flat_map(std::env::split_paths)
+        .filter(|d| d.is_absolute())
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .chain(own)
+        .collect()
+}
+
 /// How to install the agents people run under sbx-shell, for a "not found" error.
 pub fn install_hint(program: &str) -> Option<&'static str> {
     match program {

@@ -62,22 +62,6 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let git = crate::repos::scan_writable(&plan.policy);
     let temp = session_temp(&plan, &backend)?;
     let temp_dir = temp.as_ref().map(SessionTemp::path);
-    let layers = confine(&plan, &backend, &host, net.as_ref(), (&git, temp_dir))?;
-    let cgroup = cgroup::SessionCgroup::create(cgroup::SessionLimits {
-        pids: plan.policy.limits.session_processes,
-        memory_bytes: plan
-            .policy
-            .limits
-            .session_memory_mib
-            .map(|m| m.saturating_mul(1024 * 1024)),
-    })
-    .map_err(anyhow::Error::from)?;
-    if let Some(cgroup) = &cgroup {
-        say.detail(&format!(
-            "sbx-shell: the session's cgroup is {}",
-            cgroup.dir().display()
-        ));
-    }
     let inherited: Vec<_> = std::env::vars_os().collect();
     let env = launch::child_env(
         plan.policy.environment.apply(
@@ -94,6 +78,34 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         [private_home_env(&plan), temp_env(&plan, temp.as_ref())].concat(),
         &plan.launch.shell,
     );
+    let tools = program::tool_dirs(
+        env.iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_os_str()),
+        &plan.launch.program,
+    );
+    let layers = confine(
+        &plan,
+        &backend,
+        &host,
+        net.as_ref(),
+        (&git, temp_dir, &tools),
+    )?;
+    let cgroup = cgroup::SessionCgroup::create(cgroup::SessionLimits {
+        pids: plan.policy.limits.session_processes,
+        memory_bytes: plan
+            .policy
+            .limits
+            .session_memory_mib
+            .map(|m| m.saturating_mul(1024 * 1024)),
+    })
+    .map_err(anyhow::Error::from)?;
+    if let Some(cgroup) = &cgroup {
+        say.detail(&format!(
+            "sbx-shell: the session's cgroup is {}",
+            cgroup.dir().display()
+        ));
+    }
     let watch = Watch::start(&plan, &backend, &git, &env, (started, say))?;
     let session = Session::open(wants_pty(
         cli.pty,
@@ -441,7 +453,7 @@ fn confine(
     backend: &Backend,
     host: &Host,
     net: Option<&ProxySession>,
-    (git, temp_dir): (&crate::repos::Found, Option<&Path>),
+    (git, temp_dir, tools): (&crate::repos::Found, Option<&Path>, &[PathBuf]),
 ) -> Result<InProcess, Failure> {
     let ctx = sandbox::Context {
         place: &host.place,
@@ -450,6 +462,7 @@ fn confine(
         helper_fd: None,
         git_dirs: &git.git_dirs,
         temp_dir,
+        tools,
     };
     Ok(sandbox::in_process(backend, &plan.policy, &ctx)?)
 }
@@ -548,6 +561,7 @@ fn build_argv(
         }),
         git_dirs: &git.git_dirs,
         temp_dir,
+        tools: &[],
     };
     let argv = sandbox::wrap(backend, &plan.policy, &ctx, &helper_argv)?;
     if !matches!(backend, Backend::Bwrap { .. }) {

@@ -146,6 +146,8 @@ pub struct SessionParts<'a> {
     /// Alone, in workspace-write: the session's private temporary directory
     /// (`sessiontemp`), writable where bwrap would give a private `/tmp`.
     pub temp_dir: Option<&'a Path>,
+    /// Alone: the directories the program's tools run from (`tool_prefixes`).
+    pub tools: &'a [PathBuf],
 }
 
 /// The ruleset for `policy`; `exists` tells which protected paths exist on the host, and
@@ -170,7 +172,8 @@ pub fn build_ruleset(
     };
     let fs = &policy.filesystem;
     let writable = writable_roots(fs, layering, session.temp_dir);
-    let readable = readable_roots(fs, layering);
+    let prefixes = tool_prefixes(session.tools);
+    let readable = readable_roots(fs, layering, &prefixes);
     if layering == Layering::Alone {
         check_alone(fs, &writable, exists)?;
     }
@@ -276,7 +279,11 @@ fn writable_roots<'a>(
 
 /// The trees the program may read: everything under bwrap (whose mounts hide the rest),
 /// an allow-list alone.
-fn readable_roots(fs: &Filesystem, layering: Layering) -> Vec<&Path> {
+fn readable_roots<'a>(
+    fs: &'a Filesystem,
+    layering: Layering,
+    tools: &'a [PathBuf],
+) -> Vec<&'a Path> {
     match layering {
         Layering::UnderBwrap => vec![Path::new("/")],
         Layering::Alone => {
@@ -286,9 +293,31 @@ fn readable_roots(fs: &Filesystem, layering: Layering) -> Vec<&Path> {
             r.push(real(&fs.home));
             r.push(real(&fs.workspace));
             r.extend(fs.readable.iter().chain(&fs.protected).map(real));
+            r.extend(tools.iter().map(PathBuf::as_path));
             r
         }
     }
+}
+
+/// The install prefixes of the directories tools run from (`SessionParts::tools`): each
+/// directory's parent — `bin/` beside `lib/` and `share/`, `node_modules/.bin` beside the
+/// packages its links name, a virtualenv's `bin/` beside its `lib/` — or the directory
+/// itself where its parent is `/`. Readable alone, so that a program installed outside
+/// the home and the system directories (linuxbrew, a project's `node_modules`, `/snap`)
+/// starts, as it does under bwrap, where everything not denied is readable; denied paths
+/// inside stay left out (`around`).
+pub fn tool_prefixes(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = dirs
+        .iter()
+        .filter(|d| d.is_absolute() && *d != Path::new("/"))
+        .map(|d| match d.parent() {
+            Some(parent) if parent != Path::new("/") => parent.to_path_buf(),
+            _ => d.clone(),
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// `root` as rules that leave out every `denied` path: `root` itself when none is inside
@@ -416,6 +445,7 @@ mod tests {
         SessionParts {
             proxy_port,
             temp_dir: None,
+            tools: &[],
         }
     }
 
@@ -430,8 +460,67 @@ mod tests {
             SessionParts {
                 proxy_port: Some(3128),
                 temp_dir: Some(Path::new("/tmp/sbx-shell-0/session-9")),
+                tools: &[],
             },
         )
+    }
+
+    /// Alone, a tool's install prefix is readable: a PATH directory's parent (the
+    /// directory itself below `/`), and a denied path inside it is still left out.
+    #[test]
+    fn alone_the_tools_install_prefixes_are_readable() {
+        let dirs = [
+            PathBuf::from("/opt/node/lib/node_modules/.bin"),
+            PathBuf::from("/home/linuxbrew/.linuxbrew/bin"),
+            PathBuf::from("/sbin"),
+            PathBuf::from("/"),
+            PathBuf::from("relative/bin"),
+        ];
+        assert_eq!(
+            tool_prefixes(&dirs),
+            [
+                PathBuf::from("/home/linuxbrew/.linuxbrew"),
+                PathBuf::from("/opt/node/lib/node_modules"),
+                PathBuf::from("/sbin"),
+            ]
+        );
+        let p = policy_with(
+            "/srv/proj",
+            r#"{"filesystem": {"mode": "read-only", "deny": ["/srv/tools/secret"]}}"#,
+        );
+        let tools = [PathBuf::from("/srv/tools/bin")];
+        let children = |dir: &Path| match dir.to_str().unwrap() {
+            "/srv/tools" => vec![
+                PathBuf::from("/srv/tools/bin"),
+                PathBuf::from("/srv/tools/secret"),
+            ],
+            other => super::tests::children(Path::new(other)),
+        };
+        let r = super::build_ruleset(
+            &p,
+            Layering::Alone,
+            (&|_| true, &children),
+            SessionParts {
+                tools: &tools,
+                ..port(None)
+            },
+        )
+        .unwrap();
+        assert_eq!(access_of(&r, "/srv/tools/bin"), [Access::Read]);
+        assert_eq!(access_of(&r, "/srv/tools"), [Access::List]);
+        assert!(access_of(&r, "/srv/tools/secret").is_empty());
+        // Under bwrap nothing changes: everything is readable there already.
+        let under = super::build_ruleset(
+            &p,
+            Layering::UnderBwrap,
+            (&|_| true, &children),
+            SessionParts {
+                tools: &tools,
+                ..port(None)
+            },
+        )
+        .unwrap();
+        assert!(access_of(&under, "/srv/tools/bin").is_empty());
     }
 
     #[test]

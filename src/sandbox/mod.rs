@@ -90,6 +90,9 @@ pub struct Context<'a> {
     pub git_dirs: &'a [crate::repos::GitDir],
     /// Landlock alone, workspace-write: the session's private temporary directory.
     pub temp_dir: Option<&'a Path>,
+    /// Landlock alone: the directories the program's tools run from (real paths: the
+    /// child's `PATH` and the program's own), whose install prefixes are readable.
+    pub tools: &'a [PathBuf],
 }
 
 impl<'a> Context<'a> {
@@ -98,6 +101,7 @@ impl<'a> Context<'a> {
         landlock::SessionParts {
             proxy_port: self.proxy_port,
             temp_dir: self.temp_dir,
+            tools: self.tools,
         }
     }
 }

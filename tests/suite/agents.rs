@@ -138,12 +138,13 @@ fn environment(agents: &Path, home: &Path, agent: &Agent) -> String {
     env
 }
 
-fn drive(agent: &Agent) {
+/// The agent bare and under sbx-shell with `backend` (`auto`: bwrap here).
+fn drive(agent: &Agent, backend: &str) {
     let _machine = super::support::needing_the_machine();
     let Some(agents) = agents_bin() else { return };
-    let dir = Scratch::new(&format!("agent-{}", agent.name));
+    let dir = Scratch::new(&format!("agent-{}-{backend}", agent.name));
     // Outside /tmp (private inside the sandbox) and outside the test's private HOME.
-    let base = super::support::run_dir(&format!("sbx-agent-{}", agent.name));
+    let base = super::support::run_dir(&format!("sbx-agent-{}-{backend}", agent.name));
     let (bare_home, boxed_home) = (base.join("bare"), base.join("boxed"));
     for home in [&bare_home, &boxed_home] {
         std::fs::create_dir_all(home.join("w")).unwrap();
@@ -184,7 +185,11 @@ fn drive(agent: &Agent) {
         std::fs::read_to_string(&stty_file).unwrap()
     };
     let before = stty(&boxed, "BEFORE");
-    boxed.type_line(&format!("clear; {} -- {}", sh_quote(bin()), agent.name));
+    boxed.type_line(&format!(
+        "clear; {} --backend {backend} -- {}",
+        sh_quote(bin()),
+        agent.name
+    ));
     expect(&boxed, agent.marker);
     std::thread::sleep(Duration::from_millis(1500));
     assert_same_screen(
@@ -269,22 +274,45 @@ fn drive(agent: &Agent) {
 
 #[test]
 fn claude_code_starts_resizes_suspends_and_exits_as_bare() {
-    drive(&CLAUDE);
+    drive(&CLAUDE, "auto");
 }
 
 #[test]
 fn gemini_cli_starts_resizes_and_exits_as_bare() {
-    drive(&GEMINI);
+    drive(&GEMINI, "auto");
 }
 
 #[test]
 fn codex_starts_resizes_suspends_and_exits_as_bare() {
-    drive(&CODEX);
+    drive(&CODEX, "auto");
 }
 
 #[test]
 fn opencode_starts_resizes_suspends_and_exits_as_bare() {
-    drive(&OPENCODE);
+    drive(&OPENCODE, "auto");
+}
+
+// The same under Landlock alone (issue 16): the backend `auto` falls back to where
+// bubblewrap cannot run, with each agent's shipped profile.
+
+#[test]
+fn claude_code_under_landlock_alone_runs_as_bare() {
+    drive(&CLAUDE, "landlock");
+}
+
+#[test]
+fn gemini_cli_under_landlock_alone_runs_as_bare() {
+    drive(&GEMINI, "landlock");
+}
+
+#[test]
+fn codex_under_landlock_alone_runs_as_bare() {
+    drive(&CODEX, "landlock");
+}
+
+#[test]
+fn opencode_under_landlock_alone_runs_as_bare() {
+    drive(&OPENCODE, "landlock");
 }
 
 /// Claude Code saves its settings file through a lock directory and temporary files beside
