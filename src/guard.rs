@@ -724,25 +724,9 @@ fn remove_keeping(
         }
         return Ok(nix::unistd::unlinkat(dir, name, UnlinkatFlags::RemoveDir)?);
     }
-    let copy = if keep.is_none() {
-        None
-    } else if kind == libc::S_IFLNK {
-        let target = nix::fcntl::readlinkat(dir, name)?;
-        Some(format!("symlink to {}\n", Path::new(&target).display()).into_bytes())
-    } else if kind == libc::S_IFREG {
-        let fd = nix::fcntl::openat(
-            dir,
-            name,
-            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )?;
-        let mut bytes = Vec::new();
-        std::fs::File::from(fd)
-            .take(KEEP_LIMIT)
-            .read_to_end(&mut bytes)?;
-        Some(bytes)
-    } else {
-        None
+    let copy = match keep {
+        Some(_) => copy_of(dir, name, kind)?,
+        None => None,
     };
     nix::unistd::unlinkat(dir, name, UnlinkatFlags::NoRemoveDir)?;
     if let (Some(keep), Some(bytes)) = (keep, copy) {
@@ -750,6 +734,40 @@ fn remove_keeping(
         crate::files::write_private(keep, &bytes)?;
     }
     Ok(())
+}
+
+/// Keep a copy of the entry `name` of `dir` (a file or a symlink) at `keep`, leaving it.
+fn keep_copy(dir: BorrowedFd<'_>, name: &OsStr, keep: &Path) -> io::Result<()> {
+    let st = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)?;
+    match copy_of(dir, name, st.st_mode & libc::S_IFMT)? {
+        Some(bytes) => crate::files::write_private(keep, &bytes),
+        None => Ok(()),
+    }
+}
+
+/// What is kept of a non-directory: a regular file's first `KEEP_LIMIT` bytes, a symlink
+/// as a line naming its target; nothing of anything else.
+fn copy_of(dir: BorrowedFd<'_>, name: &OsStr, kind: libc::mode_t) -> io::Result<Option<Vec<u8>>> {
+    if kind == libc::S_IFLNK {
+        let target = nix::fcntl::readlinkat(dir, name)?;
+        return Ok(Some(
+            format!("symlink to {}\n", Path::new(&target).display()).into_bytes(),
+        ));
+    }
+    if kind != libc::S_IFREG {
+        return Ok(None);
+    }
+    let fd = nix::fcntl::openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(KEEP_LIMIT)
+        .read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
 }
 
 /// The protected paths inside `roots` that do not exist (`exists` says), and are not
@@ -890,7 +908,10 @@ mod tests {
             recorded: Vec::new(),
         };
         let guard = Guard::start(rules).unwrap();
-        std::fs::write(ws.join(".mcp.json"), "{}").unwrap();
+        // Whole, by a rename: a file made empty and then written may be moved aside (and
+        // its copy kept) between the two.
+        std::fs::write(ws.join("mcp.tmp"), "{}").unwrap();
+        std::fs::rename(ws.join("mcp.tmp"), ws.join(".mcp.json")).unwrap();
         std::fs::create_dir_all(ws.join("new/deep/.git/hooks")).unwrap();
         std::fs::write(ws.join("new/deep/.git/hooks/post-merge"), "#!/bin/sh\n").unwrap();
         std::fs::write(ws.join("new/deep/.git/hooks/post-merge.sample"), "x").unwrap();

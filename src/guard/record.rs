@@ -250,6 +250,14 @@ impl Restorer<'_> {
                 }
                 return;
             }
+            // A file or a symlink is replaced by a rename over it (`make`): the path is
+            // never missing. A directory, or anything where one belongs, is taken out first.
+            Some(st)
+                if st.st_mode & libc::S_IFMT != libc::S_IFDIR
+                    && !matches!(item.kind, Kind::Dir(_)) =>
+            {
+                self.keep_copy(dir, name, path)
+            }
             Some(_) => format!("changed: {}", self.take_out(dir, name, path)),
             None => "removed".to_string(),
         };
@@ -316,13 +324,33 @@ impl Restorer<'_> {
         }
     }
 
-    /// Make `item` as the entry `name` of `dir`, which holds nothing by that name.
+    /// Keep a copy of what is at the path (a file or a symlink), which `make` replaces.
+    fn keep_copy(&self, dir: BorrowedFd<'_>, name: &OsStr, path: &Path) -> String {
+        match (self.keep)(path).map(|keep| super::keep_copy(dir, name, &keep)) {
+            Some(Err(e)) => format!("changed (no copy kept: {e})"),
+            _ => "changed".into(),
+        }
+    }
+
+    /// Make `item` as the entry `name` of `dir`: a file or a symlink is made under a name
+    /// of its own and renamed into place, over what is there (never half-written, never
+    /// missing); a directory where nothing is.
     fn make(&self, dir: BorrowedFd<'_>, name: &OsStr, item: &Item) -> io::Result<()> {
+        let temp = format!(".sbx-shell-restore.{}", std::process::id());
+        let into_place = |made: io::Result<()>| {
+            let placed =
+                made.and_then(|()| Ok(nix::fcntl::renameat(dir, temp.as_str(), dir, name)?));
+            if placed.is_err() {
+                let _ = nix::unistd::unlinkat(
+                    dir,
+                    temp.as_str(),
+                    nix::unistd::UnlinkatFlags::NoRemoveDir,
+                );
+            }
+            placed
+        };
         match &item.kind {
             Kind::File(bytes) => {
-                // Written under a name of its own, then renamed into place: the path is
-                // never a half-written file.
-                let temp = format!(".sbx-shell-restore.{}", std::process::id());
                 let fd = nix::fcntl::openat(
                     dir,
                     temp.as_str(),
@@ -333,17 +361,7 @@ impl Restorer<'_> {
                         | OFlag::O_CLOEXEC,
                     Mode::from_bits_truncate(0o600),
                 )?;
-                let filled = self
-                    .fill(fd, bytes, item)
-                    .and_then(|()| Ok(nix::fcntl::renameat(dir, temp.as_str(), dir, name)?));
-                if filled.is_err() {
-                    let _ = nix::unistd::unlinkat(
-                        dir,
-                        temp.as_str(),
-                        nix::unistd::UnlinkatFlags::NoRemoveDir,
-                    );
-                }
-                filled
+                into_place(self.fill(fd, bytes, item))
             }
             Kind::Dir(entries) => {
                 nix::sys::stat::mkdirat(dir, name, Mode::from_bits_truncate(0o700))?;
@@ -356,8 +374,8 @@ impl Restorer<'_> {
                 Ok(chmod(dir, name, item.perm)?)
             }
             Kind::Link(target) => {
-                nix::unistd::symlinkat(target.as_os_str(), dir, name)?;
-                self.own(dir, name, item)
+                nix::unistd::symlinkat(target.as_os_str(), dir, temp.as_str())?;
+                into_place(self.own(dir, OsStr::new(&temp), item))
             }
             Kind::Other(_) => Err(io::Error::other("not a file, directory or symlink")),
         }
@@ -477,8 +495,8 @@ mod tests {
         assert_eq!(
             done,
             [
-                ".git/config changed: taken out, restored from the record",
-                ".git/hooks/link changed: taken out, restored from the record",
+                ".git/config changed, restored from the record",
+                ".git/hooks/link changed, restored from the record",
                 ".git/hooks/post-checkout new: taken out",
                 ".git/hooks/pre-commit.sample removed, restored from the record",
             ]
