@@ -78,12 +78,17 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         [private_home_env(&plan), temp_env(&plan, temp.as_ref())].concat(),
         &plan.launch.shell,
     );
-    let tools = program::tool_dirs(
-        env.iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.as_os_str()),
-        &plan.launch.program,
-    );
+    // Only Landlock alone reads an allow-list.
+    let tools = if backend == Backend::Landlock {
+        program::tool_dirs(
+            env.iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.as_os_str()),
+            &plan.launch.program,
+        )
+    } else {
+        Vec::new()
+    };
     let layers = confine(
         &plan,
         &backend,

@@ -337,8 +337,8 @@ fn git_hooks_config_and_rc_files_are_neither_writable_nor_renamable() {
     each(|backend, user| {
         let lab = Lab::new("protected", user, true);
         let what = lab.what(backend);
-        // Landlock alone cannot protect inside a writable tree: it refuses workspace-write
-        // (tests/suite/policy.rs) and protects a repository opened read-only.
+        // Landlock alone cannot prevent a change inside a writable tree: there it restores
+        // (tests/suite/fallback.rs); a repository opened read-only it protects.
         let args: &[&str] = if backend == "landlock" {
             &["--profile", "read-only"]
         } else {
