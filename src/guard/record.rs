@@ -88,6 +88,11 @@ pub fn record(paths: &[(PathBuf, PathBuf)]) -> Result<Vec<Recorded>, RecordError
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             continue;
         };
+        // Most protected paths do not exist: one stat says so (what exists is then read
+        // without following a symlink anywhere).
+        if path.symlink_metadata().is_err() {
+            continue;
+        }
         let io = |source| RecordError::Io {
             path: path.clone(),
             source,
