@@ -119,6 +119,10 @@ struct State {
     times: HashMap<PathBuf, u64>,
     /// The recorded paths to restore (indices into `rules.recorded`).
     restores: std::collections::BTreeSet<usize>,
+    /// The recorded files watched themselves, with the recorded path each is in.
+    files: HashMap<WatchDescriptor, usize>,
+    /// The session has ended: the recorded files get their own modes back (`record`).
+    ended: bool,
     dirs: HashMap<WatchDescriptor, Dir>,
     queue: Vec<WatchDescriptor>,
     rules: Rules,
@@ -162,6 +166,8 @@ impl Guard {
             hot: false,
             times: HashMap::new(),
             restores: std::collections::BTreeSet::new(),
+            files: HashMap::new(),
+            ended: false,
             dirs: HashMap::new(),
             queue: Vec::new(),
             rules,
@@ -195,7 +201,8 @@ impl Guard {
             }
         }
         // Every recorded path once more, whatever the events said: the trees are left as
-        // recorded.
+        // recorded, the files with their own modes again.
+        state.ended = true;
         state.restores.extend(0..state.rules.recorded.len());
         state.restore_queued();
         let State {
@@ -219,6 +226,8 @@ impl State {
                 self.add(fd, root, Role::Tree, sealed_top);
             }
         }
+        // Each recorded path checked, its files sealed and watched, before any event.
+        self.restores.extend(0..self.rules.recorded.len());
         self.work();
     }
 
@@ -260,8 +269,12 @@ impl State {
             }
             if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
                 self.queue = self.dirs.keys().copied().collect();
+                self.restores.extend(0..self.rules.recorded.len());
             } else if event.mask.contains(AddWatchFlags::IN_IGNORED) {
                 self.dirs.remove(&event.wd);
+                self.files.remove(&event.wd);
+            } else if let Some(&i) = self.files.get(&event.wd) {
+                self.restores.insert(i);
             } else if let Some(name) = &event.name {
                 if event.mask.contains(AddWatchFlags::IN_ISDIR) || self.relevant(event.wd, name) {
                     self.check(event.wd, name);
@@ -319,15 +332,49 @@ impl State {
         let mut restorer = record::Restorer {
             keep: &keep,
             as_root: nix::unistd::geteuid().is_root(),
+            sealed: !self.ended,
             done: Vec::new(),
         };
-        for i in queued {
+        for &i in &queued {
             if let Some(rec) = self.rules.recorded.get(i) {
                 restorer.restore(rec);
             }
         }
         for (path, what) in restorer.done {
             self.note(&path, what, true);
+        }
+        if !self.ended {
+            for i in queued {
+                self.watch_files(i);
+            }
+        }
+    }
+
+    /// Watch the files of the recorded path `i` themselves (a restore made new ones): a
+    /// change of mode or content through another name of the same file (a hard link)
+    /// reaches only the file's own watch.
+    fn watch_files(&mut self, i: usize) {
+        const FILE_MASK: AddWatchFlags = AddWatchFlags::IN_MODIFY
+            .union(AddWatchFlags::IN_ATTRIB)
+            .union(AddWatchFlags::IN_CLOSE_WRITE);
+        let Some(rec) = self.rules.recorded.get(i) else {
+            return;
+        };
+        for path in rec.files() {
+            let Ok(fd) = crate::files::open_nofollow(&path) else {
+                continue;
+            };
+            let regular = nix::sys::stat::fstat(fd.as_fd())
+                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG);
+            if !regular {
+                continue;
+            }
+            match self.inotify.add_watch(&proc_path(&fd), FILE_MASK) {
+                Ok(wd) => {
+                    self.files.insert(wd, i);
+                }
+                Err(_) => self.out.incomplete = true,
+            }
         }
     }
 
@@ -861,6 +908,11 @@ mod tests {
         assert!(settle(&|| std::fs::read_to_string(git.join("config"))
             .is_ok_and(|c| c == "[core]\n\tbare = false\n")));
         assert!(settle(&|| !git.join("hooks/pre-commit").exists()));
+        // Through a second name of the file, which no directory watch sees.
+        std::fs::hard_link(git.join("config"), ws.join("other")).unwrap();
+        std::fs::write(ws.join("other"), "[core]\n\thooksPath = /evil\n").unwrap();
+        assert!(settle(&|| std::fs::read_to_string(git.join("config"))
+            .is_ok_and(|c| c == "[core]\n\tbare = false\n")));
         // Through a rename of the git directory and a new one in its place.
         std::fs::rename(&git, ws.join("moved")).unwrap();
         std::fs::create_dir(&git).unwrap();

@@ -41,8 +41,18 @@ struct Item {
     kind: Kind,
     /// The permission bits (`st_mode & 0o7777`).
     perm: u32,
+    /// Its names (`st_nlink`): a second one made during the session is a way to write it
+    /// unseen, so it is replaced.
+    links: u64,
     uid: u32,
     gid: u32,
+}
+
+/// The mode of a file while the session runs: without write permission, so that the
+/// program (which has no capabilities) cannot open it for writing — a write through a
+/// mapping would be seen by no inotify event.
+fn sealed(perm: u32) -> u32 {
+    perm & !0o222
 }
 
 /// One recorded path, inside the writable tree `root`.
@@ -170,6 +180,7 @@ fn read_item(
     Ok(Some(Item {
         kind,
         perm: st.st_mode & 0o7777,
+        links: st.st_nlink,
         uid: st.st_uid,
         gid: st.st_gid,
     }))
@@ -193,8 +204,32 @@ pub struct Restorer<'a> {
     pub keep: &'a dyn Fn(&Path) -> Option<PathBuf>,
     /// Owners are put back too (only root can).
     pub as_root: bool,
+    /// While the session runs: files are kept without write permission (`sealed`); after
+    /// it, as recorded.
+    pub sealed: bool,
     /// What was done, by path, for the report.
     pub done: Vec<(PathBuf, String)>,
+}
+
+impl Recorded {
+    /// The regular files of the record, by path: the guard watches each one itself (a
+    /// change through another name of the same file reaches no directory's watch).
+    pub fn files(&self) -> Vec<PathBuf> {
+        fn walk(item: &Item, path: &Path, out: &mut Vec<PathBuf>) {
+            match &item.kind {
+                Kind::File(_) => out.push(path.to_path_buf()),
+                Kind::Dir(entries) => {
+                    for (name, inner) in entries {
+                        walk(inner, &path.join(name), out);
+                    }
+                }
+                Kind::Link(_) | Kind::Other(_) => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.item, &self.path, &mut out);
+        out
+    }
 }
 
 impl Restorer<'_> {
@@ -245,12 +280,16 @@ impl Restorer<'_> {
         let now = nix::sys::stat::fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).ok();
         let what = match &now {
             Some(st) if self.same(dir, name, st, item) => {
-                if let Kind::Dir(entries) = &item.kind {
-                    if st.st_mode & 0o7777 != item.perm {
-                        let _ = chmod(dir, name, item.perm);
+                let (mode, want) = (st.st_mode & 0o7777, self.want(item));
+                if mode != want && !matches!(item.kind, Kind::Link(_)) {
+                    let _ = chmod(dir, name, want);
+                    // Sealing and unsealing a file are not changes.
+                    if mode != item.perm && mode != sealed(item.perm) {
                         self.done
                             .push((path.to_path_buf(), "mode changed: put back".into()));
                     }
+                }
+                if let Kind::Dir(entries) = &item.kind {
                     self.sync_entries(dir, name, entries, path);
                 }
                 return;
@@ -297,18 +336,29 @@ impl Restorer<'_> {
         }
     }
 
-    /// Whether the entry (`st`, as `fstatat` saw it) is what `item` recorded; a
-    /// directory's entries are compared by `sync_entries`, and its mode put back there.
+    /// The mode `item` should have now.
+    fn want(&self, item: &Item) -> u32 {
+        match item.kind {
+            Kind::File(_) if self.sealed => sealed(item.perm),
+            _ => item.perm,
+        }
+    }
+
+    /// Whether the entry (`st`, as `fstatat` saw it) is what `item` recorded (a file
+    /// sealed or not); a directory's entries are compared by `sync_entries`, and its mode
+    /// put back by `sync`.
     fn same(&self, dir: BorrowedFd<'_>, name: &OsStr, st: &libc::stat, item: &Item) -> bool {
         let kind = st.st_mode & libc::S_IFMT;
         let owner = !self.as_root || (st.st_uid == item.uid && st.st_gid == item.gid);
-        let perm = st.st_mode & 0o7777 == item.perm;
+        let mode = st.st_mode & 0o7777;
+        let perm = mode == item.perm;
         owner
             && match &item.kind {
                 Kind::Dir(_) => kind == libc::S_IFDIR,
                 Kind::File(bytes) => {
                     kind == libc::S_IFREG
-                        && perm
+                        && (perm || mode == sealed(item.perm))
+                        && (st.st_nlink == 1 || item.links > 1)
                         && u64::try_from(st.st_size).ok() == Some(bytes.len() as u64)
                         && read_file(dir, name).is_ok_and(|now| now == *bytes)
                 }
@@ -395,7 +445,7 @@ impl Restorer<'_> {
         // After the owner: a chown clears the set-id bits.
         Ok(nix::sys::stat::fchmod(
             file.as_fd(),
-            Mode::from_bits_truncate(item.perm),
+            Mode::from_bits_truncate(self.want(item)),
         )?)
     }
 
@@ -460,6 +510,7 @@ mod tests {
         let mut r = Restorer {
             keep: &keep_at,
             as_root: nix::unistd::geteuid().is_root(),
+            sealed: false,
             done: Vec::new(),
         };
         for rec in recorded {
@@ -534,6 +585,43 @@ mod tests {
         assert_eq!(done.len(), 1, "{done:?}");
         assert!(git.join("hooks/pre-commit.sample").is_file());
         assert_eq!(restore_all(&recorded, &keep), []);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// While the session runs the files are kept without write permission, silently, and
+    /// get their own modes back after it; a second name made for one gets it replaced.
+    #[test]
+    fn files_are_sealed_while_the_session_runs_and_a_second_name_is_cut_off() {
+        use std::os::unix::fs::MetadataExt;
+        let base = tree("seal");
+        let ws = base.join("ws");
+        let config = ws.join(".git/config");
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o664)).unwrap();
+        let recorded = record(&[(config.clone(), ws.clone())]).unwrap();
+        assert_eq!(recorded[0].files(), std::slice::from_ref(&config));
+        let keep = base.join("keep");
+        let pass = |sealed: bool| {
+            let keep_at = |p: &Path| Some(keep.join(p.strip_prefix("/").unwrap()));
+            let mut r = Restorer {
+                keep: &keep_at,
+                as_root: nix::unistd::geteuid().is_root(),
+                sealed,
+                done: Vec::new(),
+            };
+            r.restore(&recorded[0]);
+            r.done
+        };
+        let mode = || std::fs::metadata(&config).unwrap().mode() & 0o7777;
+        assert_eq!(pass(true), []);
+        assert_eq!(mode(), 0o444);
+        // A hard link: the file is replaced, so the other name reaches another file.
+        std::fs::hard_link(&config, ws.join("other")).unwrap();
+        let done = pass(true);
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert_eq!(std::fs::metadata(&config).unwrap().nlink(), 1);
+        assert_eq!(mode(), 0o444);
+        assert_eq!(pass(false), []);
+        assert_eq!(mode(), 0o664);
         let _ = std::fs::remove_dir_all(&base);
     }
 

@@ -418,25 +418,36 @@ fn a_repository_works_and_its_protected_paths_are_restored() {
                 "{evil}\
                  git -c user.name=t -c user.email=t@t commit -q --allow-empty -m inside && echo COMMIT-OK; \
                  printf '{planted}' >> .git/config 2>/dev/null && echo CONFIG-WRITTEN; \
+                 git config core.fsmonitor {ws}/evil-fsmonitor.sh 2>/dev/null && echo GIT-CONFIG-SET; \
                  printf '#!/bin/sh\\ntouch {out}/hook\\n' > .git/hooks/post-checkout 2>/dev/null && echo HOOK-WRITTEN; \
                  chmod +x .git/hooks/post-checkout 2>/dev/null; \
+                 {python} -c 'import os; os.open(\".git/config\", os.O_RDWR)' 2>/dev/null && echo CONFIG-OPENED-RW; \
+                 ln .git/config second 2>/dev/null && {{ chmod u+w second; printf '[alias]\n\tst = !touch {out}/alias\n' >> second; }} 2>/dev/null && echo SECOND-NAME-WRITTEN; \
                  for i in $(seq 30); do \
-                   if grep -q fsmonitor .git/config || test -e .git/hooks/post-checkout; then sleep 0.1; else break; fi; \
+                   if grep -qE 'fsmonitor|alias' .git/config || test -e .git/hooks/post-checkout; then sleep 0.1; else break; fi; \
                  done; \
-                 grep -q fsmonitor .git/config || echo CONFIG-CLEAN; \
+                 grep -qE 'fsmonitor|alias' .git/config || echo CONFIG-CLEAN; \
                  test -e .git/hooks/post-checkout || echo NO-HOOK; \
                  git -c user.name=t -c user.email=t@t commit -q --allow-empty -m again && echo COMMIT-AGAIN-OK",
                 evil = evil_script(&lab, "fsmonitor"),
                 planted = fsmonitor(&lab, "fsmonitor"),
                 out = lab.outside.display(),
+                python = super::sandbox::PYTHON,
+                ws = lab.ws.display(),
             );
+            let mode = |p: &Path| {
+                use std::os::unix::fs::MetadataExt;
+                fs::metadata(p).unwrap().mode()
+            };
+            let original_mode = mode(&config);
             let (code, out, err) = lab.sh(backend, &[], &script);
             assert_eq!(code, 0, "{what}: {err}");
             assert_lines(&out, &["COMMIT-OK", "COMMIT-AGAIN-OK"], &what);
             // The host's git afterwards: status reads the config, checkout runs the hook.
             host_git(&lab, &lab.ws, &["status", "--short"]);
             host_git(&lab, &lab.ws, &["checkout", "-q", "-b", "after"]);
-            let fired: Vec<&str> = ["fsmonitor", "hook"]
+            host_git(&lab, &lab.ws, &["st"]);
+            let fired: Vec<&str> = ["fsmonitor", "hook", "alias"]
                 .into_iter()
                 .filter(|m| lab.outside.join(m).exists())
                 .collect();
@@ -451,21 +462,49 @@ fn a_repository_works_and_its_protected_paths_are_restored() {
                     .unwrap_or_default();
             match backend {
                 "none" => {
-                    assert_lines(&out, &["CONFIG-WRITTEN", "HOOK-WRITTEN"], &what);
-                    assert_eq!(fired, ["fsmonitor", "hook"], "{what}: control: {out}");
+                    assert_lines(
+                        &out,
+                        &[
+                            "CONFIG-WRITTEN",
+                            "GIT-CONFIG-SET",
+                            "HOOK-WRITTEN",
+                            "CONFIG-OPENED-RW",
+                            "SECOND-NAME-WRITTEN",
+                        ],
+                        &what,
+                    );
+                    assert_eq!(
+                        fired,
+                        ["fsmonitor", "hook", "alias"],
+                        "{what}: control: {out}"
+                    );
                     continue;
                 }
                 "bwrap" => {
-                    assert!(!out.contains("-WRITTEN"), "{what}: not refused: {out}");
+                    assert!(
+                        !out.contains("-WRITTEN") && !out.contains("GIT-CONFIG-SET"),
+                        "{what}: not refused: {out}"
+                    );
                     assert!(!err.contains("restored"), "{what}: {err}");
                 }
                 _ => {
-                    // Not prevented: the writes succeed, and are undone at once.
+                    // Not prevented: `git config` (a new file renamed over the old), a new
+                    // hook and a write through a second name of the file succeed, and are
+                    // undone at once. The file itself cannot be opened for writing while
+                    // the session runs (a write through a mapping would raise no event).
                     assert_lines(
                         &out,
-                        &["CONFIG-WRITTEN", "HOOK-WRITTEN", "CONFIG-CLEAN", "NO-HOOK"],
+                        &[
+                            "GIT-CONFIG-SET",
+                            "HOOK-WRITTEN",
+                            "SECOND-NAME-WRITTEN",
+                            "CONFIG-CLEAN",
+                            "NO-HOOK",
+                        ],
                         &what,
                     );
+                    assert!(!out.contains("CONFIG-OPENED-RW"), "{what}: {out}");
+                    assert!(!out.contains("CONFIG-WRITTEN"), "{what}: {out}");
                     assert!(err.contains("restored, not prevented"), "{what}: {err}");
                     let end = err
                         .lines()
@@ -479,6 +518,7 @@ fn a_repository_works_and_its_protected_paths_are_restored() {
             }
             assert!(fired.is_empty(), "{what}: the host's git ran {fired:?}");
             assert_eq!(fs::read(&config).unwrap(), original, "{what}");
+            assert_eq!(mode(&config), original_mode, "{what}: its mode afterwards");
             assert!(!hook.exists(), "{what}");
         }
     }
