@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
+use std::hash::BuildHasher;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
@@ -391,22 +392,26 @@ impl Restorer<'_> {
     /// of its own and renamed into place, over what is there (never half-written, never
     /// missing); a directory where nothing is.
     fn make(&self, dir: BorrowedFd<'_>, name: &OsStr, item: &Item) -> io::Result<()> {
-        let temp = format!(".sbx-shell-restore.{}", std::process::id());
-        let into_place = |made: io::Result<()>| {
-            let placed =
-                made.and_then(|()| Ok(nix::fcntl::renameat(dir, temp.as_str(), dir, name)?));
-            if placed.is_err() {
-                let _ = nix::unistd::unlinkat(
-                    dir,
-                    temp.as_str(),
-                    nix::unistd::UnlinkatFlags::NoRemoveDir,
-                );
+        if let Kind::Dir(entries) = &item.kind {
+            nix::sys::stat::mkdirat(dir, name, Mode::from_bits_truncate(0o700))?;
+            let fd = nix::fcntl::openat(dir, name, dir_flags(), Mode::empty())?;
+            for (child, inner) in entries {
+                // One that cannot be made is found again by the next restore.
+                let _ = self.make(fd.as_fd(), child, inner);
             }
-            placed
-        };
-        match &item.kind {
-            Kind::File(bytes) => {
-                let fd = nix::fcntl::openat(
+            self.own(dir, name, item)?;
+            return Ok(chmod(dir, name, item.perm)?);
+        }
+        // A name the program cannot guess (it shares the directory), and another one if
+        // it is taken all the same.
+        let mut tries = 0u64;
+        let (temp, file) = loop {
+            let temp = format!(
+                ".sbx-shell-restore.{:016x}",
+                std::collections::hash_map::RandomState::new().hash_one(tries)
+            );
+            let made = match &item.kind {
+                Kind::File(_) => nix::fcntl::openat(
                     dir,
                     temp.as_str(),
                     OFlag::O_WRONLY
@@ -415,25 +420,31 @@ impl Restorer<'_> {
                         | OFlag::O_NOFOLLOW
                         | OFlag::O_CLOEXEC,
                     Mode::from_bits_truncate(0o600),
-                )?;
-                into_place(self.fill(fd, bytes, item))
-            }
-            Kind::Dir(entries) => {
-                nix::sys::stat::mkdirat(dir, name, Mode::from_bits_truncate(0o700))?;
-                let fd = nix::fcntl::openat(dir, name, dir_flags(), Mode::empty())?;
-                for (child, inner) in entries {
-                    // One that cannot be made is found again by the next restore.
-                    let _ = self.make(fd.as_fd(), child, inner);
+                )
+                .map(Some),
+                Kind::Link(target) => {
+                    nix::unistd::symlinkat(target.as_os_str(), dir, temp.as_str()).map(|()| None)
                 }
-                self.own(dir, name, item)?;
-                Ok(chmod(dir, name, item.perm)?)
+                Kind::Dir(_) | Kind::Other(_) => {
+                    return Err(io::Error::other("not a file, directory or symlink"))
+                }
+            };
+            match made {
+                Err(Errno::EEXIST) if tries < 8 => tries += 1,
+                Err(e) => return Err(e.into()),
+                Ok(file) => break (temp, file),
             }
-            Kind::Link(target) => {
-                nix::unistd::symlinkat(target.as_os_str(), dir, temp.as_str())?;
-                into_place(self.own(dir, OsStr::new(&temp), item))
-            }
-            Kind::Other(_) => Err(io::Error::other("not a file, directory or symlink")),
+        };
+        let filled = match (file, &item.kind) {
+            (Some(fd), Kind::File(bytes)) => self.fill(fd, bytes, item),
+            _ => self.own(dir, OsStr::new(&temp), item),
+        };
+        let placed = filled.and_then(|()| Ok(nix::fcntl::renameat(dir, temp.as_str(), dir, name)?));
+        if placed.is_err() {
+            let _ =
+                nix::unistd::unlinkat(dir, temp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
         }
+        placed
     }
 
     fn fill(&self, fd: OwnedFd, bytes: &[u8], item: &Item) -> io::Result<()> {
