@@ -132,7 +132,9 @@ struct State {
 /// The running guard.
 pub struct Guard {
     stop: OwnedFd,
-    thread: std::thread::JoinHandle<State>,
+    /// Taken by `finish`; when the guard is dropped unfinished (the session never
+    /// started), `Drop` stops it and gives the recorded files their modes back.
+    thread: Option<std::thread::JoinHandle<State>>,
 }
 
 const MASK: AddWatchFlags = AddWatchFlags::IN_CREATE
@@ -173,22 +175,29 @@ impl Guard {
             rules,
             out: Outcome::default(),
         };
+        // Sealed before the program starts, so it can never hold one open for writing.
+        record::seal(&state.rules.recorded, true);
+        let recorded = state.rules.recorded.clone();
         let thread = std::thread::Builder::new()
             .name("sbx-guard".into())
             .spawn(move || {
                 state.watch_roots();
                 state.run(&stop_read);
                 state
-            })?;
-        Ok(Guard { stop, thread })
+            })
+            .inspect_err(|_| record::seal(&recorded, false))?;
+        Ok(Guard {
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// Stop watching, handle what is still queued, and say what was moved. (The walk
     /// listed each directory after its watch was set, and a lost event is an overflow
     /// event, which lists everything again: nothing needs a last walk.)
-    pub fn finish(self) -> Outcome {
+    pub fn finish(mut self) -> Outcome {
         let _ = nix::unistd::write(&self.stop, b"x");
-        let Ok(mut state) = self.thread.join() else {
+        let Some(Ok(mut state)) = self.thread.take().map(std::thread::JoinHandle::join) else {
             return Outcome {
                 incomplete: true,
                 ..Outcome::default()
@@ -607,6 +616,18 @@ impl State {
     }
 }
 
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        let _ = nix::unistd::write(&self.stop, b"x");
+        if let Ok(state) = thread.join() {
+            record::seal(&state.rules.recorded, false);
+        }
+    }
+}
+
 /// Close the inotify instance without waiting for it. The last close of one that has
 /// watches waits for the kernel's SRCU grace period — 15 to 20 ms measured here, at the
 /// end of every session. A child process keeps a copy, closes it after this process has
@@ -934,6 +955,40 @@ mod tests {
             "{restored:?}"
         );
         assert!(out.moved.is_empty(), "{:?}", out.moved);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// The recorded files are sealed as soon as the guard starts (before the program
+    /// can run), and get their modes back when it ends — also when it is dropped because
+    /// the session never started.
+    #[test]
+    fn recorded_files_are_sealed_from_the_start_until_the_end() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let base = std::env::temp_dir().join(format!("sbx-guard-seal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let ws = base.join("ws");
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        let config = ws.join(".git/config");
+        std::fs::write(&config, "[core]\n").unwrap();
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let ws = std::fs::canonicalize(&ws).unwrap();
+        let config = ws.join(".git/config");
+        let mode = || std::fs::metadata(&config).unwrap().mode() & 0o7777;
+        let rules = || Rules {
+            roots: vec![(ws.clone(), false)],
+            missing: Vec::new(),
+            before: crate::planted::Snapshot::default(),
+            links: Vec::new(),
+            keep: base.join("keep"),
+            recorded: record::record(&[(config.clone(), ws.clone())]).unwrap(),
+        };
+        let guard = Guard::start(rules()).unwrap();
+        assert_eq!(mode(), 0o444);
+        let out = guard.finish();
+        assert_eq!(mode(), 0o644);
+        assert!(out.restored.is_empty(), "{:?}", out.restored);
+        drop(Guard::start(rules()).unwrap());
+        assert_eq!(mode(), 0o644);
         let _ = std::fs::remove_dir_all(&base);
     }
 

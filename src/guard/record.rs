@@ -212,6 +212,21 @@ pub struct Restorer<'a> {
     pub done: Vec<(PathBuf, String)>,
 }
 
+/// Seal the recorded files (`sealed`: no write permission), or give them their own modes
+/// back; anything else that differs is put back too, unreported.
+pub fn seal(recorded: &[Recorded], sealed: bool) {
+    let no_copy = |_: &Path| None;
+    let mut restorer = Restorer {
+        keep: &no_copy,
+        as_root: nix::unistd::geteuid().is_root(),
+        sealed,
+        done: Vec::new(),
+    };
+    for rec in recorded {
+        restorer.restore(rec);
+    }
+}
+
 impl Recorded {
     /// The regular files of the record, by path: the guard watches each one itself (a
     /// change through another name of the same file reaches no directory's watch).
