@@ -232,6 +232,11 @@ fn drive(agent: &Agent, backend: &str) {
         std::thread::sleep(Duration::from_millis(300));
     }
     let bare_status = bare.wait_dead();
+    let home_var = format!("HOME={}", boxed_home.display());
+    // Typed only once the sandboxed run has ended (an agent slow to quit would read it).
+    super::support::wait_until(&format!("{} to quit", agent.name), || {
+        (pids_with_env(&home_var).len() <= 1).then_some(())
+    });
     boxed.type_line("echo EXIT-$?-DONE-$((6*7))");
     let pane = expect(&boxed, "-DONE-42");
     let tail: Vec<&str> = pane
@@ -251,7 +256,6 @@ fn drive(agent: &Agent, backend: &str) {
         "{}: the terminal",
         agent.name
     );
-    let home_var = format!("HOME={}", boxed_home.display());
     // The bash that started it is the only one left with that HOME.
     super::support::wait_until(&format!("{} to leave nothing running", agent.name), || {
         (pids_with_env(&home_var).len() <= 1).then_some(())
