@@ -68,7 +68,7 @@ pub struct Rules {
     /// Where what is moved aside is kept: a private directory of the state directory.
     pub keep: PathBuf,
     /// Landlock alone: the protected paths inside the trees, put back when they change.
-    pub recorded: Vec<record::Recorded>,
+    pub recorded: std::sync::Arc<[record::Recorded]>,
 }
 
 /// What a watched directory is, for the rules.
@@ -135,6 +135,8 @@ pub struct Guard {
     /// Taken by `finish`; when the guard is dropped unfinished (the session never
     /// started), `Drop` stops it and gives the recorded files their modes back.
     thread: Option<std::thread::JoinHandle<State>>,
+    /// Files were sealed (`record::seal`): an unfinished guard must unseal them.
+    sealed: bool,
 }
 
 const MASK: AddWatchFlags = AddWatchFlags::IN_CREATE
@@ -177,7 +179,7 @@ impl Guard {
         };
         // Sealed before the program starts, so it can never hold one open for writing.
         record::seal(&state.rules.recorded, true);
-        let recorded = state.rules.recorded.clone();
+        let recorded = std::sync::Arc::clone(&state.rules.recorded);
         let thread = std::thread::Builder::new()
             .name("sbx-guard".into())
             .spawn(move || {
@@ -189,6 +191,7 @@ impl Guard {
         Ok(Guard {
             stop,
             thread: Some(thread),
+            sealed: !recorded.is_empty(),
         })
     }
 
@@ -618,7 +621,9 @@ impl State {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        let Some(thread) = self.thread.take() else {
+        // Without sealed files, nothing to undo: the thread is not waited for (its walk
+        // of a large tree could take a while), it ends with the process.
+        let Some(thread) = self.thread.take().filter(|_| self.sealed) else {
             return;
         };
         let _ = nix::unistd::write(&self.stop, b"x");
@@ -912,7 +917,7 @@ mod tests {
             before: crate::planted::snapshot(&found, Some(&ws), &[], &[&ws]),
             links: Vec::new(),
             keep: base.join("keep"),
-            recorded,
+            recorded: recorded.into(),
         };
         let guard = Guard::start(rules).unwrap();
         let settle = |what: &dyn Fn() -> bool| {
@@ -980,7 +985,9 @@ mod tests {
             before: crate::planted::Snapshot::default(),
             links: Vec::new(),
             keep: base.join("keep"),
-            recorded: record::record(&[(config.clone(), ws.clone())]).unwrap(),
+            recorded: record::record(&[(config.clone(), ws.clone())])
+                .unwrap()
+                .into(),
         };
         let guard = Guard::start(rules()).unwrap();
         assert_eq!(mode(), 0o444);
@@ -1012,7 +1019,7 @@ mod tests {
             before,
             links: Vec::new(),
             keep: keep.clone(),
-            recorded: Vec::new(),
+            recorded: Vec::new().into(),
         };
         let guard = Guard::start(rules).unwrap();
         // Whole, by a rename: a file made empty and then written may be moved aside (and

@@ -764,7 +764,7 @@ impl Watch {
                     sessionlog::rfc3339(started),
                     std::process::id()
                 )),
-            recorded,
+            recorded: recorded.into(),
         };
         match crate::guard::Guard::start(rules) {
             Ok(guard) => Ok((Some(guard), recorded_paths)),
