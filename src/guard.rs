@@ -19,7 +19,9 @@
 //! (`record`).
 //!
 //! This restores; it does not prevent: a program outside that reads the place in the
-//! instant between the write and the move sees it. Everything is reached through
+//! instant between the write and the move sees it. A program that plants again and again
+//! would make those instants most of the time, so the guard ends a session after
+//! `END_AFTER` answers. Everything is reached through
 //! descriptors held on the watched directories, never by following a path the program
 //! could change.
 
@@ -45,10 +47,11 @@ const CONFIG_READ_LIMIT: u64 = 16 << 20;
 /// At most this many reads of queued events when the session ends: enough for a full
 /// queue (`fs.inotify.max_queued_events`, 16384 by default).
 const FINAL_READS: usize = 200;
-/// A path moved aside this many times is being planted in a loop: the guard then pauses
-/// `HOT_PAUSE` between reads.
-const HOT_TIMES: u64 = 10;
-const HOT_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
+/// After this many answers (moves and restores, repeats counted) in one session the guard
+/// ends it: a program that plants again what was just taken out is racing the guard, and
+/// each round leaves the place planted for an instant (a tight loop kept a `commondir` in
+/// place 85% of the time while the guard only answered). No ordinary session comes near.
+pub const END_AFTER: u64 = 64;
 /// At most this many bytes of each file moved aside are kept.
 const KEEP_LIMIT: u64 = 1 << 20;
 
@@ -69,6 +72,9 @@ pub struct Rules {
     pub keep: PathBuf,
     /// Landlock alone: the protected paths inside the trees, put back when they change.
     pub recorded: std::sync::Arc<[record::Recorded]>,
+    /// After `END_AFTER` answers, kill every process below sbx-shell (a session's guard);
+    /// otherwise (a test's) only say so in `Outcome::ended`.
+    pub ends_session: bool,
 }
 
 /// What a watched directory is, for the rules.
@@ -109,12 +115,14 @@ pub struct Outcome {
     pub keep: PathBuf,
     /// Directories were left unwatched: the budget, or the kernel's limit on watches.
     pub incomplete: bool,
+    /// The guard ended the session (`END_AFTER`): the path it answered last.
+    pub ended: Option<PathBuf>,
 }
 
 struct State {
     inotify: Inotify,
-    /// A path was moved aside `HOT_TIMES` times or more since the last pause.
-    hot: bool,
+    /// Answers given so far (`END_AFTER`).
+    answers: u64,
     /// For each path moved aside or restored: how many times.
     times: HashMap<PathBuf, u64>,
     /// The recorded paths to restore (indices into `rules.recorded`).
@@ -167,7 +175,7 @@ impl Guard {
         let (stop_read, stop) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let mut state = State {
             inotify,
-            hot: false,
+            answers: 0,
             times: HashMap::new(),
             restores: std::collections::BTreeSet::new(),
             files: HashMap::new(),
@@ -257,11 +265,6 @@ impl State {
                 return;
             }
             self.drain();
-            if std::mem::take(&mut self.hot) {
-                // Something is being planted over and over (a loop racing the guard):
-                // answered at most once a millisecond, so the fight costs little CPU.
-                std::thread::sleep(HOT_PAUSE);
-            }
         }
     }
 
@@ -598,12 +601,18 @@ impl State {
         self.note(path, format!("{what}, {how}"), false);
     }
 
-    /// Record what was done at `path` for the report: the first time only (a program that
-    /// plants the same thing again and again makes the guard pause, `HOT_TIMES`).
+    /// Record what was done at `path` for the report: the first time only; every answer
+    /// counts towards `END_AFTER`, which ends the session.
     fn note(&mut self, path: &Path, what: String, restored: bool) {
+        self.answers += 1;
+        if self.answers >= END_AFTER && self.out.ended.is_none() && !self.ended {
+            self.out.ended = Some(path.to_path_buf());
+            if self.rules.ends_session {
+                crate::process::kill_all_below();
+            }
+        }
         if let Some(times) = self.times.get_mut(path) {
             *times += 1;
-            self.hot |= *times >= HOT_TIMES;
             return;
         }
         self.times.insert(path.to_path_buf(), 1);
@@ -918,6 +927,7 @@ mod tests {
             links: Vec::new(),
             keep: base.join("keep"),
             recorded: recorded.into(),
+            ends_session: false,
         };
         let guard = Guard::start(rules).unwrap();
         let settle = |what: &dyn Fn() -> bool| {
@@ -963,6 +973,42 @@ mod tests {
         let _ = std::fs::remove_dir_all(&base);
     }
 
+    /// A place planted again the moment it is gone: the guard answers until `END_AFTER`
+    /// answers, then says it ends the session (a test's guard kills nothing).
+    #[test]
+    fn a_place_planted_again_and_again_ends_the_session() {
+        let base = std::env::temp_dir().join(format!("sbx-guard-end-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("ws")).unwrap();
+        let ws = std::fs::canonicalize(base.join("ws")).unwrap();
+        let planted = ws.join(".mcp.json");
+        let rules = Rules {
+            roots: vec![(ws.clone(), false)],
+            missing: vec![planted.clone()],
+            before: crate::planted::Snapshot::default(),
+            links: Vec::new(),
+            keep: base.join("keep"),
+            recorded: Vec::new().into(),
+            ends_session: false,
+        };
+        let guard = Guard::start(rules).unwrap();
+        let gone = || {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while planted.exists() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            !planted.exists()
+        };
+        for i in 0..END_AFTER {
+            std::fs::write(&planted, "{}").unwrap();
+            assert!(gone(), "answer {i}");
+        }
+        let out = guard.finish();
+        assert_eq!(out.ended.as_deref(), Some(planted.as_path()));
+        assert_eq!(out.moved.len(), 1, "{:?}", out.moved);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
     /// The recorded files are sealed as soon as the guard starts (before the program
     /// can run), and get their modes back when it ends — also when it is dropped because
     /// the session never started.
@@ -988,6 +1034,7 @@ mod tests {
             recorded: record::record(&[(config.clone(), ws.clone())])
                 .unwrap()
                 .into(),
+            ends_session: false,
         };
         let guard = Guard::start(rules()).unwrap();
         assert_eq!(mode(), 0o444);
@@ -1020,6 +1067,7 @@ mod tests {
             links: Vec::new(),
             keep: keep.clone(),
             recorded: Vec::new().into(),
+            ends_session: false,
         };
         let guard = Guard::start(rules).unwrap();
         // Whole, by a rename: a file made empty and then written may be moved aside (and

@@ -275,6 +275,23 @@ pub fn select_leftovers(procs: &[ProcInfo], root: i32, session: Option<i32>) -> 
     selected
 }
 
+/// SIGKILL every process below sbx-shell, again until none is left alive (bounded: a
+/// second); nothing is reaped (the main loop does that, and learns the child's end).
+pub fn kill_all_below() {
+    let me = nix::unistd::getpid().as_raw();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(1) {
+        let alive = select_leftovers(&processes_below(me), me, None);
+        if alive.is_empty() {
+            return;
+        }
+        for pid in alive {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Hang up, then kill, every process below us (and in `child_session`). Bounded in time.
 /// Returns what was reaped meanwhile, so the caller learns how its own child ended.
 pub fn kill_leftovers(child_session: Option<Pid>) -> Vec<ChildEvent> {

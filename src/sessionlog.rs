@@ -38,6 +38,9 @@ pub struct Record {
     /// made or changed (`planted`): "PATH (what)".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub planted: Vec<String>,
+    /// The guard ended the session: its program kept planting (`guard::END_AFTER`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended_by_guard: bool,
 }
 
 impl Record {
@@ -67,12 +70,18 @@ impl Record {
             exit_status,
             network_refused,
             planted: Vec::new(),
+            ended_by_guard: false,
         }
     }
 
     /// With the places the session planted.
-    pub fn with_planted(mut self, planted: &[crate::planted::Planted]) -> Record {
+    pub fn with_planted(
+        mut self,
+        planted: &[crate::planted::Planted],
+        ended_by_guard: bool,
+    ) -> Record {
         self.planted = planted.iter().map(ToString::to_string).collect();
+        self.ended_by_guard = ended_by_guard;
         self
     }
 }
@@ -201,6 +210,7 @@ mod tests {
             exit_status: n,
             network_refused: 2,
             planted: Vec::new(),
+            ended_by_guard: false,
         }
     }
 

@@ -156,13 +156,13 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         cgroup.end();
     }
     drop(temp);
-    let planted = watch.finish(&plan.policy);
+    let (planted, ended_by_guard) = watch.finish(&plan.policy);
     record(
         &plan,
         &backend,
         &host,
         started,
-        (&code, &planted),
+        (&code, &planted, ended_by_guard),
         net.as_ref(),
         say,
     );
@@ -640,7 +640,7 @@ fn record(
     backend: &Backend,
     host: &Host,
     started: SystemTime,
-    (code, planted): (&std::io::Result<u8>, &[crate::planted::Planted]),
+    (code, planted, ended_by_guard): (&std::io::Result<u8>, &[crate::planted::Planted], bool),
     net: Option<&ProxySession>,
     say: Verbosity,
 ) {
@@ -658,7 +658,7 @@ fn record(
         *code,
         net.map_or(0, |n| n.proxy.refused()),
     )
-    .with_planted(planted);
+    .with_planted(planted, ended_by_guard);
     if let Err(e) = sessionlog::append(&plan.home, &record) {
         say.detail(&format!("sbx-shell: cannot write the session log: {e}"));
     }
@@ -765,6 +765,7 @@ impl Watch {
                     std::process::id()
                 )),
             recorded: recorded.into(),
+            ends_session: true,
         };
         match crate::guard::Guard::start(rules) {
             Ok(guard) => Ok((Some(guard), recorded_paths)),
@@ -798,15 +799,22 @@ impl Watch {
 
     /// What the guard moved aside, then what is new or changed since `start` (the writable
     /// trees scanned again, so that repositories made during the session count); each
-    /// list said on one line.
-    fn finish(self, policy: &Policy) -> Vec<crate::planted::Planted> {
+    /// list said on one line. Also whether the guard ended the session (`guard::END_AFTER`).
+    fn finish(self, policy: &Policy) -> (Vec<crate::planted::Planted>, bool) {
         #[cfg(target_os = "linux")]
-        let mut all = match self.guard.map(crate::guard::Guard::finish) {
+        let (mut all, ended_by_guard) = match self.guard.map(crate::guard::Guard::finish) {
             Some(outcome) => {
                 if outcome.incomplete {
                     crate::say::warning(&format!(
                         "the guard could not watch every directory of the writable trees (more than {}, or the kernel's inotify limit): what it did not see is only reported\nHint: raise fs.inotify.max_user_watches, or start in a smaller workspace",
                         crate::guard::WATCH_BUDGET
+                    ));
+                }
+                if let Some(path) = &outcome.ended {
+                    crate::say::error(&format!(
+                        "this session was ended: its program kept changing what the guard protects ({} answers, the last at {}), racing the guard to keep code planted outside the sandbox\nHint: the places are named below; a program that does this is attacking the host",
+                        crate::guard::END_AFTER,
+                        path.display()
                     ));
                 }
                 if let Some(line) = crate::planted::moved_line(&outcome.moved, &outcome.keep) {
@@ -816,12 +824,15 @@ impl Watch {
                 {
                     crate::say::warning(&line);
                 }
-                [outcome.moved, outcome.restored].concat()
+                (
+                    [outcome.moved, outcome.restored].concat(),
+                    outcome.ended.is_some(),
+                )
             }
-            None => Vec::new(),
+            None => (Vec::new(), false),
         };
         #[cfg(not(target_os = "linux"))]
-        let mut all = Vec::new();
+        let (mut all, ended_by_guard) = (Vec::new(), false);
         let git = crate::repos::scan_writable(policy);
         let after = Self::snapshot(policy, &git, &self.path_dirs);
         let mut left = crate::planted::compare(&self.before, &after, &|p| {
@@ -838,7 +849,7 @@ impl Watch {
             crate::say::warning(&line);
         }
         all.extend(left);
-        all
+        (all, ended_by_guard)
     }
 }
 

@@ -488,21 +488,160 @@ fn what_no_mount_can_refuse_is_moved_aside_at_once() {
     }
 }
 
-/// A child killed when dropped, however the test ends: a flipper must not outlive it.
-struct Killed(std::process::Child);
+/// A program that plants the same place again the moment the guard takes it out (a tight
+/// loop writing `.git/commondir`, which points the host's git at a config that runs a
+/// command) would keep it planted most of the time if the guard only answered: the guard
+/// ends such a session. A host process watches the place meanwhile; afterwards the host's
+/// git runs nothing. Control: without the sandbox the loop runs to its end, the place is
+/// there, and the host's git runs the planted command.
+#[test]
+fn a_program_racing_the_guard_is_ended() {
+    if !tools_present() {
+        return;
+    }
+    for user in USERS {
+        for backend in ["bwrap", "landlock", "none"] {
+            let lab = repo_lab("race", user);
+            let ws = &lab.ws;
+            fs::create_dir_all(ws.join("common/objects")).unwrap();
+            fs::create_dir_all(ws.join("common/refs")).unwrap();
+            let config = fsmonitor(&lab, "race")
+                .replace("\\n", "\n")
+                .replace("\\t", "\t");
+            fs::write(ws.join("common/config"), config).unwrap();
+            // As fast as a loop that forks nothing; for at most three seconds.
+            fs::write(
+                ws.join("plant.py"),
+                "import time\nend = time.time() + float(__import__('sys').argv[1])\nn = 0\nwhile time.time() < end:\n    try:\n        with open('.git/commondir', 'w') as f:\n            f.write('../common\\n')\n        n += 1\n    except OSError:\n        pass\nprint('LOOP-END', n)\n",
+            )
+            .unwrap();
+            if user == User::Nobody {
+                chown_tree(&lab.dir, NOBODY);
+            }
+            let commondir = ws.join(".git/commondir");
+            let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+            let probe = {
+                let (commondir, watching) = (commondir.clone(), watching.clone());
+                std::thread::spawn(move || {
+                    let (mut seen, mut looks) = (0u64, 0u64);
+                    while watching.load(std::sync::atomic::Ordering::Relaxed) {
+                        looks += 1;
+                        seen += u64::from(commondir.symlink_metadata().is_ok());
+                        std::thread::sleep(std::time::Duration::from_micros(50));
+                    }
+                    (seen, looks)
+                })
+            };
+            let seconds = if backend == "none" { "0.5" } else { "3" };
+            let script = format!(
+                "{}{} plant.py {seconds}; echo EXIT $?",
+                evil_script(&lab, "race"),
+                super::sandbox::PYTHON
+            );
+            let (code, out, err) = lab.sh(backend, &[], &script);
+            watching.store(false, std::sync::atomic::Ordering::Relaxed);
+            let (seen, looks) = probe.join().unwrap();
+            let what = format!("{} {backend}", lab.what(backend));
+            eprintln!("{what}: the place was there at {seen} of {looks} looks");
+            host_git(&lab, ws, &["status", "--short"]);
+            let fired = lab.outside.join("race").exists();
+            if backend == "none" {
+                assert_eq!(code, 0, "{what}: control: {err}");
+                assert!(out.contains("LOOP-END"), "{what}: control: {out}");
+                assert!(commondir.exists(), "{what}: control");
+                assert!(fired, "{what}: control: the host's git ran nothing");
+                continue;
+            }
+            // The whole session is killed: the shell's `echo EXIT` never runs either.
+            assert_eq!(code, 137, "{what}: {out}\n{err}");
+            assert!(
+                !out.contains("LOOP-END") && !out.contains("EXIT"),
+                "{what}: {out}"
+            );
+            assert!(
+                err.contains(
+                    "this session was ended: its program kept changing what the guard protects"
+                ) && err.contains(".git/commondir"),
+                "{what}: {err}"
+            );
+            assert!(!commondir.exists(), "{what}: still planted");
+            assert!(!fired, "{what}: the host's git ran the planted command");
+            let log =
+                fs::read_to_string(lab.home.join(".local/state/sbx-shell/sessions.jsonl")).unwrap();
+            let last = log.lines().last().unwrap();
+            assert!(
+                last.contains("\"ended_by_guard\":true") && last.contains(".git/commondir"),
+                "{what}: {last}"
+            );
+        }
+    }
+}
 
-impl Drop for Killed {
+/// A flipper, stopped when dropped however the test ends (it must not outlive it): a host
+/// process, or sandboxes started one after another — its guard ends each after
+/// `END_AFTER` answers to its flips (`a_program_racing_the_guard_is_ended`).
+struct Flipper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// How many flipping processes ran, and how many were ended by sbx-shell (137).
+    thread: Option<std::thread::JoinHandle<(usize, usize)>>,
+}
+
+impl Flipper {
+    fn start(mut make: impl FnMut() -> Command + Send + 'static) -> Flipper {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let (mut runs, mut ended) = (0, 0);
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut child = make()
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                runs += 1;
+                loop {
+                    if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return (runs, ended);
+                    }
+                    if let Some(status) = child.try_wait().unwrap() {
+                        ended += usize::from(status.code() == Some(137));
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+            }
+            (runs, ended)
+        });
+        Flipper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(mut self) -> (usize, usize) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .take()
+            .map_or((0, 0), |t| t.join().unwrap_or((0, 0)))
+    }
+}
+
+impl Drop for Flipper {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
 /// A symlink flipped in a tight loop while sessions start: the workspace's `.git` is a
 /// symlink swapped atomically between two git directories; each session either refuses to
 /// start or runs with both configs read-only, so no write ever reaches either. The flipper
-/// is a host process, then a second sandbox; enough starts to catch a one-in-a-hundred
-/// window.
+/// is a host process, then a second sandbox (started again whenever its guard ends it for
+/// racing); enough starts to catch a one-in-a-hundred window.
 #[test]
 fn a_symlink_flipped_while_sessions_start_never_lets_a_write_through() {
     if !tools_present() {
@@ -531,26 +670,25 @@ fn a_symlink_flipped_while_sessions_start_never_lets_a_write_through() {
             // Replaced atomically (a new link renamed over it), as fast as the kernel lets
             // a loop that forks nothing.
             let flip = "import os\nwhile True:\n for t in ('git-b', 'git-a'):\n  try:\n   os.symlink(t, '.git.new'); os.rename('.git.new', '.git')\n  except OSError:\n   pass\n  os.sched_yield()\n";
-            let flipping = Killed(match flipper {
+            let flipping = match flipper {
                 "host" => {
-                    let mut cmd = Command::new(super::sandbox::PYTHON);
-                    cmd.args(["-c", flip]).current_dir(&lab.ws);
-                    if user == User::Nobody {
-                        cmd.uid(NOBODY).gid(NOBODY);
-                    }
-                    cmd.stdout(Stdio::null())
-                        .stderr(Stdio::null())
-                        .spawn()
-                        .unwrap()
+                    let (ws, user) = (lab.ws.clone(), user);
+                    Flipper::start(move || {
+                        let mut cmd = Command::new(super::sandbox::PYTHON);
+                        cmd.args(["-c", flip]).current_dir(&ws);
+                        if user == User::Nobody {
+                            cmd.uid(NOBODY).gid(NOBODY);
+                        }
+                        cmd
+                    })
                 }
                 _ => {
-                    let mut cmd = lab.command("bwrap", &["--", super::sandbox::PYTHON, "-c", flip]);
-                    cmd.stdout(Stdio::null())
-                        .stderr(Stdio::null())
-                        .spawn()
-                        .unwrap()
+                    let lab = lab.clone();
+                    Flipper::start(move || {
+                        lab.command("bwrap", &["--", super::sandbox::PYTHON, "-c", flip])
+                    })
                 }
-            });
+            };
             let (mut ran, mut refused) = (0, 0);
             let t0 = std::time::Instant::now();
             for _ in 0..STARTS {
@@ -569,9 +707,9 @@ fn a_symlink_flipped_while_sessions_start_never_lets_a_write_through() {
                     refused += 1;
                 }
             }
-            drop(flipping);
+            let (runs, ended) = flipping.stop();
             let what = format!(
-                "{} flipped by {flipper}: {ran} ran, {refused} refused",
+                "{} flipped by {flipper} ({runs} flippers, {ended} ended by their guard): {ran} ran, {refused} refused",
                 lab.what("bwrap")
             );
             eprintln!("{what} in {:?}", t0.elapsed());
@@ -581,6 +719,12 @@ fn a_symlink_flipped_while_sessions_start_never_lets_a_write_through() {
                 .collect();
             assert_eq!(after, before, "{what}");
             assert!(ran > 0, "{what}: no session started at all");
+            if flipper == "sandbox" {
+                assert!(
+                    ended > 0,
+                    "{what}: no flipping sandbox was ended by its guard"
+                );
+            }
         }
     }
     // Control: without the sandbox the same writes land.

@@ -53,6 +53,7 @@ fn lab_root() -> &'static Path {
 }
 
 /// A fake home full of canaries, a workspace, and a directory outside both.
+#[derive(Clone)]
 pub(super) struct Lab {
     pub(super) dir: PathBuf,
     pub(super) home: PathBuf,
