@@ -177,6 +177,8 @@ fn seatbelt_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput
         policy,
         temp_dir: ctx.place.temp_dir.as_deref(),
         tty: None,
+        terminals: &ctx.place.terminals,
+        user_dirs: &ctx.place.user_dirs,
         proxy_port: ctx.proxy_port,
     };
     match seatbelt::build_profile(&inputs) {

@@ -375,6 +375,11 @@ pub struct Place {
     pub runtime_dir: Option<PathBuf>,
     /// The host's unix sockets and runtime directories (`sockets::Found`).
     pub sockets: crate::sockets::Found,
+    /// macOS: the terminals that exist now (`/dev/ttys*`, the outer one among them), which
+    /// Seatbelt denies by name. Empty elsewhere.
+    pub terminals: Vec<PathBuf>,
+    /// macOS: the user's per-user directories (`confstr`), real paths. Empty elsewhere.
+    pub user_dirs: Vec<PathBuf>,
     kinds: PathKinds,
     identities: RefCell<HashMap<PathBuf, Option<crate::files::Identity>>>,
 }
@@ -390,6 +395,8 @@ impl Place {
             temp_dir: std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok()),
             sockets: crate::sockets::Found::measure(runtime_dir.as_deref()),
             runtime_dir,
+            terminals: darwin::terminals(),
+            user_dirs: darwin::user_dirs(),
             kinds: PathKinds::default(),
             identities: RefCell::default(),
         }
@@ -408,6 +415,84 @@ impl Place {
         let id = crate::files::identity_of(path);
         self.identities.borrow_mut().insert(path.to_path_buf(), id);
         id
+    }
+}
+
+/// What the Seatbelt profile needs to know of a Mac (`sandbox::seatbelt::Inputs`).
+#[cfg(target_os = "macos")]
+mod darwin {
+    use std::path::PathBuf;
+
+    /// Every `/dev/ttysN` that exists now, and the terminals on sbx-shell's stdio.
+    pub fn terminals() -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = std::fs::read_dir("/dev")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.strip_prefix("ttys")
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .map(|e| e.path())
+            .collect();
+        for fd in [0, 1, 2] {
+            // SAFETY: isatty and ttyname take a descriptor; ttyname's result is read at
+            // once (this runs before any other thread could call it).
+            let name = unsafe {
+                if libc::isatty(fd) != 1 {
+                    continue;
+                }
+                let p = libc::ttyname(fd);
+                if p.is_null() {
+                    continue;
+                }
+                std::ffi::CStr::from_ptr(p).to_bytes().to_vec()
+            };
+            found.push(PathBuf::from(
+                <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(name),
+            ));
+        }
+        found.sort();
+        found.dedup();
+        found
+    }
+
+    /// The per-user directory and its temporary and cache directories, real paths.
+    pub fn user_dirs() -> Vec<PathBuf> {
+        [
+            libc::_CS_DARWIN_USER_DIR,
+            libc::_CS_DARWIN_USER_TEMP_DIR,
+            libc::_CS_DARWIN_USER_CACHE_DIR,
+        ]
+        .into_iter()
+        .filter_map(|name| {
+            let mut buf = vec![0u8; 1024];
+            // SAFETY: confstr writes at most buf.len() bytes, NUL included.
+            let n = unsafe { libc::confstr(name, buf.as_mut_ptr().cast(), buf.len()) };
+            if n == 0 || n > buf.len() {
+                return None;
+            }
+            buf.truncate(n - 1);
+            let path = PathBuf::from(
+                <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(buf),
+            );
+            std::fs::canonicalize(path).ok()
+        })
+        .collect()
+    }
+}
+
+/// Elsewhere there is no Seatbelt profile to build for the session.
+#[cfg(not(target_os = "macos"))]
+mod darwin {
+    pub fn terminals() -> Vec<std::path::PathBuf> {
+        Vec::new()
+    }
+
+    pub fn user_dirs() -> Vec<std::path::PathBuf> {
+        Vec::new()
     }
 }
 

@@ -125,6 +125,8 @@ pub fn wrap(
                 policy,
                 temp_dir: ctx.place.temp_dir.as_deref(),
                 tty: ctx.tty,
+                terminals: &ctx.place.terminals,
+                user_dirs: &ctx.place.user_dirs,
                 proxy_port: ctx.proxy_port,
             };
             Ok(seatbelt::build_argv(

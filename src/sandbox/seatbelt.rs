@@ -67,11 +67,17 @@ pub struct Inputs<'a> {
     pub temp_dir: Option<&'a Path>,
     /// The session's terminal (the inner pty's slave), for ioctls on inherited fds.
     pub tty: Option<&'a Path>,
+    /// The terminals that existed when the session started (`/dev/ttys*`, the outer
+    /// terminal among them), denied by name; the session's own (`tty`) is left out here.
+    pub terminals: &'a [PathBuf],
+    /// With `keychain_access`: the user's per-user directories (`confstr`), real paths.
+    pub user_dirs: &'a [PathBuf],
     /// The loopback port of the allow-list proxy (needed for an allow-list).
     pub proxy_port: Option<u16>,
 }
 
-/// An SBPL profile and the values of its parameters.
+/// An SBPL profile and the values of its parameters (paths, and the regexes of their
+/// spellings: `any_spelling`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Profile {
     pub text: String,
@@ -104,6 +110,8 @@ pub fn build_profile(inputs: &Inputs<'_>) -> Result<Profile, SeatbeltError> {
                 .join(KEYCHAINS.trim_start_matches("~/")),
         );
         b.section(KEYCHAIN);
+        let names = b.params("USER_DIR", inputs.user_dirs.iter().map(PathBuf::as_path));
+        b.rule("allow", "file-read* file-write*", "subpath", &names);
     }
     match policy.network {
         Network::None => {}
@@ -125,6 +133,8 @@ pub fn build_profile(inputs: &Inputs<'_>) -> Result<Profile, SeatbeltError> {
     write_writable(&mut b, policy, inputs.temp_dir);
     write_denied(&mut b, policy);
     write_protected(&mut b, policy);
+    write_parents(&mut b, policy);
+    write_terminals(&mut b, inputs.terminals, inputs.tty);
     if !policy.gui {
         b.section(NO_GUI);
     }
@@ -193,6 +203,8 @@ fn write_denied(b: &mut Builder, policy: &Policy) {
     b.comment("Denied: credentials and private data, neither readable nor writable.");
     let names = b.params("DENIED", spellings(&policy.filesystem.denied));
     b.rule("deny", "file-read* file-write*", "subpath", &names);
+    let names = b.any_spellings("DENIED_ANY", spellings(&policy.filesystem.denied), SUBPATH);
+    b.rule("deny", "file-read* file-write*", "regex", &names);
 }
 
 /// The granted host sockets: connecting to a unix socket is `network-outbound`, denied
@@ -227,8 +239,10 @@ fn write_protected(b: &mut Builder, policy: &Policy) {
     let plain: Vec<&Path> = spellings(protected)
         .filter(|p| inside(p).is_empty())
         .collect();
-    let names = b.params("PROTECTED", plain);
+    let names = b.params("PROTECTED", plain.iter().copied());
     b.rule("deny", "file-write*", "subpath", &names);
+    let names = b.any_spellings("PROTECTED_ANY", plain, SUBPATH);
+    b.rule("deny", "file-write*", "regex", &names);
     let carved: Vec<&Path> = spellings(protected)
         .filter(|p| !inside(p).is_empty())
         .collect();
@@ -239,20 +253,112 @@ fn write_protected(b: &mut Builder, policy: &Policy) {
         let name = format!("PROTECTED_WITH_GRANTS_{i}");
         b.param(&name, path);
         let keep = b.params(&format!("{name}_GRANT"), inside(path));
-        let mut rule = format!("(deny file-write*\n  (require-all (subpath (param \"{name}\"))");
-        for k in keep {
-            let _ = write!(rule, "\n    (require-not (subpath (param \"{k}\")))");
-        }
-        rule.push_str("))\n");
-        b.text.push_str(&rule);
+        b.carved(&name, "subpath", &keep);
+        let any = format!("{name}_ANY");
+        b.param(&any, Path::new(&any_spelling(path, SUBPATH)));
+        let keep = b.any_spellings(&format!("{name}_GRANT_ANY"), inside(path), SUBPATH);
+        b.carved(&any, "regex", &keep);
     }
-    b.comment("... nor moved away with a parent directory.");
-    let parents: BTreeSet<&Path> = spellings(protected)
+}
+
+/// Denied and protected paths cannot be moved away with a parent directory (and exposed,
+/// or replaced, in the next session): every ancestor but `/` is unlink-protected.
+fn write_parents(b: &mut Builder, policy: &Policy) {
+    let fs = &policy.filesystem;
+    b.comment("Denied and protected paths are not moved away with a parent directory.");
+    let parents: BTreeSet<&Path> = spellings(&fs.denied)
+        .chain(spellings(&fs.protected))
         .flat_map(|p| p.ancestors().skip(1))
         .filter(|p| p.parent().is_some())
         .collect();
-    let names = b.params("PROTECTED_PARENT", parents);
+    let names = b.params("PARENT", parents.iter().copied());
     b.rule("deny", "file-write-unlink", "literal", &names);
+    let names = b.any_spellings("PARENT_ANY", parents, LITERAL);
+    b.rule("deny", "file-write-unlink", "regex", &names);
+}
+
+/// The terminals that existed when the session started, other than its own — the outer
+/// terminal sbx-shell relays among them: never opened, read, written or ioctl'd, even
+/// through an allow above; except when the program made it (a pty's number, freed since,
+/// given again to one the program opened: the kernel marked that one as the program's).
+fn write_terminals(b: &mut Builder, terminals: &[PathBuf], own: Option<&Path>) {
+    let others: BTreeSet<&Path> = terminals
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|t| Some(*t) != own)
+        .collect();
+    let names = b.params("TERMINAL", others);
+    if names.is_empty() {
+        return;
+    }
+    b.comment("The terminals that existed at the start, the outer one among them.");
+    let mut rule =
+        String::from("(deny file-read* file-write* file-ioctl\n  (require-all\n    (require-any");
+    for name in names {
+        let _ = write!(rule, "\n      (literal (param \"{name}\"))");
+    }
+    rule.push_str(")\n    (require-not (extension \"com.apple.sandbox.pty\"))))\n");
+    b.text.push_str(&rule);
+}
+
+/// How `any_spelling` ends: a directory and everything below, or exactly the path.
+const SUBPATH: &str = "(/|$)";
+const LITERAL: &str = "$";
+
+/// A regex for every spelling of the real path `path` that reaches the same file on
+/// macOS: each ASCII letter in either case, with or without the data volume's firmlink
+/// prefix `/System/Volumes/Data`. A component holding anything but ASCII letters, digits,
+/// `.`, `_`, `-` and spaces (a non-ASCII name: APFS also ignores Unicode normalization)
+/// matches any name there — wider, never narrower, which for a deny is safe.
+pub fn any_spelling(path: &Path, end: &str) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    const DATA: &str = "/System/Volumes/Data";
+    let bytes = path.as_os_str().as_bytes();
+    let bare = bytes
+        .strip_prefix(DATA.as_bytes())
+        .filter(|rest| rest.starts_with(b"/"));
+    let on_system = bytes.starts_with(b"/System/") || bytes.starts_with(b"/dev/");
+    let body = bare.unwrap_or(bytes);
+    let mut out = String::from("^");
+    if bare.is_some() || !on_system {
+        out.push('(');
+        fold_into(&mut out, DATA.as_bytes());
+        out.push_str(")?");
+    }
+    if body == b"/" {
+        out.push('/');
+    } else {
+        fold_into(&mut out, body);
+    }
+    out.push_str(end);
+    out
+}
+
+/// `path` (absolute, `/`-separated) with each component's letters in either case.
+fn fold_into(out: &mut String, path: &[u8]) {
+    for component in path.split(|b| *b == b'/').skip(1) {
+        out.push('/');
+        let plain = component
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b' '));
+        if !plain || component.is_empty() {
+            out.push_str("[^/]+");
+            continue;
+        }
+        for b in component {
+            match *b {
+                c if c.is_ascii_alphabetic() => {
+                    out.push('[');
+                    out.push(c.to_ascii_lowercase() as char);
+                    out.push(c.to_ascii_uppercase() as char);
+                    out.push(']');
+                }
+                b'.' => out.push_str("[.]"),
+                b' ' => out.push_str("[ ]"),
+                c => out.push(c as char),
+            }
+        }
+    }
 }
 
 fn spellings(paths: &[ResolvedPath]) -> impl Iterator<Item = &Path> {
@@ -294,6 +400,35 @@ impl Builder {
                 name
             })
             .collect()
+    }
+
+    /// The `any_spelling` regexes of `paths` (each once) as parameters PREFIX_0, PREFIX_1 …
+    fn any_spellings<'p>(
+        &mut self,
+        prefix: &str,
+        paths: impl IntoIterator<Item = &'p Path>,
+        end: &str,
+    ) -> Vec<String> {
+        let mut regexes: Vec<PathBuf> = Vec::new();
+        for regex in paths
+            .into_iter()
+            .map(|p| PathBuf::from(any_spelling(p, end)))
+        {
+            if !regexes.contains(&regex) {
+                regexes.push(regex);
+            }
+        }
+        self.params(prefix, regexes.iter().map(PathBuf::as_path))
+    }
+
+    /// `(deny file-write* (require-all (FILTER NAME) (require-not (FILTER KEEP))…))`.
+    fn carved(&mut self, name: &str, filter: &str, keep: &[String]) {
+        let mut rule = format!("(deny file-write*\n  (require-all ({filter} (param \"{name}\"))");
+        for k in keep {
+            let _ = write!(rule, "\n    (require-not ({filter} (param \"{k}\")))");
+        }
+        rule.push_str("))\n");
+        self.text.push_str(&rule);
     }
 
     /// `(ACTION OPERATIONS (FILTER (param "NAME")) …)`, nothing when there are no names.

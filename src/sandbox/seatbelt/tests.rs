@@ -47,6 +47,16 @@ fn build(policy: &Policy) -> Profile {
         policy,
         temp_dir: Some(Path::new("/private/var/folders/ab/xyz/T")),
         tty: Some(Path::new("/dev/ttys003")),
+        terminals: &[
+            PathBuf::from("/dev/ttys000"),
+            PathBuf::from("/dev/ttys001"),
+            PathBuf::from("/dev/ttys003"),
+        ],
+        user_dirs: &[
+            PathBuf::from("/private/var/folders/ab/xyz/0"),
+            PathBuf::from("/private/var/folders/ab/xyz/T"),
+            PathBuf::from("/private/var/folders/ab/xyz/C"),
+        ],
         proxy_port: Some(43128),
     };
     build_profile(&inputs).unwrap()
@@ -221,32 +231,208 @@ fn the_switches_add_exactly_their_rules() {
     assert!(unrestricted.text.contains("\n(allow file-write*)\n"));
 }
 
-#[test]
-fn protected_paths_and_their_parents_cannot_be_moved_away() {
-    let profile = build(&policy_for("shell", "{}"));
-    let value = |name: &str| {
-        profile
-            .params
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
-    let parents: Vec<PathBuf> = profile
+/// The values of the parameters named PREFIX_<n>.
+fn values(profile: &Profile, prefix: &str) -> Vec<PathBuf> {
+    profile
         .params
         .iter()
-        .filter(|(k, _)| k.starts_with("PROTECTED_PARENT"))
+        .filter(|(k, _)| {
+            k.strip_prefix(prefix)
+                .and_then(|n| n.strip_prefix('_'))
+                .is_some_and(|n| n.parse::<usize>().is_ok())
+        })
         .map(|(_, v)| v.clone())
-        .collect();
-    assert!(
-        parents.contains(&PathBuf::from("/Users/u/proj/.git")),
-        "{parents:?}"
-    );
-    assert!(parents.contains(&PathBuf::from("/Users/u/proj")));
+        .collect()
+}
+
+#[test]
+fn protected_and_denied_paths_and_their_parents_cannot_be_moved_away() {
+    let profile = build(&policy_for(
+        "shell",
+        r#"{"filesystem": {"deny": ["./a/b/secret.txt"]}}"#,
+    ));
+    let parents = values(&profile, "PARENT");
+    for parent in [
+        "/Users/u/proj/.git",
+        "/Users/u/proj",
+        "/Users/u/proj/a/b",
+        "/Users/u/proj/a",
+    ] {
+        assert!(
+            parents.contains(&PathBuf::from(parent)),
+            "{parent}: {parents:?}"
+        );
+    }
     assert!(!parents.contains(&PathBuf::from("/")));
-    assert!(value("PROTECTED_0").is_some());
+    assert!(values(&profile, "DENIED").contains(&PathBuf::from("/Users/u/proj/a/b/secret.txt")));
+    assert!(!values(&profile, "PROTECTED").is_empty());
+    let unlink = profile
+        .text
+        .find("(deny file-write-unlink\n  (literal (param \"PARENT_0\"))")
+        .unwrap();
+    // After the allow of the workspace, which it has to beat.
+    assert!(unlink > profile.text.find("(param \"WRITABLE_0\")").unwrap());
     assert!(profile
         .text
-        .contains("(deny file-write-unlink\n  (literal (param \"PROTECTED_PARENT_0\"))"));
+        .contains("(deny file-write-unlink\n  (regex (param \"PARENT_ANY_0\"))"));
+}
+
+/// Nested ptys: /dev/ptmx and the terminals the program made (the kernel's
+/// com.apple.sandbox.pty extension), its own terminal; every terminal that existed at the
+/// start but its own, the outer one among them, denied by name after every allow.
+#[test]
+fn a_nested_pty_reaches_only_the_programs_own_terminals() {
+    let profile = build(&policy_for("shell", "{}"));
+    let text = &profile.text;
+    let nested = "(allow file-read* file-write* file-ioctl\n  (require-all\n    (regex #\"^/dev/ttys[0-9]+$\")\n    (extension \"com.apple.sandbox.pty\")))";
+    assert!(text.contains(nested), "{text}");
+    // No other rule names the terminals by pattern.
+    assert_eq!(text.matches("/dev/ttys").count(), 1, "{text}");
+    assert_eq!(
+        values(&profile, "TERMINAL"),
+        [PathBuf::from("/dev/ttys000"), PathBuf::from("/dev/ttys001")],
+        "the session's own terminal (ttys003) is not denied"
+    );
+    assert_eq!(values(&profile, "TTY"), [PathBuf::from("/dev/ttys003")]);
+    let deny = "(deny file-read* file-write* file-ioctl\n  (require-all\n    (require-any\n      (literal (param \"TERMINAL_0\"))\n      (literal (param \"TERMINAL_1\")))\n    (require-not (extension \"com.apple.sandbox.pty\"))))";
+    let at = text.find(deny).unwrap_or_else(|| panic!("{text}"));
+    assert!(at > text.find(nested).unwrap() && at > text.find("(param \"TTY_0\")").unwrap());
+    assert!(
+        !text[at..].contains("(allow"),
+        "an allow after the terminals' deny"
+    );
+    // Without nested ptys nothing opens a terminal by pattern; the deny stays.
+    let off = build(&policy_for("shell", r#"{"nested_pty": false}"#));
+    assert!(!off.text.contains("/dev/ttys") && off.text.contains(deny));
+}
+
+#[test]
+fn keychain_access_grants_the_users_own_directories_only() {
+    let profile = build(&policy_for("shell", r#"{"keychain_access": true}"#));
+    assert!(
+        !profile.text.contains("/private/var/folders"),
+        "{}",
+        profile.text
+    );
+    assert_eq!(
+        values(&profile, "USER_DIR"),
+        [
+            PathBuf::from("/private/var/folders/ab/xyz/0"),
+            PathBuf::from("/private/var/folders/ab/xyz/T"),
+            PathBuf::from("/private/var/folders/ab/xyz/C"),
+        ]
+    );
+    let rule = "(allow file-read* file-write*\n  (subpath (param \"USER_DIR_0\"))\n  (subpath (param \"USER_DIR_1\"))\n  (subpath (param \"USER_DIR_2\")))";
+    let at = profile.text.find(rule).unwrap();
+    // Denied paths still win inside them.
+    assert!(at < profile.text.find("(param \"DENIED_0\")").unwrap());
+    let without = build(&policy_for("shell", "{}"));
+    assert!(values(&without, "USER_DIR").is_empty() && !without.text.contains("KEYCHAINS"));
+}
+
+/// A matcher for what `any_spelling` writes: `^`, `(…)?` holding no group, `[…]` and
+/// `[^…]+`, literal characters, and `(/|$)` or `$` at the end.
+fn spelled(regex: &str, path: &str) -> bool {
+    fn class(at: &[u8]) -> (bool, Vec<u8>, usize) {
+        let negated = at.get(1) == Some(&b'^');
+        let start = if negated { 2 } else { 1 };
+        let end = start + at[start..].iter().position(|b| *b == b']').unwrap();
+        (negated, at[start..end].to_vec(), end + 1)
+    }
+    fn go(re: &[u8], s: &[u8]) -> bool {
+        match re {
+            [] => s.is_empty(),
+            [b'$'] => s.is_empty(),
+            [b'(', b'/', b'|', b'$', b')'] => s.is_empty() || s[0] == b'/',
+            [b'(', ..] => {
+                let close = re.iter().position(|b| *b == b')').unwrap();
+                let (group, rest) = (&re[1..close], &re[close + 2..]);
+                let with: Vec<u8> = [group, rest].concat();
+                go(&with, s) || go(rest, s)
+            }
+            [b'[', ..] => {
+                let (negated, set, len) = class(re);
+                let ok = |c: u8| set.contains(&c) != negated;
+                if re.get(len) == Some(&b'+') {
+                    let n = s.iter().take_while(|c| ok(**c)).count();
+                    (1..=n).rev().any(|k| go(&re[len + 1..], &s[k..]))
+                } else {
+                    !s.is_empty() && ok(s[0]) && go(&re[len..], &s[1..])
+                }
+            }
+            [c, rest @ ..] => s.first() == Some(c) && go(rest, &s[1..]),
+        }
+    }
+    go(regex.strip_prefix('^').unwrap().as_bytes(), path.as_bytes())
+}
+
+#[test]
+fn any_spelling_matches_every_case_and_the_firmlink() {
+    let re = any_spelling(Path::new("/Users/u/.ssh"), SUBPATH);
+    for yes in [
+        "/Users/u/.ssh",
+        "/Users/u/.ssh/id_ed25519",
+        "/users/U/.SSH",
+        "/System/Volumes/Data/Users/u/.ssh/x",
+        "/system/volumes/data/USERS/u/.Ssh",
+    ] {
+        assert!(spelled(&re, yes), "{re} does not match {yes}");
+    }
+    for no in [
+        "/Users/u/.sshx",
+        "/Users/u/xssh",
+        "/Users/u",
+        "/Other/Users/u/.ssh",
+    ] {
+        assert!(!spelled(&re, no), "{re} matches {no}");
+    }
+    let exact = any_spelling(Path::new("/Users/u/proj"), LITERAL);
+    assert!(spelled(&exact, "/USERS/u/PROJ") && !spelled(&exact, "/Users/u/proj/x"));
+    // Given in the firmlink's spelling, the short one is covered too.
+    let data = any_spelling(Path::new("/System/Volumes/Data/Users/u/.aws"), SUBPATH);
+    assert!(spelled(&data, "/Users/U/.AWS/credentials"));
+    // A non-ASCII name (its normalization differs too) matches any name there.
+    let accented = any_spelling(Path::new("/Users/jos\u{e9}/.ssh"), SUBPATH);
+    assert!(spelled(&accented, "/Users/Jose\u{301}/.ssh/k"));
+    assert!(spelled(&accented, "/Users/other/.ssh"));
+    // The system volume has no firmlinked twin; devices neither.
+    assert!(!any_spelling(Path::new("/System/Library/x"), SUBPATH).contains("Volumes"));
+}
+
+#[test]
+fn every_denied_and_protected_path_and_parent_is_denied_in_every_spelling() {
+    for (name, _) in profiles::SHIPPED {
+        let profile = build(&policy_for(name, "{}"));
+        for (prefix, end) in [
+            ("DENIED", SUBPATH),
+            ("PROTECTED", SUBPATH),
+            ("PARENT", LITERAL),
+        ] {
+            let regexes = values(&profile, &format!("{prefix}_ANY"));
+            let plain = values(&profile, prefix);
+            assert!(!plain.is_empty(), "{name}: no {prefix}");
+            for path in plain {
+                let p = path.to_str().unwrap();
+                let upper = p.to_uppercase();
+                assert!(
+                    regexes.iter().any(|r| {
+                        let r = r.to_str().unwrap();
+                        r.ends_with(end)
+                            && spelled(r, p)
+                            && spelled(r, &upper)
+                            && (p.starts_with("/System/")
+                                || spelled(r, &format!("/System/Volumes/Data{p}")))
+                    }),
+                    "{name}: {p} has no rule for its other spellings"
+                );
+            }
+            let filter = format!("\n  (regex (param \"{prefix}_ANY_0\"))");
+            assert!(
+                profile.text.contains(&filter),
+                "{name}: {prefix}_ANY unused"
+            );
+        }
+    }
 }
 
 #[test]
@@ -262,6 +448,8 @@ fn a_network_allow_list_reaches_only_the_proxy_port() {
         policy: &policy,
         temp_dir: None,
         tty: None,
+        terminals: &[],
+        user_dirs: &[],
         proxy_port: None,
     });
     assert_eq!(without_port, Err(SeatbeltError::NoProxy));
