@@ -95,8 +95,32 @@ fn a_golden_mismatch_shows_the_lines_that_differ() {
 fn every_shipped_profile_matches_its_golden_file() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/seatbelt");
     let update = std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1");
-    for (name, _) in profiles::SHIPPED {
-        let profile = build(&policy_for(name, "{}"));
+    let switches: &[(&str, &str, &str)] = &[
+        ("shell+keychain", "shell", r#"{"keychain_access": true}"#),
+        ("shell+gui", "shell", r#"{"gui": true}"#),
+        ("shell+net-full", "shell", r#"{"network": "full"}"#),
+        (
+            "shell+net-allow",
+            "shell",
+            r#"{"network": {"allow": ["api.example.com"]}}"#,
+        ),
+        ("shell+no-nested-pty", "shell", r#"{"nested_pty": false}"#),
+        (
+            "shell+unrestricted",
+            "shell",
+            r#"{"filesystem": {"mode": "unrestricted"}}"#,
+        ),
+        (
+            "shell+deny-in-workspace",
+            "shell",
+            r#"{"filesystem": {"deny": ["./a/b/secret.txt"]}}"#,
+        ),
+    ];
+    let shipped = profiles::SHIPPED
+        .iter()
+        .map(|(name, _)| (*name, *name, "{}"));
+    for (name, profile, extra) in shipped.chain(switches.iter().copied()) {
+        let profile = build(&policy_for(profile, extra));
         let params: String = profile
             .params
             .iter()
