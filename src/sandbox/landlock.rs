@@ -382,7 +382,8 @@ fn check_alone(
 }
 
 /// Alone: the protected paths inside the writable trees (not `/`), and each repository's
-/// sensitive paths there (`repos::sensitive`, as found), each with its tree — what Landlock
+/// sensitive paths there (`repos::sensitive`, as found, and its `.git` pointer file), each
+/// with its tree — what Landlock
 /// cannot refuse to change, so the guard restores it from a record (`guard::record`).
 pub fn restored_paths(
     fs: &Filesystem,
@@ -401,6 +402,9 @@ pub fn restored_paths(
                 .iter()
                 .flat_map(|g| g.present.iter().map(PathBuf::as_path)),
         )
+        // A linked worktree's or a submodule's `.git` file: re-pointed, the host's git
+        // would read another directory's config there.
+        .chain(git_dirs.iter().filter_map(|g| g.pointer.as_deref()))
         .filter_map(|p| {
             let root = roots.iter().find(|r| p.starts_with(r) && p != **r)?;
             Some((p.to_path_buf(), root.to_path_buf()))

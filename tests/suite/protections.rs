@@ -83,13 +83,18 @@ pub(super) fn fsmonitor(lab: &Lab, mark: &str) -> String {
     )
 }
 
+/// Renaming an ancestor of a protected or denied path (`.git`, `.claude`, a directory above
+/// a `--deny` path) and planting a new one in its place: under bwrap each rename is
+/// refused; under Landlock alone a denied path inside the workspace is refused at the
+/// start, and what the renames moved is put back from the record, so the host's git runs
+/// nothing. Control: every rename goes through and the host's git runs the planted command.
 #[test]
 fn renaming_an_ancestor_moves_no_protection_away() {
     if !tools_present() {
         return;
     }
     for user in USERS {
-        for backend in ["bwrap", "none"] {
+        for backend in ["bwrap", "landlock", "none"] {
             let lab = repo_lab("ancestor", user);
             fs::create_dir_all(lab.ws.join("a/b")).unwrap();
             fs::write(lab.ws.join("a/b/secret.txt"), "CANARY-denied\n").unwrap();
@@ -107,8 +112,17 @@ fn renaming_an_ancestor_moves_no_protection_away() {
                 evil = evil_script(&lab, "ancestor"),
                 cfg = fsmonitor(&lab, "ancestor"),
             );
-            let (code, out, err) = lab.sh(backend, &["--deny", "./a/b/secret.txt"], &script);
             let what = format!("{} {backend}", lab.what(backend));
+            let deny: &[&str] = &["--deny", "./a/b/secret.txt"];
+            if backend == "landlock" {
+                // Landlock alone cannot hide a path inside a writable tree: refused, with
+                // the way out; the renames of protected paths' ancestors go on below.
+                let (code, _, err) = lab.sh(backend, deny, "echo RAN");
+                assert_ne!(code, 0, "{what}");
+                assert!(err.contains("Landlock alone cannot deny"), "{what}: {err}");
+            }
+            let args = if backend == "landlock" { &[][..] } else { deny };
+            let (code, out, err) = lab.sh(backend, args, &script);
             assert_eq!(code, 0, "{what}: {err}");
             assert_lines(&out, &["DONE"], &what);
             let status = host_git(&lab, &lab.ws, &["status", "--short"]);
@@ -126,6 +140,28 @@ fn renaming_an_ancestor_moves_no_protection_away() {
                     "{what}: control: git did not run the planted fsmonitor"
                 );
                 assert!(secret_moved, "{what}: control");
+            } else if backend == "landlock" {
+                // The renames go through; what they moved is put back from the record.
+                assert!(
+                    !pwned,
+                    "{what}: the host's git ran a command the sandbox planted"
+                );
+                assert!(status.status.success(), "{what}");
+                assert!(
+                    !fs::read_to_string(lab.ws.join(".git/config"))
+                        .unwrap()
+                        .contains("fsmonitor"),
+                    "{what}"
+                );
+                assert_eq!(
+                    fs::read_to_string(lab.ws.join(".claude/settings.json")).unwrap(),
+                    "{}\n",
+                    "{what}"
+                );
+                assert!(
+                    err.contains("restored them from its record"),
+                    "{what}: {err}"
+                );
             } else {
                 for line in ["GIT-RENAMED", "DENIED-RENAMED", "CLAUDE-RENAMED"] {
                     assert!(!out.lines().any(|l| l == line), "{what}: {line}\n{out}");
@@ -217,13 +253,18 @@ fn a_home_workspace_keeps_what_runs_code_unwritable_and_ordinary_files_writable(
     }
 }
 
+/// Every git indirection — a nested repository's config, the main config, a worktree's
+/// `.git` pointer, `config.worktree`, `alternates`, a hook — checked by running the host's
+/// git afterwards, while ordinary work goes on: under bwrap each write is refused; under
+/// Landlock alone the recorded files are sealed and the rest is restored at once. Control:
+/// the host's git runs every planted command.
 #[test]
 fn git_cannot_be_turned_against_the_host_through_any_repository() {
     if !tools_present() {
         return;
     }
     for user in USERS {
-        for backend in ["bwrap", "none"] {
+        for backend in ["bwrap", "landlock", "none"] {
             let lab = repo_lab("gitind", user);
             let ws = &lab.ws;
             // A nested repository, a linked worktree and a submodule-style pointer file.
@@ -285,6 +326,29 @@ fn git_cannot_be_turned_against_the_host_through_any_repository() {
                     &["NESTED", "MAIN", "POINTER", "ALTERNATES", "HOOK"],
                     &what,
                 );
+            } else if backend == "landlock" {
+                // Landlock alone cannot refuse a write below a writable directory: the
+                // recorded files are sealed (refused), the rest is restored at once.
+                assert!(
+                    fired.is_empty(),
+                    "{what}: the host's git ran {fired:?}\n{out}"
+                );
+                for line in ["NESTED", "MAIN"] {
+                    assert!(!out.lines().any(|l| l == line), "{what}: {line}\n{out}");
+                }
+                let wt = fs::read_to_string(ws.join("wt/.git")).unwrap();
+                assert!(wt.contains(".git/worktrees/wt"), "{what}: {wt}");
+                let config_worktree = ws.join(".git/worktrees/wt/config.worktree");
+                assert!(
+                    !fs::read_to_string(&config_worktree).is_ok_and(|c| c.contains("fsmonitor")),
+                    "{what}"
+                );
+                for gone in [".git/objects/info/alternates", ".git/hooks/post-checkout"] {
+                    assert!(!ws.join(gone).exists(), "{what}: {gone}");
+                }
+                for named in ["wt/.git", "config.worktree", "alternates"] {
+                    assert!(err.contains(named), "{what}: {named} not named:\n{err}");
+                }
             } else {
                 assert!(
                     fired.is_empty(),
