@@ -307,9 +307,10 @@ const LITERAL: &str = "$";
 
 /// A regex for every spelling of the real path `path` that reaches the same file on
 /// macOS: each ASCII letter in either case, with or without the data volume's firmlink
-/// prefix `/System/Volumes/Data`. A component holding anything but ASCII letters, digits,
-/// `.`, `_`, `-` and spaces (a non-ASCII name: APFS also ignores Unicode normalization)
-/// matches any name there — wider, never narrower, which for a deny is safe.
+/// prefix `/System/Volumes/Data`. Non-ASCII letters (APFS also ignores their case and
+/// Unicode normalization) match any run of characters there, and ASCII punctuation that
+/// means something in a regex any one character: wider, never narrower, which for a deny
+/// is safe.
 pub fn any_spelling(path: &Path, end: &str) -> String {
     use std::os::unix::ffi::OsStrExt;
     const DATA: &str = "/System/Volumes/Data";
@@ -325,7 +326,7 @@ pub fn any_spelling(path: &Path, end: &str) -> String {
         fold_into(&mut out, DATA.as_bytes());
         out.push_str(")?");
     }
-    if body == b"/" {
+    if body.iter().all(|b| *b == b'/') {
         out.push('/');
     } else {
         fold_into(&mut out, body);
@@ -334,19 +335,21 @@ pub fn any_spelling(path: &Path, end: &str) -> String {
     out
 }
 
-/// `path` (absolute, `/`-separated) with each component's letters in either case.
+/// `path` (absolute, `/`-separated) with its letters in either case (`any_spelling`).
 fn fold_into(out: &mut String, path: &[u8]) {
-    for component in path.split(|b| *b == b'/').skip(1) {
+    for component in path.split(|b| *b == b'/').filter(|c| !c.is_empty()) {
         out.push('/');
-        let plain = component
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b' '));
-        if !plain || component.is_empty() {
-            out.push_str("[^/]+");
-            continue;
-        }
-        for b in component {
-            match *b {
+        let mut in_run = false;
+        for &b in component {
+            if !b.is_ascii() {
+                if !in_run {
+                    out.push_str("[^/]*");
+                }
+                in_run = true;
+                continue;
+            }
+            in_run = false;
+            match b {
                 c if c.is_ascii_alphabetic() => {
                     out.push('[');
                     out.push(c.to_ascii_lowercase() as char);
@@ -355,7 +358,8 @@ fn fold_into(out: &mut String, path: &[u8]) {
                 }
                 b'.' => out.push_str("[.]"),
                 b' ' => out.push_str("[ ]"),
-                c => out.push(c as char),
+                c if c.is_ascii_digit() || b"_-,@%=~:".contains(&c) => out.push(c as char),
+                _ => out.push('.'),
             }
         }
     }

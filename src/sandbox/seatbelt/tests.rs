@@ -354,8 +354,8 @@ fn keychain_access_grants_the_users_own_directories_only() {
     assert!(values(&without, "USER_DIR").is_empty() && !without.text.contains("KEYCHAINS"));
 }
 
-/// A matcher for what `any_spelling` writes: `^`, `(…)?` holding no group, `[…]` and
-/// `[^…]+`, literal characters, and `(/|$)` or `$` at the end.
+/// A matcher for what `any_spelling` writes: `^`, `(…)?` holding no group, `[…]`, `[^/]*`,
+/// `.`, literal characters, and `(/|$)` or `$` at the end.
 fn spelled(regex: &str, path: &str) -> bool {
     fn class(at: &[u8]) -> (bool, Vec<u8>, usize) {
         let negated = at.get(1) == Some(&b'^');
@@ -377,13 +377,15 @@ fn spelled(regex: &str, path: &str) -> bool {
             [b'[', ..] => {
                 let (negated, set, len) = class(re);
                 let ok = |c: u8| set.contains(&c) != negated;
-                if re.get(len) == Some(&b'+') {
+                if let Some(q @ (b'+' | b'*')) = re.get(len) {
+                    let least = usize::from(*q == b'+');
                     let n = s.iter().take_while(|c| ok(**c)).count();
-                    (1..=n).rev().any(|k| go(&re[len + 1..], &s[k..]))
+                    (least..=n).rev().any(|k| go(&re[len + 1..], &s[k..]))
                 } else {
                     !s.is_empty() && ok(s[0]) && go(&re[len..], &s[1..])
                 }
             }
+            [b'.', rest @ ..] => !s.is_empty() && go(rest, &s[1..]),
             [c, rest @ ..] => s.first() == Some(c) && go(rest, &s[1..]),
         }
     }
@@ -415,10 +417,15 @@ fn any_spelling_matches_every_case_and_the_firmlink() {
     // Given in the firmlink's spelling, the short one is covered too.
     let data = any_spelling(Path::new("/System/Volumes/Data/Users/u/.aws"), SUBPATH);
     assert!(spelled(&data, "/Users/U/.AWS/credentials"));
-    // A non-ASCII name (its normalization differs too) matches any name there.
+    // A non-ASCII letter (its case and normalization vary too) matches any run there.
     let accented = any_spelling(Path::new("/Users/jos\u{e9}/.ssh"), SUBPATH);
     assert!(spelled(&accented, "/Users/Jose\u{301}/.ssh/k"));
-    assert!(spelled(&accented, "/Users/other/.ssh"));
+    assert!(spelled(&accented, "/Users/JOS\u{c9}/.ssh"));
+    assert!(!spelled(&accented, "/Users/other/.ssh"));
+    // Regex punctuation is never taken as regex.
+    let odd = any_spelling(Path::new("/Users/u/a+b (1)/x"), LITERAL);
+    assert!(spelled(&odd, "/users/U/A+B (1)/X"), "{odd}");
+    assert!(!odd.contains('+') && odd.matches('(').count() == 1, "{odd}");
     // The system volume has no firmlinked twin; devices neither.
     assert!(!any_spelling(Path::new("/System/Library/x"), SUBPATH).contains("Volumes"));
 }
