@@ -115,7 +115,7 @@ pub struct Outcome {
     pub keep: PathBuf,
     /// Directories were left unwatched: the budget, or the kernel's limit on watches.
     pub incomplete: bool,
-    /// The guard ended the session (`END_AFTER`): the path it answered last.
+    /// The guard ended the session (`END_AFTER`): the path whose answer ended it.
     pub ended: Option<PathBuf>,
 }
 
@@ -605,10 +605,13 @@ impl State {
     /// counts towards `END_AFTER`, which ends the session.
     fn note(&mut self, path: &Path, what: String, restored: bool) {
         self.answers += 1;
+        // From then on each answer ends what runs (a program started after the answer
+        // that reached the count, with changes made by something outside before it, is
+        // ended at the next one); said only once something was ended.
         if self.answers >= END_AFTER && self.out.ended.is_none() && !self.ended {
-            self.out.ended = Some(path.to_path_buf());
-            if self.rules.ends_session {
-                crate::process::kill_all_below();
+            let ended = !self.rules.ends_session || crate::process::kill_all_below() > 0;
+            if ended {
+                self.out.ended = Some(path.to_path_buf());
             }
         }
         if let Some(times) = self.times.get_mut(path) {

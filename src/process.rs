@@ -277,19 +277,23 @@ pub fn select_leftovers(procs: &[ProcInfo], root: i32, session: Option<i32>) -> 
 
 /// SIGKILL every process below sbx-shell, again until none is left alive (bounded: a
 /// second); nothing is reaped (the main loop does that, and learns the child's end).
-pub fn kill_all_below() {
+/// Returns how many there were at first.
+pub fn kill_all_below() -> usize {
     let me = nix::unistd::getpid().as_raw();
     let start = Instant::now();
+    let mut first = None;
     while start.elapsed() < Duration::from_secs(1) {
         let alive = select_leftovers(&processes_below(me), me, None);
+        first.get_or_insert(alive.len());
         if alive.is_empty() {
-            return;
+            break;
         }
         for pid in alive {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
         thread::sleep(Duration::from_millis(1));
     }
+    first.unwrap_or(0)
 }
 
 /// Hang up, then kill, every process below us (and in `child_session`). Bounded in time.
