@@ -586,7 +586,7 @@ impl State {
         let first = !self.times.contains_key(path);
         let keep =
             first.then(|| unique(&self.rules.keep.join(path.strip_prefix("/").unwrap_or(path))));
-        let moved = remove_keeping(dir.fd.as_fd(), name, keep.as_deref(), 0);
+        let moved = take_out(dir.fd.as_fd(), name, keep.as_deref());
         let restored = self
             .rules
             .links
@@ -773,6 +773,37 @@ fn unique(path: &Path) -> PathBuf {
     candidate
 }
 
+/// Take the entry `name` of `dir` out of the tree (`remove_keeping`). A directory is first
+/// renamed to a name of the guard's own in the same place, so the path is free at once
+/// whatever the program still adds to it, then emptied there.
+fn take_out(dir: BorrowedFd<'_>, name: &OsStr, keep: Option<&Path>) -> io::Result<()> {
+    use std::hash::BuildHasher;
+    let st = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return remove_keeping(dir, name, keep, 0);
+    }
+    let mut tries = 0u64;
+    let aside = loop {
+        // A name the program cannot guess (it shares the directory), another if taken.
+        let aside = format!(
+            ".sbx-shell-aside.{:016x}",
+            std::collections::hash_map::RandomState::new().hash_one(tries)
+        );
+        match nix::fcntl::renameat2(
+            dir,
+            name,
+            dir,
+            aside.as_str(),
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => break aside,
+            Err(nix::errno::Errno::EEXIST) if tries < 8 => tries += 1,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    remove_keeping(dir, OsStr::new(&aside), keep, 0)
+}
+
 /// Remove the entry `name` of the directory `dir` (never following a symlink: every step
 /// is taken through a descriptor), keeping a copy at `keep` if given: a regular file's
 /// first `KEEP_LIMIT` bytes, a symlink as a file naming its target, a directory's entries
@@ -799,15 +830,23 @@ fn remove_keeping(
         if let Some(keep) = keep {
             crate::files::create_private_dir(keep)?;
         }
-        let names: Vec<OsString> = std::fs::read_dir(proc_path(&inner))?
-            .flatten()
-            .map(|e| e.file_name())
-            .collect();
-        for child in names {
-            let keep = keep.map(|k| k.join(&child));
-            remove_keeping(inner.as_fd(), &child, keep.as_deref(), depth + 1)?;
+        // Emptied again while a program is still adding to it (`mkdir -p .vscode && echo >
+        // .vscode/tasks.json` racing the guard): a few rounds.
+        let mut rounds = 0;
+        loop {
+            let names: Vec<OsString> = std::fs::read_dir(proc_path(&inner))?
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            for child in names {
+                let keep = keep.map(|k| k.join(&child));
+                remove_keeping(inner.as_fd(), &child, keep.as_deref(), depth + 1)?;
+            }
+            match nix::unistd::unlinkat(dir, name, UnlinkatFlags::RemoveDir) {
+                Err(nix::errno::Errno::ENOTEMPTY) if rounds < 16 => rounds += 1,
+                done => return Ok(done?),
+            }
         }
-        return Ok(nix::unistd::unlinkat(dir, name, UnlinkatFlags::RemoveDir)?);
     }
     let copy = match keep {
         Some(_) => copy_of(dir, name, kind)?,
@@ -973,6 +1012,61 @@ mod tests {
             "{restored:?}"
         );
         assert!(out.moved.is_empty(), "{:?}", out.moved);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// A protected directory that a program keeps filling while the guard takes it out
+    /// (`mkdir .vscode && echo > .vscode/tasks.json`, in a loop here): it is renamed out
+    /// of the way first, so it is gone at once and not left behind half emptied.
+    #[test]
+    fn a_directory_filled_while_it_is_taken_out_is_taken_out() {
+        let base = std::env::temp_dir().join(format!("sbx-guard-fill-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("ws")).unwrap();
+        let ws = std::fs::canonicalize(base.join("ws")).unwrap();
+        let planted = ws.join(".vscode");
+        let rules = Rules {
+            roots: vec![(ws.clone(), false)],
+            missing: vec![planted.clone()],
+            before: crate::planted::Snapshot::default(),
+            links: Vec::new(),
+            keep: base.join("keep"),
+            recorded: Vec::new().into(),
+            ends_session: false,
+        };
+        let guard = Guard::start(rules).unwrap();
+        // Give the guard's walk time to watch the workspace.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let filler = {
+            let planted = planted.clone();
+            std::thread::spawn(move || {
+                let until = std::time::Instant::now() + std::time::Duration::from_millis(300);
+                let mut n = 0u64;
+                while std::time::Instant::now() < until {
+                    let _ = std::fs::create_dir(&planted);
+                    let _ = std::fs::write(planted.join(format!("f{n}")), "x");
+                    n += 1;
+                }
+            })
+        };
+        filler.join().unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while planted.exists() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!planted.exists(), "still there");
+        let out = guard.finish();
+        assert!(
+            out.moved.iter().all(|p| !p.what.contains("could not")),
+            "{:?}",
+            out.moved
+        );
+        let litter: Vec<_> = std::fs::read_dir(&ws)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(litter.is_empty(), "{litter:?}");
         let _ = std::fs::remove_dir_all(&base);
     }
 
