@@ -438,20 +438,17 @@ mod darwin {
             .map(|e| e.path())
             .collect();
         for fd in [0, 1, 2] {
-            // SAFETY: isatty and ttyname take a descriptor; ttyname's result is read at
-            // once (this runs before any other thread could call it).
-            let name = unsafe {
-                if libc::isatty(fd) != 1 {
-                    continue;
-                }
-                let p = libc::ttyname(fd);
-                if p.is_null() {
-                    continue;
-                }
-                std::ffi::CStr::from_ptr(p).to_bytes().to_vec()
-            };
+            let mut buf = [0u8; 1024];
+            // SAFETY: ttyname_r writes at most buf.len() bytes, NUL included, into buf.
+            let rc = unsafe { libc::ttyname_r(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if rc != 0 {
+                continue;
+            }
+            let len = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
             found.push(PathBuf::from(
-                <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(name),
+                <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(
+                    buf[..len].to_vec(),
+                ),
             ));
         }
         found.sort();
