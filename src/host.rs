@@ -378,6 +378,9 @@ pub struct Place {
     /// macOS: the terminals that exist now (`/dev/ttys*`, the outer one among them), which
     /// Seatbelt denies by name. Empty elsewhere.
     pub terminals: Vec<PathBuf>,
+    /// macOS: the terminal on sbx-shell's stdio, the program's own when it has no pty of
+    /// its own (it inherits that terminal). `None` elsewhere.
+    pub stdio_terminal: Option<PathBuf>,
     /// macOS: the user's per-user directories (`confstr`), real paths. Empty elsewhere.
     pub user_dirs: Vec<PathBuf>,
     kinds: PathKinds,
@@ -396,6 +399,7 @@ impl Place {
             sockets: crate::sockets::Found::measure(runtime_dir.as_deref()),
             runtime_dir,
             terminals: darwin::terminals(),
+            stdio_terminal: darwin::stdio_terminal(),
             user_dirs: darwin::user_dirs(),
             kinds: PathKinds::default(),
             identities: RefCell::default(),
@@ -437,23 +441,29 @@ mod darwin {
             })
             .map(|e| e.path())
             .collect();
-        for fd in [0, 1, 2] {
-            let mut buf = [0u8; 1024];
-            // SAFETY: ttyname_r writes at most buf.len() bytes, NUL included, into buf.
-            let rc = unsafe { libc::ttyname_r(fd, buf.as_mut_ptr().cast(), buf.len()) };
-            if rc != 0 {
-                continue;
-            }
-            let len = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-            found.push(PathBuf::from(
-                <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(
-                    buf[..len].to_vec(),
-                ),
-            ));
-        }
+        found.extend([0, 1, 2].into_iter().filter_map(terminal_on));
         found.sort();
         found.dedup();
         found
+    }
+
+    /// The terminal on the first of sbx-shell's stdin, stdout, stderr that has one: what a
+    /// child without a pty of its own inherits.
+    pub fn stdio_terminal() -> Option<PathBuf> {
+        [0, 1, 2].into_iter().find_map(terminal_on)
+    }
+
+    fn terminal_on(fd: i32) -> Option<PathBuf> {
+        let mut buf = [0u8; 1024];
+        // SAFETY: ttyname_r writes at most buf.len() bytes, NUL included, into buf.
+        let rc = unsafe { libc::ttyname_r(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if rc != 0 {
+            return None;
+        }
+        let len = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+        Some(PathBuf::from(
+            <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(buf[..len].to_vec()),
+        ))
     }
 
     /// The per-user directory and its temporary and cache directories, real paths.
@@ -486,6 +496,10 @@ mod darwin {
 mod darwin {
     pub fn terminals() -> Vec<std::path::PathBuf> {
         Vec::new()
+    }
+
+    pub fn stdio_terminal() -> Option<std::path::PathBuf> {
+        None
     }
 
     pub fn user_dirs() -> Vec<std::path::PathBuf> {

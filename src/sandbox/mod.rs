@@ -124,7 +124,8 @@ pub fn wrap(
             let inputs = seatbelt::Inputs {
                 policy,
                 temp_dir: ctx.place.temp_dir.as_deref(),
-                tty: ctx.tty,
+                // Without a pty of its own the program inherits sbx-shell's terminal.
+                tty: ctx.tty.or(ctx.place.stdio_terminal.as_deref()),
                 terminals: &ctx.place.terminals,
                 user_dirs: &ctx.place.user_dirs,
                 proxy_port: ctx.proxy_port,
