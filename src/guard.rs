@@ -50,7 +50,8 @@ const FINAL_READS: usize = 200;
 /// After this many answers (moves and restores, repeats counted) in one session the guard
 /// ends it: a program that plants again what was just taken out is racing the guard, and
 /// each round leaves the place planted for an instant (a tight loop kept a `commondir` in
-/// place 85% of the time while the guard only answered). No ordinary session comes near.
+/// place 85% of the time while the guard only answered). An ordinary session gives none or
+/// a few.
 pub const END_AFTER: u64 = 64;
 /// At most this many bytes of each file moved aside are kept.
 const KEEP_LIMIT: u64 = 1 << 20;
