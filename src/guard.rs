@@ -21,7 +21,8 @@
 //! This restores; it does not prevent: a program outside that reads the place in the
 //! instant between the write and the move sees it. A program that plants again and again
 //! would make those instants most of the time, so the guard ends a session after
-//! `END_AFTER` answers. Everything is reached through
+//! `END_AFTER` answers — or at the first one for a place no git command writes
+//! (`never_written_by_git`). Everything is reached through
 //! descriptors held on the watched directories, never by following a path the program
 //! could change.
 
@@ -118,6 +119,8 @@ pub struct Outcome {
     pub incomplete: bool,
     /// The guard ended the session (`END_AFTER`): the path whose answer ended it.
     pub ended: Option<PathBuf>,
+    /// … at its first answer: a place no git command writes (`never_written_by_git`).
+    pub ended_at_once: bool,
 }
 
 struct State {
@@ -609,10 +612,12 @@ impl State {
         // From then on each answer ends what runs (a program started after the answer
         // that reached the count, with changes made by something outside before it, is
         // ended at the next one); said only once something was ended.
-        if self.answers >= END_AFTER && self.out.ended.is_none() && !self.ended {
+        let at_once = never_written_by_git(path);
+        if (self.answers >= END_AFTER || at_once) && self.out.ended.is_none() && !self.ended {
             let ended = !self.rules.ends_session || crate::process::kill_all_below() > 0;
             if ended {
                 self.out.ended = Some(path.to_path_buf());
+                self.out.ended_at_once = at_once;
             }
         }
         if let Some(times) = self.times.get_mut(path) {
@@ -630,6 +635,19 @@ impl State {
             what,
         });
     }
+}
+
+/// A place no git command writes, so that making it once is an attack on the host's git,
+/// and the guard ends the session at its first answer: `commondir` in a git directory
+/// other than a linked worktree's (`worktrees/NAME/commondir` is git's own). It points the
+/// host's git at another directory's config and hooks.
+fn never_written_by_git(path: &Path) -> bool {
+    path.file_name() == Some(OsStr::new("commondir"))
+        && path
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::file_name)
+            != Some(OsStr::new("worktrees"))
 }
 
 impl Drop for Guard {
@@ -1069,6 +1087,21 @@ mod tests {
             .collect();
         assert!(litter.is_empty(), "{litter:?}");
         let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn only_a_commondir_outside_a_worktrees_directory_ends_a_session_at_once() {
+        for (path, at_once) in [
+            ("/ws/.git/commondir", true),
+            ("/ws/sub/.git/commondir", true),
+            ("/ws/bare.git/commondir", true),
+            ("/ws/.git/modules/m/commondir", true),
+            ("/ws/.git/worktrees/wt/commondir", false),
+            ("/ws/.git/hooks/post-checkout", false),
+            ("/ws/.mcp.json", false),
+        ] {
+            assert_eq!(never_written_by_git(Path::new(path)), at_once, "{path}");
+        }
     }
 
     /// A place planted again the moment it is gone: the guard answers until `END_AFTER`

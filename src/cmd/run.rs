@@ -810,12 +810,17 @@ impl Watch {
                         crate::guard::WATCH_BUDGET
                     ));
                 }
-                if let Some(path) = &outcome.ended {
-                    crate::say::error(&format!(
+                match &outcome.ended {
+                    Some(path) if outcome.ended_at_once => crate::say::error(&format!(
+                        "this session was ended: its program planted {}, which no git command writes: it points the host's git at another directory's config and hooks\nHint: the places are named below; a program that does this is attacking the host",
+                        path.display()
+                    )),
+                    Some(path) => crate::say::error(&format!(
                         "this session was ended: its program kept changing what the guard protects ({} answers, the last at {}), racing the guard to keep code planted outside the sandbox\nHint: the places are named below; a program that does this is attacking the host",
                         crate::guard::END_AFTER,
                         path.display()
-                    ));
+                    )),
+                    None => {}
                 }
                 if let Some(line) = crate::planted::moved_line(&outcome.moved, &outcome.keep) {
                     crate::say::warning(&line);

@@ -373,7 +373,7 @@ fn the_end_of_a_session_names_what_it_planted() {
             "{evil}git init -q fresh && printf '{cfg}' >> fresh/.git/config; \
              git init -q plain; \
              mkdir -p .vscode && echo '{{}}' > .vscode/tasks.json; \
-             echo ../elsewhere > .git/commondir; sleep 0.3; echo DONE",
+             sleep 0.3; echo DONE",
             evil = evil_script(&lab, "fresh"),
             cfg = fsmonitor(&lab, "fresh"),
         );
@@ -389,7 +389,6 @@ fn the_end_of_a_session_names_what_it_planted() {
         for named in [
             format!("{ws}/fresh/.git/config (git config (core.fsmonitor), moved aside)"),
             format!("{ws}/.vscode (new protected path, moved aside)"),
-            format!("{ws}/.git/commondir (git pointer to another directory, moved aside)"),
         ] {
             assert!(moved.contains(&named), "{what}: {named} not named:\n{err}");
         }
@@ -470,18 +469,16 @@ fn what_no_mount_can_refuse_is_moved_aside_at_once() {
                  mkdir v && echo '{{}}' > v/tasks.json && mv v .vscode; \
                  git init -q fresh && printf '{c1}' >> fresh/.git/config; \
                  mkdir -p deep/a && git init -q deep/a/b && printf '#!/bin/sh\\ntouch {out}/hook\\n' > deep/a/b/.git/hooks/pre-commit; chmod +x deep/a/b/.git/hooks/pre-commit; \
-                 mkdir -p common/objects common/refs && printf '{c2}' > common/config && echo ../common > .git/commondir; \
                  ln -sfn ../node_modules/evil/.git linked/.git; \
                  sleep 0.5; \
-                 for p in .mcp.json .claude/settings.json .vscode fresh/.git/config deep/a/b/.git/hooks/pre-commit .git/commondir; do test -e $p && echo STILL $p; done; \
+                 for p in .mcp.json .claude/settings.json .vscode fresh/.git/config deep/a/b/.git/hooks/pre-commit; do test -e $p && echo STILL $p; done; \
                  test \"$(readlink linked/.git)\" = ../.git || echo STILL linked; \
                  git init -q work && cd work && echo hi > f && git add f && git -c user.name=t -c user.email=t@t commit -qm one && echo WORK-OK; \
                  echo DONE",
                 e1 = evil_script(&lab, "fresh"),
-                e2 = evil_script(&lab, "common"),
+                e2 = "",
                 e3 = evil_script(&lab, "link"),
                 c1 = fsmonitor(&lab, "fresh"),
-                c2 = fsmonitor(&lab, "common"),
                 out = lab.outside.display(),
             );
             let (code, out, err) = lab.sh(backend, &[], &script);
@@ -507,7 +504,7 @@ fn what_no_mount_can_refuse_is_moved_aside_at_once() {
                     "x",
                 ],
             );
-            let marks = ["fresh", "common", "link", "hook"];
+            let marks = ["fresh", "link", "hook"];
             let fired: Vec<&str> = marks
                 .iter()
                 .copied()
@@ -516,7 +513,7 @@ fn what_no_mount_can_refuse_is_moved_aside_at_once() {
             let still = out.lines().filter(|l| l.starts_with("STILL")).count();
             if backend == "none" {
                 assert_eq!(fired, marks, "{what}: control: {out}");
-                assert_eq!(still, 7, "{what}: control: {out}");
+                assert_eq!(still, 6, "{what}: control: {out}");
                 assert!(ws.join(".mcp.json").exists() && ws.join(".claude/settings.json").exists());
             } else {
                 assert!(
@@ -553,11 +550,11 @@ fn what_no_mount_can_refuse_is_moved_aside_at_once() {
 }
 
 /// A program that plants the same place again the moment the guard takes it out (a tight
-/// loop writing `.git/commondir`, which points the host's git at a config that runs a
-/// command) would keep it planted most of the time if the guard only answered: the guard
-/// ends such a session. A host process watches the place meanwhile; afterwards the host's
-/// git runs nothing. Control: without the sandbox the loop runs to its end, the place is
-/// there, and the host's git runs the planted command.
+/// loop writing a hook into a repository it made) would keep it planted most of the time
+/// if the guard only answered: the guard ends such a session after `END_AFTER` answers. A
+/// host process watches the place meanwhile; afterwards the host's git runs nothing.
+/// Control: without the sandbox the loop runs to its end, the hook is there, and the
+/// host's git runs it.
 #[test]
 fn a_program_racing_the_guard_is_ended() {
     if !tools_present() {
@@ -567,30 +564,27 @@ fn a_program_racing_the_guard_is_ended() {
         for backend in ["bwrap", "landlock", "none"] {
             let lab = repo_lab("race", user);
             let ws = &lab.ws;
-            fs::create_dir_all(ws.join("common/objects")).unwrap();
-            fs::create_dir_all(ws.join("common/refs")).unwrap();
-            let config = fsmonitor(&lab, "race")
-                .replace("\\n", "\n")
-                .replace("\\t", "\t");
-            fs::write(ws.join("common/config"), config).unwrap();
             // As fast as a loop that forks nothing; for at most three seconds.
             fs::write(
                 ws.join("plant.py"),
-                "import time\nend = time.time() + float(__import__('sys').argv[1])\nn = 0\nwhile time.time() < end:\n    try:\n        with open('.git/commondir', 'w') as f:\n            f.write('../common\\n')\n        n += 1\n    except OSError:\n        pass\nprint('LOOP-END', n)\n",
+                format!(
+                    "import os, time\nend = time.time() + float(__import__('sys').argv[1])\nn = 0\nwhile time.time() < end:\n    try:\n        fd = os.open('fresh/.git/hooks/post-checkout', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)\n        os.write(fd, b'#!/bin/sh\\ntouch {}/race\\n')\n        os.close(fd)\n        n += 1\n    except OSError:\n        pass\nprint('LOOP-END', n)\n",
+                    lab.outside.display()
+                ),
             )
             .unwrap();
             if user == User::Nobody {
                 chown_tree(&lab.dir, NOBODY);
             }
-            let commondir = ws.join(".git/commondir");
+            let hook = ws.join("fresh/.git/hooks/post-checkout");
             let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
             let probe = {
-                let (commondir, watching) = (commondir.clone(), watching.clone());
+                let (hook, watching) = (hook.clone(), watching.clone());
                 std::thread::spawn(move || {
                     let (mut seen, mut looks) = (0u64, 0u64);
                     while watching.load(std::sync::atomic::Ordering::Relaxed) {
                         looks += 1;
-                        seen += u64::from(commondir.symlink_metadata().is_ok());
+                        seen += u64::from(hook.symlink_metadata().is_ok());
                         std::thread::sleep(std::time::Duration::from_micros(50));
                     }
                     (seen, looks)
@@ -598,21 +592,20 @@ fn a_program_racing_the_guard_is_ended() {
             };
             let seconds = if backend == "none" { "0.5" } else { "3" };
             let script = format!(
-                "{}{} plant.py {seconds}; echo EXIT $?",
-                evil_script(&lab, "race"),
+                "git init -q fresh && cd fresh && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m one && cd .. && {} plant.py {seconds}; echo EXIT $?",
                 super::sandbox::PYTHON
             );
             let (code, out, err) = lab.sh(backend, &[], &script);
             watching.store(false, std::sync::atomic::Ordering::Relaxed);
             let (seen, looks) = probe.join().unwrap();
             let what = format!("{} {backend}", lab.what(backend));
-            eprintln!("{what}: the place was there at {seen} of {looks} looks");
-            host_git(&lab, ws, &["status", "--short"]);
+            eprintln!("{what}: the hook was there at {seen} of {looks} looks");
+            host_git(&lab, &ws.join("fresh"), &["checkout", "-q", "-b", "other"]);
             let fired = lab.outside.join("race").exists();
             if backend == "none" {
                 assert_eq!(code, 0, "{what}: control: {err}");
                 assert!(out.contains("LOOP-END"), "{what}: control: {out}");
-                assert!(commondir.exists(), "{what}: control");
+                assert!(hook.exists(), "{what}: control");
                 assert!(fired, "{what}: control: the host's git ran nothing");
                 continue;
             }
@@ -625,18 +618,70 @@ fn a_program_racing_the_guard_is_ended() {
             assert!(
                 err.contains(
                     "this session was ended: its program kept changing what the guard protects"
-                ) && err.contains(".git/commondir"),
+                ) && err.contains("fresh/.git/hooks/post-checkout"),
                 "{what}: {err}"
             );
-            assert!(!commondir.exists(), "{what}: still planted");
-            assert!(!fired, "{what}: the host's git ran the planted command");
+            assert!(!hook.exists(), "{what}: still planted");
+            assert!(!fired, "{what}: the host's git ran the planted hook");
             let log =
                 fs::read_to_string(lab.home.join(".local/state/sbx-shell/sessions.jsonl")).unwrap();
             let last = log.lines().last().unwrap();
             assert!(
-                last.contains("\"ended_by_guard\":true") && last.contains(".git/commondir"),
+                last.contains("\"ended_by_guard\":true") && last.contains("post-checkout"),
                 "{what}: {last}"
             );
+        }
+    }
+}
+
+/// `commondir` in a repository's git directory points the host's git at another
+/// directory's config and hooks, and no git command ever writes it there (only in a linked
+/// worktree's own directory): made once, the session is ended at that answer. Afterwards
+/// the host's git runs nothing. Control: the shell goes on and the host's git runs the
+/// command the other config names.
+#[test]
+fn a_commondir_planted_once_ends_the_session() {
+    if !tools_present() {
+        return;
+    }
+    for user in USERS {
+        for backend in ["bwrap", "landlock", "none"] {
+            let lab = repo_lab("commondir", user);
+            let ws = &lab.ws;
+            fs::create_dir_all(ws.join("common/objects")).unwrap();
+            fs::create_dir_all(ws.join("common/refs")).unwrap();
+            let config = fsmonitor(&lab, "common")
+                .replace("\\n", "\n")
+                .replace("\\t", "\t");
+            fs::write(ws.join("common/config"), config).unwrap();
+            if user == User::Nobody {
+                chown_tree(&lab.dir, NOBODY);
+            }
+            let script = format!(
+                "{}echo ../common > .git/commondir && echo PLANTED; sleep 2; echo AFTER",
+                evil_script(&lab, "common")
+            );
+            let (code, out, err) = lab.sh(backend, &[], &script);
+            let what = format!("{} {backend}", lab.what(backend));
+            host_git(&lab, ws, &["status", "--short"]);
+            let fired = lab.outside.join("common").exists();
+            let commondir = ws.join(".git/commondir");
+            if backend == "none" {
+                assert_eq!(code, 0, "{what}: control: {err}");
+                assert_lines(&out, &["PLANTED", "AFTER"], &what);
+                assert!(commondir.exists(), "{what}: control");
+                assert!(fired, "{what}: control: the host's git ran nothing");
+                continue;
+            }
+            assert_eq!(code, 137, "{what}: {out}\n{err}");
+            assert!(!out.contains("AFTER"), "{what}: {out}");
+            assert!(
+                err.contains("this session was ended: its program planted")
+                    && err.contains(".git/commondir, which no git command writes"),
+                "{what}: {err}"
+            );
+            assert!(!commondir.exists(), "{what}: still planted");
+            assert!(!fired, "{what}: the host's git ran the planted command");
         }
     }
 }
