@@ -49,9 +49,10 @@ struct Item {
     gid: u32,
 }
 
-/// The mode of a file while the session runs: without write permission, so that the
-/// program (which has no capabilities) cannot open it for writing — a write through a
-/// mapping would be seen by no inotify event.
+/// The mode of a file or directory while the session runs: without write permission, so
+/// that the program (which has no capabilities) cannot open a file for writing — a write
+/// through a mapping would be seen by no inotify event — nor make, rename or remove an
+/// entry of a directory (a hook planted in `hooks` is refused, not undone).
 fn sealed(perm: u32) -> u32 {
     perm & !0o222
 }
@@ -294,9 +295,27 @@ impl Restorer<'_> {
     /// Make the entry `name` of `dir` (at `path`) what `item` says.
     fn sync(&mut self, dir: BorrowedFd<'_>, name: &OsStr, item: &Item, path: &Path) {
         let now = nix::sys::stat::fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).ok();
+        let intact = now.is_some_and(|st| self.same(dir, name, &st, item));
+        self.sync_seen(dir, name, item, path, now, intact);
+    }
+
+    /// `sync`, with the entry as `fstatat` saw it and whether it is what `item` recorded.
+    fn sync_seen(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        item: &Item,
+        path: &Path,
+        now: Option<libc::stat>,
+        intact: bool,
+    ) {
         let what = match &now {
-            Some(st) if self.same(dir, name, st, item) => {
+            Some(st) if intact => {
                 let (mode, want) = (st.st_mode & 0o7777, self.want(item));
+                let opened = match &item.kind {
+                    Kind::Dir(entries) => self.sync_entries(dir, name, entries, path, mode),
+                    _ => false,
+                };
                 if mode != want && !matches!(item.kind, Kind::Link(_)) {
                     let _ = chmod(dir, name, want);
                     // Sealing and unsealing a file are not changes.
@@ -304,9 +323,9 @@ impl Restorer<'_> {
                         self.done
                             .push((path.to_path_buf(), "mode changed: put back".into()));
                     }
-                }
-                if let Kind::Dir(entries) = &item.kind {
-                    self.sync_entries(dir, name, entries, path);
+                } else if opened {
+                    // Opened for `sync_entries` (see there): sealed again.
+                    let _ = chmod(dir, name, mode);
                 }
                 return;
             }
@@ -329,33 +348,58 @@ impl Restorer<'_> {
             .push((path.to_path_buf(), format!("{what}, {how}")));
     }
 
+    /// Make the entries of the directory `name` of `dir` (its mode `mode` now) what
+    /// `entries` say. A sealed directory is opened to its owner only when an entry must be
+    /// made, replaced or taken out (sbx-shell is not root: that needs write permission on
+    /// it), and only then: whether it was is returned, and the caller seals it again. What
+    /// the program makes in that instant is seen by the next event and taken out.
     fn sync_entries(
         &mut self,
         dir: BorrowedFd<'_>,
         name: &OsStr,
         entries: &BTreeMap<OsString, Item>,
         path: &Path,
-    ) {
+        mode: u32,
+    ) -> bool {
+        let mut opened = false;
+        let as_root = self.as_root;
+        let open = |opened: &mut bool| {
+            if !*opened && mode & 0o200 == 0 && !as_root {
+                *opened = chmod(dir, name, mode | 0o200).is_ok();
+            }
+        };
         let Ok(fd) = nix::fcntl::openat(dir, name, dir_flags(), Mode::empty()) else {
-            return;
+            return opened;
         };
         for (child, item) in entries {
-            self.sync(fd.as_fd(), child, item, &path.join(child));
+            let now = nix::sys::stat::fstatat(
+                fd.as_fd(),
+                child.as_os_str(),
+                AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .ok();
+            let intact = now.is_some_and(|st| self.same(fd.as_fd(), child, &st, item));
+            if !intact {
+                open(&mut opened);
+            }
+            self.sync_seen(fd.as_fd(), child, item, &path.join(child), now, intact);
         }
         let Ok(present) = list(&fd) else {
-            return;
+            return opened;
         };
         for child in present.iter().filter(|c| !entries.contains_key(*c)) {
+            open(&mut opened);
             let at = path.join(child);
             let how = self.take_out(fd.as_fd(), child, &at);
             self.done.push((at, format!("new: {how}")));
         }
+        opened
     }
 
     /// The mode `item` should have now.
     fn want(&self, item: &Item) -> u32 {
         match item.kind {
-            Kind::File(_) if self.sealed => sealed(item.perm),
+            Kind::File(_) | Kind::Dir(_) if self.sealed => sealed(item.perm),
             _ => item.perm,
         }
     }
@@ -415,7 +459,7 @@ impl Restorer<'_> {
                 let _ = self.make(fd.as_fd(), child, inner);
             }
             self.own(dir, name, item)?;
-            return Ok(chmod(dir, name, item.perm)?);
+            return Ok(chmod(dir, name, self.want(item))?);
         }
         // A name the program cannot guess (it shares the directory), and another one if
         // it is taken all the same.
@@ -648,6 +692,44 @@ mod tests {
         assert_eq!(mode(), 0o444);
         assert_eq!(pass(false), []);
         assert_eq!(mode(), 0o664);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// A recorded directory is sealed too (no entry can be made in it without
+    /// capabilities), an entry that appears in it all the same is taken out, and it gets its
+    /// mode back at the end.
+    #[test]
+    fn directories_are_sealed_and_kept_as_recorded() {
+        use std::os::unix::fs::MetadataExt;
+        let base = tree("sealdir");
+        let ws = base.join("ws");
+        let hooks = ws.join(".git/hooks");
+        std::fs::set_permissions(&hooks, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let recorded = record(&[(hooks.clone(), ws.clone())]).unwrap();
+        let pass = |sealed: bool| {
+            let no_copy = |_: &Path| None;
+            let mut r = Restorer {
+                keep: &no_copy,
+                as_root: nix::unistd::geteuid().is_root(),
+                sealed,
+                done: Vec::new(),
+            };
+            r.restore(&recorded[0]);
+            r.done
+        };
+        let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
+        assert_eq!(pass(true), []);
+        assert_eq!(mode(&hooks), 0o555);
+        assert_eq!(mode(&hooks.join("pre-commit.sample")), 0o555);
+        // Made by someone with the right to (root here): taken out, still sealed after.
+        std::fs::write(hooks.join("post-checkout"), "#!/bin/sh\n").unwrap();
+        let done = pass(true);
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert!(!hooks.join("post-checkout").exists());
+        assert_eq!(mode(&hooks), 0o555);
+        assert_eq!(pass(false), []);
+        assert_eq!(mode(&hooks), 0o755);
+        assert_eq!(mode(&hooks.join("pre-commit.sample")), 0o755);
         let _ = std::fs::remove_dir_all(&base);
     }
 

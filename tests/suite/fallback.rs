@@ -397,10 +397,11 @@ fn host_sockets_are_unreachable() {
 }
 
 /// Landlock alone in a git repository: the session commits, while what it writes to
-/// `.git/config` and the hook it plants are put back the moment they appear (seen from
-/// inside, while it still runs) and named at the end and in the session log — restored,
-/// not prevented, and said so at the start. bwrap refuses the same writes. Unconfined
-/// (the control), the host's git afterwards runs the planted config and hook.
+/// `.git/config` is put back the moment it changes (seen from inside, while it still runs)
+/// and named at the end and in the session log — restored, not prevented, and said so at
+/// the start; the hook is refused (the recorded hooks directory is sealed). bwrap refuses
+/// the same writes. Unconfined (the control), the host's git afterwards runs the planted
+/// config and hook.
 #[test]
 fn a_repository_works_and_its_protected_paths_are_restored() {
     use super::protections::{evil_script, fsmonitor, host_git, repo_lab};
@@ -488,21 +489,22 @@ fn a_repository_works_and_its_protected_paths_are_restored() {
                     assert!(!err.contains("restored"), "{what}: {err}");
                 }
                 _ => {
-                    // Not prevented: `git config` (a new file renamed over the old), a new
-                    // hook and a write through a second name of the file succeed, and are
-                    // undone at once. The file itself cannot be opened for writing while
-                    // the session runs (a write through a mapping would raise no event).
+                    // Not prevented: `git config` (a new file renamed over the old) and a
+                    // write through a second name of the file succeed, and are undone at
+                    // once. The file itself cannot be opened for writing, nor a hook made in
+                    // the recorded hooks directory, while the session runs (both are sealed:
+                    // no write permission; a write through a mapping would raise no event).
                     assert_lines(
                         &out,
                         &[
                             "GIT-CONFIG-SET",
-                            "HOOK-WRITTEN",
                             "SECOND-NAME-WRITTEN",
                             "CONFIG-CLEAN",
                             "NO-HOOK",
                         ],
                         &what,
                     );
+                    assert!(!out.contains("HOOK-WRITTEN"), "{what}: {out}");
                     assert!(!out.contains("CONFIG-OPENED-RW"), "{what}: {out}");
                     assert!(!out.contains("CONFIG-WRITTEN"), "{what}: {out}");
                     assert!(err.contains("restored, not prevented"), "{what}: {err}");
@@ -510,7 +512,7 @@ fn a_repository_works_and_its_protected_paths_are_restored() {
                         .lines()
                         .find(|l| l.contains("restored them from its record"))
                         .unwrap_or_else(|| panic!("{what}: no end line: {err}"));
-                    for named in [config.to_str().unwrap(), hook.to_str().unwrap()] {
+                    for named in [config.to_str().unwrap()] {
                         assert!(end.contains(named), "{what}: {named} not in {end}");
                         assert!(session_log.contains(named), "{what}: {session_log}");
                     }
