@@ -512,10 +512,11 @@ fn a_repository_works_and_its_protected_paths_are_restored() {
                         .lines()
                         .find(|l| l.contains("restored them from its record"))
                         .unwrap_or_else(|| panic!("{what}: no end line: {err}"));
-                    for named in [config.to_str().unwrap()] {
-                        assert!(end.contains(named), "{what}: {named} not in {end}");
-                        assert!(session_log.contains(named), "{what}: {session_log}");
-                    }
+                    let named = config.to_str().unwrap();
+                    assert!(end.contains(named), "{what}: {named} not in {end}");
+                    assert!(session_log.contains(named), "{what}: {session_log}");
+                    // Refused, so never there to restore.
+                    assert!(!end.contains(hook.to_str().unwrap()), "{what}: {end}");
                 }
             }
             assert!(fired.is_empty(), "{what}: the host's git ran {fired:?}");
