@@ -30,6 +30,7 @@
 
 use std::ffi::{CString, OsString};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
@@ -122,6 +123,7 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
     if let Some(listen) = spec.proxy_listen {
         hand_over_proxy_port(listen).map_err(HelperError::ProxyPort)?;
     }
+    let mut names = None;
     if spec.guard {
         apply_default_signals().map_err(HelperError::Guard)?;
         // The guard leads the session and the program gets a process group of its own in
@@ -131,14 +133,15 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
         if spec.new_session {
             apply_new_session().map_err(HelperError::NewSession)?;
         }
-        if let Some(code) = os::split_off_guard(&spec).map_err(HelperError::Guard)? {
-            return Ok(code);
+        match os::split_off_guard(&spec).map_err(HelperError::Guard)? {
+            Split::Guard(code) => return Ok(code),
+            Split::Program { names: channel } => names = channel,
         }
         if spec.new_session {
             apply_foreground_group().map_err(HelperError::NewSession)?;
         }
     }
-    prepare(&spec)?;
+    prepare(&spec, names)?;
     let errno = exec(&parsed.program, &parsed.argv);
     Err(HelperError::Exec {
         program: parsed.program.to_string_lossy().into_owned(),
@@ -156,14 +159,25 @@ fn hand_over_proxy_port(listen: ProxyListen) -> io::Result<()> {
     crate::netproxy::send_fd(channel.as_raw_fd(), listener.as_raw_fd())
 }
 
-fn prepare(spec: &HelperSpec) -> Result<(), HelperError> {
+fn prepare(spec: &HelperSpec, names: Option<OwnedFd>) -> Result<(), HelperError> {
     if spec.new_session && !spec.guard {
         apply_new_session().map_err(HelperError::NewSession)?;
     }
     apply_default_signals().map_err(HelperError::Signals)?;
     limits::apply(&spec.limits)?;
     os::apply_cloexec_above_stderr().map_err(HelperError::CloseOnExec)?;
-    Ok(os::confine(spec)?)
+    Ok(os::confine(spec, names)?)
+}
+
+/// What `os::split_off_guard` leaves this process as (guard mode exists on Linux only).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub enum Split {
+    /// The guard, once the program's tree is gone: its exit code.
+    Guard(ExitCode),
+    /// The process that goes on to exec the program. `names`: where it hands the guard
+    /// the listener of the calls that make names (`os::confine`), when the spec has
+    /// names to refuse (`HelperSpec::names`).
+    Program { names: Option<OwnedFd> },
 }
 
 /// A new session with fd 0 as its controlling terminal (this process only).

@@ -1,33 +1,30 @@
-//! sbx-shell's answers to the calls Landlock alone cannot judge (`sandbox::mediated`): a
-//! thread of the supervisor reads the helper's seccomp listener and answers each call of
-//! the program. The decisions are pure and here; reading the program's memory, resolving
-//! what it named and acting on it is `linux.rs`.
+//! sbx-shell's answers to the calls a seccomp filter hands to the helper's guard
+//! (`sandbox::mediated`): every call that makes a name (`names`, done in `create`), and
+//! with Landlock alone the calls Landlock cannot judge. The decisions are pure and here and
+//! in `names`; reading the program's memory, resolving what it named and acting on it is
+//! `create.rs` and `linux.rs`.
 //!
-//! - A metadata call is done by sbx-shell itself, on the object the program named, opened
+//! - A metadata call is done by the guard itself, on the object the program named, opened
 //!   once (never re-resolved by name afterwards: a path flipped meanwhile changes nothing),
 //!   with the thread's effective capabilities dropped (as the program's are), when the object
 //!   lies in a writable tree and in no protected path, or is in no tree at all (a pipe, a
 //!   socket, a deleted file); otherwise EPERM.
 //! - A call on another process goes on (the kernel then checks it as always) when the target
-//!   is a process of the session — sbx-shell's descendant: every process of the session is
-//!   (sbx-shell is their subreaper) and nothing else is — otherwise EPERM.
-//! - A pty's peer is opened by sbx-shell from the program's own master and handed over.
+//!   is a process of the session — the guard's descendant: every process of the session is
+//!   (the guard is their subreaper) and nothing else is — otherwise EPERM.
+//! - A pty's peer is opened by the guard from the program's own master and handed over.
 
 use std::path::{Path, PathBuf};
 
 #[cfg(target_os = "linux")]
-mod linux;
+pub mod create;
 #[cfg(target_os = "linux")]
-pub use linux::start;
-
-/// Elsewhere nothing is mediated (Landlock is Linux's).
-#[cfg(not(target_os = "linux"))]
-pub fn start(_channel: std::os::fd::OwnedFd, _rules: Rules) -> std::io::Result<()> {
-    Err(std::io::Error::other("mediation exists on Linux only"))
-}
+mod linux;
+pub mod names;
 
 /// What the mediator allows to change.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Rules {
     /// The writable trees (the Landlock ruleset's read-write rules).
     pub writable: Vec<PathBuf>,

@@ -397,7 +397,8 @@ mod tests {
             lifeline_fd: Some(7),
             mounts: Vec::new(),
             proxy_listen: None,
-            mediator_fd: None,
+            mediated: None,
+            names: None,
         };
         let handover = Handover::new(crate::helper::spec::spec_bytes(&spec).unwrap()).unwrap();
         let fd = std::os::fd::IntoRawFd::into_raw_fd(handover.read.try_clone().unwrap());

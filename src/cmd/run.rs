@@ -119,7 +119,6 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     ))?;
     let helper = HelperExe::open()?;
     let lifeline = process::Lifeline::new().context("cannot create the lifeline pipe")?;
-    let mediator = start_mediator(&plan, &layers)?;
     let (argv, _handovers) = build_argv(
         &plan,
         &backend,
@@ -132,7 +131,6 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             lifeline: &lifeline,
             git: &git,
             temp_dir,
-            mediator_fd: mediator.as_ref().map(AsRawFd::as_raw_fd),
         },
     )?;
     let child = Child {
@@ -472,30 +470,20 @@ fn confine(
     Ok(sandbox::in_process(backend, &plan.policy, &ctx)?)
 }
 
-/// Landlock alone: the mediator's thread (`mediator`), waiting for the listener the helper
-/// sends over the returned socket, which the helper inherits.
-fn start_mediator(
-    plan: &Plan,
-    layers: &InProcess,
-) -> Result<Option<std::os::fd::OwnedFd>, Failure> {
+/// Landlock alone: the rules by which the guard answers the calls Landlock cannot judge
+/// (`mediator`).
+fn mediated_rules(plan: &Plan, layers: &InProcess) -> Option<crate::mediator::Rules> {
     let (true, Some(ruleset)) = (layers.mediate, &layers.landlock) else {
-        return Ok(None);
+        return None;
     };
-    let (ours, theirs) =
-        process::inheritable_socketpair().context("cannot create the mediator's channel")?;
     let protected = plan
         .policy
         .filesystem
         .protected
         .iter()
-        .map(|p| p.real.clone().unwrap_or_else(|| p.path.clone()))
+        .map(|p| p.real().to_path_buf())
         .collect();
-    crate::mediator::start(
-        ours,
-        crate::mediator::Rules::from_ruleset(ruleset, protected),
-    )
-    .context("cannot start the mediator")?;
-    Ok(Some(theirs))
+    Some(crate::mediator::Rules::from_ruleset(ruleset, protected))
 }
 
 /// What the helper's argv and spec take besides the plan, the layers and the session.
@@ -504,7 +492,6 @@ struct Handed<'a> {
     lifeline: &'a process::Lifeline,
     git: &'a crate::repos::Found,
     temp_dir: Option<&'a Path>,
-    mediator_fd: Option<std::os::fd::RawFd>,
 }
 
 /// Step 7: the helper's argv, wrapped in the backend's launcher, built once the session
@@ -522,7 +509,6 @@ fn build_argv(
         lifeline,
         git,
         temp_dir,
-        mediator_fd,
     }: Handed<'_>,
 ) -> Result<(Vec<std::ffi::OsString>, Vec<process::Handover>), Failure> {
     let spec = HelperSpec {
@@ -546,7 +532,8 @@ fn build_argv(
                 channel_fd: fd.as_raw_fd(),
             })
         }),
-        mediator_fd,
+        mediated: mediated_rules(plan, layers),
+        names: layers.names.clone(),
     };
     let handover = |bytes: Vec<u8>| {
         process::Handover::new(bytes).context("cannot create a pipe to the sandbox's helper")
@@ -868,7 +855,7 @@ fn restored_note(recorded: &[PathBuf]) -> Option<String> {
         n => format!(" and {} more", n - 1),
     };
     Some(format!(
-        "sbx-shell: Landlock alone cannot prevent changes to the protected paths inside the writable trees ({}{more}): sbx-shell restores each from its record the moment it changes and names it at the end — restored, not prevented (the bwrap backend prevents it: `sbx-shell setup`)",
+        "sbx-shell: Landlock alone cannot mount the protected paths inside the writable trees read-only ({}{more}): sbx-shell seals them and refuses every name made over them, and what still changes one (a directory of theirs moved away) it restores from its record the moment it happens and names at the end — restored, not prevented (the bwrap backend mounts them: `sbx-shell setup`)",
         first.display()
     ))
 }

@@ -44,7 +44,7 @@ pub enum ConfineError {
     },
     #[error("Landlock: the ruleset is only {0:?} on this kernel\nHint: `sbx-shell doctor` shows the Landlock ABI; use the bwrap backend or a newer kernel")]
     PartlyEnforced(RulesetStatus),
-    #[error("seccomp: cannot hand the mediated calls to sbx-shell: {0}\nHint: `sbx-shell doctor` checks the kernel; use the bwrap backend")]
+    #[error("seccomp: cannot hand the mediated calls to the guard: {0}\nHint: `sbx-shell doctor` checks the kernel (seccomp user notification, Linux 5.14)")]
     Mediation(#[source] io::Error),
     #[error(transparent)]
     SeccompCompile(#[from] SeccompError),
@@ -229,15 +229,34 @@ fn kind(path: &Path) -> Option<bool> {
     std::fs::metadata(path).ok().map(|m| m.is_dir())
 }
 
-/// Install the mediated filter (`sandbox::mediated`) with a listener, and send the listener
-/// to sbx-shell over the inherited `channel` (both closed here): from now on those calls
-/// wait for sbx-shell's answer (`mediator`). Needs no_new_privs (set before).
-pub fn apply_mediation(channel: RawFd) -> Result<(), ConfineError> {
+/// Install the mediated filter with a listener and send the listener to the guard over
+/// `channel` (both closed here; `mediator::create`): the calls that make names
+/// (`sandbox::mediated::creating`) when the spec has names to refuse, and with Landlock
+/// alone the calls it cannot judge (`sandbox::mediated::table`). One filter: a thread's
+/// filters may have one listener in all. Needs no_new_privs (set before).
+pub fn apply_mediation(
+    spec: &crate::helper::spec::HelperSpec,
+    channel: std::os::fd::OwnedFd,
+) -> Result<(), ConfineError> {
+    use crate::sandbox::mediated;
+    let mut table = Vec::new();
+    if spec.names.is_some() {
+        table.extend(mediated::creating());
+    }
+    if spec.mediated.is_some() {
+        table.extend(mediated::table());
+    }
+    install_listened(&table, channel)
+}
+
+/// Install `table` as a filter with a listener, and send the listener over `channel`.
+fn install_listened(
+    table: &[crate::sandbox::mediated::Mediated],
+    channel: std::os::fd::OwnedFd,
+) -> Result<(), ConfineError> {
     use crate::sandbox::mediated;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    // SAFETY: sbx-shell passed this fd for this purpose; nothing else here owns it.
-    let channel = unsafe { OwnedFd::from_raw_fd(channel) };
-    let program = mediated::compile(&mediated::table());
+    let program = mediated::compile(table);
     let prog = libc::sock_fprog {
         len: u16::try_from(program.len()).map_err(|_| {
             ConfineError::Mediation(io::Error::other("the mediated filter is too long"))

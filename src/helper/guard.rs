@@ -34,10 +34,12 @@ fn death_signal() -> i32 {
 }
 
 /// Fork. Returns `None` in the child (which goes on to exec the program); in the guard,
-/// returns the exit code once the program and everything it started are gone.
+/// runs `on_guard` (its threads start there, every signal blocked), then returns the exit
+/// code once the program and everything it started are gone.
 pub fn split(
     stop_notify_fd: Option<i32>,
     lifeline_fd: Option<i32>,
+    on_guard: impl FnOnce(),
 ) -> std::io::Result<Option<ExitCode>> {
     let parent = getppid();
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), None)?;
@@ -57,7 +59,10 @@ pub fn split(
             // The guard's death signal is not inherited; the mask is emptied before exec.
             Ok(None)
         }
-        ForkResult::Parent { child } => Ok(Some(watch(child, stop_notify_fd, lifeline_fd)?)),
+        ForkResult::Parent { child } => {
+            on_guard();
+            Ok(Some(watch(child, stop_notify_fd, lifeline_fd)?))
+        }
     }
 }
 

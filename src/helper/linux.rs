@@ -10,7 +10,6 @@ mod guard;
 mod mounts;
 
 use std::io;
-use std::process::ExitCode;
 
 pub use confine::ConfineError;
 
@@ -21,8 +20,44 @@ pub const NOFILE_CAP: Option<u64> = None;
 
 /// Guard mode: `Some(code)` in the guard once the program's tree is gone, `None` in the
 /// child that goes on to exec the program.
-pub fn split_off_guard(spec: &HelperSpec) -> io::Result<Option<ExitCode>> {
-    guard::split(spec.stop_notify_fd, spec.lifeline_fd)
+pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::Split> {
+    use std::os::fd::OwnedFd;
+    // The guard makes the names the program asks for (`mediator::create`): a channel for
+    // the listener, which the program's side installs in `confine`.
+    let listened = spec.names.is_some() || spec.mediated.is_some();
+    let channel: Option<(OwnedFd, OwnedFd)> = match listened {
+        true => Some(nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::Stream,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )?),
+        false => None,
+    };
+    let (ours, theirs) = match channel {
+        Some((ours, theirs)) => (Some(ours), Some(theirs)),
+        None => (None, None),
+    };
+    let (names, mediated) = (spec.names.clone(), spec.mediated.clone());
+    let ruleset = spec.landlock.clone();
+    let on_guard = move || {
+        let Some(channel) = ours else {
+            return;
+        };
+        let confine = Box::new(move || match &ruleset {
+            Some(r) => confine::apply_landlock(r).map_err(|e| io::Error::other(e.to_string())),
+            None => Ok(()),
+        });
+        if let Err(e) = crate::mediator::create::start(channel, names, mediated, confine) {
+            eprintln!("sbx-shell: the guard cannot answer the program's mediated calls: {e}");
+        }
+    };
+    Ok(
+        match guard::split(spec.stop_notify_fd, spec.lifeline_fd, on_guard)? {
+            Some(code) => super::Split::Guard(code),
+            None => super::Split::Program { names: theirs },
+        },
+    )
 }
 
 /// Make the mounts of the plan (`sandbox::bwrap::mounts`), in order, each through a
@@ -115,17 +150,25 @@ pub fn confine_privileges() -> Result<(), ConfineError> {
     confine::apply_drop_privileges()
 }
 
-/// Capabilities and no_new_privs, then Landlock, then the mediated filter, then seccomp, as
-/// the spec asks.
-pub fn confine(spec: &HelperSpec) -> Result<(), ConfineError> {
+/// Capabilities and no_new_privs, then Landlock, then the mediated filter (the calls that
+/// make names, and with Landlock alone those it cannot judge; its listener to the guard
+/// over `names`), then seccomp, as the spec asks.
+pub fn confine(spec: &HelperSpec, names: Option<std::os::fd::OwnedFd>) -> Result<(), ConfineError> {
     if spec.drop_privileges {
         confine::apply_drop_privileges()?;
     }
     if let Some(ruleset) = &spec.landlock {
         confine::apply_landlock(ruleset)?;
     }
-    if let Some(channel) = spec.mediator_fd {
-        confine::apply_mediation(channel)?;
+    match names {
+        Some(channel) => confine::apply_mediation(spec, channel)?,
+        // Without the guard nobody would answer: never run without what was asked.
+        None if spec.names.is_some() || spec.mediated.is_some() => {
+            return Err(ConfineError::Mediation(io::Error::other(
+                "the mediated calls need the guard",
+            )))
+        }
+        None => {}
     }
     if let Some(filter) = &spec.seccomp {
         confine::apply_seccomp(filter)?;

@@ -2,7 +2,6 @@
 //! practice): no guard and no in-process layers — Seatbelt confines from outside.
 
 use std::io;
-use std::process::ExitCode;
 
 use thiserror::Error;
 
@@ -18,7 +17,7 @@ pub enum ConfineError {
 /// macOS: setrlimit(RLIMIT_NOFILE) above OPEN_MAX fails, even as root.
 pub const NOFILE_CAP: Option<u64> = Some(10240);
 
-pub fn split_off_guard(_spec: &HelperSpec) -> io::Result<Option<ExitCode>> {
+pub fn split_off_guard(_spec: &HelperSpec) -> io::Result<super::Split> {
     Err(io::Error::other("guard mode exists on Linux only"))
 }
 
@@ -35,8 +34,9 @@ pub fn confine_privileges() -> Result<(), ConfineError> {
     Err(ConfineError::Unsupported)
 }
 
-pub fn confine(spec: &HelperSpec) -> Result<(), ConfineError> {
-    if spec.drop_privileges || spec.landlock.is_some() || spec.seccomp.is_some() {
+pub fn confine(spec: &HelperSpec, names: Option<std::os::fd::OwnedFd>) -> Result<(), ConfineError> {
+    if spec.drop_privileges || spec.landlock.is_some() || spec.seccomp.is_some() || names.is_some()
+    {
         return Err(ConfineError::Unsupported);
     }
     Ok(())

@@ -57,10 +57,14 @@ pub struct HelperSpec {
     /// unix socket, before anything else.
     #[serde(default)]
     pub proxy_listen: Option<ProxyListen>,
-    /// Landlock alone: install the mediated filter (`sandbox::mediated`) after Landlock and
-    /// send its listener to sbx-shell over this inherited unix socket.
+    /// Landlock alone: the calls Landlock cannot judge (`sandbox::mediated::table`) are
+    /// answered by the guard (`mediator`), by these rules.
     #[serde(default)]
-    pub mediator_fd: Option<i32>,
+    pub mediated: Option<crate::mediator::Rules>,
+    /// Guard mode: the guard makes every name the program asks for, refusing these
+    /// (`mediator::create`); the program's side installs the filter after Landlock.
+    #[serde(default)]
+    pub names: Option<crate::mediator::names::Names>,
 }
 
 /// Where the helper opens the proxy's port, and how it hands it over.
@@ -223,7 +227,13 @@ mod tests {
                 port: 3128,
                 channel_fd: 7,
             }),
-            mediator_fd: Some(8),
+            mediated: Some(crate::mediator::Rules {
+                writable: vec!["/w".into()],
+                protected: vec!["/w/.git/hooks".into()],
+            }),
+            names: Some(crate::mediator::names::Names {
+                protected: vec!["/w/.mcp.json".into()],
+            }),
         };
         let launch = Launch {
             program: "/bin/bash".into(),

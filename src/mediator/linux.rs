@@ -1,8 +1,9 @@
-//! The mediator's thread (Linux): receive the helper's seccomp listener, then answer each
-//! notification — reading what the program passed from its memory, opening what it named
-//! through its own descriptors (`/proc/PID/cwd`, `pidfd_getfd`), checking the object, and
-//! acting on it or refusing. Everything here runs with the thread's effective capabilities
-//! dropped, so a root session's calls are checked by the kernel as the program's would be.
+//! The mediated calls other than those that make names (Linux), answered by the guard's
+//! listening thread (`create::listen`): reading what the program passed from its memory,
+//! opening what it named through its own descriptors (`/proc/PID/cwd`, `pidfd_getfd`),
+//! checking the object, and acting on it or refusing; and the seccomp plumbing both share.
+//! That thread runs with its effective capabilities dropped, so a root session's calls are
+//! checked by the kernel as the program's would be.
 
 use std::ffi::CString;
 use std::io;
@@ -12,18 +13,8 @@ use std::path::PathBuf;
 use super::{in_session, Rules};
 use crate::sandbox::mediated::{syscall_name, IOPRIO_WHO_USER, PRIO_USER};
 
-/// Start the mediator: it waits for the listener on `channel` (the helper sends it just
-/// before exec) and answers until the program and everything it started are gone.
-pub fn start(channel: OwnedFd, rules: Rules) -> io::Result<()> {
-    crate::process::spawn_quiet("sbx-mediator", move || {
-        if let Err(e) = serve(&channel, &rules) {
-            eprintln!("sbx-shell: the mediator stopped: {e}");
-        }
-    })
-}
-
 /// What one notification gets.
-enum Answer {
+pub(super) enum Answer {
     /// The call's result, done here: a value, or -errno.
     Done(i64),
     /// Let the kernel run it as asked.
@@ -32,50 +23,16 @@ enum Answer {
     Sent,
 }
 
-fn errno(e: &io::Error) -> i64 {
+pub(super) fn errno(e: &io::Error) -> i64 {
     -i64::from(e.raw_os_error().unwrap_or(libc::EPERM))
 }
 
 const EPERM: Answer = Answer::Done(-(libc::EPERM as i64));
 
-fn serve(channel: &OwnedFd, rules: &Rules) -> io::Result<()> {
-    drop_effective_capabilities()?;
-    let raw = crate::netproxy::handover::receive_fd(channel)?;
-    // SAFETY: receive_fd returned a descriptor that now belongs to us alone.
-    let listener = unsafe { OwnedFd::from_raw_fd(raw) };
-    let sizes = notif_sizes()?;
-    sync_wake_up(&listener);
-    let supervisor = std::process::id();
-    loop {
-        let mut pfd = libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(&mut pfd, 1, -1) } == -1 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if pfd.revents & libc::POLLIN == 0 {
-            // POLLHUP: no process of the filter is left.
-            return Ok(());
-        }
-        let Some(call) = receive(&listener, &sizes)? else {
-            continue;
-        };
-        let answer = answer(&listener, &call, rules, supervisor);
-        respond(&listener, &sizes, &call, answer);
-    }
-}
-
 /// SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6): the caller and this thread hand the
 /// CPU to each other directly, instead of each waking the other through the scheduler.
 /// Without it (an older kernel) calls are only slower.
-fn sync_wake_up(listener: &OwnedFd) {
+pub(super) fn sync_wake_up(listener: &OwnedFd) {
     const SYNC_WAKE_UP: u64 = 1;
     // SAFETY: SET_FLAGS reads one u64 by value.
     unsafe {
@@ -88,14 +45,14 @@ fn sync_wake_up(listener: &OwnedFd) {
 }
 
 /// A notification's fields that matter here.
-struct Call {
-    id: u64,
-    pid: u32,
-    nr: i64,
-    args: [u64; 6],
+pub(super) struct Call {
+    pub id: u64,
+    pub pid: u32,
+    pub nr: i64,
+    pub args: [u64; 6],
 }
 
-fn notif_sizes() -> io::Result<libc::seccomp_notif_sizes> {
+pub(super) fn notif_sizes() -> io::Result<libc::seccomp_notif_sizes> {
     let mut sizes = libc::seccomp_notif_sizes {
         seccomp_notif: 0,
         seccomp_notif_resp: 0,
@@ -122,7 +79,10 @@ fn buffer<T>(size: u16) -> Vec<u64> {
     vec![0u64; bytes.div_ceil(8)]
 }
 
-fn receive(listener: &OwnedFd, sizes: &libc::seccomp_notif_sizes) -> io::Result<Option<Call>> {
+pub(super) fn receive(
+    listener: &OwnedFd,
+    sizes: &libc::seccomp_notif_sizes,
+) -> io::Result<Option<Call>> {
     let mut buf = buffer::<libc::seccomp_notif>(sizes.seccomp_notif);
     // SAFETY: the buffer is zeroed, aligned and at least as large as the kernel's
     // seccomp_notif, which RECV fills.
@@ -151,7 +111,12 @@ fn receive(listener: &OwnedFd, sizes: &libc::seccomp_notif_sizes) -> io::Result<
     }))
 }
 
-fn respond(listener: &OwnedFd, sizes: &libc::seccomp_notif_sizes, call: &Call, answer: Answer) {
+pub(super) fn respond(
+    listener: &OwnedFd,
+    sizes: &libc::seccomp_notif_sizes,
+    call: &Call,
+    answer: Answer,
+) {
     let (val, error, flags) = match answer {
         Answer::Sent => return,
         Answer::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
@@ -177,7 +142,7 @@ fn respond(listener: &OwnedFd, sizes: &libc::seccomp_notif_sizes, call: &Call, a
 }
 
 /// Whether the caller still waits on this notification (so its pid still names it).
-fn still_waiting(listener: &OwnedFd, id: u64) -> bool {
+pub(super) fn still_waiting(listener: &OwnedFd, id: u64) -> bool {
     // SAFETY: ID_VALID reads one u64.
     unsafe {
         libc::ioctl(
@@ -188,7 +153,7 @@ fn still_waiting(listener: &OwnedFd, id: u64) -> bool {
     }
 }
 
-fn answer(listener: &OwnedFd, call: &Call, rules: &Rules, supervisor: u32) -> Answer {
+pub(super) fn answer(listener: &OwnedFd, call: &Call, rules: &Rules, supervisor: u32) -> Answer {
     let Some(name) = syscall_name(call.nr) else {
         return EPERM;
     };
@@ -322,28 +287,39 @@ fn pty_peer(listener: &OwnedFd, call: &Call) -> Answer {
         }
         // SAFETY: a new descriptor of ours.
         let peer = unsafe { OwnedFd::from_raw_fd(peer) };
-        let addfd = libc::seccomp_notif_addfd {
-            id: call.id,
-            flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
-            srcfd: peer.as_raw_fd() as u32,
-            newfd: 0,
-            newfd_flags: (asked & libc::O_CLOEXEC) as u32,
-        };
-        // SAFETY: ADDFD reads one seccomp_notif_addfd; with SEND it also answers the call
-        // (the descriptor's number in the caller is the call's result).
-        let rc = unsafe {
-            libc::ioctl(
-                listener.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_ADDFD as _,
-                &addfd as *const libc::seccomp_notif_addfd,
-            )
-        };
-        if rc < 0 {
-            return Ok(Answer::Done(errno(&io::Error::last_os_error())));
-        }
-        Ok(Answer::Sent)
+        Ok(send_fd(
+            listener,
+            call.id,
+            &peer,
+            asked & libc::O_CLOEXEC != 0,
+        ))
     };
     run().unwrap_or_else(|e| Answer::Done(errno(&e)))
+}
+
+/// Hand `fd` to the caller of notification `id` as the call's result (its number there),
+/// close-on-exec when `cloexec`.
+pub(super) fn send_fd(listener: &OwnedFd, id: u64, fd: &OwnedFd, cloexec: bool) -> Answer {
+    let addfd = libc::seccomp_notif_addfd {
+        id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+        srcfd: fd.as_raw_fd() as u32,
+        newfd: 0,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: ADDFD reads one seccomp_notif_addfd; with SEND it also answers the call
+    // (the descriptor's number in the caller is the call's result).
+    let rc = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ADDFD as _,
+            &addfd as *const libc::seccomp_notif_addfd,
+        )
+    };
+    if rc < 0 {
+        return Answer::Done(errno(&io::Error::last_os_error()));
+    }
+    Answer::Sent
 }
 
 /// What a metadata call does to its object.
@@ -592,7 +568,7 @@ fn read_mem(pid: u32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
 
 /// A NUL-terminated string of the caller's (at most PATH_MAX bytes), read page by page so
 /// that a string ending just before an unmapped page is read whole.
-fn read_cstr(pid: u32, addr: u64) -> io::Result<CString> {
+pub(super) fn read_cstr(pid: u32, addr: u64) -> io::Result<CString> {
     const PAGE: u64 = 4096;
     let mut bytes = Vec::new();
     let mut at = addr;
@@ -658,7 +634,7 @@ fn utimbuf(pid: u32, addr: u64) -> io::Result<Option<[libc::timespec; 2]>> {
 
 /// Clear this thread's effective capabilities (permitted ones stay, unused): the kernel
 /// then checks what the mediator does as it checks the program, which has none.
-fn drop_effective_capabilities() -> io::Result<()> {
+pub(super) fn drop_effective_capabilities() -> io::Result<()> {
     let mut sets = crate::capabilities::get()?;
     for half in &mut sets {
         half.effective = 0;

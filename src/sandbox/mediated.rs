@@ -21,6 +21,8 @@ use serde::{Deserialize, Serialize};
 
 /// TIOCGPTPEER: open the peer (slave) of a pty master.
 pub const TIOCGPTPEER: u32 = 0x5441;
+/// prctl's PR_SET_DUMPABLE (Linux's value; the table is data on every platform).
+pub const PR_SET_DUMPABLE: u32 = 4;
 /// `which` values meaning "every process of a user".
 pub const PRIO_USER: u32 = 2;
 pub const IOPRIO_WHO_USER: u32 = 3;
@@ -43,6 +45,17 @@ pub enum When {
     /// ioctl: when the request (argument 1, low 32 bits) is this one.
     IoctlRequest {
         request: u32,
+    },
+    /// When any of `bits` is set in argument `arg` (low 32 bits): open's O_CREAT.
+    FlagSet {
+        arg: u8,
+        bits: u32,
+    },
+    /// Never asked: when arguments 0 and 1 (low 32 bits) are these, the call returns 0
+    /// without running; otherwise it runs.
+    Ignored {
+        arg0: u32,
+        arg1: u32,
     },
 }
 
@@ -120,7 +133,65 @@ pub fn table() -> Vec<Mediated> {
     t
 }
 
+/// The calls that make a name (`sandbox::names`): each is done by the helper's guard,
+/// which refuses the names nothing in the session may make (`mediator::names`). `open`,
+/// `creat`, `mkdir`, `mknod`, `symlink`, `link` and `rename` exist on x86_64 only.
+/// `openat2` is asked always (its flags are in memory, which another thread could change
+/// after a look): it is answered ENOSYS, as by kernels before 5.6, and callers fall back
+/// to `openat`.
+pub fn creating() -> Vec<Mediated> {
+    let o_creat = libc::O_CREAT as u32;
+    let mut t = vec![
+        Mediated {
+            syscall: "open",
+            when: When::FlagSet {
+                arg: 1,
+                bits: o_creat,
+            },
+        },
+        Mediated {
+            syscall: "openat",
+            when: When::FlagSet {
+                arg: 2,
+                bits: o_creat,
+            },
+        },
+    ];
+    // `prctl(PR_SET_DUMPABLE, 0)` (sftp-server, ssh-agent) would keep the guard from
+    // reading what the process's calls name (reading another process's memory needs it
+    // dumpable): it succeeds and changes nothing. Nothing in the sandbox may trace or read
+    // another process anyway (`seccomp`: ptrace, process_vm_*, pidfd_getfd).
+    t.push(Mediated {
+        syscall: "prctl",
+        when: When::Ignored {
+            arg0: PR_SET_DUMPABLE,
+            arg1: 0,
+        },
+    });
+    for syscall in [
+        "creat",
+        "openat2",
+        "mkdir",
+        "mkdirat",
+        "mknod",
+        "mknodat",
+        "symlink",
+        "symlinkat",
+        "link",
+        "linkat",
+        "rename",
+        "renameat",
+        "renameat2",
+    ] {
+        t.push(Mediated {
+            syscall,
+            when: When::Always,
+        });
+    }
+    t
+}
+
 #[cfg(target_os = "linux")]
 mod bpf;
 #[cfg(target_os = "linux")]
-pub use bpf::{compile, syscall_name, Instruction};
+pub use bpf::{compile, number, syscall_name, Instruction};

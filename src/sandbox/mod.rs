@@ -186,6 +186,9 @@ pub struct InProcess {
     pub launcher_depth: usize,
     /// Landlock alone: the calls Landlock cannot judge go to sbx-shell (`mediated`).
     pub mediate: bool,
+    /// The names the helper's guard refuses to make (`mediator::names`), when the program
+    /// has writable trees (`repos::trees`).
+    pub names: Option<crate::mediator::names::Names>,
 }
 
 /// The in-process layers of `backend` for `policy`. Errors when a layer refuses the policy.
@@ -200,6 +203,14 @@ pub fn in_process(
         seccomp::check(&filter)?;
         Ok(filter)
     };
+    let names = (!crate::repos::trees(policy).is_empty()).then(|| crate::mediator::names::Names {
+        protected: policy
+            .filesystem
+            .protected
+            .iter()
+            .map(|p| p.real().to_path_buf())
+            .collect(),
+    });
     Ok(match backend {
         Backend::Seatbelt | Backend::None => InProcess::default(),
         Backend::Bwrap {
@@ -234,6 +245,7 @@ pub fn in_process(
                 guard: true,
                 launcher_depth: 1,
                 mediate: false,
+                names,
             }
         }
         Backend::Landlock => InProcess {
@@ -249,6 +261,7 @@ pub fn in_process(
             mounts: Vec::new(),
             launcher_depth: 0,
             mediate: true,
+            names,
         },
     })
 }

@@ -104,6 +104,10 @@ pub fn build_filter(policy: &Policy, alone: bool) -> Filter {
             "reading and writing other processes' memory",
         ),
         always(
+            &["pidfd_getfd"],
+            "taking another process's descriptors (the guard's listener)",
+        ),
+        always(
             &["io_uring_setup", "io_uring_enter", "io_uring_register"],
             "io_uring does I/O that per-syscall filters never see",
         ),
@@ -222,6 +226,7 @@ mod tests {
             "ptrace",
             "process_vm_readv",
             "process_vm_writev",
+            "pidfd_getfd",
             "io_uring_setup",
             "kexec_load",
             "bpf",

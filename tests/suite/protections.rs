@@ -390,12 +390,15 @@ fn the_end_of_a_session_names_what_it_planted() {
         let (moved, left) = err
             .split_once("this session left code")
             .unwrap_or((err.as_str(), ""));
-        for named in [
-            format!("{ws}/fresh/.git/config (git config (core.fsmonitor), moved aside)"),
-            format!("{ws}/.vscode (new protected path, moved aside)"),
-        ] {
-            assert!(moved.contains(&named), "{what}: {named} not named:\n{err}");
-        }
+        let named = format!("{ws}/fresh/.git/config (git config (core.fsmonitor), moved aside)");
+        assert!(moved.contains(&named), "{what}: {named} not named:\n{err}");
+        // A protected name is refused when made, so there is nothing to take out or name.
+        assert!(
+            err.contains("cannot create directory '.vscode': Permission denied")
+                && !err.contains(".vscode (")
+                && !lab.ws.join(".vscode").exists(),
+            "{what}: {err}"
+        );
         assert!(moved.contains("took it out of the tree"), "{what}: {err}");
         assert!(
             left.contains(&format!("{ws}/plain/.git/config (new git config)")),
@@ -432,10 +435,11 @@ fn the_end_of_a_session_names_what_it_planted() {
     }
 }
 
-/// What no mount can refuse — a protected name that did not exist, a repository made
-/// during the session, a pointer written into a git directory that must stay writable, a
-/// `.git` symlink re-pointed — is moved out of the tree the moment it appears (the guard),
-/// while the session still runs; ordinary work in a new repository goes on.
+/// What no mount can refuse — a protected name that did not exist, a hook in a repository
+/// made during the session, a `.git` symlink re-pointed — is refused when made (the guard
+/// makes every name for the program); what no name gives away — a config with a
+/// command-running key written into a new repository — is moved out of the tree the moment
+/// it appears; both while the session still runs; ordinary work in a new repository goes on.
 #[test]
 fn what_no_mount_can_refuse_is_moved_aside_at_once() {
     if !tools_present() {
@@ -553,12 +557,14 @@ fn what_no_mount_can_refuse_is_moved_aside_at_once() {
     }
 }
 
-/// A program that plants the same place again the moment the guard takes it out (a tight
-/// loop writing a hook into a repository it made) would keep it planted most of the time
-/// if the guard only answered: the guard ends such a session after `END_AFTER` answers. A
-/// host process watches the place meanwhile; afterwards the host's git runs nothing.
-/// Control: without the sandbox the loop runs to its end, the hook is there, and the
-/// host's git runs it.
+/// A program racing the guard in a repository it made: a tight loop writing a hook is
+/// refused at every write (the guard makes every name for the program, and a hook is not
+/// one it makes), so a host process watching the place without pause never sees it; a
+/// tight loop writing the repository's config (a file git itself writes, so not refused by
+/// name) with a command-running key would keep it planted most of the time if the guard
+/// only answered: the guard ends such a session after `END_AFTER` answers. Afterwards the
+/// host's git runs nothing. Control: without the sandbox both loops run to their end, the
+/// hook is there, and the host's git runs it.
 #[test]
 fn a_program_racing_the_guard_is_ended() {
     if !tools_present() {
@@ -568,13 +574,10 @@ fn a_program_racing_the_guard_is_ended() {
         for backend in ["bwrap", "landlock", "none"] {
             let lab = repo_lab("race", user);
             let ws = &lab.ws;
-            // As fast as a loop that forks nothing; for at most three seconds.
+            // As fast as a loop that forks nothing; for at most the seconds given.
             fs::write(
                 ws.join("plant.py"),
-                format!(
-                    "import os, time\nend = time.time() + float(__import__('sys').argv[1])\nn = 0\nwhile time.time() < end:\n    try:\n        fd = os.open('fresh/.git/hooks/post-checkout', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)\n        os.write(fd, b'#!/bin/sh\\ntouch {}/race\\n')\n        os.close(fd)\n        n += 1\n    except OSError:\n        pass\nprint('LOOP-END', n)\n",
-                    lab.outside.display()
-                ),
+                "import os, sys, time\nend = time.time() + float(sys.argv[1])\nn = 0\nwhile time.time() < end:\n    try:\n        fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)\n        os.write(fd, sys.argv[3].encode().decode('unicode_escape').encode())\n        os.close(fd)\n        n += 1\n    except OSError:\n        pass\nprint(sys.argv[4], n)\n",
             )
             .unwrap();
             if user == User::Nobody {
@@ -596,42 +599,59 @@ fn a_program_racing_the_guard_is_ended() {
             };
             let seconds = if backend == "none" { "0.5" } else { "3" };
             let script = format!(
-                "git init -q fresh && cd fresh && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m one && cd .. && {} plant.py {seconds}; echo EXIT $?",
-                super::sandbox::PYTHON
+                "git init -q fresh && cd fresh && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m one && cd .. && \
+                 {py} plant.py 0.5 fresh/.git/hooks/post-checkout '#!/bin/sh\ntouch {out}/race\n' HOOKS; \
+                 {py} plant.py {seconds} fresh/.git/config '{cfg}' CONFIGS; echo EXIT $?",
+                py = super::sandbox::PYTHON,
+                out = lab.outside.display(),
+                cfg = fsmonitor(&lab, "config"),
             );
+            let script = format!("{}{script}", evil_script(&lab, "config"));
             let (code, out, err) = lab.sh(backend, &[], &script);
             watching.store(false, std::sync::atomic::Ordering::Relaxed);
             let (seen, looks) = probe.join().unwrap();
             let what = format!("{} {backend}", lab.what(backend));
             eprintln!("{what}: the hook was there at {seen} of {looks} looks");
             host_git(&lab, &ws.join("fresh"), &["checkout", "-q", "-b", "other"]);
-            let fired = lab.outside.join("race").exists();
+            host_git(&lab, &ws.join("fresh"), &["status", "--short"]);
+            let fired: Vec<&str> = ["race", "config"]
+                .into_iter()
+                .filter(|m| lab.outside.join(m).exists())
+                .collect();
+            let count = |name: &str| {
+                out.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+            };
             if backend == "none" {
                 assert_eq!(code, 0, "{what}: control: {err}");
-                assert!(out.contains("LOOP-END"), "{what}: control: {out}");
-                assert!(hook.exists(), "{what}: control");
-                assert!(fired, "{what}: control: the host's git ran nothing");
+                assert!(count("HOOKS").unwrap_or(0) > 0, "{what}: control: {out}");
+                assert!(count("CONFIGS").unwrap_or(0) > 0, "{what}: control: {out}");
+                assert!(hook.exists() && seen > 0, "{what}: control");
+                assert_eq!(fired, ["race", "config"], "{what}: control: {out}");
                 continue;
             }
-            // The whole session is killed: the shell's `echo EXIT` never runs either.
+            // Every hook write refused: never there, not for an instant.
+            assert_eq!(count("HOOKS"), Some(0), "{what}: {out}\n{err}");
+            assert_eq!(seen, 0, "{what}: the hook was seen from outside");
+            // The config loop: the whole session is killed, `echo EXIT` never runs.
             assert_eq!(code, 137, "{what}: {out}\n{err}");
             assert!(
-                !out.contains("LOOP-END") && !out.contains("EXIT"),
+                !out.contains("CONFIGS") && !out.contains("EXIT"),
                 "{what}: {out}"
             );
             assert!(
                 err.contains(
                     "this session was ended: its program kept changing what the guard protects"
-                ) && err.contains("fresh/.git/hooks/post-checkout"),
+                ) && err.contains("fresh/.git/config"),
                 "{what}: {err}"
             );
-            assert!(!hook.exists(), "{what}: still planted");
-            assert!(!fired, "{what}: the host's git ran the planted hook");
+            assert!(fired.is_empty(), "{what}: the host's git ran {fired:?}");
             let log =
                 fs::read_to_string(lab.home.join(".local/state/sbx-shell/sessions.jsonl")).unwrap();
             let last = log.lines().last().unwrap();
             assert!(
-                last.contains("\"ended_by_guard\":true") && last.contains("post-checkout"),
+                last.contains("\"ended_by_guard\":true") && last.contains("fresh/.git/config"),
                 "{what}: {last}"
             );
         }
@@ -640,11 +660,13 @@ fn a_program_racing_the_guard_is_ended() {
 
 /// `commondir` in a repository's git directory points the host's git at another
 /// directory's config and hooks, and no git command ever writes it there (only in a linked
-/// worktree's own directory): made once, the session is ended at that answer. Afterwards
-/// the host's git runs nothing. Control: the shell goes on and the host's git runs the
+/// worktree's own directory): written, renamed or linked into place it is refused, and the
+/// session goes on. Written into a directory before that directory becomes a git directory
+/// (so no name was refused), the guard ends the session at its first answer. Afterwards
+/// the host's git runs nothing. Control: everything lands and the host's git runs the
 /// command the other config names.
 #[test]
-fn a_commondir_planted_once_ends_the_session() {
+fn a_commondir_is_refused_and_one_that_slips_in_ends_the_session() {
     if !tools_present() {
         return;
     }
@@ -662,7 +684,12 @@ fn a_commondir_planted_once_ends_the_session() {
                 chown_tree(&lab.dir, NOBODY);
             }
             let script = format!(
-                "{}echo ../common > .git/commondir && echo PLANTED; sleep 2; echo AFTER",
+                "{}echo ../common > .git/commondir && echo PLANTED; \
+                 echo ../common > cd.tmp && mv cd.tmp .git/commondir && echo MOVED; \
+                 ln -s ../common .git/commondir && echo LINKED; \
+                 echo GOES-ON; \
+                 mkdir -p g/objects g/refs && echo ../../common > g/commondir && echo 'ref: refs/heads/main' > g/HEAD && echo SLIPPED; \
+                 sleep 2; echo AFTER",
                 evil_script(&lab, "common")
             );
             let (code, out, err) = lab.sh(backend, &[], &script);
@@ -672,19 +699,31 @@ fn a_commondir_planted_once_ends_the_session() {
             let commondir = ws.join(".git/commondir");
             if backend == "none" {
                 assert_eq!(code, 0, "{what}: control: {err}");
-                assert_lines(&out, &["PLANTED", "AFTER"], &what);
-                assert!(commondir.exists(), "{what}: control");
+                assert_lines(&out, &["PLANTED", "GOES-ON", "SLIPPED", "AFTER"], &what);
+                assert!(
+                    commondir.exists() && ws.join("g/commondir").exists(),
+                    "{what}: control"
+                );
                 assert!(fired, "{what}: control: the host's git ran nothing");
                 continue;
+            }
+            // (The guard may end it before `echo SLIPPED`: HEAD made `g` a git directory.)
+            assert_lines(&out, &["GOES-ON"], &what);
+            for refused in ["PLANTED", "MOVED", "LINKED"] {
+                assert!(
+                    !out.lines().any(|l| l == refused),
+                    "{what}: {refused}\n{out}"
+                );
             }
             assert_eq!(code, 137, "{what}: {out}\n{err}");
             assert!(!out.contains("AFTER"), "{what}: {out}");
             assert!(
                 err.contains("this session was ended: its program planted")
-                    && err.contains(".git/commondir, which no git command writes"),
+                    && err.contains("g/commondir, which no git command writes"),
                 "{what}: {err}"
             );
-            assert!(!commondir.exists(), "{what}: still planted");
+            assert!(!commondir.exists(), "{what}: planted");
+            assert!(!ws.join("g/commondir").exists(), "{what}: still planted");
             assert!(!fired, "{what}: the host's git ran the planted command");
         }
     }
@@ -753,8 +792,8 @@ impl Drop for Flipper {
 /// A symlink flipped in a tight loop while sessions start: the workspace's `.git` is a
 /// symlink swapped atomically between two git directories; each session either refuses to
 /// start or runs with both configs read-only, so no write ever reaches either. The flipper
-/// is a host process, then a second sandbox (started again whenever its guard ends it for
-/// racing); enough starts to catch a one-in-a-hundred window.
+/// is a host process, then a second sandbox (whose flips are refused: no `.git` but a
+/// directory is made there); enough starts to catch a one-in-a-hundred window.
 #[test]
 fn a_symlink_flipped_while_sessions_start_never_lets_a_write_through() {
     if !tools_present() {
@@ -833,9 +872,11 @@ fn a_symlink_flipped_while_sessions_start_never_lets_a_write_through() {
             assert_eq!(after, before, "{what}");
             assert!(ran > 0, "{what}: no session started at all");
             if flipper == "sandbox" {
+                // Inside a sandbox the flip itself is refused (no `.git` but a directory
+                // is made there) or, raced past, ends that sandbox: `.git` is as it was.
                 assert!(
-                    ended > 0,
-                    "{what}: no flipping sandbox was ended by its guard"
+                    ended > 0 || fs::read_link(lab.ws.join(".git")).unwrap() == Path::new("git-a"),
+                    "{what}: a flipping sandbox flipped `.git` and was not ended"
                 );
             }
         }

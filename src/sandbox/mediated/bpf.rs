@@ -13,9 +13,12 @@ pub type Instruction = libc::sock_filter;
 const LD_W_ABS: u16 = 0x20;
 const JEQ_K: u16 = 0x15;
 const JGE_K: u16 = 0x35;
+const JSET_K: u16 = 0x45;
 const RET_K: u16 = 0x06;
 const ALLOW: u32 = 0x7fff_0000;
 const NOTIFY: u32 = 0x7fc0_0000;
+/// SECCOMP_RET_ERRNO with errno 0: the call returns 0 without running.
+const SUCCEED: u32 = 0x0005_0000;
 const NR: u32 = 0;
 const ARCH: u32 = 4;
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
@@ -80,6 +83,25 @@ fn block(when: When) -> Vec<Instruction> {
         When::IoctlRequest { request } => vec![
             stmt(LD_W_ABS, arg(1, false)),
             jeq(request, 1, 0),
+            ret(ALLOW),
+            ret(NOTIFY),
+        ],
+        When::Ignored { arg0, arg1 } => vec![
+            stmt(LD_W_ABS, arg(0, false)),
+            jeq(arg0, 0, 3),
+            stmt(LD_W_ABS, arg(1, false)),
+            jeq(arg1, 0, 1),
+            ret(SUCCEED),
+            ret(ALLOW),
+        ],
+        When::FlagSet { arg: n, bits } => vec![
+            stmt(LD_W_ABS, arg(n, false)),
+            Instruction {
+                code: JSET_K,
+                jt: 1,
+                jf: 0,
+                k: bits,
+            },
             ret(ALLOW),
             ret(NOTIFY),
         ],
@@ -156,6 +178,29 @@ pub fn number(name: &str) -> Option<i64> {
         "sched_setparam" => libc::SYS_sched_setparam,
         "sched_setattr" => libc::SYS_sched_setattr,
         "ioctl" => libc::SYS_ioctl,
+        #[cfg(target_arch = "x86_64")]
+        "open" => libc::SYS_open,
+        #[cfg(target_arch = "x86_64")]
+        "creat" => libc::SYS_creat,
+        #[cfg(target_arch = "x86_64")]
+        "mkdir" => libc::SYS_mkdir,
+        #[cfg(target_arch = "x86_64")]
+        "mknod" => libc::SYS_mknod,
+        #[cfg(target_arch = "x86_64")]
+        "symlink" => libc::SYS_symlink,
+        #[cfg(target_arch = "x86_64")]
+        "link" => libc::SYS_link,
+        #[cfg(target_arch = "x86_64")]
+        "rename" => libc::SYS_rename,
+        "openat" => libc::SYS_openat,
+        "openat2" => libc::SYS_openat2,
+        "mkdirat" => libc::SYS_mkdirat,
+        "mknodat" => libc::SYS_mknodat,
+        "symlinkat" => libc::SYS_symlinkat,
+        "linkat" => libc::SYS_linkat,
+        "renameat" => libc::SYS_renameat,
+        "renameat2" => libc::SYS_renameat2,
+        "prctl" => libc::SYS_prctl,
         _ => return None,
     };
     Some(nr)
@@ -165,6 +210,7 @@ pub fn number(name: &str) -> Option<i64> {
 pub fn syscall_name(nr: i64) -> Option<&'static str> {
     super::table()
         .into_iter()
+        .chain(super::creating())
         .map(|m| m.syscall)
         .find(|name| number(name) == Some(nr))
 }
@@ -178,7 +224,7 @@ pub const SYS_REMOVEXATTRAT: i64 = 466;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::mediated::{table, IOPRIO_WHO_USER, PRIO_USER, TIOCGPTPEER};
+    use crate::sandbox::mediated::{creating, table, IOPRIO_WHO_USER, PRIO_USER, TIOCGPTPEER};
 
     /// Run `program` on one call, as the kernel would: the action it returns.
     fn run(program: &[Instruction], nr: i64, args: [u64; 6]) -> u32 {
@@ -199,6 +245,7 @@ mod tests {
                 }
                 JEQ_K => pc += usize::from(if acc == ins.k { ins.jt } else { ins.jf }),
                 JGE_K => pc += usize::from(if acc >= ins.k { ins.jt } else { ins.jf }),
+                JSET_K => pc += usize::from(if acc & ins.k != 0 { ins.jt } else { ins.jf }),
                 RET_K => return ins.k,
                 other => panic!("unexpected instruction {other:#x}"),
             }
@@ -247,10 +294,58 @@ mod tests {
         // Calls outside the table, and other architectures' or x32 numbers: allowed here.
         assert_eq!(run(&p, libc::SYS_openat, [0; 6]), ALLOW);
         assert_eq!(run(&p, nr("fchmod") | 0x4000_0000, [0; 6]), ALLOW);
-        for m in table() {
+        for m in table().into_iter().chain(creating()) {
             if number(m.syscall).is_some() {
                 assert_eq!(syscall_name(nr(m.syscall)), Some(m.syscall));
             }
         }
+    }
+
+    #[test]
+    fn a_call_that_can_make_a_name_is_asked_and_an_open_without_o_creat_is_not() {
+        let p = compile(&creating());
+        let nr = |name| number(name).unwrap();
+        let ask = |name, args| run(&p, nr(name), args) == NOTIFY;
+        let creat = libc::O_CREAT as u64;
+        let rdwr = libc::O_RDWR as u64;
+        assert!(ask("openat", [0, 0x1000, creat | rdwr, 0o644, 0, 0]));
+        assert!(!ask(
+            "openat",
+            [0, 0x1000, rdwr | libc::O_APPEND as u64, 0, 0, 0]
+        ));
+        assert!(!ask("openat", [0, 0x1000, 0, 0, 0, 0]));
+        assert!(ask(
+            "openat",
+            [0, 0x1000, 0xffff_ffff_0000_0000 | creat, 0, 0, 0]
+        ));
+        for name in [
+            "openat2",
+            "mkdirat",
+            "mknodat",
+            "symlinkat",
+            "linkat",
+            "renameat",
+            "renameat2",
+        ] {
+            assert!(ask(name, [0; 6]), "{name}");
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            assert!(ask("open", [0x1000, creat | 1, 0o644, 0, 0, 0]));
+            assert!(!ask("open", [0x1000, 0, 0, 0, 0, 0]));
+            for name in ["creat", "mkdir", "mknod", "symlink", "link", "rename"] {
+                assert!(ask(name, [0; 6]), "{name}");
+            }
+        }
+        assert_eq!(run(&p, nr("fchmod"), [0; 6]), ALLOW);
+        // prctl(PR_SET_DUMPABLE, 0) succeeds without running; the rest of prctl runs.
+        let dumpable = libc::PR_SET_DUMPABLE as u64;
+        assert_eq!(run(&p, nr("prctl"), [dumpable, 0, 0, 0, 0, 0]), SUCCEED);
+        assert_eq!(run(&p, nr("prctl"), [dumpable, 1, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(
+            run(&p, nr("prctl"), [libc::PR_SET_NAME as u64, 0, 0, 0, 0, 0]),
+            ALLOW
+        );
+        assert!(p.len() < 256, "{}", p.len());
     }
 }

@@ -132,6 +132,7 @@ fn syscall_number(name: &str) -> Option<i64> {
         "ptrace" => libc::SYS_ptrace,
         "process_vm_readv" => libc::SYS_process_vm_readv,
         "process_vm_writev" => libc::SYS_process_vm_writev,
+        "pidfd_getfd" => libc::SYS_pidfd_getfd,
         "io_uring_setup" => libc::SYS_io_uring_setup,
         "io_uring_enter" => libc::SYS_io_uring_enter,
         "io_uring_register" => libc::SYS_io_uring_register,

@@ -1,0 +1,931 @@
+//! The calls that make a name, done by the helper's guard on the program's behalf (Linux):
+//! it makes the name unless `names::Names` refuses it (EACCES), so a protected path missing
+//! at the start, a hook, a `.git` pointer file or a `commondir` never exists. With Landlock
+//! alone the same listener also carries the calls Landlock cannot judge (`linux::answer`).
+//!
+//! Two threads of the guard process, which is the program's ancestor (so it may read the
+//! program's memory where Yama's `ptrace_scope` 1 allows ancestors only) and shares its
+//! mount namespace and root (inside bwrap: the pid namespace's init):
+//! - `listen` receives each call, reads what it names from the program's memory and opens
+//!   the program's working directory or descriptor (`/proc/PID/cwd`, `/proc/PID/fd/N`,
+//!   O_PATH), then hands the call to
+//! - `act`, which has confined itself as the program is (no effective capabilities,
+//!   no_new_privs, the program's Landlock ruleset: it can make nothing the program could
+//!   not; the umask 0, the program's applied by hand), resolves the directory of the new
+//!   name once (the kernel follows symlinks there as for the program) and the last
+//!   component by hand (a symlink there is followed to its target, whose name is checked
+//!   in turn), checks the name, and makes it through the directory's descriptor — never by
+//!   a path read again. An opened file is handed to the program
+//!   (`SECCOMP_IOCTL_NOTIF_ADDFD`); a FIFO's open, which waits for the other end, in a
+//!   thread of its own.
+//!
+//! Nothing is ever let through as asked (`CONTINUE`): the kernel would read the path from
+//! the program's memory again, which another of its threads can change after the check.
+//! What `act` resolves through `/proc/self` is the guard's, not the program's: the usual
+//! spellings of the program's own descriptors (`/dev/stdout`, `/dev/fd/N`,
+//! `/proc/self/fd/N`) are recognised by `listen` and opened as the program's.
+
+use std::ffi::{CStr, CString, OsStr};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+use std::sync::mpsc;
+
+use super::linux::{
+    errno, notif_sizes, read_cstr, receive, respond, send_fd, still_waiting, sync_wake_up, Answer,
+    Call,
+};
+use super::names::{GitPlace, Made, Names};
+use super::Rules;
+use crate::sandbox::mediated::syscall_name;
+
+/// Start both threads in this process (the helper's guard): `listen` first receives the
+/// filter's listener on `channel` (the program's side sends it as soon as it installed the
+/// filter); `confine` confines the calling thread as the program is (run first by `act`).
+/// Every signal stays blocked in both (they are the guard's main thread's).
+pub fn start(
+    channel: OwnedFd,
+    names: Option<Names>,
+    mediated: Option<Rules>,
+    confine: Box<dyn FnOnce() -> io::Result<()> + Send>,
+) -> io::Result<()> {
+    let (jobs, inbox) = mpsc::channel::<Job>();
+    let (listener_to_act, listener_for_act) = mpsc::channel::<std::sync::Arc<OwnedFd>>();
+    let names = names.unwrap_or_default();
+    crate::process::spawn_quiet("sbx-names-act", move || {
+        if let Ok(listener) = listener_for_act.recv() {
+            act(&listener, &names, confine, &inbox)
+        }
+    })?;
+    crate::process::spawn_quiet("sbx-mediator", move || {
+        let run = || -> io::Result<()> {
+            let raw = crate::netproxy::handover::receive_fd(&channel)?;
+            // SAFETY: receive_fd returned a descriptor that now belongs to us alone.
+            let listener = std::sync::Arc::new(unsafe { OwnedFd::from_raw_fd(raw) });
+            let _ = listener_to_act.send(listener.clone());
+            listen(&listener, mediated.as_ref(), &jobs)
+        };
+        if let Err(e) = run() {
+            eprintln!("sbx-shell: the guard stopped answering the program's mediated calls: {e}");
+        }
+    })
+}
+
+/// Where a path argument starts: the program's working directory or descriptor (opened by
+/// `listen`), or the root for an absolute path; `path` empty names `base` itself.
+struct Where {
+    base: Option<OwnedFd>,
+    path: Vec<u8>,
+}
+
+enum Op {
+    Open { at: Where, flags: i32, mode: u32 },
+    Mkdir { at: Where, mode: u32 },
+    Mknod { at: Where, mode: u32, dev: u64 },
+    Symlink { target: CString, at: Where },
+    Link { old: Where, new: Where, flags: i32 },
+    Rename { old: Where, new: Where, flags: u32 },
+}
+
+struct Job {
+    call: Call,
+    op: Result<Op, i64>,
+}
+
+/// Receive each call: one that makes a name goes to `act`; any other (Landlock alone's
+/// metadata and process calls, by `mediated`) is answered here (`linux::answer`).
+fn listen(
+    listener: &OwnedFd,
+    mediated: Option<&Rules>,
+    jobs: &mpsc::Sender<Job>,
+) -> io::Result<()> {
+    super::linux::drop_effective_capabilities()?;
+    let sizes = notif_sizes()?;
+    sync_wake_up(listener);
+    let guard = std::process::id();
+    let creating: Vec<i64> = crate::sandbox::mediated::creating()
+        .iter()
+        .filter_map(|m| crate::sandbox::mediated::number(m.syscall))
+        .collect();
+    loop {
+        let mut pfd = libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut pfd, 1, -1) } == -1 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if pfd.revents & libc::POLLIN == 0 {
+            // POLLHUP: no process of the filter is left.
+            return Ok(());
+        }
+        let Some(call) = receive(listener, &sizes)? else {
+            continue;
+        };
+        if !creating.contains(&call.nr) {
+            let answer = match mediated {
+                Some(rules) => super::linux::answer(listener, &call, rules, guard),
+                None => Answer::Done(-i64::from(libc::EPERM)),
+            };
+            respond(listener, &sizes, &call, answer);
+            continue;
+        }
+        let op = read_op(listener, &call);
+        if jobs.send(Job { call, op }).is_err() {
+            return Err(io::Error::other("the acting thread is gone"));
+        }
+    }
+}
+
+/// What the call asks, read from its arguments and the program's memory.
+fn read_op(listener: &OwnedFd, call: &Call) -> Result<Op, i64> {
+    let a = call.args;
+    let int = |i: usize| a[i] as u32 as i32;
+    let err = |e: io::Error| errno(&e);
+    let at = |dirfd: i32, path: u64| -> Result<Where, i64> {
+        where_of(listener, call, dirfd, path, false).map_err(err)
+    };
+    let cwd = libc::AT_FDCWD;
+    let cstr = |addr: u64| read_cstr(call.pid, addr).map_err(err);
+    Ok(match syscall_name(call.nr) {
+        Some("open") => Op::Open {
+            at: at(cwd, a[0])?,
+            flags: int(1),
+            mode: a[2] as u32,
+        },
+        Some("openat") => Op::Open {
+            at: at(int(0), a[1])?,
+            flags: int(2),
+            mode: a[3] as u32,
+        },
+        Some("creat") => Op::Open {
+            at: at(cwd, a[0])?,
+            flags: libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+            mode: a[1] as u32,
+        },
+        Some("mkdir") => Op::Mkdir {
+            at: at(cwd, a[0])?,
+            mode: a[1] as u32,
+        },
+        Some("mkdirat") => Op::Mkdir {
+            at: at(int(0), a[1])?,
+            mode: a[2] as u32,
+        },
+        Some("mknod") => Op::Mknod {
+            at: at(cwd, a[0])?,
+            mode: a[1] as u32,
+            dev: a[2],
+        },
+        Some("mknodat") => Op::Mknod {
+            at: at(int(0), a[1])?,
+            mode: a[2] as u32,
+            dev: a[3],
+        },
+        Some("symlink") => Op::Symlink {
+            target: cstr(a[0])?,
+            at: at(cwd, a[1])?,
+        },
+        Some("symlinkat") => Op::Symlink {
+            target: cstr(a[0])?,
+            at: at(int(1), a[2])?,
+        },
+        Some("link") => Op::Link {
+            old: at(cwd, a[0])?,
+            new: at(cwd, a[1])?,
+            flags: 0,
+        },
+        Some("linkat") => Op::Link {
+            old: where_of(
+                listener,
+                call,
+                int(0),
+                a[1],
+                int(4) & libc::AT_EMPTY_PATH != 0,
+            )
+            .map_err(err)?,
+            new: at(int(2), a[3])?,
+            flags: int(4),
+        },
+        Some("rename") => Op::Rename {
+            old: at(cwd, a[0])?,
+            new: at(cwd, a[1])?,
+            flags: 0,
+        },
+        Some("renameat") => Op::Rename {
+            old: at(int(0), a[1])?,
+            new: at(int(2), a[3])?,
+            flags: 0,
+        },
+        Some("renameat2") => Op::Rename {
+            old: at(int(0), a[1])?,
+            new: at(int(2), a[3])?,
+            flags: a[4] as u32,
+        },
+        // openat2 (and anything unexpected): as a kernel without it answers.
+        _ => return Err(-i64::from(libc::ENOSYS)),
+    })
+}
+
+/// The start of the path at `addr` relative to the program's descriptor `dirfd`: the
+/// program's own descriptors under their usual spellings are opened here (as the program's,
+/// not as the guard's `/proc/self`).
+fn where_of(
+    listener: &OwnedFd,
+    call: &Call,
+    dirfd: i32,
+    addr: u64,
+    empty: bool,
+) -> io::Result<Where> {
+    let path = read_cstr(call.pid, addr)?.into_bytes();
+    if path.is_empty() && !empty {
+        return Err(io::Error::from_raw_os_error(libc::ENOENT));
+    }
+    if let Some((fd, rest)) = own_descriptor(&path) {
+        let base = open_proc(call, &format!("fd/{fd}"))?;
+        let rest = rest.to_vec();
+        return waiting(
+            listener,
+            call,
+            Where {
+                base: Some(base),
+                path: rest,
+            },
+        );
+    }
+    if path.first() == Some(&b'/') {
+        return Ok(Where { base: None, path });
+    }
+    let base = if dirfd == libc::AT_FDCWD {
+        open_proc(call, "cwd")?
+    } else {
+        open_proc(call, &format!("fd/{}", dirfd))?
+    };
+    waiting(
+        listener,
+        call,
+        Where {
+            base: Some(base),
+            path,
+        },
+    )
+}
+
+/// `at`, once the call still waits: the pid named it (it was not reused) when it was opened.
+fn waiting(listener: &OwnedFd, call: &Call, at: Where) -> io::Result<Where> {
+    if still_waiting(listener, call.id) {
+        Ok(at)
+    } else {
+        Err(io::Error::from_raw_os_error(libc::ESRCH))
+    }
+}
+
+/// `/proc/PID/<what>` of the calling thread, opened O_PATH (a magic link is followed to the
+/// object itself).
+fn open_proc(call: &Call, what: &str) -> io::Result<OwnedFd> {
+    let path = CString::new(format!("/proc/{}/{what}", call.pid))?;
+    // SAFETY: a NUL-terminated path; openat returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::openat(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::O_PATH | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor of ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `/dev/stdin`, `/dev/stdout`, `/dev/stderr`, `/dev/fd/N…`, `/proc/self/fd/N…`,
+/// `/proc/thread-self/fd/N…`: the descriptor and what follows it.
+fn own_descriptor(path: &[u8]) -> Option<(u32, &[u8])> {
+    for (name, fd) in [
+        (&b"/dev/stdin"[..], 0),
+        (b"/dev/stdout", 1),
+        (b"/dev/stderr", 2),
+    ] {
+        if path == name {
+            return Some((fd, b""));
+        }
+    }
+    let rest = [
+        &b"/dev/fd/"[..],
+        b"/proc/self/fd/",
+        b"/proc/thread-self/fd/",
+    ]
+    .iter()
+    .find_map(|prefix| path.strip_prefix(*prefix))?;
+    let end = rest.iter().position(|b| *b == b'/').unwrap_or(rest.len());
+    let fd = std::str::from_utf8(&rest[..end]).ok()?.parse().ok()?;
+    let after = rest[end..].strip_prefix(b"/").unwrap_or(&rest[end..]);
+    Some((fd, after))
+}
+
+fn act(
+    listener: &OwnedFd,
+    names: &Names,
+    confine: Box<dyn FnOnce() -> io::Result<()> + Send>,
+    inbox: &mpsc::Receiver<Job>,
+) {
+    let Ok(sizes) = notif_sizes() else { return };
+    let ready = confine_this_thread(confine);
+    if let Err(e) = &ready {
+        eprintln!(
+            "sbx-shell: the guard cannot confine the thread that makes names for the program: {e}"
+        );
+    }
+    let root = open_path(libc::AT_FDCWD, c"/");
+    while let Ok(job) = inbox.recv() {
+        let answer = match (&ready, &root, job.op) {
+            (Err(_), _, _) | (_, Err(_), _) => Answer::Done(-i64::from(libc::EPERM)),
+            (_, _, Err(e)) => Answer::Done(e),
+            (Ok(()), Ok(root), Ok(op)) => {
+                let at = Acting {
+                    listener,
+                    names,
+                    root: root.as_fd(),
+                    call: &job.call,
+                };
+                at.run(op)
+            }
+        };
+        respond(listener, &sizes, &job.call, answer);
+    }
+}
+
+/// The program's confinement on this thread (capabilities and Landlock are per thread),
+/// and no umask (the program's is applied by hand). The umask is the guard process's:
+/// nothing else in it makes files (a thread of its own, `unshare(CLONE_FS)`, is what
+/// container profiles refuse).
+fn confine_this_thread(confine: Box<dyn FnOnce() -> io::Result<()> + Send>) -> io::Result<()> {
+    // SAFETY: umask only sets the process's mask.
+    unsafe { libc::umask(0) };
+    super::linux::drop_effective_capabilities()?;
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes integers; it applies to this thread.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    confine()
+}
+
+struct Acting<'a> {
+    listener: &'a OwnedFd,
+    names: &'a Names,
+    root: BorrowedFd<'a>,
+    call: &'a Call,
+}
+
+/// A directory (O_PATH) and a name in it.
+struct Entry {
+    dir: OwnedFd,
+    name: CString,
+}
+
+/// At most this many symlinks are followed in the last component (as the kernel's 40).
+const MAX_LINKS: usize = 40;
+
+type Res<T> = Result<T, i32>;
+
+fn last_errno() -> i32 {
+    os_errno(&io::Error::last_os_error())
+}
+
+fn os_errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+fn done(r: Res<i64>) -> Answer {
+    match r {
+        Ok(v) => Answer::Done(v),
+        Err(e) => Answer::Done(-i64::from(e)),
+    }
+}
+
+impl Acting<'_> {
+    fn run(&self, op: Op) -> Answer {
+        match op {
+            Op::Open { at, flags, mode } => match self.open(&at, flags, mode) {
+                Ok(Opened::Now(fd)) => send_fd(
+                    self.listener,
+                    self.call.id,
+                    &fd,
+                    flags & libc::O_CLOEXEC != 0,
+                ),
+                Ok(Opened::Later) => Answer::Sent,
+                Err(e) => Answer::Done(-i64::from(e)),
+            },
+            Op::Mkdir { at, mode } => done(self.mkdir(&at, mode)),
+            Op::Mknod { at, mode, dev } => done(self.mknod(&at, mode, dev)),
+            Op::Symlink { target, at } => done(self.symlink(&target, &at)),
+            Op::Link { old, new, flags } => done(self.link(&old, &new, flags)),
+            Op::Rename { old, new, flags } => done(self.rename(&old, &new, flags)),
+        }
+    }
+
+    /// The directory of the path's last component, resolved by the kernel (symlinks
+    /// followed, as for the program), and that component; `None` for a path that names
+    /// its start itself (empty, `.`, `..`, `/`: no name is made there).
+    fn entry(&self, base: BorrowedFd<'_>, path: &[u8]) -> Res<Option<Entry>> {
+        let trimmed = {
+            let mut p = path;
+            while p.len() > 1 && p.ends_with(b"/") {
+                p = &p[..p.len() - 1];
+            }
+            p
+        };
+        let (dir, name): (&[u8], &[u8]) = match trimmed.iter().rposition(|b| *b == b'/') {
+            Some(0) => (b"/", &trimmed[1..]),
+            Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+            None => (b".", trimmed),
+        };
+        if name.is_empty() || name == b"." || name == b".." {
+            return Ok(None);
+        }
+        let start = if dir.first() == Some(&b'/') {
+            self.root
+        } else {
+            base
+        };
+        let dir = CString::new(dir).map_err(|_| libc::EINVAL)?;
+        let dir = open_path(start.as_raw_fd(), &dir).map_err(|e| os_errno(&e))?;
+        Ok(Some(Entry {
+            dir,
+            name: CString::new(name).map_err(|_| libc::EINVAL)?,
+        }))
+    }
+
+    fn base<'w>(&'w self, at: &'w Where) -> BorrowedFd<'w> {
+        at.base.as_ref().map_or(self.root, |b| b.as_fd())
+    }
+
+    /// The entry a path names, which must not be its start itself (EEXIST: it exists).
+    fn new_entry(&self, at: &Where) -> Res<Entry> {
+        if at.path.is_empty() {
+            return Err(libc::ENOENT);
+        }
+        self.entry(self.base(at), &at.path)?.ok_or(libc::EEXIST)
+    }
+
+    /// Refuse a name `names` refuses (EACCES).
+    fn check(&self, e: &Entry, made: Made) -> Res<()> {
+        let parent = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
+        let name = OsStr::from_bytes(e.name.as_bytes());
+        let git = git_place(e.dir.as_fd(), &parent, name);
+        match self.names.refused(&parent, name, made, git) {
+            Some(_) => Err(libc::EACCES),
+            None => Ok(()),
+        }
+    }
+
+    /// After making `e`: when its directory moved meanwhile to where the name is refused,
+    /// take it out again and refuse.
+    fn recheck(&self, e: &Entry, made: Made, before: &std::path::Path) -> Res<()> {
+        let now = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
+        if now == before || self.check(e, made).is_ok() {
+            return Ok(());
+        }
+        let flag = if made == Made::Dir {
+            libc::AT_REMOVEDIR
+        } else {
+            0
+        };
+        // SAFETY: our directory descriptor and a NUL-terminated name.
+        unsafe { libc::unlinkat(e.dir.as_raw_fd(), e.name.as_ptr(), flag) };
+        Err(libc::EACCES)
+    }
+
+    /// The program's umask (its fs context's; read when a name is made).
+    fn umask(&self) -> u32 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.call.pid));
+        status
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Umask:"))
+                    .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            })
+            .unwrap_or(0o022)
+    }
+
+    fn open(&self, at: &Where, flags: i32, mode: u32) -> Res<Opened> {
+        let base = self.base(at);
+        if at.path.is_empty() {
+            // The program's own descriptor (`/dev/stdout`): opened again, as the kernel
+            // opens such a link.
+            return self.reopen(base, flags);
+        }
+        if at.path.ends_with(b"/") {
+            return Err(libc::EISDIR);
+        }
+        let Some(mut e) = self.entry(base, &at.path)? else {
+            let dir = open_path(
+                base.as_raw_fd(),
+                &CString::new(at.path.clone()).map_err(|_| libc::EINVAL)?,
+            )
+            .map_err(|e| os_errno(&e))?;
+            return self.reopen(dir.as_fd(), flags);
+        };
+        let excl = flags & libc::O_EXCL != 0;
+        let mut links = 0;
+        loop {
+            match fstatat(e.dir.as_fd(), &e.name) {
+                Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => {
+                    if excl {
+                        return Err(libc::EEXIST);
+                    }
+                    if flags & libc::O_NOFOLLOW != 0 {
+                        return Err(libc::ELOOP);
+                    }
+                    links += 1;
+                    if links > MAX_LINKS {
+                        return Err(libc::ELOOP);
+                    }
+                    if is_proc(e.dir.as_fd()) {
+                        // A magic link (`/proc/PID/fd/N`): the kernel jumps to the object.
+                        let object =
+                            open_path(e.dir.as_raw_fd(), &e.name).map_err(|e| os_errno(&e))?;
+                        return self.reopen(object.as_fd(), flags);
+                    }
+                    let target = readlink(e.dir.as_fd(), &e.name)?;
+                    match self.entry(e.dir.as_fd(), &target)? {
+                        Some(next) => e = next,
+                        None => {
+                            let start = if target.first() == Some(&b'/') {
+                                self.root
+                            } else {
+                                e.dir.as_fd()
+                            };
+                            let dir = open_path(
+                                start.as_raw_fd(),
+                                &CString::new(target).map_err(|_| libc::EINVAL)?,
+                            )
+                            .map_err(|e| os_errno(&e))?;
+                            return self.reopen(dir.as_fd(), flags);
+                        }
+                    }
+                }
+                Ok(_) if excl => return Err(libc::EEXIST),
+                Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFIFO => {
+                    let how = (flags & !(libc::O_CREAT | libc::O_EXCL))
+                        | libc::O_NOFOLLOW
+                        | libc::O_CLOEXEC;
+                    return self.open_fifo(
+                        (e.dir, e.name),
+                        how,
+                        flags & libc::O_CLOEXEC != 0,
+                        None,
+                    );
+                }
+                Ok(_) => {
+                    let how = (flags & !(libc::O_CREAT | libc::O_EXCL))
+                        | libc::O_NOFOLLOW
+                        | libc::O_CLOEXEC;
+                    match openat(e.dir.as_fd(), &e.name, how, 0) {
+                        // Replaced or removed since the look: look again.
+                        Err(libc::ENOENT) | Err(libc::ELOOP) => continue,
+                        Err(err) => return Err(err),
+                        Ok(fd) => return Ok(Opened::Now(fd)),
+                    }
+                }
+                Err(libc::ENOENT) => {
+                    self.check(&e, Made::Other)?;
+                    let before = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
+                    let how =
+                        flags | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+                    match openat(e.dir.as_fd(), &e.name, how, mode & !self.umask() & 0o7777) {
+                        // Made meanwhile by someone else: open it as it is now.
+                        Err(libc::EEXIST) if !excl => continue,
+                        Err(err) => return Err(err),
+                        Ok(fd) => {
+                            self.recheck(&e, Made::Other, &before)?;
+                            return Ok(Opened::Now(fd));
+                        }
+                    }
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Open an object the program reaches through a link or its own descriptor: again,
+    /// through this process's `/proc/self/fd` (its checks are the program's: Landlock
+    /// checks the object's path on open). O_CREAT and O_EXCL make nothing here.
+    fn reopen(&self, object: BorrowedFd<'_>, flags: i32) -> Res<Opened> {
+        if flags & libc::O_EXCL != 0 {
+            return Err(libc::EEXIST);
+        }
+        let how = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW)) | libc::O_CLOEXEC;
+        let object = object.try_clone_to_owned().map_err(|e| os_errno(&e))?;
+        let magic = CString::new(object.as_raw_fd().to_string()).map_err(|_| libc::EINVAL)?;
+        let fds = open_path(libc::AT_FDCWD, c"/proc/self/fd").map_err(|e| os_errno(&e))?;
+        if fstat(object.as_fd())?.st_mode & libc::S_IFMT == libc::S_IFIFO {
+            let cloexec = flags & libc::O_CLOEXEC != 0;
+            return self.open_fifo((fds, magic), how, cloexec, Some(object));
+        }
+        openat(fds.as_fd(), &magic, how, 0).map(Opened::Now)
+    }
+
+    /// A FIFO's open waits for the other end: done in a thread of its own (confined as
+    /// this one: it inherits this thread's credentials), which answers when it returns.
+    /// `keep`: what must stay open until then.
+    fn open_fifo(
+        &self,
+        (dir, name): (OwnedFd, CString),
+        how: i32,
+        cloexec: bool,
+        keep: Option<OwnedFd>,
+    ) -> Res<Opened> {
+        let listener = self.listener.try_clone().map_err(|e| os_errno(&e))?;
+        let id = self.call.id;
+        let answer = move || {
+            let _keep = keep;
+            let answer = match openat(dir.as_fd(), &name, how, 0) {
+                Ok(fd) => send_fd(&listener, id, &fd, cloexec),
+                Err(e) => Answer::Done(-i64::from(e)),
+            };
+            if let Ok(sizes) = notif_sizes() {
+                let call = Call {
+                    id,
+                    pid: 0,
+                    nr: 0,
+                    args: [0; 6],
+                };
+                respond(&listener, &sizes, &call, answer);
+            }
+        };
+        std::thread::Builder::new()
+            .name("sbx-names-fifo".into())
+            .spawn(answer)
+            .map_err(|e| os_errno(&e))?;
+        Ok(Opened::Later)
+    }
+
+    fn mkdir(&self, at: &Where, mode: u32) -> Res<i64> {
+        let e = self.new_entry(at)?;
+        self.check(&e, Made::Dir)?;
+        let before = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
+        // SAFETY: our directory descriptor and a NUL-terminated name.
+        if unsafe {
+            libc::mkdirat(
+                e.dir.as_raw_fd(),
+                e.name.as_ptr(),
+                mode & !self.umask() & 0o7777,
+            )
+        } == -1
+        {
+            return Err(last_errno());
+        }
+        self.recheck(&e, Made::Dir, &before)?;
+        Ok(0)
+    }
+
+    fn mknod(&self, at: &Where, mode: u32, dev: u64) -> Res<i64> {
+        let e = self.new_entry(at)?;
+        self.check(&e, Made::Other)?;
+        let before = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
+        let perm = mode & 0o7777 & !self.umask();
+        // SAFETY: our directory descriptor and a NUL-terminated name.
+        if unsafe {
+            libc::mknodat(
+                e.dir.as_raw_fd(),
+                e.name.as_ptr(),
+                (mode & libc::S_IFMT) | perm,
+                dev,
+            )
+        } == -1
+        {
+            return Err(last_errno());
+        }
+        self.recheck(&e, Made::Other, &before)?;
+        Ok(0)
+    }
+
+    fn symlink(&self, target: &CStr, at: &Where) -> Res<i64> {
+        let e = self.new_entry(at)?;
+        self.check(&e, Made::Other)?;
+        let before = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
+        // SAFETY: a NUL-terminated target, our directory descriptor and a name.
+        if unsafe { libc::symlinkat(target.as_ptr(), e.dir.as_raw_fd(), e.name.as_ptr()) } == -1 {
+            return Err(last_errno());
+        }
+        self.recheck(&e, Made::Other, &before)?;
+        Ok(0)
+    }
+
+    fn link(&self, old: &Where, new: &Where, flags: i32) -> Res<i64> {
+        if flags & !(libc::AT_SYMLINK_FOLLOW | libc::AT_EMPTY_PATH) != 0 {
+            return Err(libc::EINVAL);
+        }
+        let to = self.new_entry(new)?;
+        self.check(&to, Made::Other)?;
+        let before = fd_path(to.dir.as_fd()).map_err(|_| libc::EACCES)?;
+        let rc = if old.path.is_empty() {
+            if flags & libc::AT_EMPTY_PATH == 0 {
+                return Err(libc::ENOENT);
+            }
+            // The program's descriptor itself (an O_TMPFILE file given a name): linked
+            // through its magic link, as an unprivileged caller does.
+            let base = self.base(old);
+            let magic = CString::new(format!("/proc/self/fd/{}", base.as_raw_fd()))
+                .map_err(|_| libc::EINVAL)?;
+            // SAFETY: NUL-terminated paths and our descriptors.
+            unsafe {
+                libc::linkat(
+                    libc::AT_FDCWD,
+                    magic.as_ptr(),
+                    to.dir.as_raw_fd(),
+                    to.name.as_ptr(),
+                    libc::AT_SYMLINK_FOLLOW,
+                )
+            }
+        } else {
+            let from = self.entry(self.base(old), &old.path)?.ok_or(libc::EPERM)?;
+            // A second name of a protected file would let it be written through that name.
+            let source = fd_path(from.dir.as_fd()).map_err(|_| libc::EACCES)?;
+            let source = source.join(OsStr::from_bytes(from.name.as_bytes()));
+            if self.names.protected.contains(&source) {
+                return Err(libc::EACCES);
+            }
+            // SAFETY: our descriptors and NUL-terminated names.
+            unsafe {
+                libc::linkat(
+                    from.dir.as_raw_fd(),
+                    from.name.as_ptr(),
+                    to.dir.as_raw_fd(),
+                    to.name.as_ptr(),
+                    flags & libc::AT_SYMLINK_FOLLOW,
+                )
+            }
+        };
+        if rc == -1 {
+            return Err(last_errno());
+        }
+        self.recheck(&to, Made::Other, &before)?;
+        Ok(0)
+    }
+
+    fn rename(&self, old: &Where, new: &Where, flags: u32) -> Res<i64> {
+        let from = self.entry(self.base(old), &old.path)?.ok_or(libc::EBUSY)?;
+        let to = self.entry(self.base(new), &new.path)?.ok_or(libc::EBUSY)?;
+        let made = |e: &Entry| match fstatat(e.dir.as_fd(), &e.name) {
+            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => Made::MovedDir,
+            _ => Made::Other,
+        };
+        let moved = made(&from);
+        self.check(&to, moved)?;
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        let back = made(&to);
+        if exchange {
+            self.check(&from, back)?;
+        }
+        let before = fd_path(to.dir.as_fd()).map_err(|_| libc::EACCES)?;
+        // SAFETY: our descriptors and NUL-terminated names.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                from.dir.as_raw_fd(),
+                from.name.as_ptr(),
+                to.dir.as_raw_fd(),
+                to.name.as_ptr(),
+                flags,
+            )
+        };
+        if rc == -1 {
+            return Err(last_errno());
+        }
+        if !exchange {
+            // A rename is not undone by removing: only refused when the directory moved
+            // meanwhile to where the name is (the guard takes it out then).
+            let now = fd_path(to.dir.as_fd()).map_err(|_| libc::EACCES)?;
+            if now != before && self.check(&to, moved).is_err() {
+                return Err(libc::EACCES);
+            }
+        }
+        Ok(0)
+    }
+}
+
+enum Opened {
+    Now(OwnedFd),
+    /// Answered by a thread of its own (a FIFO).
+    Later,
+}
+
+fn open_path(dirfd: RawFd, path: &CStr) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated path; openat returns a new descriptor or -1.
+    let fd = unsafe { libc::openat(dirfd, path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor of ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: i32, mode: u32) -> Res<OwnedFd> {
+    // SAFETY: our directory descriptor and a NUL-terminated name; a new descriptor or -1.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, mode) };
+    if fd < 0 {
+        return Err(last_errno());
+    }
+    // SAFETY: a new descriptor of ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn fstatat(dir: BorrowedFd<'_>, name: &CStr) -> Res<libc::stat> {
+    // SAFETY: struct stat is plain data; all zeroes is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: our descriptor, a NUL-terminated name, one struct stat written.
+    if unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    } == -1
+    {
+        return Err(last_errno());
+    }
+    Ok(st)
+}
+
+fn fstat(fd: BorrowedFd<'_>) -> Res<libc::stat> {
+    // SAFETY: struct stat is plain data; all zeroes is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: our descriptor (fstat works on O_PATH ones), one struct stat written.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == -1 {
+        return Err(last_errno());
+    }
+    Ok(st)
+}
+
+fn readlink(dir: BorrowedFd<'_>, name: &CStr) -> Res<Vec<u8>> {
+    nix::fcntl::readlinkat(dir, OsStr::from_bytes(name.to_bytes()))
+        .map(|t| t.into_vec())
+        .map_err(|e| e as i32)
+}
+
+/// Whether the directory is on a procfs (its symlinks are magic links).
+fn is_proc(dir: BorrowedFd<'_>) -> bool {
+    nix::sys::statfs::fstatfs(dir)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC)
+}
+
+/// The path of a descriptor's object as the kernel names it.
+fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// What the directory `dir` (at `path`) is among git's, as far as it matters for the name
+/// `name` made in it (the rules look at few names: the rest costs no look).
+fn git_place(dir: BorrowedFd<'_>, path: &std::path::Path, name: &OsStr) -> GitPlace {
+    let file = |p: &std::path::Path| {
+        p.file_name()
+            .map(OsStr::as_encoded_bytes)
+            .unwrap_or_default()
+            .to_vec()
+    };
+    let up = |fd: BorrowedFd<'_>| open_path(fd.as_raw_fd(), c"..").ok();
+    let above = |p: &std::path::Path| p.parent().unwrap_or(p).to_path_buf();
+    // Whether the directory `n` levels up from `dir` is a git directory.
+    let git_up = |n: usize| {
+        let mut at = dir.try_clone_to_owned().ok();
+        let mut p = path.to_path_buf();
+        for _ in 0..n {
+            at = at.and_then(|fd| up(fd.as_fd()));
+            p = above(&p);
+        }
+        at.is_some_and(|fd| is_git(fd.as_fd(), &p))
+    };
+    match (file(path).as_slice(), name.as_encoded_bytes()) {
+        (_, b"commondir" | b"hooks") if git_up(0) => {
+            let parent = above(path);
+            GitPlace::GitDir {
+                linked: file(&parent) == b"worktrees" && git_up(2),
+            }
+        }
+        (b"hooks", _) if git_up(1) => GitPlace::Hooks,
+        (b"objects", b"info") if git_up(1) => GitPlace::Objects,
+        (b"info", b"alternates") if file(&above(path)) == b"objects" && git_up(2) => {
+            GitPlace::ObjectsInfo
+        }
+        _ => GitPlace::Plain,
+    }
+}
+
+/// A git directory: named `.git`, or holding `HEAD`, `objects` and `refs`.
+fn is_git(dir: BorrowedFd<'_>, path: &std::path::Path) -> bool {
+    path.file_name() == Some(OsStr::new(".git"))
+        || [c"HEAD", c"objects", c"refs"]
+            .iter()
+            .all(|n| fstatat(dir, n).is_ok())
+}
