@@ -729,8 +729,11 @@ impl Acting<'_> {
         self.check(&to, Made::Other)?;
         let before = fd_path(to.dir.as_fd()).map_err(|_| libc::EACCES)?;
         let rc = if old.path.is_empty() {
-            if flags & libc::AT_EMPTY_PATH == 0 {
-                return Err(libc::ENOENT);
+            // The object itself: the program's descriptor with AT_EMPTY_PATH, or its own
+            // descriptor's magic link followed (`/proc/self/fd/N`, AT_SYMLINK_FOLLOW).
+            // Without either, the kernel would link the /proc symlink: another file system.
+            if flags & (libc::AT_EMPTY_PATH | libc::AT_SYMLINK_FOLLOW) == 0 {
+                return Err(libc::EXDEV);
             }
             // The program's descriptor itself (an O_TMPFILE file given a name): linked
             // through its magic link, as an unprivileged caller does.

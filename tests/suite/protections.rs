@@ -729,6 +729,121 @@ fn a_commondir_is_refused_and_one_that_slips_in_ends_the_session() {
     }
 }
 
+/// Every way to make a name that would run code outside, tried where it is missing:
+/// written, through a symlink (dangling, or to a directory), renamed and linked into
+/// place, a directory moved in, a temporary file given the name, in a repository made
+/// during the session too — each refused when made (EACCES), so none ever exists; while
+/// the names ordinary work makes keep working, as the program would make them (its umask,
+/// a FIFO, `/dev/stdout`, a temporary file given a name, a symlink, `mkdir .claude`, a
+/// second name of an ordinary file, `tar`). Control: without the sandbox every plant lands.
+#[test]
+fn names_that_would_run_code_outside_are_refused_when_made() {
+    if !tools_present() {
+        return;
+    }
+    let plants: &[(&str, &str)] = &[
+        ("MCP", "echo '{}' > .mcp.json"),
+        ("MCP-LINK", "ln -s .mcp.json m && echo '{}' > m"),
+        ("MCP-RENAME", "echo '{}' > m.tmp && mv m.tmp .mcp.json"),
+        ("VSCODE", "mkdir .vscode"),
+        ("VSCODE-MOVED", "mkdir v && echo '{}' > v/tasks.json && mv v .vscode"),
+        ("CLAUDE-MOVED", "mkdir c && echo '{}' > c/settings.json && mv c .claude"),
+        ("HOOK", "printf '#!/bin/sh\\n' > .git/hooks/post-checkout"),
+        ("HOOK-VIA-DIR", "ln -s .git/hooks hk && printf '#!/bin/sh\\n' > hk/pre-push"),
+        ("HOOK-NEW-REPO", "git init -q fresh && printf '#!/bin/sh\\n' > fresh/.git/hooks/pre-commit"),
+        ("HOOKS-MOVED", "git init -q moved && mkdir h && mv moved/.git/hooks moved/.git/hooks.old && mv h moved/.git/hooks"),
+        ("POINTER", "mkdir sub && echo 'gitdir: ../fresh/.git' > sub/.git"),
+        ("POINTER-LINK", "mkdir sub2 && ln -s ../fresh/.git sub2/.git"),
+        ("GITDIR-MOVED", "mkdir sub3 g && mv g sub3/.git"),
+        ("COMMONDIR", "echo ../fresh/.git > .git/commondir"),
+        ("ALTERNATES", "echo /tmp > fresh/.git/objects/info/alternates"),
+        ("TMPFILE", "PY -c \"import os; fd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o600); os.link('/proc/self/fd/%d' % fd, '.idea', src_dir_fd=os.open('.', os.O_RDONLY))\""),
+        ("SECOND-NAME", "ln .gitmodules gm"),
+    ];
+    let ordinary = "umask 027 && echo x > made.txt && stat -c %a made.txt | grep -qx 640 && echo UMASK-OK; \
+         umask 022; mkfifo ff && (echo fifo > ff &) && read l < ff && echo FIFO-$l; \
+         (echo out > /dev/stdout) | cat; \
+         PY -c \"import os; fd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o600); os.write(fd, b'x'); os.link('/proc/self/fd/%d' % fd, 'kept', src_dir_fd=os.open('.', os.O_RDONLY)); print('TMPFILE-OK')\"; \
+         ln -s made.txt sl && cat sl >/dev/null && echo SYMLINK-OK; \
+         ln made.txt second && echo LINK-OK; \
+         mkdir -p .claude && echo '{}' > .claude/notes.json && echo CLAUDE-DIR-OK; \
+         mkdir -p t/a/b && tar cf t.tar t && rm -rf t && tar xf t.tar && test -d t/a/b && echo TAR-OK; \
+         git init -q work && cd work && echo hi > f && git add f && git -c user.name=t -c user.email=t@t commit -qm one && echo GIT-OK";
+    for user in USERS {
+        for backend in ["bwrap", "landlock", "none"] {
+            let lab = repo_lab("names", user);
+            // A protected file to try a second name of (the workspace's `.gitmodules`).
+            fs::write(lab.ws.join(".gitmodules"), "").unwrap();
+            if user == User::Nobody {
+                chown_tree(&lab.dir, NOBODY);
+            }
+            let mut script = String::new();
+            for (mark, plant) in plants {
+                script.push_str(&format!("({plant}) 2>/dev/null && echo PLANTED-{mark}; "));
+            }
+            script.push_str(ordinary);
+            let script = script.replace("PY", super::sandbox::PYTHON);
+            let (code, out, err) = lab.sh(backend, &[], &script);
+            let what = format!("{} {backend}", lab.what(backend));
+            assert_eq!(code, 0, "{what}: {err}");
+            assert_lines(
+                &out,
+                &[
+                    "UMASK-OK",
+                    "FIFO-fifo",
+                    "out",
+                    "TMPFILE-OK",
+                    "SYMLINK-OK",
+                    "LINK-OK",
+                    "CLAUDE-DIR-OK",
+                    "TAR-OK",
+                    "GIT-OK",
+                ],
+                &what,
+            );
+            let planted: Vec<&str> = plants
+                .iter()
+                .map(|(mark, _)| *mark)
+                .filter(|mark| out.lines().any(|l| l == format!("PLANTED-{mark}")))
+                .collect();
+            let ws = &lab.ws;
+            let there: Vec<&str> = [
+                ".mcp.json",
+                ".vscode",
+                ".claude/settings.json",
+                ".idea",
+                ".git/hooks/post-checkout",
+                ".git/hooks/pre-push",
+                "fresh/.git/hooks/pre-commit",
+                "sub/.git",
+                "sub2/.git",
+                "sub3/.git",
+                ".git/commondir",
+                "fresh/.git/objects/info/alternates",
+                "gm",
+            ]
+            .into_iter()
+            .filter(|p| ws.join(p).symlink_metadata().is_ok())
+            .collect();
+            if backend == "none" {
+                let all: Vec<&str> = plants.iter().map(|(mark, _)| *mark).collect();
+                assert_eq!(planted, all, "{what}: control: {out}");
+                assert_eq!(there.len(), 13, "{what}: control: {there:?}");
+                continue;
+            }
+            assert!(
+                planted.is_empty(),
+                "{what}: made: {planted:?}\n{out}\n{err}"
+            );
+            assert!(there.is_empty(), "{what}: there: {there:?}");
+            assert!(
+                !ws.join("moved/.git/hooks").exists(),
+                "{what}: hooks moved in"
+            );
+        }
+    }
+}
+
 /// A flipper, stopped when dropped however the test ends (it must not outlive it): a host
 /// process, or sandboxes started one after another — its guard ends each after
 /// `END_AFTER` answers to its flips (`a_program_racing_the_guard_is_ended`).
