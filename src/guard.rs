@@ -1,10 +1,12 @@
 //! The guard: what no mount can refuse inside a writable tree, moved aside the moment it
 //! appears. A mount protects what exists; it cannot refuse one new name in a directory
 //! that must stay writable (`.mcp.json` at the top of a project, `commondir` in a git
-//! directory that needs its lock files, a repository made with `git init`). While the
-//! session runs, sbx-shell watches the writable trees from outside the sandbox (inotify:
-//! no polling) and, as soon as one of these appears, moves it out of the tree into its
-//! state directory and names it at the end:
+//! directory that needs its lock files, a repository made with `git init`). The program's
+//! own calls that make such names are refused when made (`mediator::names`); this is what
+//! stays behind them, for what changes from outside the sandbox and what enters otherwise.
+//! While the session runs, sbx-shell watches the writable trees from outside the sandbox
+//! (inotify: no polling) and, as soon as one of these appears, moves it out of the tree
+//! into its state directory and names it at the end:
 //!
 //! - a protected path that did not exist when the session started (`missing`), and
 //!   anything that is not a directory standing where one of its ancestors should be;

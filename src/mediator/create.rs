@@ -36,7 +36,7 @@ use super::linux::{
     errno, notif_sizes, read_cstr, receive, respond, send_fd, still_waiting, sync_wake_up, Answer,
     Call,
 };
-use super::names::{GitPlace, Made, Names};
+use super::names::{self, GitPlace, Made, Names};
 use super::Rules;
 use crate::sandbox::mediated::syscall_name;
 
@@ -475,12 +475,42 @@ impl Acting<'_> {
         self.entry(self.base(at), &at.path)?.ok_or(libc::EEXIST)
     }
 
-    /// Refuse a name `names` refuses (EACCES).
+    /// Refuse a name `names` refuses (EACCES), and the last of `HEAD`, `objects` and
+    /// `refs` in a directory that holds what a git directory may not (it would become one
+    /// with it: names made there before were not asked as a git directory's).
     fn check(&self, e: &Entry, made: Made) -> Res<()> {
         let parent = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
         let name = OsStr::from_bytes(e.name.as_bytes());
         let git = git_place(e.dir.as_fd(), &parent, name);
-        match self.names.refused(&parent, name, made, git) {
+        if self.names.refused(&parent, name, made, git).is_some() {
+            return Err(libc::EACCES);
+        }
+        let marker = names::GIT_MARKERS.iter().any(|m| name == *m);
+        if marker
+            && !is_git(e.dir.as_fd(), &parent)
+            && completes_git(e.dir.as_fd(), name)
+            && holds_plants(e.dir.as_fd())
+        {
+            return Err(libc::EACCES);
+        }
+        // `HEAD` with `commondir` is a git directory too (a linked worktree's): outside
+        // `worktrees/` of a git directory, neither completes the other.
+        let has = |n: &CStr| fstatat(e.dir.as_fd(), n).is_ok();
+        let pair = (name == "commondir" && has(c"HEAD")) || (name == "HEAD" && has(c"commondir"));
+        if pair && !linked_worktree(e.dir.as_fd(), &parent) {
+            return Err(libc::EACCES);
+        }
+        Ok(())
+    }
+
+    /// Refuse opening the existing entry `e` for writing where `names::refused_write` says.
+    fn check_write(&self, e: &Entry, flags: i32) -> Res<()> {
+        let name = OsStr::from_bytes(e.name.as_bytes());
+        if !writes(flags) || !names::is_config(name) {
+            return Ok(());
+        }
+        let parent = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
+        match names::refused_write(name, git_place(e.dir.as_fd(), &parent, name)) {
             Some(_) => Err(libc::EACCES),
             None => Ok(()),
         }
@@ -586,6 +616,7 @@ impl Acting<'_> {
                     );
                 }
                 Ok(_) => {
+                    self.check_write(&e, flags)?;
                     let how = (flags & !(libc::O_CREAT | libc::O_EXCL))
                         | libc::O_NOFOLLOW
                         | libc::O_CLOEXEC;
@@ -625,6 +656,21 @@ impl Acting<'_> {
         }
         let how = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW)) | libc::O_CLOEXEC;
         let object = object.try_clone_to_owned().map_err(|e| os_errno(&e))?;
+        if writes(flags) {
+            // A config reached through a descriptor's link: judged by where it is.
+            let at = fd_path(object.as_fd()).map_err(|_| libc::EACCES)?;
+            if let (Some(dir), Some(name)) = (at.parent(), at.file_name()) {
+                if names::is_config(name) {
+                    let dir = CString::new(dir.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
+                    let dir = open_path(libc::AT_FDCWD, &dir).map_err(|_| libc::EACCES)?;
+                    let e = Entry {
+                        dir,
+                        name: CString::new(name.as_bytes()).map_err(|_| libc::EINVAL)?,
+                    };
+                    self.check_write(&e, flags)?;
+                }
+            }
+        }
         let magic = CString::new(object.as_raw_fd().to_string()).map_err(|_| libc::EINVAL)?;
         let fds = open_path(libc::AT_FDCWD, c"/proc/self/fd").map_err(|e| os_errno(&e))?;
         if fstat(object.as_fd())?.st_mode & libc::S_IFMT == libc::S_IFIFO {
@@ -784,6 +830,13 @@ impl Acting<'_> {
             _ => Made::Other,
         };
         let moved = made(&from);
+        let to_name = OsStr::from_bytes(to.name.as_bytes());
+        if names::is_config(to_name) && flags == 0 && moved == Made::Other {
+            let parent = fd_path(to.dir.as_fd()).map_err(|_| libc::EACCES)?;
+            if let GitPlace::GitDir { .. } = git_place(to.dir.as_fd(), &parent, to_name) {
+                return self.config_rename(&from, &to);
+            }
+        }
         self.check(&to, moved)?;
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         let back = made(&to);
@@ -815,6 +868,97 @@ impl Acting<'_> {
         }
         Ok(0)
     }
+}
+
+impl Acting<'_> {
+    /// git's way of writing a config (`config.lock` renamed over `config`): the new
+    /// content is read once, checked (`names::config_rename`), written into a file of the
+    /// guard's own, and that file renamed into place; the program's is removed. What the
+    /// program does to its file afterwards (it may still hold it open) reaches nothing.
+    fn config_rename(&self, from: &Entry, to: &Entry) -> Res<i64> {
+        use std::hash::BuildHasher;
+        use std::io::Read;
+        const LIMIT: u64 = 16 << 20;
+        let how = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let source = openat(from.dir.as_fd(), &from.name, how, 0)?;
+        let st = fstat(source.as_fd())?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_size as u64 > LIMIT {
+            return Err(libc::EACCES);
+        }
+        let mut text = String::new();
+        std::fs::File::from(source)
+            .take(LIMIT)
+            .read_to_string(&mut text)
+            .map_err(|_| libc::EACCES)?;
+        if names::config_rename(&text).is_some() {
+            return Err(libc::EACCES);
+        }
+        let temp = CString::new(format!(
+            ".sbx-shell-config.{:016x}",
+            std::collections::hash_map::RandomState::new().hash_one(self.call.id)
+        ))
+        .map_err(|_| libc::EINVAL)?;
+        let how =
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let file = openat(to.dir.as_fd(), &temp, how, st.st_mode & 0o7777)?;
+        let written = std::io::Write::write_all(&mut std::fs::File::from(file), text.as_bytes());
+        let placed = written.is_ok()
+            // SAFETY: our directory descriptor and NUL-terminated names.
+            && unsafe {
+                libc::renameat(to.dir.as_raw_fd(), temp.as_ptr(), to.dir.as_raw_fd(), to.name.as_ptr())
+            } == 0;
+        if !placed {
+            let e = last_errno();
+            // SAFETY: our directory descriptor and a NUL-terminated name.
+            unsafe { libc::unlinkat(to.dir.as_raw_fd(), temp.as_ptr(), 0) };
+            return Err(e);
+        }
+        // SAFETY: our directory descriptor and a NUL-terminated name.
+        unsafe { libc::unlinkat(from.dir.as_raw_fd(), from.name.as_ptr(), 0) };
+        Ok(0)
+    }
+}
+
+/// Whether open `flags` write (or truncate).
+fn writes(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0
+}
+
+/// Whether making `name` (one of `names::GIT_MARKERS`) in `dir` gives it all three.
+fn completes_git(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
+    names::GIT_MARKERS
+        .iter()
+        .filter(|m| name != **m)
+        .all(|m| CString::new(*m).is_ok_and(|m| fstatat(dir, &m).is_ok()))
+}
+
+/// Whether `dir` holds what a git directory may not: a config with a command-running
+/// key, a `commondir`, `objects/info/alternates`, or a hook other than a `*.sample`.
+fn holds_plants(dir: BorrowedFd<'_>) -> bool {
+    use std::io::Read;
+    let read = |name: &CStr| {
+        let how = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let fd = openat(dir, name, how, 0).ok()?;
+        let mut text = String::new();
+        std::fs::File::from(fd)
+            .take(16 << 20)
+            .read_to_string(&mut text)
+            .ok()?;
+        Some(text)
+    };
+    let exists = |name: &CStr| fstatat(dir, name).is_ok();
+    let config = [c"config", c"config.worktree"]
+        .iter()
+        .any(|n| exists(n) && read(n).is_none_or(|t| names::config_rename(&t).is_some()));
+    let how = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let hooks = openat(dir, c"hooks", how, 0)
+        .ok()
+        .and_then(|fd| std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok())
+        .is_some_and(|mut entries| {
+            entries
+                .any(|e| e.is_ok_and(|e| !e.file_name().as_encoded_bytes().ends_with(b".sample")))
+        });
+    config || hooks || exists(c"commondir") || exists(c"objects/info/alternates")
 }
 
 enum Opened {
@@ -910,7 +1054,7 @@ fn git_place(dir: BorrowedFd<'_>, path: &std::path::Path, name: &OsStr) -> GitPl
         at.is_some_and(|fd| is_git(fd.as_fd(), &p))
     };
     match (file(path).as_slice(), name.as_encoded_bytes()) {
-        (_, b"commondir" | b"hooks") if git_up(0) => {
+        (_, b"commondir" | b"hooks" | b"config" | b"config.worktree") if git_up(0) => {
             let parent = above(path);
             GitPlace::GitDir {
                 linked: file(&parent) == b"worktrees" && git_up(2),
@@ -925,10 +1069,20 @@ fn git_place(dir: BorrowedFd<'_>, path: &std::path::Path, name: &OsStr) -> GitPl
     }
 }
 
-/// A git directory: named `.git`, or holding `HEAD`, `objects` and `refs`.
+/// Whether `dir` (at `path`) is `worktrees/NAME` of a git directory.
+fn linked_worktree(dir: BorrowedFd<'_>, path: &std::path::Path) -> bool {
+    let Some(worktrees) = path.parent() else {
+        return false;
+    };
+    let git = worktrees.parent().unwrap_or(worktrees);
+    worktrees.file_name() == Some(OsStr::new("worktrees"))
+        && open_path(dir.as_raw_fd(), c"../..").is_ok_and(|g| is_git(g.as_fd(), git))
+}
+
+/// A git directory: named `.git`, or holding `HEAD` and either `objects` and `refs` or
+/// `commondir` (a linked worktree's, under `worktrees/`).
 fn is_git(dir: BorrowedFd<'_>, path: &std::path::Path) -> bool {
+    let has = |n: &CStr| fstatat(dir, n).is_ok();
     path.file_name() == Some(OsStr::new(".git"))
-        || [c"HEAD", c"objects", c"refs"]
-            .iter()
-            .all(|n| fstatat(dir, n).is_ok())
+        || (has(c"HEAD") && ((has(c"objects") && has(c"refs")) || has(c"commondir")))
 }

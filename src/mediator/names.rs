@@ -76,6 +76,11 @@ impl Names {
             _ => {}
         }
         match git {
+            GitPlace::GitDir { .. } if is_config(name) && made != Made::Dir => {
+                // git writes it by a rename only (`config.lock`), which `config_rename`
+                // checks; made any other way it is refused.
+                return Some("a git config not written by git's rename");
+            }
             GitPlace::GitDir { linked: false } if bytes == b"commondir" => {
                 return Some("a git commondir")
             }
@@ -103,6 +108,31 @@ impl Names {
         None
     }
 }
+
+/// `config` or `config.worktree`: what git reads its configuration from in a git directory.
+pub fn is_config(name: &OsStr) -> bool {
+    matches!(name.as_encoded_bytes(), b"config" | b"config.worktree")
+}
+
+/// Why an existing entry `name` of a directory (`git`: what it is) may not be opened for
+/// writing, or `None`. git itself never writes a config in place (it renames a lock file
+/// over it), so only a program planting a key would.
+pub fn refused_write(name: &OsStr, git: GitPlace) -> Option<&'static str> {
+    match git {
+        GitPlace::GitDir { .. } if is_config(name) => Some("a git config written in place"),
+        _ => None,
+    }
+}
+
+/// Why a file with `text` may not be renamed over a git directory's config, or `None`: it
+/// holds a key that runs a command (`planted::config_keys`).
+pub fn config_rename(text: &str) -> Option<String> {
+    let keys = crate::planted::config_keys(text);
+    (!keys.is_empty()).then(|| format!("a git config ({})", keys.join(", ")))
+}
+
+/// The entries whose presence makes a directory a git directory (with the other two).
+pub const GIT_MARKERS: [&str; 3] = ["HEAD", "objects", "refs"];
 
 #[cfg(test)]
 mod tests {
@@ -171,6 +201,19 @@ mod tests {
                 "{ordinary}"
             );
         }
+        // A config: only by git's rename (checked by `config_rename`), never written in place.
+        assert!(refused("/ws/.git", "config", Other, git).is_some());
+        assert!(refused("/ws/.git", "config.worktree", Other, linked).is_some());
+        assert_eq!(refused("/ws/src", "config", Other, plain), None);
+        assert!(refused_write(OsStr::new("config"), git).is_some());
+        assert_eq!(refused_write(OsStr::new("config"), plain), None);
+        assert_eq!(refused_write(OsStr::new("index"), git), None);
+        assert_eq!(
+            config_rename("[core]\n\tbare = false\n[user]\n\tname = x\n"),
+            None
+        );
+        assert!(config_rename("[core]\n\tfsmonitor = /x.sh\n").is_some());
+        assert!(config_rename("[alias]\n\tst = !touch /x\n").is_some());
         assert!(refused(
             "/ws/.git/objects/info",
             "alternates",

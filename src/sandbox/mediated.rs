@@ -133,28 +133,24 @@ pub fn table() -> Vec<Mediated> {
     t
 }
 
-/// The calls that make a name (`sandbox::names`): each is done by the helper's guard,
-/// which refuses the names nothing in the session may make (`mediator::names`). `open`,
+/// The calls that make a name, and the opens that write: each is done by the helper's
+/// guard, which refuses the names nothing in the session may make (`mediator::names`). `open`,
 /// `creat`, `mkdir`, `mknod`, `symlink`, `link` and `rename` exist on x86_64 only.
 /// `openat2` is asked always (its flags are in memory, which another thread could change
 /// after a look): it is answered ENOSYS, as by kernels before 5.6, and callers fall back
 /// to `openat`.
 pub fn creating() -> Vec<Mediated> {
-    let o_creat = libc::O_CREAT as u32;
+    // An open that can make a name (O_CREAT), or write (a config is written by git's
+    // rename only: `mediator::names::refused_write`).
+    let bits = (libc::O_CREAT | libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC) as u32;
     let mut t = vec![
         Mediated {
             syscall: "open",
-            when: When::FlagSet {
-                arg: 1,
-                bits: o_creat,
-            },
+            when: When::FlagSet { arg: 1, bits },
         },
         Mediated {
             syscall: "openat",
-            when: When::FlagSet {
-                arg: 2,
-                bits: o_creat,
-            },
+            when: When::FlagSet { arg: 2, bits },
         },
     ];
     // `prctl(PR_SET_DUMPABLE, 0)` (sftp-server, ssh-agent) would keep the guard from

@@ -330,13 +330,20 @@ fn git_cannot_be_turned_against_the_host_through_any_repository() {
             } else if backend == "landlock" {
                 // Landlock alone cannot refuse a write below a writable directory: the
                 // recorded files and directories are sealed (refused: the configs, the
-                // worktree's pointer, a hook, alternates); what was missing at the start
-                // (`config.worktree`) is taken out at once.
+                // worktree's pointer, a hook, alternates), and what was missing at the
+                // start (`config.worktree`) is refused when made, by name.
                 assert!(
                     fired.is_empty(),
                     "{what}: the host's git ran {fired:?}\n{out}"
                 );
-                for line in ["NESTED", "MAIN", "POINTER", "ALTERNATES", "HOOK"] {
+                for line in [
+                    "NESTED",
+                    "MAIN",
+                    "POINTER",
+                    "WT-CONFIG",
+                    "ALTERNATES",
+                    "HOOK",
+                ] {
                     assert!(!out.lines().any(|l| l == line), "{what}: {line}\n{out}");
                 }
                 let wt = fs::read_to_string(ws.join("wt/.git")).unwrap();
@@ -349,10 +356,7 @@ fn git_cannot_be_turned_against_the_host_through_any_repository() {
                 for gone in [".git/objects/info/alternates", ".git/hooks/post-checkout"] {
                     assert!(!ws.join(gone).exists(), "{what}: {gone}");
                 }
-                assert!(
-                    err.contains("config.worktree (git config (core.fsmonitor), moved aside)"),
-                    "{what}: {err}"
-                );
+                assert!(!config_worktree.exists(), "{what}: config.worktree made");
             } else {
                 assert!(
                     fired.is_empty(),
@@ -373,32 +377,54 @@ fn the_end_of_a_session_names_what_it_planted() {
     }
     for user in USERS {
         let lab = repo_lab("report", user);
+        // What the program plants is refused; a host tool writes `.mcp.json` into the tree
+        // while the session runs (the guard cannot tell who made it), once the session
+        // made its repositories, and then lets it finish.
         let script = format!(
             "{evil}git init -q fresh && printf '{cfg}' >> fresh/.git/config; \
              git init -q plain; \
              mkdir -p .vscode && echo '{{}}' > .vscode/tasks.json; \
+             for i in $(seq 200); do test -e go && break; sleep 0.05; done; \
              sleep 0.3; echo DONE",
             evil = evil_script(&lab, "fresh"),
             cfg = fsmonitor(&lab, "fresh"),
         );
+        let host = {
+            let ws = lab.ws.clone();
+            std::thread::spawn(move || {
+                for _ in 0..400 {
+                    if ws.join("plain/.git/config").exists() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(25));
+                }
+                // Whole at once (a tool's atomic save), so the copy kept is whole.
+                fs::write(ws.join("mcp.tmp"), "{\"mcpServers\":{}}").unwrap();
+                fs::rename(ws.join("mcp.tmp"), ws.join(".mcp.json")).unwrap();
+                fs::write(ws.join("go"), "").unwrap();
+            })
+        };
         let (code, out, err) = lab.sh("bwrap", &[], &script);
+        host.join().unwrap();
         let what = lab.what("bwrap");
         assert_eq!(code, 0, "{what}: {err}");
         assert_lines(&out, &["DONE"], &what);
         let ws = lab.ws.display();
+        // Refused when planted: nothing to take out or name.
+        assert!(
+            err.contains("fresh/.git/config: Permission denied")
+                && err.contains("cannot create directory '.vscode': Permission denied")
+                && !err.contains(".vscode (")
+                && !err.contains("fresh/.git/config (git config")
+                && !lab.ws.join(".vscode").exists(),
+            "{what}: {err}"
+        );
         // Moved aside by the guard, on one line; left in place and named, on another.
         let (moved, left) = err
             .split_once("this session left code")
             .unwrap_or((err.as_str(), ""));
-        let named = format!("{ws}/fresh/.git/config (git config (core.fsmonitor), moved aside)");
+        let named = format!("{ws}/.mcp.json (new protected path, moved aside)");
         assert!(moved.contains(&named), "{what}: {named} not named:\n{err}");
-        // A protected name is refused when made, so there is nothing to take out or name.
-        assert!(
-            err.contains("cannot create directory '.vscode': Permission denied")
-                && !err.contains(".vscode (")
-                && !lab.ws.join(".vscode").exists(),
-            "{what}: {err}"
-        );
         assert!(moved.contains("took it out of the tree"), "{what}: {err}");
         assert!(
             left.contains(&format!("{ws}/plain/.git/config (new git config)")),
@@ -408,7 +434,7 @@ fn the_end_of_a_session_names_what_it_planted() {
             fs::read_to_string(lab.home.join(".local/state/sbx-shell/sessions.jsonl")).unwrap();
         let last = log.lines().last().unwrap();
         for named in [
-            "fresh/.git/config (git config (core.fsmonitor), moved aside)",
+            ".mcp.json (new protected path, moved aside)",
             "plain/.git/config (new git config)",
         ] {
             assert!(last.contains(named), "{what}: {named} not logged: {last}");
@@ -419,12 +445,12 @@ fn the_end_of_a_session_names_what_it_planted() {
             .unwrap()
             .flatten()
             .map(|session| session.path().join(lab.ws.strip_prefix("/").unwrap()))
-            .find(|dir| dir.join("fresh/.git/config").is_file())
+            .find(|dir| dir.join(".mcp.json").is_file())
             .unwrap_or_else(|| panic!("{what}: no copy under {}", kept.display()));
-        let text = fs::read_to_string(copy.join("fresh/.git/config")).unwrap();
-        assert!(text.contains("fsmonitor"), "{what}: {text}");
+        let text = fs::read_to_string(copy.join(".mcp.json")).unwrap();
+        assert!(text.contains("mcpServers"), "{what}: {text}");
         use std::os::unix::fs::PermissionsExt;
-        let mode = fs::metadata(copy.join("fresh/.git/config"))
+        let mode = fs::metadata(copy.join(".mcp.json"))
             .unwrap()
             .permissions()
             .mode();
@@ -435,13 +461,13 @@ fn the_end_of_a_session_names_what_it_planted() {
     }
 }
 
-/// What no mount can refuse — a protected name that did not exist, a hook in a repository
-/// made during the session, a `.git` symlink re-pointed — is refused when made (the guard
-/// makes every name for the program); what no name gives away — a config with a
-/// command-running key written into a new repository — is moved out of the tree the moment
-/// it appears; both while the session still runs; ordinary work in a new repository goes on.
+/// What no mount can refuse — a protected name that did not exist, a directory moved in
+/// as `.claude` or `.vscode`, a command-running key written into a new repository's
+/// config, a hook in one, a `.git` symlink re-pointed — is refused when made (the guard
+/// makes every name and does every writing open for the program): nothing is there while
+/// the session runs, nothing is moved aside; ordinary work in a new repository goes on.
 #[test]
-fn what_no_mount_can_refuse_is_moved_aside_at_once() {
+fn what_no_mount_can_refuse_is_refused_when_made() {
     if !tools_present() {
         return;
     }
@@ -479,7 +505,8 @@ fn what_no_mount_can_refuse_is_moved_aside_at_once() {
                  mkdir -p deep/a && git init -q deep/a/b && printf '#!/bin/sh\\ntouch {out}/hook\\n' > deep/a/b/.git/hooks/pre-commit; chmod +x deep/a/b/.git/hooks/pre-commit; \
                  ln -sfn ../node_modules/evil/.git linked/.git; \
                  sleep 0.5; \
-                 for p in .mcp.json .claude/settings.json .vscode fresh/.git/config deep/a/b/.git/hooks/pre-commit; do test -e $p && echo STILL $p; done; \
+                 for p in .mcp.json .claude/settings.json .vscode deep/a/b/.git/hooks/pre-commit; do test -e $p && echo STILL $p; done; \
+                 grep -q fsmonitor fresh/.git/config && echo STILL fresh-config; \
                  test \"$(readlink linked/.git)\" = ../.git || echo STILL linked; \
                  git init -q work && cd work && echo hi > f && git add f && git -c user.name=t -c user.email=t@t commit -qm one && echo WORK-OK; \
                  echo DONE",
@@ -493,6 +520,10 @@ fn what_no_mount_can_refuse_is_moved_aside_at_once() {
             let what = format!("{} {backend}", lab.what(backend));
             assert_eq!(code, 0, "{what}: {err}");
             assert_lines(&out, &["WORK-OK", "DONE"], &what);
+            // Refused when made, so nothing was moved aside.
+            if backend != "none" {
+                assert!(!err.contains("moved aside"), "{what}: {err}");
+            }
             // The host's git, afterwards, where each would run.
             for dir in [ws.join("fresh"), ws.clone(), ws.join("linked")] {
                 host_git(&lab, &dir, &["status", "--short"]);
@@ -545,7 +576,6 @@ fn what_no_mount_can_refuse_is_moved_aside_at_once() {
                     Path::new("../.git"),
                     "{what}"
                 );
-                assert!(err.contains("moved aside"), "{what}: {err}");
             }
             // Ordinary work in a repository made during the session stays.
             let log = host_git(&lab, &ws.join("work"), &["log", "--oneline"]);
@@ -557,16 +587,13 @@ fn what_no_mount_can_refuse_is_moved_aside_at_once() {
     }
 }
 
-/// A program racing the guard in a repository it made: a tight loop writing a hook is
-/// refused at every write (the guard makes every name for the program, and a hook is not
-/// one it makes), so a host process watching the place without pause never sees it; a
-/// tight loop writing the repository's config (a file git itself writes, so not refused by
-/// name) with a command-running key would keep it planted most of the time if the guard
-/// only answered: the guard ends such a session after `END_AFTER` answers. Afterwards the
-/// host's git runs nothing. Control: without the sandbox both loops run to their end, the
-/// hook is there, and the host's git runs it.
+/// A program racing the guard in a repository it made: tight loops writing a hook, and a
+/// command-running key into the repository's config, are refused at every write (the
+/// guard makes every name and does every writing open for the program), so a host process
+/// watching without pause never sees the hook, and the session goes on. Control: without
+/// the sandbox both loops write, the hook is there, and the host's git runs both.
 #[test]
-fn a_program_racing_the_guard_is_ended() {
+fn a_program_racing_the_guard_is_refused_at_every_write() {
     if !tools_present() {
         return;
     }
@@ -574,7 +601,7 @@ fn a_program_racing_the_guard_is_ended() {
         for backend in ["bwrap", "landlock", "none"] {
             let lab = repo_lab("race", user);
             let ws = &lab.ws;
-            // As fast as a loop that forks nothing; for at most the seconds given.
+            // As fast as a loop that forks nothing; for the seconds given.
             fs::write(
                 ws.join("plant.py"),
                 "import os, sys, time\nend = time.time() + float(sys.argv[1])\nn = 0\nwhile time.time() < end:\n    try:\n        fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)\n        os.write(fd, sys.argv[3].encode().decode('unicode_escape').encode())\n        os.close(fd)\n        n += 1\n    except OSError:\n        pass\nprint(sys.argv[4], n)\n",
@@ -597,16 +624,15 @@ fn a_program_racing_the_guard_is_ended() {
                     (seen, looks)
                 })
             };
-            let seconds = if backend == "none" { "0.5" } else { "3" };
             let script = format!(
-                "git init -q fresh && cd fresh && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m one && cd .. && \
-                 {py} plant.py 0.5 fresh/.git/hooks/post-checkout '#!/bin/sh\ntouch {out}/race\n' HOOKS; \
-                 {py} plant.py {seconds} fresh/.git/config '{cfg}' CONFIGS; echo EXIT $?",
+                "{evil}git init -q fresh && cd fresh && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m one && cd .. && \
+                 {py} plant.py 1 fresh/.git/hooks/post-checkout '#!/bin/sh\ntouch {out}/race\n' HOOKS; \
+                 {py} plant.py 1 fresh/.git/config '{cfg}' CONFIGS; echo EXIT $?",
+                evil = evil_script(&lab, "config"),
                 py = super::sandbox::PYTHON,
                 out = lab.outside.display(),
                 cfg = fsmonitor(&lab, "config"),
             );
-            let script = format!("{}{script}", evil_script(&lab, "config"));
             let (code, out, err) = lab.sh(backend, &[], &script);
             watching.store(false, std::sync::atomic::Ordering::Relaxed);
             let (seen, looks) = probe.join().unwrap();
@@ -623,50 +649,33 @@ fn a_program_racing_the_guard_is_ended() {
                     .find_map(|l| l.strip_prefix(name))
                     .and_then(|n| n.trim().parse::<u64>().ok())
             };
+            assert_eq!(code, 0, "{what}: {out}\n{err}");
+            assert!(out.contains("EXIT 0"), "{what}: {out}");
             if backend == "none" {
-                assert_eq!(code, 0, "{what}: control: {err}");
                 assert!(count("HOOKS").unwrap_or(0) > 0, "{what}: control: {out}");
                 assert!(count("CONFIGS").unwrap_or(0) > 0, "{what}: control: {out}");
                 assert!(hook.exists() && seen > 0, "{what}: control");
                 assert_eq!(fired, ["race", "config"], "{what}: control: {out}");
                 continue;
             }
-            // Every hook write refused: never there, not for an instant.
             assert_eq!(count("HOOKS"), Some(0), "{what}: {out}\n{err}");
+            assert_eq!(count("CONFIGS"), Some(0), "{what}: {out}\n{err}");
             assert_eq!(seen, 0, "{what}: the hook was seen from outside");
-            // The config loop: the whole session is killed, `echo EXIT` never runs.
-            assert_eq!(code, 137, "{what}: {out}\n{err}");
-            assert!(
-                !out.contains("CONFIGS") && !out.contains("EXIT"),
-                "{what}: {out}"
-            );
-            assert!(
-                err.contains(
-                    "this session was ended: its program kept changing what the guard protects"
-                ) && err.contains("fresh/.git/config"),
-                "{what}: {err}"
-            );
             assert!(fired.is_empty(), "{what}: the host's git ran {fired:?}");
-            let log =
-                fs::read_to_string(lab.home.join(".local/state/sbx-shell/sessions.jsonl")).unwrap();
-            let last = log.lines().last().unwrap();
-            assert!(
-                last.contains("\"ended_by_guard\":true") && last.contains("fresh/.git/config"),
-                "{what}: {last}"
-            );
         }
     }
 }
 
-/// `commondir` in a repository's git directory points the host's git at another
-/// directory's config and hooks, and no git command ever writes it there (only in a linked
-/// worktree's own directory): written, renamed or linked into place it is refused, and the
-/// session goes on. Written into a directory before that directory becomes a git directory
-/// (so no name was refused), the guard ends the session at its first answer. Afterwards
-/// the host's git runs nothing. Control: everything lands and the host's git runs the
-/// command the other config names.
+/// What the guard still answers comes from outside the sandbox (a host tool writing into
+/// the tree while a session runs: the guard cannot tell who made a file). Planted again
+/// and again — a host loop writing `.mcp.json` — the session is ended after `END_AFTER`
+/// answers; a `commondir` in a git directory, which no git command writes, ends it at the
+/// first. Inside, a `commondir` written, renamed or linked into place, or written before
+/// its directory becomes a git directory, is refused, and the session goes on. Control:
+/// everything lands, the session runs to its end, and the host's git runs the command the
+/// other config names.
 #[test]
-fn a_commondir_is_refused_and_one_that_slips_in_ends_the_session() {
+fn the_guard_ends_a_session_whose_protections_keep_changing() {
     if !tools_present() {
         return;
     }
@@ -687,9 +696,8 @@ fn a_commondir_is_refused_and_one_that_slips_in_ends_the_session() {
                 "{}echo ../common > .git/commondir && echo PLANTED; \
                  echo ../common > cd.tmp && mv cd.tmp .git/commondir && echo MOVED; \
                  ln -s ../common .git/commondir && echo LINKED; \
-                 echo GOES-ON; \
                  mkdir -p g/objects g/refs && echo ../../common > g/commondir && echo 'ref: refs/heads/main' > g/HEAD && echo SLIPPED; \
-                 sleep 2; echo AFTER",
+                 echo AFTER",
                 evil_script(&lab, "common")
             );
             let (code, out, err) = lab.sh(backend, &[], &script);
@@ -697,34 +705,72 @@ fn a_commondir_is_refused_and_one_that_slips_in_ends_the_session() {
             host_git(&lab, ws, &["status", "--short"]);
             let fired = lab.outside.join("common").exists();
             let commondir = ws.join(".git/commondir");
+            assert_eq!(code, 0, "{what}: {err}");
             if backend == "none" {
-                assert_eq!(code, 0, "{what}: control: {err}");
-                assert_lines(&out, &["PLANTED", "GOES-ON", "SLIPPED", "AFTER"], &what);
-                assert!(
-                    commondir.exists() && ws.join("g/commondir").exists(),
-                    "{what}: control"
-                );
+                assert_lines(&out, &["PLANTED", "SLIPPED", "AFTER"], &what);
+                assert!(commondir.exists(), "{what}: control");
                 assert!(fired, "{what}: control: the host's git ran nothing");
                 continue;
             }
-            // (The guard may end it before `echo SLIPPED`: HEAD made `g` a git directory.)
-            assert_lines(&out, &["GOES-ON"], &what);
-            for refused in ["PLANTED", "MOVED", "LINKED"] {
+            assert_lines(&out, &["AFTER"], &what);
+            for refused in ["PLANTED", "MOVED", "LINKED", "SLIPPED"] {
                 assert!(
                     !out.lines().any(|l| l == refused),
                     "{what}: {refused}\n{out}"
                 );
             }
-            assert_eq!(code, 137, "{what}: {out}\n{err}");
-            assert!(!out.contains("AFTER"), "{what}: {out}");
-            assert!(
-                err.contains("this session was ended: its program planted")
-                    && err.contains("g/commondir, which no git command writes"),
-                "{what}: {err}"
-            );
-            assert!(!commondir.exists(), "{what}: planted");
-            assert!(!ws.join("g/commondir").exists(), "{what}: still planted");
+            assert!(!commondir.exists() && !ws.join("g/HEAD").exists(), "{what}");
             assert!(!fired, "{what}: the host's git ran the planted command");
+            // From outside: planted once (commondir), or again and again (.mcp.json).
+            for (place, content, again, said) in [
+                (
+                    ".git/commondir",
+                    "../common\n",
+                    false,
+                    ".git/commondir, which no git command writes",
+                ),
+                (
+                    ".mcp.json",
+                    "{}",
+                    true,
+                    "kept changing what the guard protects",
+                ),
+            ] {
+                let path = ws.join(place);
+                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let host = {
+                    let (path, stop, started) = (path.clone(), stop.clone(), ws.join("started"));
+                    std::thread::spawn(move || {
+                        while !started.exists() && !stop.load(std::sync::atomic::Ordering::Relaxed)
+                        {
+                            std::thread::sleep(std::time::Duration::from_millis(5));
+                        }
+                        loop {
+                            let _ = fs::write(&path, content);
+                            if !again || stop.load(std::sync::atomic::Ordering::Relaxed) {
+                                break;
+                            }
+                            std::thread::sleep(std::time::Duration::from_micros(200));
+                        }
+                    })
+                };
+                let (code, out, err) = lab.sh(backend, &[], "touch started; sleep 5; echo LATE");
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                host.join().unwrap();
+                let _ = fs::remove_file(ws.join("started"));
+                let _ = fs::remove_file(&path);
+                assert_eq!(code, 137, "{what}: {place}: {out}\n{err}");
+                assert!(!out.contains("LATE"), "{what}: {place}: {out}");
+                assert!(
+                    err.contains("this session was ended") && err.contains(said),
+                    "{what}: {place}: {err}"
+                );
+                let log =
+                    fs::read_to_string(lab.home.join(".local/state/sbx-shell/sessions.jsonl"))
+                        .unwrap();
+                let last = log.lines().last().unwrap();
+                assert!(last.contains("\"ended_by_guard\":true"), "{what}: {last}");
+            }
         }
     }
 }
@@ -756,6 +802,10 @@ fn names_that_would_run_code_outside_are_refused_when_made() {
         ("POINTER-LINK", "mkdir sub2 && ln -s ../fresh/.git sub2/.git"),
         ("GITDIR-MOVED", "mkdir sub3 g && mv g sub3/.git"),
         ("COMMONDIR", "echo ../fresh/.git > .git/commondir"),
+        ("COMMONDIR-PAIR", "mkdir cp && echo 'ref: refs/heads/main' > cp/HEAD && echo ../fresh/.git > cp/commondir"),
+        ("CONFIG-APPEND", "printf '[alias]\\n\\tx = !true\\n' >> fresh/.git/config"),
+        ("CONFIG-RENAME", "printf '[core]\\n\\tpager = true\\n' > c.tmp && mv c.tmp fresh/.git/config"),
+        ("REPO-SLIP", "mkdir -p slip/objects slip/refs && printf '[core]\\n\\tpager = true\\n' > slip/config && echo 'ref: refs/heads/main' > slip/HEAD"),
         ("ALTERNATES", "echo /tmp > fresh/.git/objects/info/alternates"),
         ("TMPFILE", "PY -c \"import os; fd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o600); os.link('/proc/self/fd/%d' % fd, '.idea', src_dir_fd=os.open('.', os.O_RDONLY))\""),
         ("SECOND-NAME", "ln .gitmodules gm"),
@@ -768,7 +818,7 @@ fn names_that_would_run_code_outside_are_refused_when_made() {
          ln made.txt second && echo LINK-OK; \
          mkdir -p .claude && echo '{}' > .claude/notes.json && echo CLAUDE-DIR-OK; \
          mkdir -p t/a/b && tar cf t.tar t && rm -rf t && tar xf t.tar && test -d t/a/b && echo TAR-OK; \
-         git init -q work && cd work && echo hi > f && git add f && git -c user.name=t -c user.email=t@t commit -qm one && echo GIT-OK";
+         git init -q work && cd work && echo hi > f && git add f && git -c user.name=t -c user.email=t@t commit -qm one && git config user.name t && git remote add o ../fresh && git config user.name | grep -qx t && echo GIT-OK";
     for user in USERS {
         for backend in ["bwrap", "landlock", "none"] {
             let lab = repo_lab("names", user);
@@ -819,8 +869,10 @@ fn names_that_would_run_code_outside_are_refused_when_made() {
                 "sub2/.git",
                 "sub3/.git",
                 ".git/commondir",
+                "cp/commondir",
                 "fresh/.git/objects/info/alternates",
                 "gm",
+                "slip/HEAD",
             ]
             .into_iter()
             .filter(|p| ws.join(p).symlink_metadata().is_ok())
@@ -828,7 +880,9 @@ fn names_that_would_run_code_outside_are_refused_when_made() {
             if backend == "none" {
                 let all: Vec<&str> = plants.iter().map(|(mark, _)| *mark).collect();
                 assert_eq!(planted, all, "{what}: control: {out}");
-                assert_eq!(there.len(), 13, "{what}: control: {there:?}");
+                assert_eq!(there.len(), 15, "{what}: control: {there:?}");
+                let config = fs::read_to_string(ws.join("fresh/.git/config")).unwrap();
+                assert!(config.contains("pager"), "{what}: control: {config}");
                 continue;
             }
             assert!(

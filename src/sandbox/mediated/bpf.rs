@@ -302,18 +302,25 @@ mod tests {
     }
 
     #[test]
-    fn a_call_that_can_make_a_name_is_asked_and_an_open_without_o_creat_is_not() {
+    fn a_call_that_can_make_a_name_or_write_is_asked_and_a_reading_open_is_not() {
         let p = compile(&creating());
         let nr = |name| number(name).unwrap();
         let ask = |name, args| run(&p, nr(name), args) == NOTIFY;
         let creat = libc::O_CREAT as u64;
         let rdwr = libc::O_RDWR as u64;
         assert!(ask("openat", [0, 0x1000, creat | rdwr, 0o644, 0, 0]));
-        assert!(!ask(
-            "openat",
-            [0, 0x1000, rdwr | libc::O_APPEND as u64, 0, 0, 0]
-        ));
-        assert!(!ask("openat", [0, 0x1000, 0, 0, 0, 0]));
+        assert!(
+            ask("openat", [0, 0x1000, rdwr | libc::O_APPEND as u64, 0, 0, 0]),
+            "writes"
+        );
+        assert!(
+            ask("openat", [0, 0x1000, libc::O_TRUNC as u64, 0, 0, 0]),
+            "truncates"
+        );
+        assert!(!ask("openat", [0, 0x1000, 0, 0, 0, 0]), "reads");
+        let reads =
+            (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_DIRECTORY | libc::O_NOFOLLOW) as u64;
+        assert!(!ask("openat", [0, 0x1000, reads, 0, 0, 0]), "reads");
         assert!(ask(
             "openat",
             [0, 0x1000, 0xffff_ffff_0000_0000 | creat, 0, 0, 0]
@@ -333,6 +340,7 @@ mod tests {
         {
             assert!(ask("open", [0x1000, creat | 1, 0o644, 0, 0, 0]));
             assert!(!ask("open", [0x1000, 0, 0, 0, 0, 0]));
+            assert!(ask("open", [0x1000, libc::O_WRONLY as u64, 0, 0, 0, 0]));
             for name in ["creat", "mkdir", "mknod", "symlink", "link", "rename"] {
                 assert!(ask(name, [0; 6]), "{name}");
             }
