@@ -169,6 +169,19 @@ fn with_bwrap_inputs<R>(
     Ok(f(&inputs))
 }
 
+/// Whether a kernel release string (`6.1.0-18-amd64`) is at least `major.minor`; an
+/// unreadable one is not.
+pub fn kernel_at_least(release: &str, (major, minor): (u32, u32)) -> bool {
+    let mut parts = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(a), Some(b)) => (a, b) >= (major, minor),
+        _ => false,
+    }
+}
+
 /// What the helper applies to itself before exec.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InProcess {
@@ -203,7 +216,12 @@ pub fn in_process(
         seccomp::check(&filter)?;
         Ok(filter)
     };
-    let names = (!crate::repos::trees(policy).is_empty()).then(|| crate::mediator::names::Names {
+    // Handing an opened file over with the answer (SECCOMP_ADDFD_FLAG_SEND) is Linux
+    // 5.14's: before it, names are left to the guard, which moves them aside.
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let names_kernel = kernel_at_least(&release, (5, 14));
+    let trees = !crate::repos::trees(policy).is_empty();
+    let names = (trees && names_kernel).then(|| crate::mediator::names::Names {
         protected: policy
             .filesystem
             .protected
@@ -264,4 +282,19 @@ pub fn in_process(
             names,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_at_least;
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        assert!(kernel_at_least("6.18.44-fc-v470\n", (5, 14)));
+        assert!(kernel_at_least("5.14.0-362.el9.x86_64", (5, 14)));
+        assert!(!kernel_at_least("5.10.0-28-amd64", (5, 14)));
+        assert!(!kernel_at_least("4.19.0", (5, 14)));
+        assert!(!kernel_at_least("", (5, 14)));
+        assert!(!kernel_at_least("garbage", (5, 14)));
+    }
 }
