@@ -1036,16 +1036,14 @@ mod tests {
         let _ = std::fs::remove_dir_all(&base);
     }
 
-    /// A protected directory that a program keeps filling while the guard takes it out
-    /// (`mkdir .vscode && echo > .vscode/tasks.json`, in a loop here): it is renamed out
-    /// of the way first, so it is gone at once and not left behind half emptied.
-    #[test]
-    fn a_directory_filled_while_it_is_taken_out_is_taken_out() {
-        let base = std::env::temp_dir().join(format!("sbx-guard-fill-{}", std::process::id()));
+    /// A fresh workspace under `tag` whose protected path `name` is missing, and the rules
+    /// of a test's guard for it: (base, workspace, the path, rules).
+    fn one_missing(tag: &str, name: &str) -> (PathBuf, PathBuf, PathBuf, Rules) {
+        let base = std::env::temp_dir().join(format!("sbx-guard-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(base.join("ws")).unwrap();
         let ws = std::fs::canonicalize(base.join("ws")).unwrap();
-        let planted = ws.join(".vscode");
+        let planted = ws.join(name);
         let rules = Rules {
             roots: vec![(ws.clone(), false)],
             missing: vec![planted.clone()],
@@ -1055,6 +1053,15 @@ mod tests {
             recorded: Vec::new().into(),
             ends_session: false,
         };
+        (base, ws, planted, rules)
+    }
+
+    /// A protected directory that a program keeps filling while the guard takes it out
+    /// (`mkdir .vscode && echo > .vscode/tasks.json`, in a loop here): it is renamed out
+    /// of the way first, so it is gone at once and not left behind half emptied.
+    #[test]
+    fn a_directory_filled_while_it_is_taken_out_is_taken_out() {
+        let (base, ws, planted, rules) = one_missing("fill", ".vscode");
         let guard = Guard::start(rules).unwrap();
         // Give the guard's walk time to watch the workspace.
         std::thread::sleep(std::time::Duration::from_millis(200));
@@ -1110,20 +1117,7 @@ mod tests {
     /// answers, then says it ends the session (a test's guard kills nothing).
     #[test]
     fn a_place_planted_again_and_again_ends_the_session() {
-        let base = std::env::temp_dir().join(format!("sbx-guard-end-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir_all(base.join("ws")).unwrap();
-        let ws = std::fs::canonicalize(base.join("ws")).unwrap();
-        let planted = ws.join(".mcp.json");
-        let rules = Rules {
-            roots: vec![(ws.clone(), false)],
-            missing: vec![planted.clone()],
-            before: crate::planted::Snapshot::default(),
-            links: Vec::new(),
-            keep: base.join("keep"),
-            recorded: Vec::new().into(),
-            ends_session: false,
-        };
+        let (base, _, planted, rules) = one_missing("end", ".mcp.json");
         let guard = Guard::start(rules).unwrap();
         let gone = || {
             let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
