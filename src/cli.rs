@@ -219,6 +219,12 @@ pub struct PolicyArgs {
     #[arg(long = "allow-env", value_name = "NAME")]
     pub allow_env: Vec<String>,
 
+    /// Let the program write KEY into the config of a git repository in a writable tree,
+    /// besides the keys ordinary git work writes (repeatable): section.name or
+    /// section.subsection.name, * for any subsection or name (filter.lfs.*, core.pager).
+    #[arg(long = "allow-git-config", value_name = "KEY")]
+    pub allow_git_config: Vec<String>,
+
     /// Let the program connect to the host's unix socket at PATH, or to those in the
     /// directory PATH (repeatable); every other host socket is hidden.
     #[arg(long = "allow-socket", value_name = "PATH")]

@@ -75,6 +75,27 @@ pub struct Config {
     pub limits: LimitsConfig,
     #[serde(default, skip_serializing_if = "EnvironmentConfig::is_empty")]
     pub environment: EnvironmentConfig,
+    #[serde(default, skip_serializing_if = "GitConfig::is_empty")]
+    pub git: GitConfig,
+}
+
+/// What the program may write into the config of a git repository in a writable tree.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// Keys the program may set besides those ordinary git work writes (`gitconfig::ALLOWED`):
+    /// `section.name` or `section.subsection.name`, `*` for any subsection or name
+    /// (`filter.lfs.*`, `core.pager`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_config: Vec<NameEntry>,
+}
+
+impl GitConfig {
+    fn is_empty(&self) -> bool {
+        *self == GitConfig::default()
+    }
 }
 
 /// The terminal clipboard (OSC 52) as the relay lets it through.

@@ -248,11 +248,15 @@ fn landlock_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput
             landlock_alone: ruleset(landlock::Layering::Alone),
             seccomp: seccomp::build_filter(policy, false),
             seccomp_alone: seccomp::build_filter(policy, true),
-            restored_alone: landlock::restored_paths(&policy.filesystem, ctx.git_dirs)
-                .into_iter()
-                .map(|(path, _)| path)
-                .filter(|path| exists(path))
-                .collect(),
+            restored_alone: landlock::restored_paths(
+                &policy.filesystem,
+                ctx.git_dirs,
+                crate::sandbox::names_judged(policy),
+            )
+            .into_iter()
+            .map(|(path, _)| path)
+            .filter(|path| exists(path))
+            .collect(),
         },
     }
 }

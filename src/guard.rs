@@ -76,6 +76,12 @@ pub struct Rules {
     pub keep: PathBuf,
     /// Landlock alone: the protected paths inside the trees, put back when they change.
     pub recorded: std::sync::Arc<[record::Recorded]>,
+    /// git config keys the policy allows besides those git work writes (`gitconfig`).
+    pub git_config_allow: Vec<String>,
+    /// The helper's guard judges every name the program makes and every writing open
+    /// (`mediator::names`): nothing new is taken out (what the program could not make
+    /// there is the host's own), only the recorded paths are put back (`record`).
+    pub names_judged: bool,
     /// After `END_AFTER` answers, kill every process below sbx-shell (a session's guard);
     /// otherwise (a test's) only say so in `Outcome::ended`.
     pub ends_session: bool,
@@ -507,6 +513,9 @@ impl State {
         node: &Node,
     ) -> Option<String> {
         let rules = &self.rules;
+        if rules.names_judged {
+            return None;
+        }
         let is_dir = node.kind == libc::S_IFDIR;
         if near_missing && rules.missing.iter().any(|m| m == path) {
             return Some("new protected path".into());
@@ -536,7 +545,7 @@ impl State {
         if role == Role::Git && (name == b"config" || name == b"config.worktree") && !unchanged {
             return match read_config(at, node) {
                 Some(text) => {
-                    let keys = config_keys(&text);
+                    let keys = config_keys(text.as_bytes(), &rules.git_config_allow);
                     (!keys.is_empty()).then(|| format!("git config ({})", keys.join(", ")))
                 }
                 None => Some("git config that is not a plain file".into()),
@@ -991,6 +1000,8 @@ mod tests {
             keep: base.join("keep"),
             recorded: recorded.into(),
             ends_session: false,
+            git_config_allow: Vec::new(),
+            names_judged: false,
         };
         let guard = Guard::start(rules).unwrap();
         let settle = |what: &dyn Fn() -> bool| {
@@ -1052,6 +1063,8 @@ mod tests {
             keep: base.join("keep"),
             recorded: Vec::new().into(),
             ends_session: false,
+            git_config_allow: Vec::new(),
+            names_judged: false,
         };
         (base, ws, planted, rules)
     }
@@ -1162,6 +1175,8 @@ mod tests {
                 .unwrap()
                 .into(),
             ends_session: false,
+            git_config_allow: Vec::new(),
+            names_judged: false,
         };
         let guard = Guard::start(rules()).unwrap();
         assert_eq!(mode(), 0o444);
@@ -1195,6 +1210,8 @@ mod tests {
             keep: keep.clone(),
             recorded: Vec::new().into(),
             ends_session: false,
+            git_config_allow: Vec::new(),
+            names_judged: false,
         };
         let guard = Guard::start(rules).unwrap();
         // Whole, by a rename: a file made empty and then written may be moved aside (and

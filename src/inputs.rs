@@ -120,6 +120,11 @@ pub fn flags_layer(args: &PolicyArgs) -> anyhow::Result<Layer> {
         .iter()
         .map(|n| Entry::from(n.as_str()))
         .collect();
+    config.git.allow_config = args
+        .allow_git_config
+        .iter()
+        .map(|k| Entry::from(k.as_str()))
+        .collect();
     config.backend = args.backend;
     config.require = (!args.require.is_empty()).then(|| args.require.clone());
     config.nested_pty = args.no_nested_pty.then_some(false);

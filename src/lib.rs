@@ -17,6 +17,7 @@ pub mod exit;
 pub mod explain;
 mod files;
 #[cfg(target_os = "linux")]
+pub mod gitconfig;
 pub mod guard;
 mod helper;
 pub mod host;

@@ -28,27 +28,6 @@ pub const PROJECT_FILES: &[&str] = &[
     ".idea/workspace.xml",
 ];
 
-/// git configuration keys whose values git runs (or that pull in another file that may).
-pub const COMMAND_KEYS: &[&str] = &[
-    "fsmonitor",
-    "hookspath",
-    "pager",
-    "editor",
-    "sshcommand",
-    "askpass",
-    "external",
-    "textconv",
-    "clean",
-    "smudge",
-    "process",
-    "helper",
-    "program",
-    "packobjectshook",
-    "driver",
-    "command",
-    "path",
-];
-
 /// What a place was: enough to tell that it changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Print {
@@ -163,11 +142,13 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// What is new or changed in `after` since `before`, in path order. A git config is named
-/// with the command-running keys it now holds (`config_keys`).
+/// only when it holds keys ordinary git work does not write (`config_keys`, with the
+/// policy's `allow`): a new repository is no plant.
 pub fn compare(
     before: &Snapshot,
     after: &Snapshot,
-    read: &dyn Fn(&Path) -> String,
+    read: &dyn Fn(&Path) -> Vec<u8>,
+    allow: &[String],
 ) -> Vec<Planted> {
     let mut out = Vec::new();
     for (path, (what, print)) in &after.0 {
@@ -179,12 +160,11 @@ pub fn compare(
         let kind = match what {
             What::GitHook => "git hook".to_string(),
             What::GitConfig => {
-                let keys = config_keys(&read(path));
+                let keys = config_keys(&read(path), allow);
                 if keys.is_empty() {
-                    "git config".to_string()
-                } else {
-                    format!("git config ({})", keys.join(", "))
+                    continue;
                 }
+                format!("git config ({})", keys.join(", "))
             }
             What::GitPointer => "git pointer to another directory".to_string(),
             What::ProjectFile => "editor/agent project file".to_string(),
@@ -198,36 +178,10 @@ pub fn compare(
     out
 }
 
-/// The command-running keys set in a git config's text (`section.key`, lower case).
-pub fn config_keys(text: &str) -> Vec<String> {
-    let mut section = String::new();
-    let mut keys = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(rest) = line.strip_prefix('[') {
-            let name = rest.split([']', ' ', '"']).next().unwrap_or_default();
-            section = name.to_ascii_lowercase();
-            continue;
-        }
-        let key = line
-            .split('=')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
-        if key.is_empty() || key.starts_with(['#', ';']) {
-            continue;
-        }
-        let runs =
-            COMMAND_KEYS.contains(&key.as_str()) || (section == "alias" && line.contains('!'));
-        if runs && !(section == "core" && key == "path") {
-            let full = format!("{section}.{key}");
-            if !keys.contains(&full) {
-                keys.push(full);
-            }
-        }
-    }
-    keys
+/// The keys of a git config that ordinary git work does not write and `allow` does not
+/// name (`gitconfig::refused`): what makes it run code outside.
+pub fn config_keys(text: &[u8], allow: &[String]) -> Vec<String> {
+    crate::gitconfig::refused(text, allow)
 }
 
 impl std::fmt::Display for Planted {
@@ -286,18 +240,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn command_running_git_keys_are_named() {
-        let text = "[core]\n\tbare = false\n\tfsmonitor = ./x\n[alias]\n\tst = status\n\tpwn = !sh -c id\n[filter \"lfs\"]\n\tclean = git-lfs clean\n[include]\n\tpath = ../evil\n";
+    fn keys_git_work_does_not_write_are_named() {
+        let text = b"[core]\n\tbare = false\n\tfsmonitor = ./x\n[alias]\n\tst = status\n[filter \"lfs\"]\n\tclean = git-lfs clean\n[include]\n\tpath = ../evil\n";
         assert_eq!(
-            config_keys(text),
+            config_keys(text, &[]),
             [
                 "core.fsmonitor",
-                "alias.pwn",
-                "filter.clean",
+                "alias.st",
+                "filter.lfs.clean",
                 "include.path"
             ]
         );
-        assert!(config_keys("[core]\n\trepositoryformatversion = 0\n").is_empty());
+        assert_eq!(
+            config_keys(text, &["alias.*".into(), "filter.lfs.*".into()]),
+            ["core.fsmonitor", "include.path"]
+        );
+        assert!(config_keys(b"[core]\n\trepositoryformatversion = 0\n", &[]).is_empty());
     }
 
     #[test]
@@ -323,8 +281,8 @@ mod tests {
             "/w/sub/.git/hooks/post-checkout".into(),
             (What::GitHook, print(5)),
         );
-        let read = |_: &Path| "[core]\n\tpager = evil\n".to_string();
-        let planted = compare(&before, &after, &read);
+        let read = |_: &Path| b"[core]\n\tpager = evil\n".to_vec();
+        let planted = compare(&before, &after, &read, &[]);
         let got: Vec<(String, String)> = planted
             .iter()
             .map(|p| (p.path.display().to_string(), p.what.clone()))

@@ -212,6 +212,9 @@ pub struct Policy {
     pub clipboard: crate::config::Clipboard,
     pub limits: Limits,
     pub environment: Environment,
+    /// git config keys the program may write besides those ordinary git work writes
+    /// (`gitconfig::ALLOWED`), as patterns (`gitconfig::matches`).
+    pub git_config_allow: BTreeSet<String>,
     /// Arguments put after a directly run program's name, by its file name (the last layer
     /// that names a program wins).
     pub program_args: BTreeMap<String, Vec<String>>,
@@ -291,6 +294,8 @@ pub struct Environment {
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum PolicyError {
+    #[error("{origin}: {key:?} is not a git config key\nHint: give section.name or section.subsection.name, with * for any subsection or name: core.pager, filter.lfs.*")]
+    BadGitKey { origin: String, key: String },
     #[error("{how} {path}: {denied} is denied, and a denial wins over a grant\nHint: to let the program at it, lift the denial: add \"{denied}\" to \"allow_denied\" in the config (see docs/config.md), then {how} it")]
     GrantOfDenied {
         how: &'static str,
@@ -391,6 +396,7 @@ pub fn resolve(
             .unwrap_or(crate::config::Clipboard::None),
         limits: resolve_limits(layers),
         environment: resolve_environment(layers, &ctx.home)?,
+        git_config_allow: resolve_git_config_allow(layers)?,
         program_args: layers
             .iter()
             .flat_map(|l| l.config.program_args.clone())
@@ -601,6 +607,24 @@ fn resolve_limits(layers: &[Layer]) -> Limits {
         timeout_grace_seconds: last(layers, |c| c.limits.timeout_grace_seconds)
             .unwrap_or(DEFAULT_TIMEOUT_GRACE),
     }
+}
+
+/// Every layer's `git.allow_config`, each pattern checked.
+fn resolve_git_config_allow(layers: &[Layer]) -> Result<BTreeSet<String>, PolicyError> {
+    let mut all = BTreeSet::new();
+    for layer in layers {
+        for entry in &layer.config.git.allow_config {
+            let pattern = entry.value();
+            if !crate::gitconfig::valid_pattern(pattern) {
+                return Err(PolicyError::BadGitKey {
+                    origin: layer.origin.clone(),
+                    key: pattern.to_string(),
+                });
+            }
+            all.insert(pattern.to_string());
+        }
+    }
+    Ok(all)
 }
 
 fn resolve_environment(layers: &[Layer], home: &Path) -> Result<Environment, PolicyError> {

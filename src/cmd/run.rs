@@ -111,7 +111,13 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             cgroup.dir().display()
         ));
     }
-    let watch = Watch::start(&plan, &backend, &git, &env, (started, say))?;
+    let watch = Watch::start(
+        &plan,
+        (&backend, layers.names.is_some()),
+        &git,
+        &env,
+        (started, say),
+    )?;
     let session = Session::open(wants_pty(
         cli.pty,
         std::io::stdin().is_terminal(),
@@ -661,6 +667,10 @@ struct Watch {
     links: Vec<(std::path::PathBuf, std::path::PathBuf)>,
     /// Landlock alone: the paths the guard puts back as recorded (`guard::record`).
     recorded: Vec<std::path::PathBuf>,
+    /// The helper's guard judges every name made and every writing open
+    /// (`mediator::names`): what it refuses cannot be planted, so the report covers only
+    /// what it does not judge (executables in `$PATH`), and under bwrap nothing is watched.
+    mediated: bool,
     #[cfg(target_os = "linux")]
     guard: Option<crate::guard::Guard>,
 }
@@ -668,7 +678,7 @@ struct Watch {
 impl Watch {
     fn start(
         plan: &Plan,
-        backend: &Backend,
+        (backend, mediated): (&Backend, bool),
         git: &crate::repos::Found,
         env: &[(std::ffi::OsString, std::ffi::OsString)],
         (started, say): (SystemTime, Verbosity),
@@ -679,9 +689,16 @@ impl Watch {
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| std::env::split_paths(v).collect())
             .unwrap_or_default();
-        let before = Self::snapshot(policy, git, &path_dirs);
+        let before = Self::snapshot(policy, git, &path_dirs, mediated);
         #[cfg(target_os = "linux")]
-        let (guard, recorded) = Self::guard(plan, backend, git, &before, (started, say))?;
+        let (guard, recorded) = if mediated && matches!(backend, Backend::Bwrap { .. }) {
+            // What the program makes or writes is judged when it does it; what the host
+            // does meanwhile is the host's.
+            (None, Vec::new())
+        } else {
+            let whole = Self::snapshot(policy, git, &path_dirs, false);
+            Self::guard(plan, (backend, mediated), git, &whole, (started, say))?
+        };
         #[cfg(not(target_os = "linux"))]
         let (recorded, _) = (Vec::new(), (backend, started, say));
         Ok(Watch {
@@ -689,6 +706,7 @@ impl Watch {
             path_dirs,
             links: git.links.clone(),
             recorded,
+            mediated,
             #[cfg(target_os = "linux")]
             guard,
         })
@@ -706,7 +724,11 @@ impl Watch {
         if *backend != Backend::Landlock {
             return Ok(Vec::new());
         }
-        let paths = sandbox::landlock::restored_paths(&plan.policy.filesystem, &git.git_dirs);
+        let paths = sandbox::landlock::restored_paths(
+            &plan.policy.filesystem,
+            &git.git_dirs,
+            sandbox::names_judged(&plan.policy),
+        );
         crate::guard::record::record(&paths).map_err(|e| {
             Failure::from(anyhow!(
                 "{e}\nHint: use the bwrap backend, which mounts them read-only (`sbx-shell setup` enables it), or run read-only: --profile read-only"
@@ -718,7 +740,7 @@ impl Watch {
     #[cfg(target_os = "linux")]
     fn guard(
         plan: &Plan,
-        backend: &Backend,
+        (backend, self_judged): (&Backend, bool),
         git: &crate::repos::Found,
         before: &crate::planted::Snapshot,
         (started, say): (SystemTime, Verbosity),
@@ -729,6 +751,9 @@ impl Watch {
         }
         let recorded = Self::record(plan, backend, git)?;
         let recorded_paths: Vec<PathBuf> = recorded.iter().map(|r| r.path.clone()).collect();
+        if self_judged && recorded.is_empty() {
+            return Ok((None, Vec::new()));
+        }
         if let Some(line) = restored_note(&recorded_paths) {
             say.note(&line);
         }
@@ -753,6 +778,8 @@ impl Watch {
                 )),
             recorded: recorded.into(),
             ends_session: true,
+            git_config_allow: plan.policy.git_config_allow.iter().cloned().collect(),
+            names_judged: self_judged,
         };
         match crate::guard::Guard::start(rules) {
             Ok(guard) => Ok((Some(guard), recorded_paths)),
@@ -769,18 +796,23 @@ impl Watch {
         }
     }
 
+    /// The places to compare at the end; `mediated`: only the executables in `$PATH`
+    /// (the rest is judged when it is made).
     fn snapshot(
         policy: &Policy,
         git: &crate::repos::Found,
         path_dirs: &[std::path::PathBuf],
+        mediated: bool,
     ) -> crate::planted::Snapshot {
         let fs = &policy.filesystem;
         let roots: Vec<&std::path::Path> = sandbox::bwrap::writable_roots(fs)
             .into_iter()
             .filter(|r| *r != std::path::Path::new("/"))
             .collect();
-        let workspace =
-            Some(fs.workspace.real()).filter(|w| roots.iter().any(|r| w.starts_with(r)));
+        let workspace = Some(fs.workspace.real())
+            .filter(|w| !mediated && roots.iter().any(|r| w.starts_with(r)));
+        let none = crate::repos::Found::default();
+        let git = if mediated { &none } else { git };
         crate::planted::snapshot(git, workspace, path_dirs, &roots)
     }
 
@@ -825,11 +857,19 @@ impl Watch {
         };
         #[cfg(not(target_os = "linux"))]
         let (mut all, ended_by_guard) = (Vec::new(), false);
-        let git = crate::repos::scan_writable(policy);
-        let after = Self::snapshot(policy, &git, &self.path_dirs);
-        let mut left = crate::planted::compare(&self.before, &after, &|p| {
-            std::fs::read_to_string(p).unwrap_or_default()
-        });
+        let git = if self.mediated {
+            crate::repos::Found::default()
+        } else {
+            crate::repos::scan_writable(policy)
+        };
+        let after = Self::snapshot(policy, &git, &self.path_dirs, self.mediated);
+        let allow: Vec<String> = policy.git_config_allow.iter().cloned().collect();
+        let mut left = crate::planted::compare(
+            &self.before,
+            &after,
+            &|p| std::fs::read(p).unwrap_or_default(),
+            &allow,
+        );
         // A `.git` symlink put back by the guard is new, but says what it said; a recorded
         // path is as recorded (the guard's last pass), only its inode or time is new.
         left.retain(|p| {

@@ -233,6 +233,9 @@ mod tests {
             }),
             names: Some(crate::mediator::names::Names {
                 protected: vec!["/w/.mcp.json".into()],
+                git_config_allow: vec!["filter.lfs.*".into()],
+                objects: vec![(1, 2)],
+                pinned: vec!["/w/.git".into()],
             }),
         };
         let launch = Launch {

@@ -489,7 +489,7 @@ impl Acting<'_> {
         if marker
             && !is_git(e.dir.as_fd(), &parent)
             && completes_git(e.dir.as_fd(), name)
-            && holds_plants(e.dir.as_fd())
+            && holds_plants(e.dir.as_fd(), self.names)
         {
             return Err(libc::EACCES);
         }
@@ -506,7 +506,7 @@ impl Acting<'_> {
     /// Refuse opening the existing entry `e` for writing where `names::refused_write` says.
     fn check_write(&self, e: &Entry, flags: i32) -> Res<()> {
         let name = OsStr::from_bytes(e.name.as_bytes());
-        if !writes(flags) || !names::is_config(name) {
+        if !writes(flags) || !names::write_judged(name) {
             return Ok(());
         }
         let parent = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
@@ -624,11 +624,15 @@ impl Acting<'_> {
                         // Replaced or removed since the look: look again.
                         Err(libc::ENOENT) | Err(libc::ELOOP) => continue,
                         Err(err) => return Err(err),
-                        Ok(fd) => return Ok(Opened::Now(fd)),
+                        Ok(fd) => return self.check_object(fd, flags).map(Opened::Now),
                     }
                 }
+                Err(libc::ENOENT) if flags & libc::O_CREAT == 0 => {
+                    // A writing open of a missing path without O_CREAT makes nothing.
+                    return Err(libc::ENOENT);
+                }
                 Err(libc::ENOENT) => {
-                    self.check(&e, Made::Other)?;
+                    self.check(&e, Made::File)?;
                     let before = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
                     let how =
                         flags | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
@@ -637,7 +641,7 @@ impl Acting<'_> {
                         Err(libc::EEXIST) if !excl => continue,
                         Err(err) => return Err(err),
                         Ok(fd) => {
-                            self.recheck(&e, Made::Other, &before)?;
+                            self.recheck(&e, Made::File, &before)?;
                             return Ok(Opened::Now(fd));
                         }
                     }
@@ -659,8 +663,10 @@ impl Acting<'_> {
         if writes(flags) {
             // A config reached through a descriptor's link: judged by where it is.
             let at = fd_path(object.as_fd()).map_err(|_| libc::EACCES)?;
-            if let (Some(dir), Some(name)) = (at.parent(), at.file_name()) {
-                if names::is_config(name) {
+            // (A pipe's or socket's link names no directory.)
+            let dir = at.parent().filter(|d| d.is_absolute());
+            if let (Some(dir), Some(name)) = (dir, at.file_name()) {
+                if names::write_judged(name) {
                     let dir = CString::new(dir.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
                     let dir = open_path(libc::AT_FDCWD, &dir).map_err(|_| libc::EACCES)?;
                     let e = Entry {
@@ -677,7 +683,20 @@ impl Acting<'_> {
             let cloexec = flags & libc::O_CLOEXEC != 0;
             return self.open_fifo((fds, magic), how, cloexec, Some(object));
         }
-        openat(fds.as_fd(), &magic, how, 0).map(Opened::Now)
+        let fd = openat(fds.as_fd(), &magic, how, 0)?;
+        self.check_object(fd, flags).map(Opened::Now)
+    }
+
+    /// An opened file, unless the open writes and reached a protected file under another
+    /// of its names (`Names::objects`): judged on what was opened, not on a look before.
+    fn check_object(&self, fd: OwnedFd, flags: i32) -> Res<OwnedFd> {
+        if writes(flags) {
+            let st = fstat(fd.as_fd())?;
+            if st.st_nlink > 1 && self.names.is_protected_object(st.st_dev, st.st_ino) {
+                return Err(libc::EACCES);
+            }
+        }
+        Ok(fd)
     }
 
     /// A FIFO's open waits for the other end: done in a thread of its own (confined as
@@ -798,20 +817,31 @@ impl Acting<'_> {
             }
         } else {
             let from = self.entry(self.base(old), &old.path)?.ok_or(libc::EPERM)?;
-            // A second name of a protected file would let it be written through that name.
-            let source = fd_path(from.dir.as_fd()).map_err(|_| libc::EACCES)?;
-            let source = source.join(OsStr::from_bytes(from.name.as_bytes()));
-            if self.names.protected.contains(&source) {
-                return Err(libc::EACCES);
-            }
-            // SAFETY: our descriptors and NUL-terminated names.
+            // The object linked is opened and judged, then linked through that descriptor
+            // (nothing is looked up by name again): a second name of a protected file
+            // would let it be written through that name.
+            let nofollow = if flags & libc::AT_SYMLINK_FOLLOW != 0 {
+                0
+            } else {
+                libc::O_NOFOLLOW
+            };
+            let object = openat(
+                from.dir.as_fd(),
+                &from.name,
+                libc::O_PATH | libc::O_CLOEXEC | nofollow,
+                0,
+            )?;
+            self.check_link_source(&from, object.as_fd())?;
+            let magic = CString::new(format!("/proc/self/fd/{}", object.as_raw_fd()))
+                .map_err(|_| libc::EINVAL)?;
+            // SAFETY: NUL-terminated paths and our descriptors.
             unsafe {
                 libc::linkat(
-                    from.dir.as_raw_fd(),
-                    from.name.as_ptr(),
+                    libc::AT_FDCWD,
+                    magic.as_ptr(),
                     to.dir.as_raw_fd(),
                     to.name.as_ptr(),
-                    flags & libc::AT_SYMLINK_FOLLOW,
+                    libc::AT_SYMLINK_FOLLOW,
                 )
             }
         };
@@ -822,6 +852,27 @@ impl Acting<'_> {
         Ok(0)
     }
 
+    /// Refuse a new name for `object` (reached as `from`): a protected path, a protected
+    /// file (`Names::objects`), or a git directory's config.
+    fn check_link_source(&self, from: &Entry, object: BorrowedFd<'_>) -> Res<()> {
+        let st = fstat(object)?;
+        let dir = fd_path(from.dir.as_fd()).map_err(|_| libc::EACCES)?;
+        let name = OsStr::from_bytes(from.name.as_bytes());
+        let at = fd_path(object).map_err(|_| libc::EACCES)?;
+        let config = names::is_config(name)
+            && matches!(
+                git_place(from.dir.as_fd(), &dir, name),
+                GitPlace::GitDir { .. }
+            );
+        if config
+            || self.names.is_protected_object(st.st_dev, st.st_ino)
+            || self.names.protected.iter().any(|p| at.starts_with(p))
+        {
+            return Err(libc::EACCES);
+        }
+        Ok(())
+    }
+
     fn rename(&self, old: &Where, new: &Where, flags: u32) -> Res<i64> {
         let from = self.entry(self.base(old), &old.path)?.ok_or(libc::EBUSY)?;
         let to = self.entry(self.base(new), &new.path)?.ok_or(libc::EBUSY)?;
@@ -830,6 +881,21 @@ impl Acting<'_> {
             _ => Made::Other,
         };
         let moved = made(&from);
+        let source = fd_path(from.dir.as_fd()).map_err(|_| libc::EACCES)?;
+        if self
+            .names
+            .pinned(&source.join(OsStr::from_bytes(from.name.as_bytes())))
+        {
+            return Err(libc::EACCES);
+        }
+        // git never renames a config away (only `config.lock` over it).
+        let from_name = OsStr::from_bytes(from.name.as_bytes());
+        if names::is_config(from_name) {
+            let parent = fd_path(from.dir.as_fd()).map_err(|_| libc::EACCES)?;
+            if let GitPlace::GitDir { .. } = git_place(from.dir.as_fd(), &parent, from_name) {
+                return Err(libc::EACCES);
+            }
+        }
         let to_name = OsStr::from_bytes(to.name.as_bytes());
         if names::is_config(to_name) && flags == 0 && moved == Made::Other {
             let parent = fd_path(to.dir.as_fd()).map_err(|_| libc::EACCES)?;
@@ -885,12 +951,18 @@ impl Acting<'_> {
         if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_size as u64 > LIMIT {
             return Err(libc::EACCES);
         }
-        let mut text = String::new();
+        let mut text = Vec::new();
         std::fs::File::from(source)
             .take(LIMIT)
-            .read_to_string(&mut text)
+            .read_to_end(&mut text)
             .map_err(|_| libc::EACCES)?;
-        if names::config_rename(&text).is_some() {
+        if let Some(why) = self.names.config_rename(&text) {
+            // Said where the program's own error appears (its terminal), once per refusal.
+            let at = fd_path(to.dir.as_fd()).unwrap_or_default();
+            eprintln!(
+                "sbx-shell: refused {why} in {}: keys that ordinary git work does not write can make the host's git run code\nHint: to allow one, run with --allow-git-config KEY (or \"git\": {{\"allow_config\": [\"KEY\"]}} in the config)",
+                at.join(OsStr::from_bytes(to.name.as_bytes())).display()
+            );
             return Err(libc::EACCES);
         }
         let temp = CString::new(format!(
@@ -901,7 +973,7 @@ impl Acting<'_> {
         let how =
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         let file = openat(to.dir.as_fd(), &temp, how, st.st_mode & 0o7777)?;
-        let written = std::io::Write::write_all(&mut std::fs::File::from(file), text.as_bytes());
+        let written = std::io::Write::write_all(&mut std::fs::File::from(file), &text);
         let placed = written.is_ok()
             // SAFETY: our directory descriptor and NUL-terminated names.
             && unsafe {
@@ -932,24 +1004,24 @@ fn completes_git(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
         .all(|m| CString::new(*m).is_ok_and(|m| fstatat(dir, &m).is_ok()))
 }
 
-/// Whether `dir` holds what a git directory may not: a config with a command-running
-/// key, a `commondir`, `objects/info/alternates`, or a hook other than a `*.sample`.
-fn holds_plants(dir: BorrowedFd<'_>) -> bool {
+/// Whether `dir` holds what a git directory may not: a config with a key git work does
+/// not write (`Names::config_rename`), a `commondir`, `objects/info/alternates`, or a hook other than a `*.sample`.
+fn holds_plants(dir: BorrowedFd<'_>, names: &Names) -> bool {
     use std::io::Read;
     let read = |name: &CStr| {
         let how = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         let fd = openat(dir, name, how, 0).ok()?;
-        let mut text = String::new();
+        let mut text = Vec::new();
         std::fs::File::from(fd)
             .take(16 << 20)
-            .read_to_string(&mut text)
+            .read_to_end(&mut text)
             .ok()?;
         Some(text)
     };
     let exists = |name: &CStr| fstatat(dir, name).is_ok();
     let config = [c"config", c"config.worktree"]
         .iter()
-        .any(|n| exists(n) && read(n).is_none_or(|t| names::config_rename(&t).is_some()));
+        .any(|n| exists(n) && read(n).is_none_or(|t| names.config_rename(&t).is_some()));
     let how = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     let hooks = openat(dir, c"hooks", how, 0)
         .ok()

@@ -20,7 +20,9 @@ pub enum Made {
     Dir,
     /// A directory renamed into place: it brings what it holds.
     MovedDir,
-    /// A file, a symlink, a node, a hard link, or a non-directory renamed into place.
+    /// A new, empty regular file (an open with O_CREAT of a missing name).
+    File,
+    /// A symlink, a node, a hard link, or a non-directory renamed into place.
     Other,
 }
 
@@ -50,6 +52,21 @@ pub struct Names {
     /// or seal refuses; a writable root may lie inside one: the private home inside
     /// sbx-shell's state directory.)
     pub protected: Vec<PathBuf>,
+    /// git config keys allowed besides `gitconfig::ALLOWED` (the policy's `git_config_allow`).
+    #[serde(default)]
+    pub git_config_allow: Vec<String>,
+    /// The protected files that exist at the start, by `(st_dev, st_ino)`: every git config
+    /// in the writable trees and the policy's protected files. A file is protected under
+    /// every name: a writing open that reaches one through another name (a hard link made
+    /// before the session) is refused, and so is a new name for one.
+    #[serde(default)]
+    pub objects: Vec<(u64, u64)>,
+    /// What exists at the start and may not be renamed away, nor any directory above it
+    /// inside a writable tree (bwrap pins those by a mount, Landlock cannot): the existing
+    /// protected paths and the git directories of the writable trees. Renaming the
+    /// directory that holds a protected file would carry the protection away from its path.
+    #[serde(default)]
+    pub pinned: Vec<PathBuf>,
 }
 
 impl Names {
@@ -70,8 +87,14 @@ impl Names {
         git: GitPlace,
     ) -> Option<&'static str> {
         let bytes = name.as_encoded_bytes();
+        // A new `.git` file (a linked worktree's, a submodule's: `git worktree add`
+        // writes it) may point only at a git directory, and every git directory the
+        // program can write is judged by these rules. A `.git` symlink, link or file
+        // renamed into place would re-point an existing name (`refused_write` keeps an
+        // existing one as it is), and a directory moved in as `.git` brings what it held
+        // unjudged.
         match made {
-            Made::Other if bytes == b".git" => return Some("a .git pointer file"),
+            Made::Other if bytes == b".git" => return Some("a .git pointer put in place"),
             Made::MovedDir if bytes == b".git" => return Some("a directory moved in as .git"),
             _ => {}
         }
@@ -94,6 +117,10 @@ impl Names {
             GitPlace::Hooks if made != Made::Dir && !bytes.ends_with(b".sample") => {
                 return Some("a git hook")
             }
+            // What git makes of its own directory is judged by the rules above, wherever
+            // the policy names it (`.git/hooks` of the workspace, missing before `git
+            // init`): a new `hooks` directory is git's, a hook in it is not.
+            GitPlace::GitDir { .. } if GIT_OWN.contains(&bytes) => return None,
             _ => {}
         }
         let path = parent.join(name);
@@ -114,22 +141,68 @@ pub fn is_config(name: &OsStr) -> bool {
     matches!(name.as_encoded_bytes(), b"config" | b"config.worktree")
 }
 
+/// Whether `path` is what the guard judges in a git directory of `git_dirs` (or one named
+/// `.git`) and no mount or record may stand in the way of: its config files, which git
+/// rewrites by renaming `config.lock` over them, and `objects/info`, where `git gc` and
+/// `repack` write (the guard refuses `alternates` there).
+pub fn is_judged_git_path(path: &Path, git_dirs: &[crate::repos::GitDir]) -> bool {
+    let git_dir =
+        |d: &Path| git_dirs.iter().any(|g| g.dir == d) || d.file_name() == Some(OsStr::new(".git"));
+    let config = path.file_name().is_some_and(is_config) && path.parent().is_some_and(git_dir);
+    let info = path.file_name() == Some(OsStr::new("info"))
+        && path.parent().is_some_and(|o| {
+            o.file_name() == Some(OsStr::new("objects")) && o.parent().is_some_and(git_dir)
+        });
+    config || info
+}
+
 /// Why an existing entry `name` of a directory (`git`: what it is) may not be opened for
-/// writing, or `None`. git itself never writes a config in place (it renames a lock file
-/// over it), so only a program planting a key would.
+/// writing, or `None`: what may not be made there may not be rewritten either. git itself
+/// never writes a config in place (it renames a lock file over it), a hook, `alternates`
+/// or a `commondir` outside a linked worktree at all.
 pub fn refused_write(name: &OsStr, git: GitPlace) -> Option<&'static str> {
+    let bytes = name.as_encoded_bytes();
+    if bytes == b".git" {
+        return Some("a .git pointer rewritten");
+    }
     match git {
         GitPlace::GitDir { .. } if is_config(name) => Some("a git config written in place"),
+        GitPlace::GitDir { linked: false } if bytes == b"commondir" => Some("a git commondir"),
+        GitPlace::ObjectsInfo if bytes == b"alternates" => Some("git alternates"),
+        GitPlace::Hooks if !bytes.ends_with(b".sample") => Some("a git hook"),
         _ => None,
     }
 }
 
-/// Why a file with `text` may not be renamed over a git directory's config, or `None`: it
-/// holds a key that runs a command (`planted::config_keys`).
-pub fn config_rename(text: &str) -> Option<String> {
-    let keys = crate::planted::config_keys(text);
-    (!keys.is_empty()).then(|| format!("a git config ({})", keys.join(", ")))
+/// Whether a writing open of `name` needs `refused_write`'s look at its directory.
+pub fn write_judged(name: &OsStr) -> bool {
+    // A hook may have any name: every entry of a `hooks` directory is looked at, which
+    // `git_place` does by the directory's name first (cheap for the rest).
+    !name.as_encoded_bytes().ends_with(b".sample")
 }
+
+impl Names {
+    /// Whether renaming `path` away would carry a pinned path with it (`pinned`).
+    pub fn pinned(&self, path: &Path) -> bool {
+        self.pinned.iter().any(|p| p.starts_with(path))
+    }
+
+    /// Whether the file `(dev, ino)` is protected (`objects`).
+    pub fn is_protected_object(&self, dev: u64, ino: u64) -> bool {
+        self.objects.contains(&(dev, ino))
+    }
+
+    /// Why a file with `text` may not be renamed over a git directory's config, or `None`:
+    /// it sets a key that ordinary git work does not write and the policy does not allow
+    /// (`gitconfig::refused`), or git cannot read it.
+    pub fn config_rename(&self, text: &[u8]) -> Option<String> {
+        let keys = crate::gitconfig::refused(text, &self.git_config_allow);
+        (!keys.is_empty()).then(|| format!("a git config ({})", keys.join(", ")))
+    }
+}
+
+/// The entries of a git directory that the git rules of `Names::refused` judge.
+const GIT_OWN: [&[u8]; 4] = [b"hooks", b"config", b"config.worktree", b"commondir"];
 
 /// The entries whose presence makes a directory a git directory (with the other two).
 pub const GIT_MARKERS: [&str; 3] = ["HEAD", "objects", "refs"];
@@ -147,6 +220,7 @@ mod tests {
                 "/ws/.claude/settings.json".into(),
                 "/h/.config/sbx-shell".into(),
             ],
+            ..Names::default()
         };
         let plain = GitPlace::Plain;
         let refused = |parent: &str, name: &str, made, git| {
@@ -176,10 +250,16 @@ mod tests {
         assert!(refused("/ws/.claude", "settings.json", Other, plain).is_some());
         assert_eq!(refused("/ws/.claude", "notes.md", Other, plain), None);
         // Git.
+        assert_eq!(
+            refused("/ws/sub", ".git", Made::File, plain),
+            None,
+            "a worktree's pointer file"
+        );
         assert!(
             refused("/ws/sub", ".git", Other, plain).is_some(),
-            "pointer file"
+            "a .git symlink"
         );
+        assert!(refused_write(OsStr::new(".git"), plain).is_some());
         assert_eq!(refused("/ws/sub", ".git", Dir, plain), None, "git init");
         let git = GitPlace::GitDir { linked: false };
         let linked = GitPlace::GitDir { linked: true };
@@ -206,14 +286,35 @@ mod tests {
         assert!(refused("/ws/.git", "config.worktree", Other, linked).is_some());
         assert_eq!(refused("/ws/src", "config", Other, plain), None);
         assert!(refused_write(OsStr::new("config"), git).is_some());
+        assert!(refused_write(OsStr::new("pre-commit"), GitPlace::Hooks).is_some());
+        assert!(refused_write(OsStr::new("alternates"), GitPlace::ObjectsInfo).is_some());
+        assert!(refused_write(OsStr::new("commondir"), git).is_some());
+        assert_eq!(refused_write(OsStr::new("commondir"), linked), None);
+        assert_eq!(
+            refused_write(OsStr::new("packs"), GitPlace::ObjectsInfo),
+            None
+        );
         assert_eq!(refused_write(OsStr::new("config"), plain), None);
         assert_eq!(refused_write(OsStr::new("index"), git), None);
         assert_eq!(
-            config_rename("[core]\n\tbare = false\n[user]\n\tname = x\n"),
+            names.config_rename(b"[core]\n\tbare = false\n[user]\n\tname = x\n"),
             None
         );
-        assert!(config_rename("[core]\n\tfsmonitor = /x.sh\n").is_some());
-        assert!(config_rename("[alias]\n\tst = !touch /x\n").is_some());
+        assert!(names
+            .config_rename(b"[core] fsmonitor = /x.sh\n")
+            .is_some_and(|why| why.contains("core.fsmonitor")));
+        assert!(names
+            .config_rename(b"[alias]\n\tst = !touch /x\n")
+            .is_some());
+        assert!(names.config_rename(b"[pager]\n\tstatus = x\n").is_some());
+        let lfs = Names {
+            git_config_allow: vec!["filter.lfs.*".into()],
+            ..Names::default()
+        };
+        assert_eq!(
+            lfs.config_rename(b"[filter \"lfs\"]\n\tclean = git-lfs clean\n"),
+            None
+        );
         assert!(refused(
             "/ws/.git/objects/info",
             "alternates",
@@ -234,6 +335,18 @@ mod tests {
         assert!(refused("/ws/.git/hooks", "pre-commit", MovedDir, GitPlace::Hooks).is_some());
         assert!(refused("/ws/sub", ".git", MovedDir, plain).is_some());
         assert_eq!(refused("/ws/.git", "hooks", Dir, git), None, "git init");
+        let ws_hooks = Names {
+            protected: vec!["/ws/.git/hooks".into(), "/ws/.git/config".into()],
+            ..Names::default()
+        };
+        assert_eq!(
+            ws_hooks.refused(Path::new("/ws/.git"), OsStr::new("hooks"), Dir, git),
+            None,
+            "git init in the workspace, where .git/hooks is a protected path"
+        );
+        assert!(ws_hooks
+            .refused(Path::new("/ws/.git"), OsStr::new("hooks"), MovedDir, git)
+            .is_some());
         assert!(refused("/ws/.git", "hooks", MovedDir, git).is_some());
         assert!(refused("/ws/.git/objects", "info", MovedDir, GitPlace::Objects).is_some());
         assert_eq!(

@@ -57,6 +57,10 @@ pub struct Inputs<'a> {
     pub followed_identity_of: &'a dyn Fn(&Path) -> Option<Identity>,
     /// The git directories found in the writable trees (`repos::scan`).
     pub git_dirs: &'a [crate::repos::GitDir],
+    /// The helper's guard judges every name made and every writing open
+    /// (`sandbox::names_judged`): git's config files are then not mounted read-only, so
+    /// that git can rename its `config.lock` over them (which the guard checks).
+    pub names_judged: bool,
 }
 
 /// Where the helper's executable appears inside (in the private /dev, which bwrap makes).
@@ -328,10 +332,17 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
     }
     pins.sort();
     out.extend(pins.into_iter().map(|p| mount(p, How::Pin)));
+    // A git config is written by renaming `config.lock` over it, which a mount refuses
+    // (EBUSY), and `git gc` writes in `objects/info`: where the guard judges every write,
+    // it checks those instead (`mediator::names::is_judged_git_path`).
+    let judged_config = |p: &Path| {
+        inputs.names_judged && crate::mediator::names::is_judged_git_path(p, inputs.git_dirs)
+    };
     out.extend(
         protected
             .iter()
             .filter(|p| root_of(p).is_some() && kind(p) != PathKind::Missing)
+            .filter(|p| !judged_config(p))
             .map(|p| mount(p, How::ReadOnly)),
     );
     out.extend(moved.into_iter().map(|p| Mount {
@@ -540,6 +551,7 @@ mod tests {
             identity_of: &|_| Some(Identity { dev: 1, ino: 1 }),
             followed_identity_of: &|_| None,
             git_dirs: &[],
+            names_judged: false,
         }
     }
 

@@ -385,9 +385,14 @@ fn check_alone(
 /// sensitive paths there (`repos::sensitive`, as found, and its `.git` pointer file), each
 /// with its tree — what Landlock
 /// cannot refuse to change, so the guard restores it from a record (`guard::record`).
+///
+/// `names_judged`: the helper's guard judges every write (`sandbox::names_judged`), so a
+/// git config is left out: git renames its `config.lock` over it, which the guard checks,
+/// and a restore would undo the user's own `git config` made meanwhile.
 pub fn restored_paths(
     fs: &Filesystem,
     git_dirs: &[crate::repos::GitDir],
+    names_judged: bool,
 ) -> Vec<(PathBuf, PathBuf)> {
     let roots: Vec<&Path> = crate::sandbox::bwrap::writable_roots(fs)
         .into_iter()
@@ -405,6 +410,7 @@ pub fn restored_paths(
         // A linked worktree's or a submodule's `.git` file: re-pointed, the host's git
         // would read another directory's config there.
         .chain(git_dirs.iter().filter_map(|g| g.pointer.as_deref()))
+        .filter(|p| !(names_judged && crate::mediator::names::is_judged_git_path(p, git_dirs)))
         .filter_map(|p| {
             let root = roots.iter().find(|r| p.starts_with(r) && p != **r)?;
             Some((p.to_path_buf(), root.to_path_buf()))

@@ -165,8 +165,55 @@ fn with_bwrap_inputs<R>(
         identity_of: &identity_of,
         followed_identity_of: &crate::files::followed_identity_of,
         git_dirs: ctx.git_dirs,
+        names_judged: names_judged(policy),
     };
     Ok(f(&inputs))
+}
+
+/// Whether the helper's guard judges every name the program makes and every writing open
+/// (`mediator::names`): when the program has writable trees, on Linux 5.14 and later —
+/// handing an opened file over with the answer (SECCOMP_ADDFD_FLAG_SEND) is 5.14's; before
+/// it, names are left to the guard, which moves them aside.
+pub fn names_judged(policy: &Policy) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    kernel_at_least(&release, (5, 14)) && !crate::repos::trees(policy).is_empty()
+}
+
+/// The protected files that exist now, by `(st_dev, st_ino)` (`mediator::names::Names`):
+/// the policy's protected paths that are files, and in every git directory of the
+/// writable trees its config files, `commondir`, `alternates` and hooks. Read without
+/// following symlinks.
+fn protected_objects(policy: &Policy, git_dirs: &[crate::repos::GitDir]) -> Vec<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let hooks = |g: &crate::repos::GitDir| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(g.dir.join("hooks"))
+            .map(|it| it.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    let mut out: Vec<(u64, u64)> = policy
+        .filesystem
+        .protected
+        .iter()
+        .map(|p| p.real().to_path_buf())
+        .chain(git_dirs.iter().flat_map(|g| {
+            [
+                "config",
+                "config.worktree",
+                "commondir",
+                "objects/info/alternates",
+            ]
+            .iter()
+            .map(|n| g.dir.join(n))
+            .chain(hooks(g))
+            .collect::<Vec<_>>()
+        }))
+        .filter_map(|p| std::fs::symlink_metadata(p).ok())
+        .filter(|m| m.is_file())
+        .map(|m| (m.dev(), m.ino()))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// Whether a kernel release string (`6.1.0-18-amd64`) is at least `major.minor`; an
@@ -216,17 +263,22 @@ pub fn in_process(
         seccomp::check(&filter)?;
         Ok(filter)
     };
-    // Handing an opened file over with the answer (SECCOMP_ADDFD_FLAG_SEND) is Linux
-    // 5.14's: before it, names are left to the guard, which moves them aside.
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let names_kernel = kernel_at_least(&release, (5, 14));
-    let trees = !crate::repos::trees(policy).is_empty();
-    let names = (trees && names_kernel).then(|| crate::mediator::names::Names {
+    let names = names_judged(policy).then(|| crate::mediator::names::Names {
         protected: policy
             .filesystem
             .protected
             .iter()
             .map(|p| p.real().to_path_buf())
+            .collect(),
+        git_config_allow: policy.git_config_allow.iter().cloned().collect(),
+        objects: protected_objects(policy, ctx.git_dirs),
+        pinned: policy
+            .filesystem
+            .protected
+            .iter()
+            .map(|p| p.real().to_path_buf())
+            .filter(|p| p.symlink_metadata().is_ok())
+            .chain(ctx.git_dirs.iter().map(|g| g.dir.clone()))
             .collect(),
     });
     Ok(match backend {

@@ -14,3 +14,4 @@ mod ssh;
 mod support;
 mod terminal;
 mod tmux;
+mod writes;

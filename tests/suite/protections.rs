@@ -141,7 +141,11 @@ fn renaming_an_ancestor_moves_no_protection_away() {
                 );
                 assert!(secret_moved, "{what}: control");
             } else if backend == "landlock" {
-                // The renames go through; what they moved is put back from the record.
+                // Refused as bwrap's pins refuse them (no deny here: Landlock alone refuses
+                // a denied path inside a writable tree, above).
+                for line in ["GIT-RENAMED", "CLAUDE-RENAMED"] {
+                    assert!(!out.lines().any(|l| l == line), "{what}: {line}\n{out}");
+                }
                 assert!(
                     !pwned,
                     "{what}: the host's git ran a command the sandbox planted"
@@ -157,10 +161,6 @@ fn renaming_an_ancestor_moves_no_protection_away() {
                     fs::read_to_string(lab.ws.join(".claude/settings.json")).unwrap(),
                     "{}\n",
                     "{what}"
-                );
-                assert!(
-                    err.contains("restored them from its record"),
-                    "{what}: {err}"
                 );
             } else {
                 for line in ["GIT-RENAMED", "DENIED-RENAMED", "CLAUDE-RENAMED"] {
@@ -377,13 +377,15 @@ fn the_end_of_a_session_names_what_it_planted() {
     }
     for user in USERS {
         let lab = repo_lab("report", user);
-        // What the program plants is refused; a host tool writes `.mcp.json` into the tree
-        // while the session runs (the guard cannot tell who made it), once the session
-        // made its repositories, and then lets it finish.
+        // What the program plants in git or as a project file is refused when made; what
+        // nothing judges — an executable in a `$PATH` directory inside the workspace — is
+        // named at the end. A new repository is no plant, and a host tool's `.mcp.json`,
+        // written while the session runs, is the host's: left in place, not named.
         let script = format!(
             "{evil}git init -q fresh && printf '{cfg}' >> fresh/.git/config; \
              git init -q plain; \
              mkdir -p .vscode && echo '{{}}' > .vscode/tasks.json; \
+             mkdir -p bin && printf '#!/bin/sh\\n' > bin/git && chmod +x bin/git; \
              for i in $(seq 200); do test -e go && break; sleep 0.05; done; \
              sleep 0.3; echo DONE",
             evil = evil_script(&lab, "fresh"),
@@ -398,66 +400,53 @@ fn the_end_of_a_session_names_what_it_planted() {
                     }
                     std::thread::sleep(std::time::Duration::from_millis(25));
                 }
-                // Whole at once (a tool's atomic save), so the copy kept is whole.
                 fs::write(ws.join("mcp.tmp"), "{\"mcpServers\":{}}").unwrap();
                 fs::rename(ws.join("mcp.tmp"), ws.join(".mcp.json")).unwrap();
                 fs::write(ws.join("go"), "").unwrap();
             })
         };
-        let (code, out, err) = lab.sh("bwrap", &[], &script);
+        let path = format!("{}/bin:/usr/bin:/bin", lab.ws.display());
+        let out = lab
+            .command("bwrap", &["-c", &script])
+            .env("PATH", &path)
+            .shown();
+        let (code, out, err) = (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
         host.join().unwrap();
         let what = lab.what("bwrap");
         assert_eq!(code, 0, "{what}: {err}");
         assert_lines(&out, &["DONE"], &what);
         let ws = lab.ws.display();
-        // Refused when planted: nothing to take out or name.
         assert!(
             err.contains("fresh/.git/config: Permission denied")
                 && err.contains("cannot create directory '.vscode': Permission denied")
-                && !err.contains(".vscode (")
-                && !err.contains("fresh/.git/config (git config")
                 && !lab.ws.join(".vscode").exists(),
             "{what}: {err}"
         );
-        // Moved aside by the guard, on one line; left in place and named, on another.
-        let (moved, left) = err
-            .split_once("this session left code")
-            .unwrap_or((err.as_str(), ""));
-        let named = format!("{ws}/.mcp.json (new protected path, moved aside)");
-        assert!(moved.contains(&named), "{what}: {named} not named:\n{err}");
-        assert!(moved.contains("took it out of the tree"), "{what}: {err}");
+        let named = format!("{ws}/bin/git (new executable in $PATH)");
+        assert!(err.contains(&named), "{what}: {named} not named:\n{err}");
         assert!(
-            left.contains(&format!("{ws}/plain/.git/config (new git config)")),
-            "{what}: the new repository is not named:\n{err}"
+            !err.contains("plain/.git/config")
+                && !err.contains(".mcp.json")
+                && !err.contains("moved aside"),
+            "{what}: {err}"
+        );
+        assert_eq!(
+            fs::read_to_string(lab.ws.join(".mcp.json")).unwrap(),
+            "{\"mcpServers\":{}}",
+            "{what}: the host's file was touched"
         );
         let log =
             fs::read_to_string(lab.home.join(".local/state/sbx-shell/sessions.jsonl")).unwrap();
         let last = log.lines().last().unwrap();
-        for named in [
-            ".mcp.json (new protected path, moved aside)",
-            "plain/.git/config (new git config)",
-        ] {
-            assert!(last.contains(named), "{what}: {named} not logged: {last}");
-        }
-        // What was moved is kept, private, never executable.
-        let kept = lab.home.join(".local/state/sbx-shell/moved-aside");
-        let copy = fs::read_dir(&kept)
-            .unwrap()
-            .flatten()
-            .map(|session| session.path().join(lab.ws.strip_prefix("/").unwrap()))
-            .find(|dir| dir.join(".mcp.json").is_file())
-            .unwrap_or_else(|| panic!("{what}: no copy under {}", kept.display()));
-        let text = fs::read_to_string(copy.join(".mcp.json")).unwrap();
-        assert!(text.contains("mcpServers"), "{what}: {text}");
-        use std::os::unix::fs::PermissionsExt;
-        let mode = fs::metadata(copy.join(".mcp.json"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600, "{what}");
-        // A session that plants nothing says nothing.
-        let (_, _, quiet) = lab.sh("bwrap", &[], "echo ok >> README");
-        assert!(!quiet.contains("outside the sandbox"), "{what}: {quiet}");
+        assert!(
+            last.contains("bin/git (new executable in $PATH)"),
+            "{what}: {last}"
+        );
+        assert!(!lab.outside.join("fresh").exists(), "{what}");
     }
 }
 
@@ -666,16 +655,14 @@ fn a_program_racing_the_guard_is_refused_at_every_write() {
     }
 }
 
-/// What the guard still answers comes from outside the sandbox (a host tool writing into
-/// the tree while a session runs: the guard cannot tell who made a file). Planted again
-/// and again — a host loop writing `.mcp.json` — the session is ended after `END_AFTER`
-/// answers; a `commondir` in a git directory, which no git command writes, ends it at the
-/// first. Inside, a `commondir` written, renamed or linked into place, or written before
-/// its directory becomes a git directory, is refused, and the session goes on. Control:
-/// everything lands, the session runs to its end, and the host's git runs the command the
+/// Inside, a `commondir` written, renamed or linked into place, or written before its
+/// directory becomes a git directory, is refused, and the session goes on. From outside
+/// (a host tool writing into the tree while a session runs), nothing is undone or counted:
+/// a `commondir` written once, a `.mcp.json` written again and again, and the session
+/// runs to its end. Control: everything lands, and the host's git runs the command the
 /// other config names.
 #[test]
-fn the_guard_ends_a_session_whose_protections_keep_changing() {
+fn commondir_plants_are_refused_and_the_hosts_writes_left_alone() {
     if !tools_present() {
         return;
     }
@@ -721,20 +708,12 @@ fn the_guard_ends_a_session_whose_protections_keep_changing() {
             }
             assert!(!commondir.exists() && !ws.join("g/HEAD").exists(), "{what}");
             assert!(!fired, "{what}: the host's git ran the planted command");
-            // From outside: planted once (commondir), or again and again (.mcp.json).
-            for (place, content, again, said) in [
-                (
-                    ".git/commondir",
-                    "../common\n",
-                    false,
-                    ".git/commondir, which no git command writes",
-                ),
-                (
-                    ".mcp.json",
-                    "{}",
-                    true,
-                    "kept changing what the guard protects",
-                ),
+            // From outside: written once (commondir), or again and again (.mcp.json): the
+            // host's own work, which the session neither undoes nor counts — it runs to its
+            // end, and what the host wrote stays.
+            for (place, content, again) in [
+                (".git/commondir", "../common\n", false),
+                (".mcp.json", "{}", true),
             ] {
                 let path = ws.join(place);
                 let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -745,7 +724,7 @@ fn the_guard_ends_a_session_whose_protections_keep_changing() {
                         {
                             std::thread::sleep(std::time::Duration::from_millis(5));
                         }
-                        loop {
+                        for _ in 0..2000 {
                             let _ = fs::write(&path, content);
                             if !again || stop.load(std::sync::atomic::Ordering::Relaxed) {
                                 break;
@@ -754,22 +733,19 @@ fn the_guard_ends_a_session_whose_protections_keep_changing() {
                         }
                     })
                 };
-                let (code, out, err) = lab.sh(backend, &[], "touch started; sleep 5; echo LATE");
+                let (code, out, err) = lab.sh(backend, &[], "touch started; sleep 1; echo LATE");
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 host.join().unwrap();
                 let _ = fs::remove_file(ws.join("started"));
-                let _ = fs::remove_file(&path);
-                assert_eq!(code, 137, "{what}: {place}: {out}\n{err}");
-                assert!(!out.contains("LATE"), "{what}: {place}: {out}");
-                assert!(
-                    err.contains("this session was ended") && err.contains(said),
-                    "{what}: {place}: {err}"
+                assert_eq!(code, 0, "{what}: {place}: {out}\n{err}");
+                assert!(out.contains("LATE"), "{what}: {place}: {out}");
+                assert_eq!(
+                    fs::read_to_string(&path).ok().as_deref(),
+                    Some(content),
+                    "{what}: {place}: the host's file was touched\n{err}"
                 );
-                let log =
-                    fs::read_to_string(lab.home.join(".local/state/sbx-shell/sessions.jsonl"))
-                        .unwrap();
-                let last = log.lines().last().unwrap();
-                assert!(last.contains("\"ended_by_guard\":true"), "{what}: {last}");
+                assert!(!err.contains("this session was ended"), "{what}: {err}");
+                let _ = fs::remove_file(&path);
             }
         }
     }
@@ -798,7 +774,6 @@ fn names_that_would_run_code_outside_are_refused_when_made() {
         ("HOOK-VIA-DIR", "ln -s .git/hooks hk && printf '#!/bin/sh\\n' > hk/pre-push"),
         ("HOOK-NEW-REPO", "git init -q fresh && printf '#!/bin/sh\\n' > fresh/.git/hooks/pre-commit"),
         ("HOOKS-MOVED", "git init -q moved && mkdir h && mv moved/.git/hooks moved/.git/hooks.old && mv h moved/.git/hooks"),
-        ("POINTER", "mkdir sub && echo 'gitdir: ../fresh/.git' > sub/.git"),
         ("POINTER-LINK", "mkdir sub2 && ln -s ../fresh/.git sub2/.git"),
         ("GITDIR-MOVED", "mkdir sub3 g && mv g sub3/.git"),
         ("COMMONDIR", "echo ../fresh/.git > .git/commondir"),
@@ -865,7 +840,6 @@ fn names_that_would_run_code_outside_are_refused_when_made() {
                 ".git/hooks/post-checkout",
                 ".git/hooks/pre-push",
                 "fresh/.git/hooks/pre-commit",
-                "sub/.git",
                 "sub2/.git",
                 "sub3/.git",
                 ".git/commondir",
@@ -880,7 +854,7 @@ fn names_that_would_run_code_outside_are_refused_when_made() {
             if backend == "none" {
                 let all: Vec<&str> = plants.iter().map(|(mark, _)| *mark).collect();
                 assert_eq!(planted, all, "{what}: control: {out}");
-                assert_eq!(there.len(), 15, "{what}: control: {there:?}");
+                assert_eq!(there.len(), 14, "{what}: control: {there:?}");
                 let config = fs::read_to_string(ws.join("fresh/.git/config")).unwrap();
                 assert!(config.contains("pager"), "{what}: control: {config}");
                 continue;

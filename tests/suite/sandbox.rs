@@ -319,7 +319,7 @@ fn git_hooks_config_and_rc_files_are_neither_writable_nor_renamable() {
         mv "$PWD/.git/hooks" "$PWD/.git/hooks.old" 2>/dev/null || echo HOOKS-RENAME-DENIED
         echo evil >> "$PWD/.git/config" 2>/dev/null || echo CONFIG-WRITE-DENIED
         mv "$PWD/.git/config" "$PWD/.git/config.old" 2>/dev/null || echo CONFIG-RENAME-DENIED
-        rm -f "$PWD/.git/config" 2>/dev/null; test -e "$PWD/.git/config" && echo CONFIG-KEPT
+        printf '[core]\n\tpager = x\n' > "$PWD/.git/config.new" && mv "$PWD/.git/config.new" "$PWD/.git/config" 2>/dev/null || echo CONFIG-REPLACE-DENIED
         echo evil >> "$HOME/.bashrc" 2>/dev/null || echo RC-WRITE-DENIED
         mv "$HOME/.bashrc" "$HOME/.bashrc.old" 2>/dev/null || echo RC-RENAME-DENIED
         echo x > "$PWD/.git/index.lock" 2>/dev/null && echo GIT-DIR-WRITABLE
@@ -331,7 +331,7 @@ fn git_hooks_config_and_rc_files_are_neither_writable_nor_renamable() {
         "HOOKS-RENAME-DENIED",
         "CONFIG-WRITE-DENIED",
         "CONFIG-RENAME-DENIED",
-        "CONFIG-KEPT",
+        "CONFIG-REPLACE-DENIED",
         "RC-WRITE-DENIED",
         "RC-RENAME-DENIED",
     ];

@@ -1,0 +1,237 @@
+//! The sandbox's own writes, judged by what they reach and by what the host will later do
+//! with it: ordinary git work runs as it does bare, opens mean what they mean, a git config
+//! key that ordinary git does not write is refused (beside a control in which the host's
+//! git runs it), and what the host does meanwhile is left alone. Both Linux backends, as
+//! root and as nobody.
+
+use std::fs;
+
+use super::protections::{host_git, repo_lab};
+use super::sandbox::{each, tools_present, Lab, User};
+
+/// Each step of ordinary git work prints its name when it succeeds.
+const GIT_WORK: &str = "set -u; g() { git -c user.name=t -c user.email=t@t \"$@\"; }; \
+    mkdir empty && cd empty && git init -q && echo init && git init -q && echo reinit && cd .. && \
+    git init -q && echo reinit-ws && \
+    echo one > f && g add f && g commit -qm one && echo commit && \
+    git config user.name me && git config pull.rebase false && echo config && \
+    git remote add up ../outside-repo && echo remote-add && \
+    git branch -q topic && git branch -q --set-upstream-to=main topic && echo upstream && \
+    git worktree add -q wt topic && git -C wt status --short && echo worktree && \
+    echo two >> f && g commit -qam two && g -C wt rebase -q main && echo rebase && \
+    echo three >> f && git stash -q && git stash pop -q && echo stash && \
+    git reset -q --hard && echo reset && git gc -q && echo gc && \
+    git clone -q . clone && echo clone && \
+    find . -perm 0 -print | sed 's/^/mode-0 /'";
+
+const GIT_STEPS: [&str; 14] = [
+    "init",
+    "reinit",
+    "reinit-ws",
+    "commit",
+    "config",
+    "remote-add",
+    "upstream",
+    "worktree",
+    "rebase",
+    "stash",
+    "reset",
+    "gc",
+    "clone",
+    "",
+];
+
+fn lines(out: &str) -> Vec<&str> {
+    out.lines().collect()
+}
+
+#[test]
+fn ordinary_git_work_runs_as_it_does_bare() {
+    if !tools_present() {
+        return;
+    }
+    each(|backend, user| {
+        let lab = repo_lab("gitwork", user);
+        let (code, out, err) = lab.sh("none", &[], GIT_WORK);
+        assert_eq!(code, 0, "control: {err}");
+        assert_eq!(lines(&out), GIT_STEPS[..13], "control: {err}");
+        let lab = repo_lab("gitwork", user);
+        let (code, out, err) = lab.sh(backend, &[], GIT_WORK);
+        let what = lab.what(backend);
+        assert_eq!(lines(&out), GIT_STEPS[..13], "{what}: {err}");
+        assert_eq!(code, 0, "{what}: {err}");
+        // The user's git is fine with what the session left.
+        for args in [
+            &["status", "--short"][..],
+            &["-C", "wt", "log", "-1"],
+            &["stash", "list"],
+        ] {
+            let out = host_git(&lab, &lab.ws, args);
+            assert!(out.status.success(), "{what}: host git {args:?}: {out:?}");
+        }
+        assert!(
+            !err.contains("planted"),
+            "{what}: ordinary work reported: {err}"
+        );
+    });
+}
+
+/// Every writing open of a missing path, with and without O_CREAT, and the mode asked for.
+const OPENS: &str = r#"
+import os
+os.umask(0o027)
+flags = {"WRONLY": os.O_WRONLY, "RDWR": os.O_RDWR, "APPEND": os.O_WRONLY | os.O_APPEND,
+         "TRUNC": os.O_WRONLY | os.O_TRUNC, "RDONLY": os.O_RDONLY,
+         "CREAT": os.O_WRONLY | os.O_CREAT, "CREAT|EXCL": os.O_RDWR | os.O_CREAT | os.O_EXCL,
+         "CREAT|TRUNC": os.O_WRONLY | os.O_CREAT | os.O_TRUNC}
+for name, f in flags.items():
+    path = "missing-" + name.replace("|", "-")
+    try:
+        os.close(os.open(path, f, 0o764))
+        print(name, "made", oct(os.stat(path).st_mode & 0o7777))
+    except OSError as e:
+        print(name, os.strerror(e.errno))
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+        print(name, "again", "made")
+    except OSError as e:
+        print(name, "again", os.strerror(e.errno))
+"#;
+
+#[test]
+fn opens_mean_what_they_mean() {
+    if !tools_present() {
+        return;
+    }
+    let script = format!("python3 -c '{}'", OPENS.replace('\'', "'\\''"));
+    each(|backend, user| {
+        let control = Lab::new("opens", user, false);
+        let (code, bare, err) = control.sh("none", &[], &script);
+        assert_eq!(code, 0, "control: {err}");
+        assert!(bare.contains("WRONLY No such file or directory"), "{bare}");
+        let lab = Lab::new("opens", user, false);
+        let (code, out, err) = lab.sh(backend, &[], &script);
+        let what = lab.what(backend);
+        assert_eq!(code, 0, "{what}: {err}");
+        assert_eq!(out, bare, "{what}: not as bare");
+    });
+}
+
+/// Keys git work does not write, each planted in a repository made during the session,
+/// with the host command that runs it. `{mark}` is the script that marks the outside.
+const PLANTS: &[(&str, &str, &[&str])] = &[
+    (
+        "header",
+        // A key on its section's header line, through git's own lock file and rename.
+        "cp .git/config .git/config.lock && printf '[core] fsmonitor = \"{mark}\"\\n' >> .git/config.lock && mv .git/config.lock .git/config",
+        &["status"],
+    ),
+    (
+        "uploadpack",
+        "git remote add o . && git config remote.o.uploadpack '{mark}; git-upload-pack'",
+        &["fetch", "-q", "o"],
+    ),
+    (
+        "ext",
+        "git config protocol.ext.allow always && git remote add e 'ext::{mark}'",
+        &["fetch", "-q", "e"],
+    ),
+    (
+        "gpgssh",
+        "git config gpg.format ssh && git config commit.gpgsign true && git config gpg.ssh.defaultKeyCommand '{mark}'",
+        &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"],
+    ),
+    (
+        "hardlink",
+        "ln .git/config ../notes && printf '[core]\\n\\tfsmonitor = {mark}\\n' >> ../notes",
+        &["status"],
+    ),
+    (
+        "include",
+        "printf '[core]\\n\\tfsmonitor = {mark}\\n' > ../inc && git config include.path ../../inc",
+        &["status"],
+    ),
+];
+
+#[test]
+fn git_config_keys_git_work_does_not_write_are_refused() {
+    if !tools_present() {
+        return;
+    }
+    for (backend, user) in [("bwrap", User::Nobody), ("landlock", User::Root)] {
+        for (mode, expect_run) in [("none", true), (backend, false)] {
+            let lab = repo_lab("gitkeys", user);
+            let mut script = String::new();
+            for (name, plant, _) in PLANTS {
+                let mark = format!("{}/{name}.sh", lab.ws.display());
+                script.push_str(&format!(
+                    "printf '#!/bin/sh\\ntouch {out}/{name}\\n' > {mark}; chmod +x {mark}; \
+                     mkdir -p r-{name}/sub && cd r-{name}/sub && git init -q && ({plant}) 2>&1; cd ../..; ",
+                    out = lab.outside.display(),
+                    plant = plant.replace("{mark}", &mark),
+                ));
+            }
+            let (_, _, err) = lab.sh(mode, &[], &script);
+            let what = lab.what(mode);
+            for (name, _, host) in PLANTS {
+                let dir = lab.ws.join(format!("r-{name}/sub"));
+                let _ = host_git(&lab, &dir, host);
+                let ran = lab.outside.join(name).exists();
+                assert_eq!(
+                    ran, expect_run,
+                    "{what}: {name}: the host's git ran it: {ran}\n{err}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn what_the_host_does_during_a_session_is_left_alone() {
+    if !tools_present() {
+        return;
+    }
+    each(|backend, user| {
+        let lab = repo_lab("hostwork", user);
+        let ws = lab.ws.clone();
+        let host = {
+            let lab = lab.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(400));
+                let out = host_git(&lab, &lab.ws, &["config", "core.editor", "vim"]);
+                assert!(out.status.success(), "{out:?}");
+                let vscode = lab.ws.join(".vscode");
+                fs::create_dir_all(&vscode).unwrap();
+                for i in 0..70 {
+                    let tmp = vscode.join("settings.json.tmp");
+                    fs::write(&tmp, format!("{{\"n\": {i}}}")).unwrap();
+                    fs::rename(&tmp, vscode.join("settings.json")).unwrap();
+                }
+                fs::write(lab.ws.join("go"), "").unwrap();
+            })
+        };
+        let (code, out, err) = lab.sh(
+            backend,
+            &[],
+            "for i in $(seq 200); do test -e go && break; sleep 0.05; done; sleep 0.3; echo DONE",
+        );
+        host.join().unwrap();
+        let what = lab.what(backend);
+        assert_eq!((code, out.trim()), (0, "DONE"), "{what}: {err}");
+        let config = fs::read_to_string(ws.join(".git/config")).unwrap();
+        assert!(config.contains("editor = vim"), "{what}: {config}");
+        assert!(config.contains("[core]"), "{what}: {config}");
+        assert_eq!(
+            fs::read_to_string(ws.join(".vscode/settings.json")).unwrap(),
+            "{\"n\": 69}",
+            "{what}"
+        );
+        assert!(
+            !err.contains("moved aside")
+                && !err.contains("restored them")
+                && !err.contains("planted")
+                && !err.contains("was ended"),
+            "{what}: {err}"
+        );
+    });
+}
