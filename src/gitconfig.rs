@@ -278,9 +278,12 @@ fn value(r: &mut Reader<'_>) -> Result<Vec<u8>, ParseError> {
     }
 }
 
+/// A key's section, subsection and name.
+type Parts<'a> = (&'a [u8], Option<&'a [u8]>, &'a [u8]);
+
 /// A key split as git splits it: the section (before the first dot), the subsection
 /// (between the first and the last dot, if any) and the name (after the last dot).
-fn split(key: &[u8]) -> Option<(&[u8], Option<&[u8]>, &[u8])> {
+fn split(key: &[u8]) -> Option<Parts<'_>> {
     let first = key.iter().position(|c| *c == b'.')?;
     let last = key.iter().rposition(|c| *c == b'.')?;
     let sub = (first != last).then(|| &key[first + 1..last]);
