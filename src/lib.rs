@@ -16,8 +16,8 @@ pub mod doctor;
 pub mod exit;
 pub mod explain;
 mod files;
-#[cfg(target_os = "linux")]
 pub mod gitconfig;
+#[cfg(target_os = "linux")]
 pub mod guard;
 mod helper;
 pub mod host;
