@@ -78,10 +78,6 @@ pub struct Rules {
     pub recorded: std::sync::Arc<[record::Recorded]>,
     /// git config keys the policy allows besides those git work writes (`gitconfig`).
     pub git_config_allow: Vec<String>,
-    /// The helper's guard judges every name the program makes and every writing open
-    /// (`mediator::names`): nothing new is taken out (what the program could not make
-    /// there is the host's own), only the recorded paths are put back (`record`).
-    pub names_judged: bool,
     /// After `END_AFTER` answers, kill every process below sbx-shell (a session's guard);
     /// otherwise (a test's) only say so in `Outcome::ended`.
     pub ends_session: bool,
@@ -513,9 +509,6 @@ impl State {
         node: &Node,
     ) -> Option<String> {
         let rules = &self.rules;
-        if rules.names_judged {
-            return None;
-        }
         let is_dir = node.kind == libc::S_IFDIR;
         if near_missing && rules.missing.iter().any(|m| m == path) {
             return Some("new protected path".into());
@@ -1001,7 +994,6 @@ mod tests {
             recorded: recorded.into(),
             ends_session: false,
             git_config_allow: Vec::new(),
-            names_judged: false,
         };
         let guard = Guard::start(rules).unwrap();
         let settle = |what: &dyn Fn() -> bool| {
@@ -1064,7 +1056,6 @@ mod tests {
             recorded: Vec::new().into(),
             ends_session: false,
             git_config_allow: Vec::new(),
-            names_judged: false,
         };
         (base, ws, planted, rules)
     }
@@ -1176,7 +1167,6 @@ mod tests {
                 .into(),
             ends_session: false,
             git_config_allow: Vec::new(),
-            names_judged: false,
         };
         let guard = Guard::start(rules()).unwrap();
         assert_eq!(mode(), 0o444);
@@ -1211,7 +1201,6 @@ mod tests {
             recorded: Vec::new().into(),
             ends_session: false,
             git_config_allow: Vec::new(),
-            names_judged: false,
         };
         let guard = Guard::start(rules).unwrap();
         // Whole, by a rename: a file made empty and then written may be moved aside (and

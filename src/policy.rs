@@ -294,6 +294,12 @@ pub struct Environment {
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum PolicyError {
+    #[error("write {path}: it leads through the symlink {link}, inside a writable tree, where a sandboxed program could have planted it\nHint: grant the directory it leads to by its own path (--write {real}) if that is what you mean, or replace the symlink")]
+    GrantThroughSymlink {
+        path: String,
+        link: String,
+        real: String,
+    },
     #[error("{origin}: {key:?} is not a git config key\nHint: give section.name or section.subsection.name, with * for any subsection or name: core.pager, filter.lfs.*")]
     BadGitKey { origin: String, key: String },
     #[error("{how} {path}: {denied} is denied, and a denial wins over a grant\nHint: to let the program at it, lift the denial: add \"{denied}\" to \"allow_denied\" in the config (see docs/config.md), then {how} it")]
@@ -472,6 +478,7 @@ fn resolve_filesystem(
             });
         }
     }
+    check_grants_through_symlinks(&writable, (&workspace, mode, &home), ctx, fs)?;
     let mut sockets = BTreeSet::new();
     for layer in layers {
         for entry in &layer.config.filesystem.sockets {
@@ -492,6 +499,63 @@ fn resolve_filesystem(
         found_denied,
         seed: Vec::new(),
     })
+}
+
+/// Refuse a writable grant that leads through a symlink inside another writable tree: a
+/// program of an earlier session could have planted it there to move the grant elsewhere
+/// (and bwrap would be asked to make its mount point through it). sbx-shell's own private
+/// home (in its state directory, which no session can write) and a dot entry at the top of
+/// a home workspace (which no session can make) are the host's own arrangement.
+fn check_grants_through_symlinks(
+    writable: &[ResolvedPath],
+    (workspace, mode, home): (&ResolvedPath, FsMode, &ResolvedPath),
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+) -> Result<(), PolicyError> {
+    let trees: Vec<&Path> = writable
+        .iter()
+        .map(|w| w.path.as_path())
+        .chain((mode == FsMode::WorkspaceWrite).then_some(workspace.path.as_path()))
+        .collect();
+    for w in writable.iter().filter(|w| !w.path.starts_with(&ctx.state)) {
+        for tree in trees
+            .iter()
+            .filter(|t| **t != w.path && w.path.starts_with(t))
+        {
+            let Some(link) = symlink_below(&w.path, tree, fs) else {
+                continue;
+            };
+            let dot_at_home_top = link.parent() == Some(home.path.as_path())
+                && link
+                    .file_name()
+                    .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."));
+            if !dot_at_home_top {
+                return Err(PolicyError::GrantThroughSymlink {
+                    path: w.path.display().to_string(),
+                    link: link.display().to_string(),
+                    real: w.real().display().to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first symlink on `path` below `tree` (`path` inside `tree`), as `fs` resolves
+/// them; `None` when there is none, or the rest is missing.
+fn symlink_below(path: &Path, tree: &Path, fs: &impl PathResolver) -> Option<PathBuf> {
+    let rest = path.strip_prefix(tree).ok()?;
+    let mut at = tree.to_path_buf();
+    let mut real = fs.real_path(tree)?;
+    for part in rest.components() {
+        at.push(part);
+        let next = fs.real_path(&at)?;
+        if next != real.join(part) {
+            return Some(at);
+        }
+        real = next;
+    }
+    None
 }
 
 /// `raw` with a leading `$NAME` or `${NAME}` replaced by its value in `vars`; `None` when

@@ -691,13 +691,13 @@ impl Watch {
             .unwrap_or_default();
         let before = Self::snapshot(policy, git, &path_dirs, mediated);
         #[cfg(target_os = "linux")]
-        let (guard, recorded) = if mediated && matches!(backend, Backend::Bwrap { .. }) {
+        let (guard, recorded) = if mediated {
             // What the program makes or writes is judged when it does it; what the host
             // does meanwhile is the host's.
             (None, Vec::new())
         } else {
             let whole = Self::snapshot(policy, git, &path_dirs, false);
-            Self::guard(plan, (backend, mediated), git, &whole, (started, say))?
+            Self::guard(plan, backend, git, &whole, (started, say))?
         };
         #[cfg(not(target_os = "linux"))]
         let (recorded, _) = (Vec::new(), (backend, started, say));
@@ -740,7 +740,7 @@ impl Watch {
     #[cfg(target_os = "linux")]
     fn guard(
         plan: &Plan,
-        (backend, self_judged): (&Backend, bool),
+        backend: &Backend,
         git: &crate::repos::Found,
         before: &crate::planted::Snapshot,
         (started, say): (SystemTime, Verbosity),
@@ -751,9 +751,6 @@ impl Watch {
         }
         let recorded = Self::record(plan, backend, git)?;
         let recorded_paths: Vec<PathBuf> = recorded.iter().map(|r| r.path.clone()).collect();
-        if self_judged && recorded.is_empty() {
-            return Ok((None, Vec::new()));
-        }
         if let Some(line) = restored_note(&recorded_paths) {
             say.note(&line);
         }
@@ -779,7 +776,6 @@ impl Watch {
             recorded: recorded.into(),
             ends_session: true,
             git_config_allow: plan.policy.git_config_allow.iter().cloned().collect(),
-            names_judged: self_judged,
         };
         match crate::guard::Guard::start(rules) {
             Ok(guard) => Ok((Some(guard), recorded_paths)),

@@ -37,8 +37,18 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
                 use crate::sandbox::bwrap::How;
                 let how = match &m.how {
                     How::Writable => "checked: bwrap's read-write bind".to_string(),
+                    How::InnerWritable => {
+                        "read-write, bound on itself (inside another writable path)".to_string()
+                    }
                     How::Seal { readonly } => format!(
                         "sealed: read-only, nothing can be created at its top; its entries stay writable except dot entries{}",
+                        readonly
+                            .iter()
+                            .map(|r| format!(", {r}"))
+                            .collect::<String>()
+                    ),
+                    How::SealDots { readonly } => format!(
+                        "its dot entries{} read-only; new names at its top judged by the guard (no dot names)",
                         readonly
                             .iter()
                             .map(|r| format!(", {r}"))

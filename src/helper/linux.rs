@@ -118,7 +118,19 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::
                 mounts::seal(&m.path, fd, &|name| stays_writable(name, readonly))
                     .map_err(failed)?;
             }
-            How::Pin => mounts::pin(&m.path, fd).map_err(failed)?,
+            How::SealDots { readonly } => {
+                let writable: Vec<&std::path::Path> = plan
+                    .iter()
+                    .filter(|w| matches!(w.how, How::Writable | How::InnerWritable))
+                    .map(|w| w.path.as_path())
+                    .collect();
+                mounts::seal_entries(&m.path, fd, &|name| {
+                    !stays_writable(name, readonly)
+                        && !writable.contains(&m.path.join(name).as_path())
+                })
+                .map_err(failed)?;
+            }
+            How::Pin | How::InnerWritable => mounts::pin(&m.path, fd).map_err(failed)?,
             How::ReadOnly => mounts::read_only(&m.path, fd).map_err(failed)?,
             How::Resolves => {}
             How::Hide { .. } => mounts::hide(&m.path, fd, dir).map_err(failed)?,

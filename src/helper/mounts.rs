@@ -310,6 +310,37 @@ pub fn seal(path: &Path, fd: BorrowedFd<'_>, keep: &dyn Fn(&OsStr) -> bool) -> i
     Ok(())
 }
 
+/// Bind read-only, each on itself, the entries of the directory at `path` (opened as `fd`)
+/// that `sealed(name)` names; the directory stays as it is. Symlinks are left alone (a
+/// mount cannot hold one; the guard refuses a new one of a sealed name).
+pub fn seal_entries(
+    path: &Path,
+    fd: BorrowedFd<'_>,
+    sealed: &dyn Fn(&OsStr) -> bool,
+) -> io::Result<()> {
+    let entries = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        if !sealed(&name) {
+            continue;
+        }
+        let child = nix::fcntl::openat(
+            fd,
+            name.as_os_str(),
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_NOFOLLOW
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )?;
+        if identify(child.as_fd())?.1 == NodeKind::Symlink {
+            continue;
+        }
+        read_only(&path.join(&name), child.as_fd())?;
+    }
+    Ok(())
+}
+
 /// Hide the object at `fd` (at `path`): an empty read-only tmpfs over a directory,
 /// `/dev/null` bound read-only over anything else.
 pub fn hide(path: &Path, fd: BorrowedFd<'_>, dir: bool) -> io::Result<()> {

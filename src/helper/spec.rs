@@ -236,6 +236,8 @@ mod tests {
                 git_config_allow: vec!["filter.lfs.*".into()],
                 objects: vec![(1, 2)],
                 pinned: vec!["/w/.git".into()],
+                home: None,
+                writable: vec!["/w".into()],
             }),
         };
         let launch = Launch {

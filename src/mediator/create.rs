@@ -506,10 +506,16 @@ impl Acting<'_> {
     /// Refuse opening the existing entry `e` for writing where `names::refused_write` says.
     fn check_write(&self, e: &Entry, flags: i32) -> Res<()> {
         let name = OsStr::from_bytes(e.name.as_bytes());
-        if !writes(flags) || !names::write_judged(name) {
+        if !writes(flags) {
             return Ok(());
         }
         let parent = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
+        if !self.names.protected.is_empty() && self.names.guards(&parent.join(name)) {
+            return Err(libc::EACCES);
+        }
+        if !names::write_judged(name) {
+            return Ok(());
+        }
         match names::refused_write(name, git_place(e.dir.as_fd(), &parent, name)) {
             Some(_) => Err(libc::EACCES),
             None => Ok(()),

@@ -67,6 +67,15 @@ pub struct Names {
     /// directory that holds a protected file would carry the protection away from its path.
     #[serde(default)]
     pub pinned: Vec<PathBuf>,
+    /// A home directory that the workspace holds, and the names besides dot names that no
+    /// new entry at its top may have (`sandbox::bwrap::HOME_READONLY`): they configure
+    /// what runs outside (`~/.bashrc`, `~/.config/…`, `~/bin`). Ordinary names are made.
+    #[serde(default)]
+    pub home: Option<(PathBuf, Vec<String>)>,
+    /// The writable trees: one inside a protected path (the private home inside
+    /// sbx-shell's state directory) is writable all the same.
+    #[serde(default)]
+    pub writable: Vec<PathBuf>,
 }
 
 impl Names {
@@ -123,7 +132,17 @@ impl Names {
             GitPlace::GitDir { .. } if GIT_OWN.contains(&bytes) => return None,
             _ => {}
         }
+        if let Some((home, readonly)) = &self.home {
+            let top = bytes.starts_with(b".") || readonly.iter().any(|r| r.as_bytes() == bytes);
+            if parent == home && top {
+                return Some("a dot name or ~/bin at the top of the home");
+            }
+        }
         let path = parent.join(name);
+        // Inside a protected directory (git's own places were judged above).
+        if git == GitPlace::Plain && self.guards(&path) {
+            return Some("a protected path");
+        }
         for p in &self.protected {
             if *p == path {
                 return Some("a protected path");
@@ -182,6 +201,19 @@ pub fn write_judged(name: &OsStr) -> bool {
 }
 
 impl Names {
+    /// Whether `path` is a protected path or lies inside one, and no writable tree lies
+    /// between them: nothing there may be made or written (a mount refuses it under bwrap;
+    /// with Landlock alone this is what refuses it).
+    pub fn guards(&self, path: &Path) -> bool {
+        self.protected.iter().any(|p| {
+            path.starts_with(p)
+                && !self
+                    .writable
+                    .iter()
+                    .any(|w| w != p && w.starts_with(p) && path.starts_with(w))
+        })
+    }
+
     /// Whether renaming `path` away would carry a pinned path with it (`pinned`).
     pub fn pinned(&self, path: &Path) -> bool {
         self.pinned.iter().any(|p| p.starts_with(path))
@@ -238,11 +270,27 @@ mod tests {
         );
         assert!(refused("/ws", ".vscode", MovedDir, plain).is_some());
         assert!(refused("/h/.config", "sbx-shell", Dir, plain).is_some());
-        // Inside one: its mount or seal decides (the private home lies in the state dir).
+        // Inside one: refused, unless a writable tree lies between (the private home lies
+        // in the state directory).
+        assert!(refused("/ws/.vscode", "tasks.json", Other, plain).is_some());
+        assert!(refused("/h/.config/sbx-shell", "config.json", Other, plain).is_some());
+        let with_home = Names {
+            writable: vec!["/h/.config/sbx-shell/home".into()],
+            ..names.clone()
+        };
         assert_eq!(
-            refused("/h/.config/sbx-shell/home", "f", Other, plain),
+            with_home.refused(
+                Path::new("/h/.config/sbx-shell/home"),
+                OsStr::new("f"),
+                Other,
+                plain
+            ),
             None
         );
+        assert!(with_home.guards(Path::new("/ws/.vscode/settings.json")));
+        assert!(with_home.guards(Path::new("/ws/.mcp.json")));
+        assert!(!with_home.guards(Path::new("/ws/.mcp.json.bak")));
+        assert!(!with_home.guards(Path::new("/h/.config/sbx-shell/home/x")));
         // Their missing ancestors: as new directories only, not moved in with content.
         assert_eq!(refused("/ws", ".claude", Dir, plain), None);
         assert!(refused("/ws", ".claude", Other, plain).is_some());
@@ -366,6 +414,26 @@ mod tests {
             ),
             None,
             "git init's templates"
+        );
+        // A home workspace: ordinary names at its top, no dot names and no `bin`.
+        let home = Names {
+            home: Some(("/h".into(), vec!["bin".into()])),
+            ..Names::default()
+        };
+        for (name, made) in [("todo.txt", Other), ("notes", Dir), ("repo", MovedDir)] {
+            assert_eq!(
+                home.refused(Path::new("/h"), OsStr::new(name), made, plain),
+                None
+            );
+        }
+        for name in [".bashrc", ".config", "bin", ".local"] {
+            assert!(home
+                .refused(Path::new("/h"), OsStr::new(name), Dir, plain)
+                .is_some());
+        }
+        assert_eq!(
+            home.refused(Path::new("/h/notes"), OsStr::new(".x"), Other, plain),
+            None
         );
         // Elsewhere: ordinary work.
         for (parent, name) in [

@@ -421,3 +421,47 @@ fn a_socket_grant_may_begin_with_a_variable_and_names_nothing_when_it_is_unset()
         ]
     );
 }
+
+/// `/home/u/proj/a` is a symlink to `/srv/elsewhere` (planted by an earlier session, say);
+/// `/home/u/.dots` one the user made at the top of a home workspace.
+struct LinkedFs;
+
+impl PathResolver for LinkedFs {
+    fn real_path(&self, path: &Path) -> Option<PathBuf> {
+        let s = path.to_str()?;
+        if let Some(rest) = s.strip_prefix("/home/u/proj/a") {
+            return Some(PathBuf::from(format!("/srv/elsewhere{rest}")));
+        }
+        if let Some(rest) = s.strip_prefix("/home/u/.dots") {
+            return Some(PathBuf::from(format!("/data/dots{rest}")));
+        }
+        Some(path.to_path_buf())
+    }
+}
+
+#[test]
+fn a_grant_through_a_symlink_inside_a_writable_tree_is_refused() {
+    let with = |ctx: &PathContext, json: &str| {
+        let all = vec![defaults_layer(), layer("test", json)];
+        resolve("test", &all, ctx, &LinkedFs)
+    };
+    let err = with(&ctx(), r#"{"filesystem": {"write": ["./a/b"]}}"#).unwrap_err();
+    assert!(
+        matches!(&err, PolicyError::GrantThroughSymlink { link, real, .. }
+            if link == "/home/u/proj/a" && real == "/srv/elsewhere/b"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("Hint: grant the directory"),
+        "{err}"
+    );
+    // Not inside another writable tree, or no symlink on the way: as before.
+    assert!(with(&ctx(), r#"{"filesystem": {"write": ["./c/d", "/srv/x"]}}"#).is_ok());
+    // A dot entry at the top of a home workspace is the host's (no session makes one).
+    let home_ws = PathContext {
+        workspace: "/home/u".into(),
+        ..ctx()
+    };
+    assert!(with(&home_ws, r#"{"filesystem": {"write": ["~/.dots/x"]}}"#).is_ok());
+    assert!(with(&home_ws, r#"{"filesystem": {"write": ["~/proj/a/b"]}}"#).is_err());
+}

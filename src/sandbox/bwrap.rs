@@ -110,10 +110,15 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
         }
         None => {}
     }
-    if fs.mode == FsMode::WorkspaceWrite {
+    // A writable root inside another is writable through that one's bind; bwrap would
+    // create its mount point below a directory the program could have written (in an
+    // earlier session), and bubblewrap before 0.12.0 follows a symlink planted there
+    // (GHSA-pxhw-h44j-8pfx). The helper binds it on itself instead (`mounts`: `Pin`).
+    let roots = writable_roots(fs);
+    if fs.mode == FsMode::WorkspaceWrite && !nested_root(real(&fs.workspace), &roots) {
         a.mount("--bind", real(&fs.workspace), real(&fs.workspace));
     }
-    for path in &fs.writable {
+    for path in fs.writable.iter().filter(|p| !nested_root(real(p), &roots)) {
         a.mount("--bind-try", real(path), real(path));
     }
     // A granted socket in a private directory (an ssh agent's in /tmp) is bound in.
@@ -158,9 +163,17 @@ pub struct Mount {
 pub enum How {
     /// bwrap bound it read-write: checked to be that mount, writable.
     Writable,
+    /// A writable root inside another (`nested_root`): bound on itself by the helper, as
+    /// writable as the root around it.
+    InnerWritable,
     /// Read-only, except its entries that `stays_writable` keeps writable (each bound
     /// read-write again): nothing can be created, renamed or removed at its top.
     Seal { readonly: Vec<String> },
+    /// Writable, but its dot entries and `readonly` (those that exist) bound read-only
+    /// each, except a writable root among them: where the helper's guard judges every
+    /// name made (`mediator::names::Names::home`), which refuses new dot names and
+    /// `readonly` at the top while ordinary names can be made there.
+    SealDots { readonly: Vec<String> },
     /// Bound on itself, so that it cannot be renamed or removed (EBUSY): an ancestor of a
     /// protected or denied path inside a writable tree.
     Pin,
@@ -206,9 +219,17 @@ pub fn writable_roots(fs: &crate::policy::Filesystem) -> Vec<&Path> {
     roots
 }
 
+/// Whether the writable root `path` lies inside another of `roots`: bwrap is not asked to
+/// bind it (it would create a mount point below what the program could write), the helper
+/// binds it on itself, through descriptors opened without following symlinks.
+pub fn nested_root(path: &Path, roots: &[&Path]) -> bool {
+    roots.iter().any(|r| *r != path && path.starts_with(r))
+}
+
 /// What the helper mounts, in order (`Mount`):
 ///
-/// 1. `Writable`: each writable root bwrap bound, checked;
+/// 1. `Writable`: each writable root bwrap bound, checked; `InnerWritable`: each one
+///    inside another, bound on itself;
 /// 2. `Seal`: the home directory, when a writable root holds it (the workspace is `$HOME`,
 ///    or above it) in workspace-write mode: its dot entries and `HOME_READONLY` stay
 ///    read-only, and nothing new can appear at its top;
@@ -248,7 +269,12 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
     let mut out: Vec<Mount> = roots
         .iter()
         .filter(|r| **r != Path::new("/") && kind(r) != PathKind::Missing)
-        .map(|r| mount(r, How::Writable))
+        .map(|r| match nested_root(r, &roots) {
+            // Bound on itself by the helper (bwrap did not: `nested_root`), before the
+            // home is sealed, so that it stays writable.
+            true => mount(r, How::InnerWritable),
+            false => mount(r, How::Writable),
+        })
         .collect();
     // The protected paths: the policy's, and what makes each repository's git run code.
     let git: Vec<PathBuf> = inputs
@@ -305,7 +331,12 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
         );
         readonly.sort();
         readonly.dedup();
-        out.push(mount(home, How::Seal { readonly }));
+        let how = if inputs.names_judged {
+            How::SealDots { readonly }
+        } else {
+            How::Seal { readonly }
+        };
+        out.push(mount(home, how));
     }
     // The deepest writable root holding `path` (not `path` itself).
     let root_of = |path: &Path| {
@@ -892,7 +923,9 @@ mod tests {
             .map(|m| {
                 let how = match m.how {
                     How::Writable => "writable".to_string(),
+                    How::InnerWritable => "inner-writable".to_string(),
                     How::Seal { readonly } => format!("seal {}", readonly.join(",")),
+                    How::SealDots { readonly } => format!("seal-dots {}", readonly.join(",")),
                     How::Pin => "pin".to_string(),
                     How::ReadOnly => "read-only".to_string(),
                     How::Resolves => "resolves".to_string(),
@@ -909,6 +942,40 @@ mod tests {
             .filter(|(p, _)| p == path)
             .map(|(_, h)| h.as_str())
             .collect()
+    }
+
+    #[test]
+    fn a_writable_path_inside_another_is_bound_by_the_helper_not_by_bwrap() {
+        let p = policy_with(
+            "/home/u/proj",
+            r#"{"filesystem": {"write": ["./out", "/srv/data"]}}"#,
+        );
+        let v = argv(&p);
+        // bwrap binds only the outer roots: it never creates a mount point below a
+        // directory the program could have written in an earlier session.
+        assert!(!v.iter().any(|a| a == "/home/u/proj/out"), "{v:?}");
+        assert!(v
+            .windows(3)
+            .any(|w| w == ["--bind", "/home/u/proj", "/home/u/proj"]));
+        assert!(v
+            .windows(3)
+            .any(|w| w == ["--bind-try", "/srv/data", "/srv/data"]));
+        let on_host = |p: &Path| match p.to_str().unwrap() {
+            "/home/u/proj" | "/home/u/proj/out" | "/srv/data" => PathKind::Dir,
+            other => kind(Path::new(other)),
+        };
+        let all = plan(&p, &on_host);
+        assert_eq!(at(&all, "/home/u/proj/out"), ["inner-writable"], "{all:?}");
+        assert_eq!(at(&all, "/srv/data"), ["writable"], "{all:?}");
+        assert!(nested_root(
+            Path::new("/a/b"),
+            &[Path::new("/a"), Path::new("/a/b")]
+        ));
+        assert!(!nested_root(
+            Path::new("/a"),
+            &[Path::new("/a"), Path::new("/ab")]
+        ));
+        assert!(nested_root(Path::new("/x"), &[Path::new("/")]));
     }
 
     #[test]
@@ -981,10 +1048,11 @@ mod tests {
             ["read-only"],
             "{all:?}"
         );
-        // The private home, deeper, stays writable (bwrap bound it; checked first).
+        // The private home, deeper, stays writable (inside the home: the helper binds it
+        // on itself, first).
         assert_eq!(
             at(&all, "/home/u/.local/state/sbx-shell/home/test"),
-            ["writable"],
+            ["inner-writable"],
             "{all:?}"
         );
         // A project workspace leaves the home unsealed; unrestricted seals nothing but

@@ -386,14 +386,17 @@ fn check_alone(
 /// with its tree — what Landlock
 /// cannot refuse to change, so the guard restores it from a record (`guard::record`).
 ///
-/// `names_judged`: the helper's guard judges every write (`sandbox::names_judged`), so a
-/// git config is left out: git renames its `config.lock` over it, which the guard checks,
-/// and a restore would undo the user's own `git config` made meanwhile.
+/// None when the helper's guard judges every write (`sandbox::names_judged`): it refuses
+/// at the call what a restore would undo afterwards (and a restore cannot tell the
+/// program's change from the user's own, made meanwhile outside).
 pub fn restored_paths(
     fs: &Filesystem,
     git_dirs: &[crate::repos::GitDir],
     names_judged: bool,
 ) -> Vec<(PathBuf, PathBuf)> {
+    if names_judged {
+        return Vec::new();
+    }
     let roots: Vec<&Path> = crate::sandbox::bwrap::writable_roots(fs)
         .into_iter()
         .filter(|r| *r != Path::new("/"))
@@ -410,7 +413,6 @@ pub fn restored_paths(
         // A linked worktree's or a submodule's `.git` file: re-pointed, the host's git
         // would read another directory's config there.
         .chain(git_dirs.iter().filter_map(|g| g.pointer.as_deref()))
-        .filter(|p| !(names_judged && crate::mediator::names::is_judged_git_path(p, git_dirs)))
         .filter_map(|p| {
             let root = roots.iter().find(|r| p.starts_with(r) && p != **r)?;
             Some((p.to_path_buf(), root.to_path_buf()))

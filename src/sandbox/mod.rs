@@ -179,22 +179,43 @@ pub fn names_judged(policy: &Policy) -> bool {
     kernel_at_least(&release, (5, 14)) && !crate::repos::trees(policy).is_empty()
 }
 
+/// The home directory and the names no new entry at its top may have, when a session's
+/// workspace holds it (`bwrap::How::SealDots`).
+fn home_top(mounts: &[bwrap::Mount]) -> Option<(PathBuf, Vec<String>)> {
+    mounts.iter().find_map(|m| match &m.how {
+        bwrap::How::SealDots { readonly } => Some((m.path.clone(), readonly.clone())),
+        _ => None,
+    })
+}
+
 /// The protected files that exist now, by `(st_dev, st_ino)` (`mediator::names::Names`):
-/// the policy's protected paths that are files, and in every git directory of the
-/// writable trees its config files, `commondir`, `alternates` and hooks. Read without
-/// following symlinks.
+/// the policy's protected paths that are files and the files directly in those that are
+/// directories (`.vscode/settings.json`), and in every git directory of the writable trees
+/// its config files, `commondir`, `alternates` and hooks. Read without following symlinks.
 fn protected_objects(policy: &Policy, git_dirs: &[crate::repos::GitDir]) -> Vec<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
-    let hooks = |g: &crate::repos::GitDir| -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(g.dir.join("hooks"))
-            .map(|it| it.flatten().map(|e| e.path()).collect())
+    /// At most this many entries of one protected directory are recorded.
+    const PER_DIR: usize = 1000;
+    let entries = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .map(|it| it.flatten().take(PER_DIR).map(|e| e.path()).collect())
             .unwrap_or_default()
     };
-    let mut out: Vec<(u64, u64)> = policy
+    let protected: Vec<PathBuf> = policy
         .filesystem
         .protected
         .iter()
         .map(|p| p.real().to_path_buf())
+        .collect();
+    let mut out: Vec<(u64, u64)> = protected
+        .iter()
+        .flat_map(|p| {
+            let mut all = vec![p.clone()];
+            if p.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                all.extend(entries(p));
+            }
+            all
+        })
         .chain(git_dirs.iter().flat_map(|g| {
             [
                 "config",
@@ -204,7 +225,7 @@ fn protected_objects(policy: &Policy, git_dirs: &[crate::repos::GitDir]) -> Vec<
             ]
             .iter()
             .map(|n| g.dir.join(n))
-            .chain(hooks(g))
+            .chain(entries(&g.dir.join("hooks")))
             .collect::<Vec<_>>()
         }))
         .filter_map(|p| std::fs::symlink_metadata(p).ok())
@@ -280,6 +301,11 @@ pub fn in_process(
             .filter(|p| p.symlink_metadata().is_ok())
             .chain(ctx.git_dirs.iter().map(|g| g.dir.clone()))
             .collect(),
+        home: None,
+        writable: bwrap::writable_roots(&policy.filesystem)
+            .into_iter()
+            .map(Path::to_path_buf)
+            .collect(),
     });
     Ok(match backend {
         Backend::Seatbelt | Backend::None => InProcess::default(),
@@ -293,6 +319,7 @@ pub fn in_process(
         }
         Backend::Bwrap { landlock, path } => {
             let mounts = with_bwrap_inputs(policy, ctx, path, bwrap::mounts)?;
+            let home = home_top(&mounts);
             let landlock = landlock
                 .then(|| {
                     landlock::build_ruleset(
@@ -315,7 +342,7 @@ pub fn in_process(
                 guard: true,
                 launcher_depth: 1,
                 mediate: false,
-                names,
+                names: names.map(|n| crate::mediator::names::Names { home, ..n }),
             }
         }
         Backend::Landlock => InProcess {

@@ -227,7 +227,10 @@ fn a_home_workspace_keeps_what_runs_code_unwritable_and_ordinary_files_writable(
             // in a sealed home: the private home takes it).
             script.push_str(
                 "TERM=xterm script -qc \"vim -c 'normal Avim' -c wq notes.txt\" /dev/null >/dev/null 2>&1; grep -q notesvim notes.txt && echo VIM-OK; \
-                 echo more >> notes.txt && echo NOTES-OK; echo new > docs/new.txt && echo DOCS-OK; mkdir docs/sub && echo MKDIR-OK; echo DONE",
+                 echo more >> notes.txt && echo NOTES-OK; echo new > docs/new.txt && echo DOCS-OK; mkdir docs/sub && echo MKDIR-OK; \
+                 echo todo > todo.txt && echo TOP-FILE-OK; mkdir notes && echo TOP-DIR-OK; \
+                 export GIT_CONFIG_GLOBAL=/dev/null; git init -q src && git clone -q src clone && echo TOP-CLONE-OK; \
+                 mv todo.txt .todo 2>/dev/null || echo DOT-RENAME-REFUSED; echo DONE",
             );
             let mut cmd = lab.command(backend, &["--workspace"]);
             cmd.arg(&lab.home).args(["-c", &script]);
@@ -237,9 +240,23 @@ fn a_home_workspace_keeps_what_runs_code_unwritable_and_ordinary_files_writable(
             assert!(out.status.success(), "{what}");
             assert_lines(
                 &text,
-                &["VIM-OK", "NOTES-OK", "DOCS-OK", "MKDIR-OK", "DONE"],
+                &[
+                    "VIM-OK",
+                    "NOTES-OK",
+                    "DOCS-OK",
+                    "MKDIR-OK",
+                    "TOP-FILE-OK",
+                    "TOP-DIR-OK",
+                    "TOP-CLONE-OK",
+                    "DONE",
+                ],
                 &what,
             );
+            if backend == "none" {
+                assert!(!text.contains("DOT-RENAME-REFUSED"), "{what}: control");
+            } else {
+                assert_lines(&text, &["DOT-RENAME-REFUSED"], &what);
+            }
             for plant in HOME_PLANTS {
                 let planted = fs::read_to_string(lab.home.join(plant))
                     .is_ok_and(|t| t.contains("echo PLANTED-42"));

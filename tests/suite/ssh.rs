@@ -47,7 +47,7 @@ fn site() -> &'static Site {
         let dir = run_dir("sbx-ssh");
         let (home, outside) = (dir.join("home"), dir.join("outside"));
         fs::create_dir_all(home.join(".ssh")).unwrap();
-        // Nothing new can be made at the top of a sealed home: copies land in here.
+        // Copies land in here (and one at the top of the home).
         fs::create_dir_all(home.join("files")).unwrap();
         fs::create_dir_all(&outside).unwrap();
         fs::set_permissions(&outside, Permissions::from_mode(0o777)).unwrap();
@@ -231,7 +231,7 @@ fn a_remote_command_runs_sandboxed_with_its_exit_status() {
     let script = format!(
         "echo SHELL-$SBX_SHELL-$SBX_SANDBOX; echo w > files/in-home && echo HOME-WRITE-OK; \
          (echo 'echo PLANTED' > .bash_login) 2>/dev/null || echo DOTFILE-DENIED; \
-         (echo w > new-at-top) 2>/dev/null || echo TOP-DENIED; \
+         (echo w > new-at-top) 2>/dev/null && rm new-at-top && echo TOP-WRITE-OK; \
          (echo w > {o}) 2>/dev/null || echo OUTSIDE-DENIED; \
          cat ~/.ssh/authorized_keys >/dev/null 2>&1 || echo SSH-DIR-DENIED; exit 7",
         o = outside.display()
@@ -243,7 +243,7 @@ fn a_remote_command_runs_sandboxed_with_its_exit_status() {
     for line in [
         "HOME-WRITE-OK",
         "DOTFILE-DENIED",
-        "TOP-DENIED",
+        "TOP-WRITE-OK",
         "OUTSIDE-DENIED",
         "SSH-DIR-DENIED",
     ] {
@@ -345,8 +345,13 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
     };
     let opts = sshd.client_options();
 
-    // scp (SFTP protocol by default in OpenSSH 9) and legacy scp (-O: scp on the remote).
-    for (name, legacy) in [("files/scp.bin", false), ("files/scp-legacy.bin", true)] {
+    // scp (SFTP protocol by default in OpenSSH 9) and legacy scp (-O: scp on the remote),
+    // into a directory of the home and to its top (`scp f host:`).
+    for (name, legacy) in [
+        ("files/scp.bin", false),
+        ("files/scp-legacy.bin", true),
+        ("scp-top.bin", false),
+    ] {
         let mut up = Command::new("scp");
         up.args(&opts).args(["-P", &port]);
         if legacy {

@@ -235,3 +235,45 @@ fn what_the_host_does_during_a_session_is_left_alone() {
         );
     });
 }
+
+/// A writable path inside the workspace: bound by sbx-shell's helper, never by bwrap (which
+/// before 0.12.0 follows a symlink while making a mount point); and one that an earlier
+/// session turned into a way elsewhere (a parent replaced by a symlink) is refused at the
+/// start, beside the control: the same write, bare, lands outside.
+#[test]
+fn a_writable_path_inside_the_workspace_is_not_moved_by_an_earlier_session() {
+    if !tools_present() {
+        return;
+    }
+    each(|backend, user| {
+        let lab = Lab::new("nested", user, false);
+        let what = lab.what(backend);
+        // An inner writable path that is a real directory: writable, as bare.
+        let (code, out, err) = lab.sh(
+            backend,
+            &["--write", "./out"],
+            "mkdir -p out && echo x > out/f && echo INNER-OK",
+        );
+        assert_eq!((code, out.trim()), (0, "INNER-OK"), "{what}: {err}");
+        // Session 1 plants the symlink.
+        let plant = format!(
+            "mkdir -p a && rm -rf a && ln -s {} a && echo PLANTED",
+            lab.outside.display()
+        );
+        let (code, out, err) = lab.sh(backend, &[], &plant);
+        assert_eq!((code, out.trim()), (0, "PLANTED"), "{what}: {err}");
+        fs::create_dir_all(lab.outside.join("b")).unwrap();
+        if user == User::Nobody {
+            super::sandbox::chown_tree(&lab.outside, super::sandbox::NOBODY);
+        }
+        // Control: a write to a/b lands outside.
+        let (code, _, err) = lab.sh("none", &[], "echo x > a/b/control");
+        assert_eq!(code, 0, "control: {err}");
+        assert!(lab.outside.join("b/control").exists(), "control");
+        // Session 2 asks for a/b: refused, nothing written outside.
+        let (code, _, err) = lab.sh(backend, &["--write", "./a/b"], "echo x > a/b/g");
+        assert_ne!(code, 0, "{what}: {err}");
+        assert!(err.contains("leads through the symlink"), "{what}: {err}");
+        assert!(!lab.outside.join("b/g").exists(), "{what}");
+    });
+}
