@@ -176,7 +176,15 @@ fn linux_checks(m: &Machine) -> [Check; 5] {
         (Ok(path), Some(Ok(()))) => check(
             "bwrap",
             Status::Ok,
-            format!("{} ran a probe sandbox", path.display()),
+            format!(
+                "{}{} ran a probe sandbox{}",
+                path.display(),
+                m.bwrap_version
+                    .as_deref()
+                    .map(|v| format!(" ({v})"))
+                    .unwrap_or_default(),
+                mount_point_note(m.bwrap_version.as_deref())
+            ),
             &expected,
             None,
         ),
@@ -195,6 +203,17 @@ fn linux_checks(m: &Machine) -> [Check; 5] {
         None => check("legacy TIOCSTI", Status::Ok, "sysctl absent (kernel before 6.2: TIOCSTI allowed)", "TIOCSTI denied inside the sandbox by seccomp", None),
     };
     [landlock, seccomp, userns, bwrap, tiocsti]
+}
+
+/// What the installed bubblewrap does with a symlink where it makes a mount point, and why
+/// it does not matter here.
+fn mount_point_note(version: Option<&str>) -> String {
+    use crate::host::{parse_bwrap_version, BWRAP_MOUNT_POINT_FIX};
+    match version.and_then(parse_bwrap_version) {
+        Some(v) if v >= BWRAP_MOUNT_POINT_FIX => "; it has the fix for mount points made through a symlink (0.12.0)".into(),
+        Some(_) => "; before 0.12.0 it follows a parent symlink while it makes a mount point (GHSA-pxhw-h44j-8pfx): sbx-shell never asks it to make one below a path a sandboxed program could write".into(),
+        None => String::new(),
+    }
 }
 
 fn sandbox_exec_check(m: &Machine) -> Check {

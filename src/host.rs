@@ -57,6 +57,8 @@ pub struct Machine {
     pub bwrap: Option<PathBuf>,
     /// How a probe sandbox with the backend's namespaces and mounts ended (not run: `None`).
     pub bwrap_probe: Option<Result<(), String>>,
+    /// What `bwrap --version` says (`doctor` only: `Probes::Fresh`).
+    pub bwrap_version: Option<String>,
     /// The `Seccomp:` mode of this process, when the kernel has seccomp at all.
     pub seccomp_mode: Option<String>,
     /// dev.tty.legacy_tiocsti, when the sysctl exists.
@@ -115,6 +117,10 @@ impl Machine {
             bwrap_probe: bwrap
                 .as_deref()
                 .and_then(|path| probe_bwrap_as_asked(path, probes)),
+            bwrap_version: bwrap
+                .as_deref()
+                .filter(|_| matches!(probes, Probes::Fresh(_)))
+                .and_then(bwrap_version),
             bwrap,
             seccomp_mode: read("/proc/self/status").and_then(|s| {
                 s.lines()
@@ -251,6 +257,33 @@ pub fn probe_cache(home: &Path) -> PathBuf {
 /// policy revision). A failure is probed again on every run: a cache file that the program
 /// could write (under a `$HOME`-wide workspace) can then never switch bwrap off, only make a
 /// run try it.
+/// `bwrap --version`'s answer (`bubblewrap 0.8.0`), trimmed.
+fn bwrap_version(bwrap: &Path) -> Option<String> {
+    let out = std::process::Command::new(bwrap)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    Some(text.trim().to_string()).filter(|t| !t.is_empty())
+}
+
+/// The version `(major, minor, patch)` in `bwrap --version`'s answer.
+pub fn parse_bwrap_version(text: &str) -> Option<(u32, u32, u32)> {
+    let number = text.split_whitespace().last()?;
+    let mut parts = number.split('.').map(|p| p.parse::<u32>().ok());
+    Some((
+        parts.next()??,
+        parts.next()??,
+        parts.next().flatten().unwrap_or(0),
+    ))
+}
+
+/// The first bubblewrap that does not follow a parent symlink while it makes a mount point
+/// (GHSA-pxhw-h44j-8pfx).
+pub const BWRAP_MOUNT_POINT_FIX: (u32, u32, u32) = (0, 12, 0);
+
 fn probe_bwrap_as_asked(bwrap: &Path, probes: Probes<'_>) -> Option<Result<(), String>> {
     let cache = match probes {
         Probes::Skip => return None,
@@ -632,6 +665,7 @@ pub mod test_support {
             },
             bwrap: Some("/usr/bin/bwrap".into()),
             bwrap_probe: Some(Ok(())),
+            bwrap_version: None,
             seccomp_mode: Some("0".into()),
             legacy_tiocsti: Some("0".into()),
             nofile: Some((1024, 524288)),

@@ -30,6 +30,7 @@ fn landlock_alone_still_runs_the_default_backend() {
     let m = Machine {
         bwrap: None,
         bwrap_probe: None,
+        bwrap_version: Some("bubblewrap 0.8.0".into()),
         ..good_linux()
     };
     let report = evaluate(&m);
@@ -144,4 +145,15 @@ fn macos_depends_on_sandbox_exec() {
     let report = evaluate(&broken);
     assert_eq!(status(&report, "sandbox-exec"), Status::Fail);
     assert!(!report.default_backend_can_run);
+}
+
+#[test]
+fn doctor_names_the_bwrap_version_and_its_mount_point_fix() {
+    use crate::host::parse_bwrap_version;
+    assert_eq!(parse_bwrap_version("bubblewrap 0.8.0"), Some((0, 8, 0)));
+    assert_eq!(parse_bwrap_version("bubblewrap 0.12"), Some((0, 12, 0)));
+    assert_eq!(parse_bwrap_version("nonsense"), None);
+    assert!(super::mount_point_note(Some("bubblewrap 0.8.0")).contains("never asks it"));
+    assert!(super::mount_point_note(Some("bubblewrap 0.12.1")).contains("has the fix"));
+    assert_eq!(super::mount_point_note(None), "");
 }

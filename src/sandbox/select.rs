@@ -231,6 +231,7 @@ mod tests {
         let mut machine = Machine {
             bwrap: bwrap.then(|| PathBuf::from("/usr/bin/bwrap")),
             bwrap_probe: None,
+            bwrap_version: None,
             landlock_abi: abi,
             ..capable_linux()
         };
