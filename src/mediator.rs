@@ -21,6 +21,7 @@ pub mod create;
 #[cfg(target_os = "linux")]
 mod linux;
 pub mod names;
+pub mod opens;
 
 /// What the mediator allows to change.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -19,6 +19,11 @@
 //!   (`SECCOMP_IOCTL_NOTIF_ADDFD`); a FIFO's open, which waits for the other end, in a
 //!   thread of its own.
 //!
+//! A check holds until the name is made: every name and every rename of the program is
+//! made by `act`, one at a time, and every program's (another session's too) is judged by
+//! these same rules wherever it lands, so no directory can be moved meanwhile to where a
+//! name made in it would be refused. (What the host moves is the host's.)
+//!
 //! Nothing is ever let through as asked (`CONTINUE`): the kernel would read the path from
 //! the program's memory again, which another of its threads can change after the check.
 //! What `act` resolves through `/proc/self` is the guard's, not the program's: the usual
@@ -37,6 +42,7 @@ use super::linux::{
     Call,
 };
 use super::names::{self, GitPlace, Made, Names};
+use super::opens::{self, Missing};
 use super::Rules;
 use crate::sandbox::mediated::syscall_name;
 
@@ -506,7 +512,7 @@ impl Acting<'_> {
     /// Refuse opening the existing entry `e` for writing where `names::refused_write` says.
     fn check_write(&self, e: &Entry, flags: i32) -> Res<()> {
         let name = OsStr::from_bytes(e.name.as_bytes());
-        if !writes(flags) {
+        if !opens::writes(flags) {
             return Ok(());
         }
         let parent = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
@@ -520,23 +526,6 @@ impl Acting<'_> {
             Some(_) => Err(libc::EACCES),
             None => Ok(()),
         }
-    }
-
-    /// After making `e`: when its directory moved meanwhile to where the name is refused,
-    /// take it out again and refuse.
-    fn recheck(&self, e: &Entry, made: Made, before: &std::path::Path) -> Res<()> {
-        let now = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
-        if now == before || self.check(e, made).is_ok() {
-            return Ok(());
-        }
-        let flag = if made == Made::Dir {
-            libc::AT_REMOVEDIR
-        } else {
-            0
-        };
-        // SAFETY: our directory descriptor and a NUL-terminated name.
-        unsafe { libc::unlinkat(e.dir.as_raw_fd(), e.name.as_ptr(), flag) };
-        Err(libc::EACCES)
     }
 
     /// The program's umask (its fs context's; read when a name is made).
@@ -570,7 +559,8 @@ impl Acting<'_> {
             .map_err(|e| os_errno(&e))?;
             return self.reopen(dir.as_fd(), flags);
         };
-        let excl = flags & libc::O_EXCL != 0;
+        // O_EXCL means something only with O_CREAT (for a file, not a block device).
+        let excl = opens::existing(flags).is_err();
         let mut links = 0;
         loop {
             match fstatat(e.dir.as_fd(), &e.name) {
@@ -611,9 +601,7 @@ impl Acting<'_> {
                 }
                 Ok(_) if excl => return Err(libc::EEXIST),
                 Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFIFO => {
-                    let how = (flags & !(libc::O_CREAT | libc::O_EXCL))
-                        | libc::O_NOFOLLOW
-                        | libc::O_CLOEXEC;
+                    let how = opens::existing(flags)?;
                     return self.open_fifo(
                         (e.dir, e.name),
                         how,
@@ -623,9 +611,7 @@ impl Acting<'_> {
                 }
                 Ok(_) => {
                     self.check_write(&e, flags)?;
-                    let how = (flags & !(libc::O_CREAT | libc::O_EXCL))
-                        | libc::O_NOFOLLOW
-                        | libc::O_CLOEXEC;
+                    let how = opens::existing(flags)?;
                     match openat(e.dir.as_fd(), &e.name, how, 0) {
                         // Replaced or removed since the look: look again.
                         Err(libc::ENOENT) | Err(libc::ELOOP) => continue,
@@ -633,21 +619,18 @@ impl Acting<'_> {
                         Ok(fd) => return self.check_object(fd, flags).map(Opened::Now),
                     }
                 }
-                Err(libc::ENOENT) if flags & libc::O_CREAT == 0 => {
-                    // A writing open of a missing path without O_CREAT makes nothing.
-                    return Err(libc::ENOENT);
-                }
                 Err(libc::ENOENT) => {
+                    // Without O_CREAT nothing is made (ENOENT), before any look at the name.
+                    let (how, mode) = match opens::missing(flags, mode, || self.umask()) {
+                        Missing::Create { flags, mode } => (flags, mode),
+                        Missing::Fail(e) => return Err(e),
+                    };
                     self.check(&e, Made::File)?;
-                    let before = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
-                    let how =
-                        flags | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-                    match openat(e.dir.as_fd(), &e.name, how, mode & !self.umask() & 0o7777) {
+                    match openat(e.dir.as_fd(), &e.name, how, mode) {
                         // Made meanwhile by someone else: open it as it is now.
                         Err(libc::EEXIST) if !excl => continue,
                         Err(err) => return Err(err),
                         Ok(fd) => {
-                            self.recheck(&e, Made::File, &before)?;
                             return Ok(Opened::Now(fd));
                         }
                     }
@@ -661,12 +644,10 @@ impl Acting<'_> {
     /// through this process's `/proc/self/fd` (its checks are the program's: Landlock
     /// checks the object's path on open). O_CREAT and O_EXCL make nothing here.
     fn reopen(&self, object: BorrowedFd<'_>, flags: i32) -> Res<Opened> {
-        if flags & libc::O_EXCL != 0 {
-            return Err(libc::EEXIST);
-        }
+        opens::existing(flags)?;
         let how = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW)) | libc::O_CLOEXEC;
         let object = object.try_clone_to_owned().map_err(|e| os_errno(&e))?;
-        if writes(flags) {
+        if opens::writes(flags) {
             // A config reached through a descriptor's link: judged by where it is.
             let at = fd_path(object.as_fd()).map_err(|_| libc::EACCES)?;
             // (A pipe's or socket's link names no directory.)
@@ -696,7 +677,7 @@ impl Acting<'_> {
     /// An opened file, unless the open writes and reached a protected file under another
     /// of its names (`Names::objects`): judged on what was opened, not on a look before.
     fn check_object(&self, fd: OwnedFd, flags: i32) -> Res<OwnedFd> {
-        if writes(flags) {
+        if opens::writes(flags) {
             let st = fstat(fd.as_fd())?;
             if st.st_nlink > 1 && self.names.is_protected_object(st.st_dev, st.st_ino) {
                 return Err(libc::EACCES);
@@ -743,7 +724,6 @@ impl Acting<'_> {
     fn mkdir(&self, at: &Where, mode: u32) -> Res<i64> {
         let e = self.new_entry(at)?;
         self.check(&e, Made::Dir)?;
-        let before = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
         // SAFETY: our directory descriptor and a NUL-terminated name.
         if unsafe {
             libc::mkdirat(
@@ -755,14 +735,12 @@ impl Acting<'_> {
         {
             return Err(last_errno());
         }
-        self.recheck(&e, Made::Dir, &before)?;
         Ok(0)
     }
 
     fn mknod(&self, at: &Where, mode: u32, dev: u64) -> Res<i64> {
         let e = self.new_entry(at)?;
         self.check(&e, Made::Other)?;
-        let before = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
         let perm = mode & 0o7777 & !self.umask();
         // SAFETY: our directory descriptor and a NUL-terminated name.
         if unsafe {
@@ -776,19 +754,16 @@ impl Acting<'_> {
         {
             return Err(last_errno());
         }
-        self.recheck(&e, Made::Other, &before)?;
         Ok(0)
     }
 
     fn symlink(&self, target: &CStr, at: &Where) -> Res<i64> {
         let e = self.new_entry(at)?;
         self.check(&e, Made::Other)?;
-        let before = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
         // SAFETY: a NUL-terminated target, our directory descriptor and a name.
         if unsafe { libc::symlinkat(target.as_ptr(), e.dir.as_raw_fd(), e.name.as_ptr()) } == -1 {
             return Err(last_errno());
         }
-        self.recheck(&e, Made::Other, &before)?;
         Ok(0)
     }
 
@@ -798,7 +773,6 @@ impl Acting<'_> {
         }
         let to = self.new_entry(new)?;
         self.check(&to, Made::Other)?;
-        let before = fd_path(to.dir.as_fd()).map_err(|_| libc::EACCES)?;
         let rc = if old.path.is_empty() {
             // The object itself: the program's descriptor with AT_EMPTY_PATH, or its own
             // descriptor's magic link followed (`/proc/self/fd/N`, AT_SYMLINK_FOLLOW).
@@ -854,7 +828,6 @@ impl Acting<'_> {
         if rc == -1 {
             return Err(last_errno());
         }
-        self.recheck(&to, Made::Other, &before)?;
         Ok(0)
     }
 
@@ -915,7 +888,6 @@ impl Acting<'_> {
         if exchange {
             self.check(&from, back)?;
         }
-        let before = fd_path(to.dir.as_fd()).map_err(|_| libc::EACCES)?;
         // SAFETY: our descriptors and NUL-terminated names.
         let rc = unsafe {
             libc::syscall(
@@ -929,14 +901,6 @@ impl Acting<'_> {
         };
         if rc == -1 {
             return Err(last_errno());
-        }
-        if !exchange {
-            // A rename is not undone by removing: only refused when the directory moved
-            // meanwhile to where the name is (the guard takes it out then).
-            let now = fd_path(to.dir.as_fd()).map_err(|_| libc::EACCES)?;
-            if now != before && self.check(&to, moved).is_err() {
-                return Err(libc::EACCES);
-            }
         }
         Ok(0)
     }
@@ -997,11 +961,6 @@ impl Acting<'_> {
     }
 }
 
-/// Whether open `flags` write (or truncate).
-fn writes(flags: i32) -> bool {
-    flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0
-}
-
 /// Whether making `name` (one of `names::GIT_MARKERS`) in `dir` gives it all three.
 fn completes_git(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
     names::GIT_MARKERS
@@ -1011,7 +970,7 @@ fn completes_git(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
 }
 
 /// Whether `dir` holds what a git directory may not: a config with a key git work does
-/// not write (`Names::config_rename`), a `commondir`, `objects/info/alternates`, or a hook other than a `*.sample`.
+/// not write (`Names::config_rename`), a `commondir`, or a hook other than a `*.sample`.
 fn holds_plants(dir: BorrowedFd<'_>, names: &Names) -> bool {
     use std::io::Read;
     let read = |name: &CStr| {
@@ -1036,7 +995,7 @@ fn holds_plants(dir: BorrowedFd<'_>, names: &Names) -> bool {
             entries
                 .any(|e| e.is_ok_and(|e| !e.file_name().as_encoded_bytes().ends_with(b".sample")))
         });
-    config || hooks || exists(c"commondir") || exists(c"objects/info/alternates")
+    config || hooks || exists(c"commondir")
 }
 
 enum Opened {
@@ -1139,10 +1098,6 @@ fn git_place(dir: BorrowedFd<'_>, path: &std::path::Path, name: &OsStr) -> GitPl
             }
         }
         (b"hooks", _) if git_up(1) => GitPlace::Hooks,
-        (b"objects", b"info") if git_up(1) => GitPlace::Objects,
-        (b"info", b"alternates") if file(&above(path)) == b"objects" && git_up(2) => {
-            GitPlace::ObjectsInfo
-        }
         _ => GitPlace::Plain,
     }
 }

@@ -37,10 +37,6 @@ pub enum GitPlace {
     GitDir { linked: bool },
     /// `hooks` of a git directory.
     Hooks,
-    /// `objects/info` of a git directory.
-    ObjectsInfo,
-    /// `objects` of a git directory.
-    Objects,
 }
 
 /// The names refused in a session.
@@ -83,9 +79,9 @@ impl Names {
     /// directory is), or `None` when it may. The rules, besides the protected paths: no
     /// `.git` that is not a directory (a pointer to a git directory elsewhere, whose config
     /// the host's git would read), no `commondir` in a git directory other than a linked
-    /// worktree's, no `alternates` in `objects/info`, no hook other than a `*.sample`, and
-    /// no directory renamed into place as a `.git`, or as `hooks` or `objects/info` of a
-    /// git directory (it would bring what the rules refuse one by one) — none of them made
+    /// worktree's, no hook other than a `*.sample`, and no directory renamed into place as a
+    /// `.git`, or as `hooks` of a git directory (it would bring what the rules refuse one
+    /// by one) — none of them made
     /// by `status`, `add`, `commit`, `branch`, `checkout`, `merge`, `log`, `init`,
     /// `clone` or `fetch`.
     pub fn refused(
@@ -119,10 +115,6 @@ impl Names {
             GitPlace::GitDir { .. } if bytes == b"hooks" && made == Made::MovedDir => {
                 return Some("a directory moved in as git hooks")
             }
-            GitPlace::Objects if bytes == b"info" && made == Made::MovedDir => {
-                return Some("a directory moved in as objects/info")
-            }
-            GitPlace::ObjectsInfo if bytes == b"alternates" => return Some("git alternates"),
             GitPlace::Hooks if made != Made::Dir && !bytes.ends_with(b".sample") => {
                 return Some("a git hook")
             }
@@ -163,7 +155,8 @@ pub fn is_config(name: &OsStr) -> bool {
 /// Whether `path` is what the guard judges in a git directory of `git_dirs` (or one named
 /// `.git`) and no mount or record may stand in the way of: its config files, which git
 /// rewrites by renaming `config.lock` over them, and `objects/info`, where `git gc` and
-/// `repack` write (the guard refuses `alternates` there).
+/// `repack` write, and where a tool's own repository borrows objects (`alternates`: data,
+/// never code; opencode's snapshots need it).
 pub fn is_judged_git_path(path: &Path, git_dirs: &[crate::repos::GitDir]) -> bool {
     let git_dir =
         |d: &Path| git_dirs.iter().any(|g| g.dir == d) || d.file_name() == Some(OsStr::new(".git"));
@@ -177,8 +170,8 @@ pub fn is_judged_git_path(path: &Path, git_dirs: &[crate::repos::GitDir]) -> boo
 
 /// Why an existing entry `name` of a directory (`git`: what it is) may not be opened for
 /// writing, or `None`: what may not be made there may not be rewritten either. git itself
-/// never writes a config in place (it renames a lock file over it), a hook, `alternates`
-/// or a `commondir` outside a linked worktree at all.
+/// never writes a config in place (it renames a lock file over it), a hook or a
+/// `commondir` outside a linked worktree at all.
 pub fn refused_write(name: &OsStr, git: GitPlace) -> Option<&'static str> {
     let bytes = name.as_encoded_bytes();
     if bytes == b".git" {
@@ -187,7 +180,6 @@ pub fn refused_write(name: &OsStr, git: GitPlace) -> Option<&'static str> {
     match git {
         GitPlace::GitDir { .. } if is_config(name) => Some("a git config written in place"),
         GitPlace::GitDir { linked: false } if bytes == b"commondir" => Some("a git commondir"),
-        GitPlace::ObjectsInfo if bytes == b"alternates" => Some("git alternates"),
         GitPlace::Hooks if !bytes.ends_with(b".sample") => Some("a git hook"),
         _ => None,
     }
@@ -335,13 +327,8 @@ mod tests {
         assert_eq!(refused("/ws/src", "config", Other, plain), None);
         assert!(refused_write(OsStr::new("config"), git).is_some());
         assert!(refused_write(OsStr::new("pre-commit"), GitPlace::Hooks).is_some());
-        assert!(refused_write(OsStr::new("alternates"), GitPlace::ObjectsInfo).is_some());
         assert!(refused_write(OsStr::new("commondir"), git).is_some());
         assert_eq!(refused_write(OsStr::new("commondir"), linked), None);
-        assert_eq!(
-            refused_write(OsStr::new("packs"), GitPlace::ObjectsInfo),
-            None
-        );
         assert_eq!(refused_write(OsStr::new("config"), plain), None);
         assert_eq!(refused_write(OsStr::new("index"), git), None);
         assert_eq!(
@@ -363,20 +350,9 @@ mod tests {
             lfs.config_rename(b"[filter \"lfs\"]\n\tclean = git-lfs clean\n"),
             None
         );
-        assert!(refused(
-            "/ws/.git/objects/info",
-            "alternates",
-            Other,
-            GitPlace::ObjectsInfo
-        )
-        .is_some());
+        // A tool's own repository may borrow objects (opencode's snapshots).
         assert_eq!(
-            refused(
-                "/ws/.git/objects/info",
-                "packs",
-                Other,
-                GitPlace::ObjectsInfo
-            ),
+            refused("/ws/.git/objects/info", "alternates", Other, plain),
             None
         );
         assert!(refused("/ws/.git/hooks", "pre-commit", Other, GitPlace::Hooks).is_some());
@@ -396,15 +372,6 @@ mod tests {
             .refused(Path::new("/ws/.git"), OsStr::new("hooks"), MovedDir, git)
             .is_some());
         assert!(refused("/ws/.git", "hooks", MovedDir, git).is_some());
-        assert!(refused("/ws/.git/objects", "info", MovedDir, GitPlace::Objects).is_some());
-        assert_eq!(
-            refused("/ws/.git/objects", "info", Dir, GitPlace::Objects),
-            None
-        );
-        assert_eq!(
-            refused("/ws/.git/objects", "ab", MovedDir, GitPlace::Objects),
-            None
-        );
         assert_eq!(
             refused(
                 "/ws/.git/hooks",

@@ -191,7 +191,7 @@ fn home_top(mounts: &[bwrap::Mount]) -> Option<(PathBuf, Vec<String>)> {
 /// The protected files that exist now, by `(st_dev, st_ino)` (`mediator::names::Names`):
 /// the policy's protected paths that are files and the files directly in those that are
 /// directories (`.vscode/settings.json`), and in every git directory of the writable trees
-/// its config files, `commondir`, `alternates` and hooks. Read without following symlinks.
+/// its config files, `commondir` and hooks. Read without following symlinks.
 fn protected_objects(policy: &Policy, git_dirs: &[crate::repos::GitDir]) -> Vec<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     /// At most this many entries of one protected directory are recorded.
@@ -217,16 +217,11 @@ fn protected_objects(policy: &Policy, git_dirs: &[crate::repos::GitDir]) -> Vec<
             all
         })
         .chain(git_dirs.iter().flat_map(|g| {
-            [
-                "config",
-                "config.worktree",
-                "commondir",
-                "objects/info/alternates",
-            ]
-            .iter()
-            .map(|n| g.dir.join(n))
-            .chain(entries(&g.dir.join("hooks")))
-            .collect::<Vec<_>>()
+            ["config", "config.worktree", "commondir"]
+                .iter()
+                .map(|n| g.dir.join(n))
+                .chain(entries(&g.dir.join("hooks")))
+                .collect::<Vec<_>>()
         }))
         .filter_map(|p| std::fs::symlink_metadata(p).ok())
         .filter(|m| m.is_file())

@@ -151,7 +151,99 @@ const PLANTS: &[(&str, &str, &[&str])] = &[
         "printf '[core]\\n\\tfsmonitor = {mark}\\n' > ../inc && git config include.path ../../inc",
         &["status"],
     ),
+    (
+        "includeif",
+        "printf '[core]\\n\\tfsmonitor = {mark}\\n' > ../inc && git config includeIf.gitdir:/.path ../../inc",
+        &["status"],
+    ),
+    ("pager", "git config pager.status '{mark}'", &["TTY", "status"]),
+    (
+        "sshcommand",
+        "git remote add s ssh://example.invalid/r && git config core.sshCommand '{mark}'",
+        &["fetch", "-q", "s"],
+    ),
+    (
+        "gitproxy",
+        "git remote add g git://example.invalid/r && git config core.gitProxy '{mark}'",
+        &["fetch", "-q", "g"],
+    ),
+    (
+        "filter",
+        "echo '* filter=x' > .gitattributes && echo a > f && git config filter.x.clean '{mark}'",
+        &["add", "f"],
+    ),
+    (
+        "textconv",
+        "echo a > f && git add f && git -c user.name=t -c user.email=t@t commit -qm a && echo b > f && echo '* diff=x' > .gitattributes && git config diff.x.textconv '{mark}'",
+        &["diff"],
+    ),
+    (
+        "difftool",
+        "echo a > f && git add f && git -c user.name=t -c user.email=t@t commit -qm a && echo b > f && git config difftool.x.cmd '{mark}'",
+        &["difftool", "-y", "-t", "x"],
+    ),
+    ("alias", "git config alias.st '!{mark}'", &["st"]),
+    (
+        "credential",
+        "git config credential.helper '{mark}'",
+        &["STDIN", "credential", "fill"],
+    ),
 ];
+
+/// `git ARGS` on the host in `dir` as `host_git` runs it; `TTY` first: on a terminal
+/// (`script`), for what git does only there (a pager); `STDIN` first: with a request for
+/// a credential on its input.
+fn host_git_as(lab: &Lab, dir: &std::path::Path, args: &[&str]) {
+    match args.first() {
+        Some(&"TTY") => {
+            let line = format!("git {}", args[1..].join(" "));
+            let mut cmd = std::process::Command::new("script");
+            cmd.args(["-qec", &line, "/dev/null"])
+                .current_dir(dir)
+                .env_clear()
+                .env("HOME", &lab.home)
+                .env("PATH", "/usr/bin:/bin")
+                .env("TERM", "xterm")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            if lab.user == User::Nobody {
+                use std::os::unix::process::CommandExt;
+                cmd.uid(super::sandbox::NOBODY).gid(super::sandbox::NOBODY);
+            }
+            let _ = cmd.status();
+        }
+        Some(&"STDIN") => {
+            use std::io::Write;
+            let mut cmd = std::process::Command::new("git");
+            cmd.args(&args[1..])
+                .current_dir(dir)
+                .env_clear()
+                .env("HOME", &lab.home)
+                .env("PATH", "/usr/bin:/bin")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_TERMINAL_PROMPT", "0")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            if lab.user == User::Nobody {
+                use std::os::unix::process::CommandExt;
+                cmd.uid(super::sandbox::NOBODY).gid(super::sandbox::NOBODY);
+            }
+            let mut child = cmd.spawn().unwrap();
+            let _ = child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"protocol=https\nhost=example.invalid\n\n");
+            let _ = child.wait();
+        }
+        _ => {
+            let _ = host_git(lab, dir, args);
+        }
+    }
+}
 
 #[test]
 fn git_config_keys_git_work_does_not_write_are_refused() {
@@ -175,7 +267,7 @@ fn git_config_keys_git_work_does_not_write_are_refused() {
             let what = lab.what(mode);
             for (name, _, host) in PLANTS {
                 let dir = lab.ws.join(format!("r-{name}/sub"));
-                let _ = host_git(&lab, &dir, host);
+                host_git_as(&lab, &dir, host);
                 let ran = lab.outside.join(name).exists();
                 assert_eq!(
                     ran, expect_run,
