@@ -135,3 +135,84 @@ mod tests {
         assert!(!in_session(0, 100, &parent));
     }
 }
+
+/// Where the program may make names and open files, as its Landlock ruleset says: what the
+/// guard, which acts for the program without Landlock of its own, checks before it acts
+/// (`create.rs`). `rules: None`: no Landlock, and the mount namespace the guard shares
+/// with the program decides for both.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reach {
+    pub rules: Option<Vec<crate::sandbox::landlock::PathRule>>,
+}
+
+impl Reach {
+    fn granted(&self, path: &Path, ok: &dyn Fn(crate::sandbox::landlock::Access) -> bool) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let Some(rules) = &self.rules else {
+            return true;
+        };
+        rules
+            .iter()
+            .any(|r| path.starts_with(&r.path) && ok(r.access))
+            // pipe:[…], socket:[…], anon_inode:… : in no tree, as for the kernel's check.
+            || !path.as_os_str().as_bytes().starts_with(b"/")
+    }
+
+    /// Whether the program may make (or remove, rename away) a name in the directory `dir`.
+    pub fn may_make_in(&self, dir: &Path) -> bool {
+        use crate::sandbox::landlock::Access;
+        self.granted(dir, &|a| a == Access::ReadWrite)
+    }
+
+    /// Whether the program may open the object at `path` with open `flags`.
+    pub fn may_open(&self, path: &Path, flags: i32) -> bool {
+        use crate::sandbox::landlock::Access;
+        let write = |a| {
+            matches!(
+                a,
+                Access::ReadWrite | Access::ReadWriteFiles | Access::Terminal
+            )
+        };
+        let read = |a| a != Access::List;
+        let writing = opens::writes(flags);
+        let reading = flags & libc::O_ACCMODE != libc::O_WRONLY;
+        (!writing || self.granted(path, &write)) && (!reading || self.granted(path, &read))
+    }
+}
+
+#[cfg(test)]
+mod reach_tests {
+    use super::*;
+    use crate::sandbox::landlock::{Access, PathRule};
+
+    #[test]
+    fn the_guard_makes_and_opens_only_where_the_programs_rules_let_it() {
+        let rule = |p: &str, access| PathRule {
+            path: p.into(),
+            access,
+        };
+        let reach = Reach {
+            rules: Some(vec![
+                rule("/", Access::Read),
+                rule("/ws", Access::ReadWrite),
+                rule("/dev/null", Access::ReadWriteFiles),
+                rule("/dev/pts/3", Access::Terminal),
+            ]),
+        };
+        assert!(reach.may_make_in(Path::new("/ws/src")));
+        assert!(!reach.may_make_in(Path::new("/etc")));
+        assert!(!reach.may_make_in(Path::new("/wsx")));
+        assert!(reach.may_open(Path::new("/dev/null"), libc::O_WRONLY | libc::O_TRUNC));
+        assert!(reach.may_open(Path::new("/dev/pts/3"), libc::O_RDWR));
+        assert!(!reach.may_open(Path::new("/etc/passwd"), libc::O_WRONLY));
+        assert!(!reach.may_open(Path::new("/etc/passwd (deleted)"), libc::O_RDWR));
+        assert!(reach.may_open(Path::new("/etc/passwd"), libc::O_RDONLY));
+        assert!(reach.may_open(Path::new("pipe:[42]"), libc::O_WRONLY));
+        let listed = Reach {
+            rules: Some(vec![rule("/home/u", Access::List)]),
+        };
+        assert!(!listed.may_open(Path::new("/home/u/x"), libc::O_RDONLY));
+        // No Landlock: the mounts decide.
+        assert!(Reach::default().may_make_in(Path::new("/etc")));
+    }
+}

@@ -149,7 +149,7 @@ fn rights(access: Rights, abi: ABI, is_dir: bool) -> BitFlags<AccessFs> {
 /// /dev. A name counts only when it is the very same character device as the fd (on the
 /// host, `/dev/console` is the system console and gets nothing). Pagers, `stty -F "$(tty)"`
 /// and `tput` open their terminal by name, and every termios ioctl then needs the right.
-fn own_terminal_rules() -> Vec<crate::sandbox::landlock::PathRule> {
+pub(super) fn own_terminal_rules() -> Vec<crate::sandbox::landlock::PathRule> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let mut names: Vec<std::path::PathBuf> = Vec::new();
     for fd in 0..3 {

@@ -39,16 +39,20 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::Split> {
         None => (None, None),
     };
     let (names, mediated) = (spec.names.clone(), spec.mediated.clone());
-    let ruleset = spec.landlock.clone();
+    // Where the program's rules let it make names and open files (and so the guard, which
+    // acts for it): its ruleset and its terminal's names, as `confine` applies them.
+    let reach = crate::mediator::Reach {
+        rules: spec.landlock.as_ref().map(|r| {
+            let mut rules = r.rules.clone();
+            rules.extend(confine::own_terminal_rules());
+            rules
+        }),
+    };
     let on_guard = move || {
         let Some(channel) = ours else {
             return;
         };
-        let confine = Box::new(move || match &ruleset {
-            Some(r) => confine::apply_landlock(r).map_err(|e| io::Error::other(e.to_string())),
-            None => Ok(()),
-        });
-        if let Err(e) = crate::mediator::create::start(channel, names, mediated, confine) {
+        if let Err(e) = crate::mediator::create::start(channel, names, mediated, reach) {
             eprintln!("sbx-shell: the guard cannot answer the program's mediated calls: {e}");
         }
     };

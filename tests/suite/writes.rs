@@ -8,6 +8,7 @@ use std::fs;
 
 use super::protections::{host_git, repo_lab};
 use super::sandbox::{each, tools_present, Lab, User};
+use super::support::Shown;
 
 /// Each step of ordinary git work prints its name when it succeeds.
 const GIT_WORK: &str = "set -u; g() { git -c user.name=t -c user.email=t@t \"$@\"; }; \
@@ -367,5 +368,72 @@ fn a_writable_path_inside_the_workspace_is_not_moved_by_an_earlier_session() {
         assert_ne!(code, 0, "{what}: {err}");
         assert!(err.contains("leads through the symlink"), "{what}: {err}");
         assert!(!lab.outside.join("b/g").exists(), "{what}");
+    });
+}
+
+/// The guard acts for the program only where the program's own rules let it: a file
+/// outside the writable trees, reached for writing through the program's read-only
+/// descriptor (`/proc/self/fd/N`), through a symlink made in the workspace, or named
+/// directly, and a name made outside. Control: bare, each write lands.
+#[test]
+fn the_guard_writes_for_the_program_only_where_the_program_may() {
+    if !tools_present() {
+        return;
+    }
+    const SCRIPT: &str = r#"
+import os, sys
+out = sys.argv[1]
+target = os.path.join(out, "target.txt")
+def attempt(name, f):
+    try:
+        f()
+        print(name, "WROTE")
+    except OSError as e:
+        print(name, e.strerror)
+fd = os.open(target, os.O_RDONLY)
+attempt("fd", lambda: os.close(os.open("/proc/self/fd/%d" % fd, os.O_WRONLY | os.O_APPEND)))
+os.symlink(target, "link")
+attempt("link", lambda: os.close(os.open("link", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)))
+attempt("named", lambda: os.close(os.open(target, os.O_RDWR)))
+attempt("made", lambda: os.close(os.open(os.path.join(out, "new.txt"), os.O_WRONLY | os.O_CREAT, 0o644)))
+attempt("dir", lambda: os.mkdir(os.path.join(out, "newdir")))
+"#;
+    each(|backend, user| {
+        for mode in ["none", backend] {
+            let lab = Lab::new("reach", user, false);
+            fs::write(lab.outside.join("target.txt"), "t\n").unwrap();
+            if user == User::Nobody {
+                super::sandbox::chown_tree(&lab.outside, super::sandbox::NOBODY);
+            }
+            // Readable (Landlock alone reads little outside the workspace), not writable.
+            let outside = lab.outside.display().to_string();
+            let out = lab
+                .command(
+                    mode,
+                    &[
+                        "--read",
+                        &outside,
+                        "--",
+                        super::sandbox::PYTHON,
+                        "-c",
+                        SCRIPT,
+                    ],
+                )
+                .arg(&lab.outside)
+                .shown();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let what = lab.what(mode);
+            let wrote = text.lines().filter(|l| l.ends_with("WROTE")).count();
+            if mode == "none" {
+                assert_eq!(wrote, 5, "control: {text}");
+            } else {
+                assert_eq!(wrote, 0, "{what}: {text}");
+                assert_eq!(text.lines().count(), 5, "{what}: {text}");
+                assert_eq!(
+                    fs::read_to_string(lab.outside.join("target.txt")).unwrap(),
+                    "t\n"
+                );
+            }
+        }
     });
 }
