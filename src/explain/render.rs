@@ -102,7 +102,7 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
                 out,
                 "restored, not prevented, Landlock alone (put back from a record the moment they change): {}",
                 if restored.is_empty() {
-                    "none here".to_string()
+                    "none here (on Linux 5.14 and later sbx-shell's guard refuses every write to them when it is made)".to_string()
                 } else {
                     restored.join(" ")
                 }

@@ -42,6 +42,7 @@ use super::linux::{
 use super::names::{self, GitPlace, Made, Names};
 use super::opens::{self, Missing};
 use super::Rules;
+use crate::gitconfig::Kind;
 use crate::sandbox::mediated::syscall_name;
 
 /// Start the thread that answers the program's calls, in this process (the helper's
@@ -97,6 +98,7 @@ fn serve(
 ) -> io::Result<()> {
     confine_this_thread()?;
     let root = open_path(libc::AT_FDCWD, c"/")?;
+    let made = std::cell::RefCell::new(Vec::new());
     let sizes = notif_sizes()?;
     sync_wake_up(listener);
     let guard = std::process::id();
@@ -139,6 +141,7 @@ fn serve(
                 listener,
                 names,
                 reach,
+                made: &made,
                 root: root.as_fd(),
                 call: &call,
             }
@@ -355,6 +358,9 @@ struct Acting<'a> {
     listener: &'a OwnedFd,
     names: &'a Names,
     reach: &'a super::Reach,
+    /// The `.git` files made in this session, by `(st_dev, st_ino)`: git rewrites a new
+    /// submodule's, which may be rewritten; one that existed at the start may not.
+    made: &'a std::cell::RefCell<Vec<(u64, u64)>>,
     root: BorrowedFd<'a>,
     call: &'a Call,
 }
@@ -501,9 +507,17 @@ impl Acting<'_> {
             return Ok(());
         }
         match names::refused_write(name, git_place(e.dir.as_fd(), &parent, name)) {
+            // A `.git` file this session made (git writes a submodule's twice).
+            Some(_) if name == ".git" && self.made_here(e) => Ok(()),
             Some(_) => Err(libc::EACCES),
             None => Ok(()),
         }
+    }
+
+    /// Whether the file `e` names was made in this session by this guard (`made`).
+    fn made_here(&self, e: &Entry) -> bool {
+        fstatat(e.dir.as_fd(), &e.name)
+            .is_ok_and(|st| self.made.borrow().contains(&(st.st_dev, st.st_ino)))
     }
 
     /// The program's umask (its fs context's; read when a name is made).
@@ -609,6 +623,10 @@ impl Acting<'_> {
                         Err(libc::EEXIST) if !excl => continue,
                         Err(err) => return Err(err),
                         Ok(fd) => {
+                            if e.name.as_bytes() == b".git" {
+                                let st = fstat(fd.as_fd())?;
+                                self.made.borrow_mut().push((st.st_dev, st.st_ino));
+                            }
                             return Ok(Opened::Now(fd));
                         }
                     }
@@ -876,10 +894,15 @@ impl Acting<'_> {
             }
         }
         let to_name = OsStr::from_bytes(to.name.as_bytes());
-        if names::is_config(to_name) && flags == 0 && moved == Made::Other {
+        if (names::is_config(to_name) || to_name == ".gitmodules")
+            && flags == 0
+            && moved == Made::Other
+        {
             let parent = fd_path(to.dir.as_fd()).map_err(|_| libc::EACCES)?;
-            if let GitPlace::GitDir { .. } = git_place(to.dir.as_fd(), &parent, to_name) {
-                return self.config_rename(&from, &to);
+            match git_place(to.dir.as_fd(), &parent, to_name) {
+                GitPlace::GitDir { .. } => return self.config_rename(Kind::Config, &from, &to),
+                GitPlace::WorkTree => return self.config_rename(Kind::Gitmodules, &from, &to),
+                _ => {}
             }
         }
         self.check(&to, moved)?;
@@ -911,7 +934,7 @@ impl Acting<'_> {
     /// content is read once, checked (`names::config_rename`), written into a file of the
     /// guard's own, and that file renamed into place; the program's is removed. What the
     /// program does to its file afterwards (it may still hold it open) reaches nothing.
-    fn config_rename(&self, from: &Entry, to: &Entry) -> Res<i64> {
+    fn config_rename(&self, kind: Kind, from: &Entry, to: &Entry) -> Res<i64> {
         use std::hash::BuildHasher;
         use std::io::Read;
         const LIMIT: u64 = 16 << 20;
@@ -926,7 +949,7 @@ impl Acting<'_> {
             .take(LIMIT)
             .read_to_end(&mut text)
             .map_err(|_| libc::EACCES)?;
-        if let Some(why) = self.names.config_rename(&text) {
+        if let Some(why) = self.names.config_rename(kind, &text) {
             // Said where the program's own error appears (its terminal), once per refusal.
             let at = fd_path(to.dir.as_fd()).unwrap_or_default();
             eprintln!(
@@ -984,9 +1007,9 @@ fn holds_plants(dir: BorrowedFd<'_>, names: &Names) -> bool {
         Some(text)
     };
     let exists = |name: &CStr| fstatat(dir, name).is_ok();
-    let config = [c"config", c"config.worktree"]
-        .iter()
-        .any(|n| exists(n) && read(n).is_none_or(|t| names.config_rename(&t).is_some()));
+    let config = [c"config", c"config.worktree"].iter().any(|n| {
+        exists(n) && read(n).is_none_or(|t| names.config_rename(Kind::Config, &t).is_some())
+    });
     let how = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     let hooks = openat(dir, c"hooks", how, 0)
         .ok()
@@ -1090,6 +1113,13 @@ fn git_place(dir: BorrowedFd<'_>, path: &std::path::Path, name: &OsStr) -> GitPl
         }
         at.is_some_and(|fd| is_git(fd.as_fd(), &p))
     };
+    if name == ".gitmodules" {
+        // Beside a `.git`: a work tree's, which git reads in every clone.
+        return match fstatat(dir, c".git") {
+            Ok(_) => GitPlace::WorkTree,
+            Err(_) => GitPlace::Plain,
+        };
+    }
     match (file(path).as_slice(), name.as_encoded_bytes()) {
         (_, b"commondir" | b"hooks" | b"config" | b"config.worktree") if git_up(0) => {
             let parent = above(path);

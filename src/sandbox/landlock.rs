@@ -114,7 +114,7 @@ pub struct Ruleset {
 /// What the bwrap backend gives that Landlock alone does not, on any machine: named when
 /// `auto` falls back to Landlock alone (the start line) and by `doctor`.
 pub const WITHOUT_BWRAP: &[&str] = &[
-    "protected paths inside the workspace (.git/config, hooks …) are restored after a change, not prevented",
+    "before Linux 5.14, protected paths inside the workspace (.git/config, hooks …) are restored after a change, not prevented (later kernels: refused by sbx-shell's guard, as under bwrap)",
     "a denied path inside the workspace cannot be hidden (such a policy is refused)",
     "no private /tmp or /dev/shm: a private TMPDIR instead, the host's closed",
     "every unix socket by path is refused, the program's own too, and none can be granted",
@@ -346,7 +346,8 @@ fn around(
 /// Alone, Landlock cannot deny inside a writable tree nor protect inside one, and no host
 /// socket can be granted (seccomp refuses unix sockets by path, `seccomp::build_filter`):
 /// such a policy is refused, never weakened — except a protected path inside a writable
-/// tree other than `/`, which the guard restores when it changes (`guard::record`).
+/// tree other than `/`, which the helper's guard refuses to change (Linux 5.14 and later,
+/// `mediator::names`) or restores when it changes (before, `guard::record`).
 fn check_alone(
     fs: &Filesystem,
     writable: &[&Path],
@@ -365,8 +366,8 @@ fn check_alone(
             });
         }
     }
-    // Inside the writable trees of a workspace, the guard restores them (`guard::record`);
-    // inside `/` (unrestricted), nothing could.
+    // Inside the writable trees of a workspace, the guard refuses changes or restores them;
+    // inside `/` (unrestricted, no tree it watches), nothing could.
     for protected in fs.protected.iter().map(real).filter(|p| exists(p)) {
         if let Some(inside) = writable
             .iter()

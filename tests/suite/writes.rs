@@ -23,9 +23,11 @@ const GIT_WORK: &str = "set -u; g() { git -c user.name=t -c user.email=t@t \"$@\
     echo three >> f && git stash -q && git stash pop -q && echo stash && \
     git reset -q --hard && echo reset && git gc -q && echo gc && \
     git clone -q . clone && echo clone && \
+    git init -q subsrc && g -C subsrc commit -q --allow-empty -m s && \
+    git -c protocol.file.allow=always submodule add -q \"$PWD/subsrc\" sm && g commit -qm sm && echo submodule && \
     find . -perm 0 -print | sed 's/^/mode-0 /'";
 
-const GIT_STEPS: [&str; 14] = [
+const GIT_STEPS: [&str; 15] = [
     "init",
     "reinit",
     "reinit-ws",
@@ -39,6 +41,7 @@ const GIT_STEPS: [&str; 14] = [
     "reset",
     "gc",
     "clone",
+    "submodule",
     "",
 ];
 
@@ -55,11 +58,11 @@ fn ordinary_git_work_runs_as_it_does_bare() {
         let lab = repo_lab("gitwork", user);
         let (code, out, err) = lab.sh("none", &[], GIT_WORK);
         assert_eq!(code, 0, "control: {err}");
-        assert_eq!(lines(&out), GIT_STEPS[..13], "control: {err}");
+        assert_eq!(lines(&out), GIT_STEPS[..14], "control: {err}");
         let lab = repo_lab("gitwork", user);
         let (code, out, err) = lab.sh(backend, &[], GIT_WORK);
         let what = lab.what(backend);
-        assert_eq!(lines(&out), GIT_STEPS[..13], "{what}: {err}");
+        assert_eq!(lines(&out), GIT_STEPS[..14], "{what}: {err}");
         assert_eq!(code, 0, "{what}: {err}");
         // The user's git is fine with what the session left.
         for args in [
