@@ -96,6 +96,15 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         net.as_ref(),
         (&git, temp_dir, &tools),
     )?;
+    #[cfg(target_os = "linux")]
+    if layers.names.is_some() {
+        if let Some(line) = linked_note(&sandbox::linked_protected_files(
+            &plan.policy,
+            &git.git_dirs,
+        )) {
+            say.note(&line);
+        }
+    }
     let cgroup = cgroup::SessionCgroup::create(cgroup::SessionLimits {
         pids: plan.policy.limits.session_processes,
         memory_bytes: plan
@@ -879,6 +888,21 @@ impl Watch {
         all.extend(left);
         (all, ended_by_guard)
     }
+}
+
+/// The start line for protected files that have other names (hard links): each name is
+/// refused a write as the file's own is.
+#[cfg(target_os = "linux")]
+fn linked_note(linked: &[PathBuf]) -> Option<String> {
+    let first = linked.first()?;
+    let (more, has) = match linked.len() {
+        1 => (String::new(), "has another name"),
+        n => (format!(" and {} more", n - 1), "have other names"),
+    };
+    Some(format!(
+        "sbx-shell: {}{more} {has} (hard links): a write through any name is refused, as through the file's own",
+        first.display()
+    ))
 }
 
 /// The start line for Landlock alone when it records protected paths: what it cannot

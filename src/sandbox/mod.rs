@@ -194,6 +194,36 @@ fn home_top(mounts: &[bwrap::Mount]) -> Option<(PathBuf, Vec<String>)> {
 /// its config files, `commondir` and hooks. Read without following symlinks.
 fn protected_objects(policy: &Policy, git_dirs: &[crate::repos::GitDir]) -> Vec<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
+    let mut out: Vec<(u64, u64)> = protected_files(policy, git_dirs)
+        .iter()
+        .map(|(_, m)| (m.dev(), m.ino()))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The protected files that have another name besides (a hard link made earlier, by an
+/// earlier session or by the host): every name is treated as protected (`Names::objects`),
+/// and the start names them, since a writer through another name is refused.
+pub fn linked_protected_files(policy: &Policy, git_dirs: &[crate::repos::GitDir]) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen: Vec<(u64, u64)> = Vec::new();
+    let mut out = Vec::new();
+    for (path, m) in protected_files(policy, git_dirs) {
+        if m.nlink() > 1 && !seen.contains(&(m.dev(), m.ino())) {
+            seen.push((m.dev(), m.ino()));
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The protected files that exist now, as `protected_objects` describes them.
+fn protected_files(
+    policy: &Policy,
+    git_dirs: &[crate::repos::GitDir],
+) -> Vec<(PathBuf, std::fs::Metadata)> {
     /// At most this many entries of one protected directory are recorded.
     const PER_DIR: usize = 1000;
     let entries = |dir: &Path| -> Vec<PathBuf> {
@@ -207,7 +237,7 @@ fn protected_objects(policy: &Policy, git_dirs: &[crate::repos::GitDir]) -> Vec<
         .iter()
         .map(|p| p.real().to_path_buf())
         .collect();
-    let mut out: Vec<(u64, u64)> = protected
+    protected
         .iter()
         .flat_map(|p| {
             let mut all = vec![p.clone()];
@@ -223,13 +253,9 @@ fn protected_objects(policy: &Policy, git_dirs: &[crate::repos::GitDir]) -> Vec<
                 .chain(entries(&g.dir.join("hooks")))
                 .collect::<Vec<_>>()
         }))
-        .filter_map(|p| std::fs::symlink_metadata(p).ok())
-        .filter(|m| m.is_file())
-        .map(|m| (m.dev(), m.ino()))
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    out
+        .filter_map(|p| std::fs::symlink_metadata(&p).ok().map(|m| (p, m)))
+        .filter(|(_, m)| m.is_file())
+        .collect()
 }
 
 /// Whether a kernel release string (`6.1.0-18-amd64`) is at least `major.minor`; an

@@ -440,3 +440,42 @@ attempt("dir", lambda: os.mkdir(os.path.join(out, "newdir")))
         }
     });
 }
+
+/// A protected file with a second name made before the session (by an earlier session or
+/// the host): named at the start, and a write through that name is refused as through its
+/// own. Control: bare, the write through the other name lands in the repository's config.
+#[test]
+fn a_protected_file_is_protected_under_every_name() {
+    if !tools_present() {
+        return;
+    }
+    each(|backend, user| {
+        for mode in ["none", backend] {
+            let lab = repo_lab("linked", user);
+            fs::hard_link(lab.ws.join(".git/config"), lab.ws.join("notes")).unwrap();
+            let (code, out, err) = lab.sh(
+                mode,
+                &[],
+                "printf '[core]\\n\\tpager = touch x\\n' >> notes && echo WROTE; echo DONE",
+            );
+            let what = lab.what(mode);
+            assert_eq!(code, 0, "{what}: {err}");
+            let config = fs::read_to_string(lab.ws.join(".git/config")).unwrap();
+            if mode == "none" {
+                assert!(
+                    out.contains("WROTE") && config.contains("pager"),
+                    "control: {out}"
+                );
+            } else {
+                assert!(
+                    !out.contains("WROTE") && !config.contains("pager"),
+                    "{what}: {out}"
+                );
+                assert!(
+                    err.contains(".git/config has another name"),
+                    "{what}: not named at the start: {err}"
+                );
+            }
+        }
+    });
+}
