@@ -11,6 +11,8 @@
 #   ROUNDS   interleaved rounds, the median is kept (default 5)
 #   ONLY     comma-separated workloads (tar,loop,compileall,pip,npm,clone; default all)
 #   BENCH_IMAGE_GB  size of the loop-mounted ext4 image (default 6)
+#   SBX_BIN  an sbx-shell binary to measure instead of this checkout's release build
+#            (to compare with another revision; implies --no-record)
 # Needs root (to mount the image), bwrap, python3 with venv, npm, git; the wheels and npm
 # packages are downloaded once from their registries into the image.
 set -euo pipefail
@@ -29,7 +31,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 revision=$(git describe --always --dirty 2>/dev/null || echo unknown)
-cargo build --release --locked --quiet
+if [ -n "${SBX_BIN:-}" ]; then
+  record=0
+else
+  cargo build --release --locked --quiet
+  SBX_BIN="$PWD/target/release/sbx-shell"
+fi
 
 # Outside /tmp (private inside the sandbox); the root file system here has no journal,
 # which makes every run after an `rm -rf` several times slower for every subject.
@@ -57,7 +64,7 @@ JSON
 (cd "$assets/npm" && npm install -s --no-audit --no-fund --cache "$assets/npm-cache" >/dev/null &&
   rm -rf node_modules && npm ci -s --no-audit --no-fund --cache "$assets/npm-cache" >/dev/null && rm -rf node_modules)
 
-table=$(SBX_BIN="$PWD/target/release/sbx-shell" WORK="$work" python3 scripts/bench-work.py)
+table=$(SBX_BIN="$SBX_BIN" WORK="$work" python3 scripts/bench-work.py)
 echo "$table"
 [ "$record" = 1 ] || exit 0
 
