@@ -16,7 +16,8 @@ const GIT_WORK: &str = "set -u; g() { git -c user.name=t -c user.email=t@t \"$@\
     git init -q && echo reinit-ws && \
     echo one > f && g add f && g commit -qm one && echo commit && \
     git config user.name me && git config pull.rebase false && echo config && \
-    git remote add up ../outside-repo && echo remote-add && \
+    git init -q --bare up.git && git remote add up ./up.git && echo remote-add && \
+    git push -q -u up main 2>/dev/null && echo push-u && \
     git branch -q topic && git branch -q --set-upstream-to=main topic && echo upstream && \
     git worktree add -q wt topic && git -C wt status --short && echo worktree && \
     echo two >> f && g commit -qam two && g -C wt rebase -q main && echo rebase && \
@@ -27,13 +28,14 @@ const GIT_WORK: &str = "set -u; g() { git -c user.name=t -c user.email=t@t \"$@\
     git -c protocol.file.allow=always submodule add -q \"$PWD/subsrc\" sm && g commit -qm sm && echo submodule && \
     find . -perm 0 -print | sed 's/^/mode-0 /'";
 
-const GIT_STEPS: [&str; 15] = [
+const GIT_STEPS: [&str; 16] = [
     "init",
     "reinit",
     "reinit-ws",
     "commit",
     "config",
     "remote-add",
+    "push-u",
     "upstream",
     "worktree",
     "rebase",
@@ -58,11 +60,11 @@ fn ordinary_git_work_runs_as_it_does_bare() {
         let lab = repo_lab("gitwork", user);
         let (code, out, err) = lab.sh("none", &[], GIT_WORK);
         assert_eq!(code, 0, "control: {err}");
-        assert_eq!(lines(&out), GIT_STEPS[..14], "control: {err}");
+        assert_eq!(lines(&out), GIT_STEPS[..15], "control: {err}");
         let lab = repo_lab("gitwork", user);
         let (code, out, err) = lab.sh(backend, &[], GIT_WORK);
         let what = lab.what(backend);
-        assert_eq!(lines(&out), GIT_STEPS[..14], "{what}: {err}");
+        assert_eq!(lines(&out), GIT_STEPS[..15], "{what}: {err}");
         assert_eq!(code, 0, "{what}: {err}");
         // The user's git is fine with what the session left.
         for args in [
