@@ -481,3 +481,58 @@ fn a_protected_file_is_protected_under_every_name() {
         }
     });
 }
+
+/// sbx-shell killed with SIGKILL during a session leaves every protected file with its own
+/// mode: nothing is sealed for a session (the guard refuses writes when they are made), so
+/// nothing waits to be put back.
+#[test]
+fn a_killed_session_leaves_the_modes_as_they_were() {
+    if !tools_present() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    each(|backend, user| {
+        let lab = repo_lab("killed", user);
+        let hook = lab.ws.join(".git/hooks/pre-commit");
+        fs::write(&hook, "#!/bin/sh\n").unwrap();
+        fs::write(lab.ws.join(".mcp.json"), "{}").unwrap();
+        if user == User::Nobody {
+            super::sandbox::chown_tree(&lab.ws, super::sandbox::NOBODY);
+        }
+        let paths = [
+            lab.ws.join(".git/config"),
+            lab.ws.join(".git/hooks"),
+            hook,
+            lab.ws.join(".mcp.json"),
+        ];
+        let modes = || -> Vec<u32> {
+            paths
+                .iter()
+                .map(|p| fs::metadata(p).unwrap().permissions().mode())
+                .collect()
+        };
+        let before = modes();
+        let mut child = lab
+            .command(backend, &["-c", "touch started; sleep 30"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        for _ in 0..200 {
+            if lab.ws.join("started").exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        let during = modes();
+        let _ = child.kill();
+        let _ = child.wait();
+        let what = lab.what(backend);
+        assert!(
+            lab.ws.join("started").exists(),
+            "{what}: the session never started"
+        );
+        assert_eq!(during, before, "{what}: modes changed during the session");
+        assert_eq!(modes(), before, "{what}: modes changed after SIGKILL");
+    });
+}
