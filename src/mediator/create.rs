@@ -514,6 +514,22 @@ impl Acting<'_> {
         }
     }
 
+    /// Refuse opening the existing entry `e` with `flags` where the program's own rules
+    /// would not let it (`Reach`) — before anything is opened: an open may truncate.
+    fn check_reach(&self, e: &Entry, flags: i32) -> Res<()> {
+        if self.reach.rules.is_none() {
+            return Ok(());
+        }
+        let dir = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
+        match self
+            .reach
+            .may_open(&dir.join(OsStr::from_bytes(e.name.as_bytes())), flags)
+        {
+            true => Ok(()),
+            false => Err(libc::EACCES),
+        }
+    }
+
     /// Whether the file `e` names was made in this session by this guard (`made`).
     fn made_here(&self, e: &Entry) -> bool {
         fstatat(e.dir.as_fd(), &e.name)
@@ -601,8 +617,11 @@ impl Acting<'_> {
                         None,
                     );
                 }
-                Ok(_) => {
+                Ok(st) => {
+                    self.check_reach(&e, flags)?;
                     self.check_write(&e, flags)?;
+                    // Before the open, which may truncate; again on what was opened.
+                    self.check_identity(&st, flags)?;
                     let how = opens::existing(flags)?;
                     match openat(e.dir.as_fd(), &e.name, how, 0) {
                         // Replaced or removed since the look: look again.
@@ -643,6 +662,14 @@ impl Acting<'_> {
         opens::existing(flags)?;
         let how = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW)) | libc::O_CLOEXEC;
         let object = object.try_clone_to_owned().map_err(|e| os_errno(&e))?;
+        if self.reach.rules.is_some() {
+            // Before it is opened again (an open may truncate).
+            let at = fd_path(object.as_fd()).map_err(|_| libc::EACCES)?;
+            if !self.reach.may_open(&at, flags) {
+                return Err(libc::EACCES);
+            }
+        }
+        self.check_identity(&fstat(object.as_fd())?, flags)?;
         if opens::writes(flags) {
             // A config reached through a descriptor's link: judged by where it is.
             let at = fd_path(object.as_fd()).map_err(|_| libc::EACCES)?;
@@ -673,19 +700,20 @@ impl Acting<'_> {
     /// An opened file, unless the open writes and reached a protected file under another
     /// of its names (`Names::objects`): judged on what was opened, not on a look before.
     fn check_object(&self, fd: OwnedFd, flags: i32) -> Res<OwnedFd> {
-        if self.reach.rules.is_some() {
-            let at = fd_path(fd.as_fd()).map_err(|_| libc::EACCES)?;
-            if !self.reach.may_open(&at, flags) {
-                return Err(libc::EACCES);
-            }
-        }
-        if opens::writes(flags) {
-            let st = fstat(fd.as_fd())?;
-            if st.st_nlink > 1 && self.names.is_protected_object(st.st_dev, st.st_ino) {
-                return Err(libc::EACCES);
-            }
-        }
+        self.check_identity(&fstat(fd.as_fd())?, flags)?;
         Ok(fd)
+    }
+
+    /// Refuse an open that writes the file `st` describes when it is a protected file
+    /// reached under another of its names (`Names::objects`).
+    fn check_identity(&self, st: &libc::stat, flags: i32) -> Res<()> {
+        if opens::writes(flags)
+            && st.st_nlink > 1
+            && self.names.is_protected_object(st.st_dev, st.st_ino)
+        {
+            return Err(libc::EACCES);
+        }
+        Ok(())
     }
 
     /// A FIFO's open waits for the other end: done in a thread of its own (with this one's
