@@ -824,6 +824,7 @@ impl Acting<'_> {
             // The program's descriptor itself (an O_TMPFILE file given a name): linked
             // through its magic link, as an unprivileged caller does.
             let base = self.base(old);
+            self.check_link_source(base)?;
             let magic = CString::new(format!("/proc/self/fd/{}", base.as_raw_fd()))
                 .map_err(|_| libc::EINVAL)?;
             // SAFETY: NUL-terminated paths and our descriptors.
@@ -852,7 +853,7 @@ impl Acting<'_> {
                 libc::O_PATH | libc::O_CLOEXEC | nofollow,
                 0,
             )?;
-            self.check_link_source(&from, object.as_fd())?;
+            self.check_link_source(object.as_fd())?;
             let magic = CString::new(format!("/proc/self/fd/{}", object.as_raw_fd()))
                 .map_err(|_| libc::EINVAL)?;
             // SAFETY: NUL-terminated paths and our descriptors.
@@ -872,22 +873,26 @@ impl Acting<'_> {
         Ok(0)
     }
 
-    /// Refuse a new name for `object` (reached as `from`): a protected path, a protected
-    /// file (`Names::objects`), or a git directory's config.
-    fn check_link_source(&self, from: &Entry, object: BorrowedFd<'_>) -> Res<()> {
+    /// Refuse a new name for `object`: a protected path, a protected file
+    /// (`Names::objects`), a git directory's config, or one outside where the program may
+    /// make names.
+    fn check_link_source(&self, object: BorrowedFd<'_>) -> Res<()> {
         let st = fstat(object)?;
-        let dir = fd_path(from.dir.as_fd()).map_err(|_| libc::EACCES)?;
-        if !self.reach.may_make_in(&dir) {
-            // Linking across directories needs the right to rename there (Landlock's refer).
+        // Where the object itself lies (reached through a symlink or the program's
+        // descriptor, it may be anywhere): a new name for it needs the right to make and
+        // rename names there (Landlock's refer), as for the program.
+        let at = fd_path(object).map_err(|_| libc::EACCES)?;
+        let Some(dir) = at.parent().filter(|d| d.is_absolute()) else {
+            return Err(libc::EACCES);
+        };
+        if !self.reach.may_make_in(dir) {
             return Err(libc::EACCES);
         }
-        let name = OsStr::from_bytes(from.name.as_bytes());
-        let at = fd_path(object).map_err(|_| libc::EACCES)?;
-        let config = names::is_config(name)
-            && matches!(
-                git_place(from.dir.as_fd(), &dir, name),
-                GitPlace::GitDir { .. }
-            );
+        let config = at.file_name().is_some_and(names::is_config)
+            && CString::new(dir.as_os_str().as_bytes())
+                .ok()
+                .and_then(|d| open_path(libc::AT_FDCWD, &d).ok())
+                .is_some_and(|d| is_git(d.as_fd(), dir));
         if config
             || self.names.is_protected_object(st.st_dev, st.st_ino)
             || self.names.protected.iter().any(|p| at.starts_with(p))

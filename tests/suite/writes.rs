@@ -377,9 +377,11 @@ fn a_writable_path_inside_the_workspace_is_not_moved_by_an_earlier_session() {
 }
 
 /// The guard acts for the program only where the program's own rules let it: a file
-/// outside the writable trees, reached for writing through the program's read-only
-/// descriptor (`/proc/self/fd/N`), through a symlink made in the workspace, or named
-/// directly, and a name made outside. Control: bare, each write lands.
+/// outside the writable trees, reached for writing (appending, truncating) through the
+/// program's read-only descriptor (`/proc/self/fd/N`), through a symlink made in the
+/// workspace, or named directly; a hard link to it made in the workspace through the
+/// symlink; a name made outside; and, under Landlock alone, a file the
+/// program may not read, opened through a symlink. Control: bare, each lands.
 #[test]
 fn the_guard_writes_for_the_program_only_where_the_program_may() {
     if !tools_present() {
@@ -407,6 +409,8 @@ attempt("read", read_secret)
 os.symlink(target, "link")
 attempt("link", lambda: os.close(os.open("link", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)))
 attempt("named", lambda: os.close(os.open(target, os.O_RDWR)))
+here = os.open(".", os.O_RDONLY)
+attempt("hardlink", lambda: os.link("link", "hard", src_dir_fd=here, follow_symlinks=True))
 attempt("made", lambda: os.close(os.open(os.path.join(out, "new.txt"), os.O_WRONLY | os.O_CREAT, 0o644)))
 attempt("dir", lambda: os.mkdir(os.path.join(out, "newdir")))
 "#;
@@ -447,11 +451,11 @@ attempt("dir", lambda: os.mkdir(os.path.join(out, "newdir")))
             // shows the host's files read-only): asked of the guard, it refuses it too.
             let read = text.lines().any(|l| l == "read WROTE");
             if mode == "none" {
-                assert_eq!(wrote, 7, "control: {text}");
+                assert_eq!(wrote, 8, "control: {text}");
             } else {
                 assert_eq!(wrote - usize::from(read), 0, "{what}: {text}");
                 assert_eq!(read, backend == "bwrap", "{what}: {text}");
-                assert_eq!(text.lines().count(), 7, "{what}: {text}");
+                assert_eq!(text.lines().count(), 8, "{what}: {text}");
                 assert_eq!(
                     fs::read_to_string(lab.outside.join("target.txt")).unwrap(),
                     "t\n",
