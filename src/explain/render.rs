@@ -33,6 +33,9 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
                     "then the helper, first, in order (each path opened without following a symlink; one that is not what sbx-shell saw ends the session, a vanished socket is skipped):"
                 );
             }
+            // ", bin, …": the names besides dot entries a seal keeps read-only.
+            let besides =
+                |names: &[String]| -> String { names.iter().map(|r| format!(", {r}")).collect() };
             for m in mounts {
                 use crate::sandbox::bwrap::How;
                 let how = match &m.how {
@@ -42,17 +45,11 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
                     }
                     How::Seal { readonly } => format!(
                         "sealed: read-only, nothing can be created at its top; its entries stay writable except dot entries{}",
-                        readonly
-                            .iter()
-                            .map(|r| format!(", {r}"))
-                            .collect::<String>()
+                        besides(readonly)
                     ),
                     How::SealDots { readonly } => format!(
                         "its dot entries{} read-only; new names at its top judged by the guard (no dot names)",
-                        readonly
-                            .iter()
-                            .map(|r| format!(", {r}"))
-                            .collect::<String>()
+                        besides(readonly)
                     ),
                     How::Pin => "pinned: cannot be renamed or removed".to_string(),
                     How::ReadOnly => "read-only".to_string(),

@@ -268,28 +268,9 @@ pub fn read_only(path: &Path, fd: BorrowedFd<'_>) -> io::Result<()> {
 /// can be created, renamed or removed at its top. Symlinks among the entries stay as they
 /// are, read-only.
 pub fn seal(path: &Path, fd: BorrowedFd<'_>, keep: &dyn Fn(&OsStr) -> bool) -> io::Result<()> {
-    // The directory read through its descriptor's magic link, which names that very object.
-    let entries = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
     let mut kept: Vec<(std::ffi::OsString, Tree)> = Vec::new();
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        let name = name.as_os_str();
-        if !keep(name) {
-            continue;
-        }
-        let child = nix::fcntl::openat(
-            fd,
-            name,
-            nix::fcntl::OFlag::O_PATH
-                | nix::fcntl::OFlag::O_NOFOLLOW
-                | nix::fcntl::OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
-        )?;
-        if identify(child.as_fd())?.1 == NodeKind::Symlink {
-            continue;
-        }
-        kept.push((name.to_owned(), take(child.as_fd())?));
+    for (name, child) in entries_where(fd, keep)? {
+        kept.push((name, take(child.as_fd())?));
     }
     read_only(path, fd)?;
     // The sealed directory as it is now, its new top mount.
@@ -297,17 +278,42 @@ pub fn seal(path: &Path, fd: BorrowedFd<'_>, keep: &dyn Fn(&OsStr) -> bool) -> i
         return Err(io::Error::from_raw_os_error(libc::ESTALE));
     };
     for (name, tree) in kept {
-        let child = nix::fcntl::openat(
-            sealed.as_fd(),
-            name.as_os_str(),
-            nix::fcntl::OFlag::O_PATH
-                | nix::fcntl::OFlag::O_NOFOLLOW
-                | nix::fcntl::OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
-        )?;
+        let child = open_entry(sealed.as_fd(), &name)?;
         put(tree, child.as_fd(), &path.join(&name), 0)?;
     }
     Ok(())
+}
+
+/// The entry `name` of the directory `dir`, opened O_PATH without following a symlink.
+fn open_entry(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
+    Ok(nix::fcntl::openat(
+        dir,
+        name,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?)
+}
+
+/// The entries of the directory `fd` that `pick(name)` accepts and that are not symlinks
+/// (a mount cannot hold one), each opened O_PATH without following one.
+fn entries_where(
+    fd: BorrowedFd<'_>,
+    pick: &dyn Fn(&OsStr) -> bool,
+) -> io::Result<Vec<(std::ffi::OsString, OwnedFd)>> {
+    // The directory read through its descriptor's magic link, which names that very object.
+    let entries = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    let mut out = Vec::new();
+    for entry in entries {
+        let name = entry?.file_name();
+        if !pick(&name) {
+            continue;
+        }
+        let child = open_entry(fd, &name)?;
+        if identify(child.as_fd())?.1 != NodeKind::Symlink {
+            out.push((name, child));
+        }
+    }
+    Ok(out)
 }
 
 /// Bind read-only, each on itself, the entries of the directory at `path` (opened as `fd`)
@@ -318,24 +324,7 @@ pub fn seal_entries(
     fd: BorrowedFd<'_>,
     sealed: &dyn Fn(&OsStr) -> bool,
 ) -> io::Result<()> {
-    let entries = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        if !sealed(&name) {
-            continue;
-        }
-        let child = nix::fcntl::openat(
-            fd,
-            name.as_os_str(),
-            nix::fcntl::OFlag::O_PATH
-                | nix::fcntl::OFlag::O_NOFOLLOW
-                | nix::fcntl::OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
-        )?;
-        if identify(child.as_fd())?.1 == NodeKind::Symlink {
-            continue;
-        }
+    for (name, child) in entries_where(fd, sealed)? {
         read_only(&path.join(&name), child.as_fd())?;
     }
     Ok(())
