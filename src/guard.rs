@@ -78,6 +78,9 @@ pub struct Rules {
     pub recorded: std::sync::Arc<[record::Recorded]>,
     /// git config keys the policy allows besides those git work writes (`gitconfig`).
     pub git_config_allow: Vec<String>,
+    /// Where the journal of the seals is written (`record::write_journal`), so that a
+    /// session killed while they hold is undone by the next run; `None`: none kept.
+    pub seal_journals: Option<PathBuf>,
     /// After `END_AFTER` answers, kill every process below sbx-shell (a session's guard);
     /// otherwise (a test's) only say so in `Outcome::ended`.
     pub ends_session: bool,
@@ -153,6 +156,8 @@ pub struct Guard {
     thread: Option<std::thread::JoinHandle<State>>,
     /// Files were sealed (`record::seal`): an unfinished guard must unseal them.
     sealed: bool,
+    /// The journal of the seals, removed once they are undone.
+    journal: Option<PathBuf>,
 }
 
 const MASK: AddWatchFlags = AddWatchFlags::IN_CREATE
@@ -193,7 +198,15 @@ impl Guard {
             rules,
             out: Outcome::default(),
         };
-        // Sealed before the program starts, so it can never hold one open for writing.
+        // Sealed before the program starts, so it can never hold one open for writing; the
+        // journal first, so that no kill leaves a seal no run can undo.
+        let journal = match (&state.rules.seal_journals, state.rules.recorded.is_empty()) {
+            (Some(dir), false) => Some(record::write_journal(
+                dir,
+                &record::sealed_modes(&state.rules.recorded),
+            )?),
+            _ => None,
+        };
         record::seal(&state.rules.recorded, true);
         let recorded = std::sync::Arc::clone(&state.rules.recorded);
         let thread = std::thread::Builder::new()
@@ -203,11 +216,17 @@ impl Guard {
                 state.run(&stop_read);
                 state
             })
-            .inspect_err(|_| record::seal(&recorded, false))?;
+            .inspect_err(|_| {
+                record::seal(&recorded, false);
+                if let Some(j) = &journal {
+                    let _ = std::fs::remove_file(j);
+                }
+            })?;
         Ok(Guard {
             stop,
             thread: Some(thread),
             sealed: !recorded.is_empty(),
+            journal,
         })
     }
 
@@ -242,6 +261,9 @@ impl Guard {
         } = state;
         drop(dirs);
         close_elsewhere(OwnedFd::from(inotify));
+        if let Some(j) = self.journal.take() {
+            let _ = std::fs::remove_file(j);
+        }
         out.keep = rules.keep;
         out
     }
@@ -664,8 +686,40 @@ impl Drop for Guard {
         let _ = nix::unistd::write(&self.stop, b"x");
         if let Ok(state) = thread.join() {
             record::seal(&state.rules.recorded, false);
+            if let Some(j) = self.journal.take() {
+                let _ = std::fs::remove_file(j);
+            }
         }
     }
+}
+
+/// Where the journals of seals are kept (`record::write_journal`).
+pub fn seal_journals(home: &Path) -> PathBuf {
+    crate::sessionlog::state_dir(home).join("sealed")
+}
+
+/// Give their own modes back to the files that a session killed while its seals held
+/// left sealed (`record::undo_left_seals`); the line that says so, if any were.
+pub fn undo_left_seals(home: &Path) -> Option<String> {
+    let alive = |pid: u32| {
+        i32::try_from(pid).is_ok_and(|pid| {
+            // Signal 0 only checks: ESRCH means gone, EPERM that it exists.
+            !matches!(
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+                Err(nix::errno::Errno::ESRCH)
+            )
+        })
+    };
+    let undone = record::undo_left_seals(&seal_journals(home), &alive);
+    let first = undone.first()?;
+    let more = match undone.len() {
+        1 => String::new(),
+        n => format!(" and {} more", n - 1),
+    };
+    Some(format!(
+        "sbx-shell: gave {}{more} its own mode back: a session killed earlier left it sealed",
+        first.display()
+    ))
 }
 
 /// Close the inotify instance without waiting for it. The last close of one that has
@@ -994,6 +1048,7 @@ mod tests {
             recorded: recorded.into(),
             ends_session: false,
             git_config_allow: Vec::new(),
+            seal_journals: None,
         };
         let guard = Guard::start(rules).unwrap();
         let settle = |what: &dyn Fn() -> bool| {
@@ -1056,6 +1111,7 @@ mod tests {
             recorded: Vec::new().into(),
             ends_session: false,
             git_config_allow: Vec::new(),
+            seal_journals: None,
         };
         (base, ws, planted, rules)
     }
@@ -1167,6 +1223,7 @@ mod tests {
                 .into(),
             ends_session: false,
             git_config_allow: Vec::new(),
+            seal_journals: None,
         };
         let guard = Guard::start(rules()).unwrap();
         assert_eq!(mode(), 0o444);
@@ -1201,6 +1258,7 @@ mod tests {
             recorded: Vec::new().into(),
             ends_session: false,
             git_config_allow: Vec::new(),
+            seal_journals: None,
         };
         let guard = Guard::start(rules).unwrap();
         // Whole, by a rename: a file made empty and then written may be moved aside (and

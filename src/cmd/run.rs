@@ -698,6 +698,9 @@ impl Watch {
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| std::env::split_paths(v).collect())
             .unwrap_or_default();
+        // What a session killed while its seals held left behind, put back first.
+        #[cfg(target_os = "linux")]
+        undo_left_seals(&plan.home, say);
         let before = Self::snapshot(policy, git, &path_dirs, mediated);
         #[cfg(target_os = "linux")]
         let (guard, recorded) = if mediated {
@@ -785,6 +788,7 @@ impl Watch {
             recorded: recorded.into(),
             ends_session: true,
             git_config_allow: plan.policy.git_config_allow.iter().cloned().collect(),
+            seal_journals: Some(crate::guard::seal_journals(&plan.home)),
         };
         match crate::guard::Guard::start(rules) {
             Ok(guard) => Ok((Some(guard), recorded_paths)),
@@ -887,6 +891,14 @@ impl Watch {
         }
         all.extend(left);
         (all, ended_by_guard)
+    }
+}
+
+/// Give back their modes to the files a session killed while sealed left behind, and say so.
+#[cfg(target_os = "linux")]
+fn undo_left_seals(home: &std::path::Path, say: Verbosity) {
+    if let Some(line) = crate::guard::undo_left_seals(home) {
+        say.note(&line);
     }
 }
 
