@@ -711,14 +711,9 @@ pub fn undo_left_seals(home: &Path) -> Option<String> {
         })
     };
     let undone = record::undo_left_seals(&seal_journals(home), &alive);
-    let first = undone.first()?;
-    let more = match undone.len() {
-        1 => String::new(),
-        n => format!(" and {} more", n - 1),
-    };
+    let named = crate::say::first_and_more(&undone)?;
     Some(format!(
-        "sbx-shell: gave {}{more} its own mode back: a session killed earlier left it sealed",
-        first.display()
+        "sbx-shell: gave {named} its own mode back: a session killed earlier left it sealed"
     ))
 }
 

@@ -29,6 +29,15 @@ impl Verbosity {
 }
 
 /// An error: "sbx-shell: error: …", its `Hint:` lines highlighted.
+/// `PATH`, or `PATH and N more`, for a line that names a list of paths; `None` for none.
+pub fn first_and_more(paths: &[std::path::PathBuf]) -> Option<String> {
+    let first = paths.first()?.display();
+    Some(match paths.len() {
+        1 => first.to_string(),
+        n => format!("{first} and {} more", n - 1),
+    })
+}
+
 pub fn error(text: &str) {
     eprintln!("{}", format_error(text, colored()));
 }
@@ -96,6 +105,15 @@ pub fn use_color(stderr_tty: bool, no_color: Option<&OsStr>, term: Option<&OsStr
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_list_of_paths_is_named_by_its_first_and_a_count() {
+        let paths: Vec<std::path::PathBuf> = vec!["/a".into(), "/b".into(), "/c".into()];
+        assert_eq!(first_and_more(&paths).as_deref(), Some("/a and 2 more"));
+        assert_eq!(first_and_more(&paths[..1]).as_deref(), Some("/a"));
+        assert_eq!(first_and_more(&[]), None);
+    }
+
     use super::*;
 
     #[test]

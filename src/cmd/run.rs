@@ -906,14 +906,13 @@ fn undo_left_seals(home: &std::path::Path, say: Verbosity) {
 /// refused a write as the file's own is.
 #[cfg(target_os = "linux")]
 fn linked_note(linked: &[PathBuf]) -> Option<String> {
-    let first = linked.first()?;
-    let (more, has) = match linked.len() {
-        1 => (String::new(), "has another name"),
-        n => (format!(" and {} more", n - 1), "have other names"),
+    let named = crate::say::first_and_more(linked)?;
+    let has = match linked.len() {
+        1 => "has another name",
+        _ => "have other names",
     };
     Some(format!(
-        "sbx-shell: {}{more} {has} (hard links): a write through any name is refused, as through the file's own",
-        first.display()
+        "sbx-shell: {named} {has} (hard links): a write through any name is refused, as through the file's own"
     ))
 }
 
@@ -921,14 +920,9 @@ fn linked_note(linked: &[PathBuf]) -> Option<String> {
 /// prevent, said plainly.
 #[cfg(target_os = "linux")]
 fn restored_note(recorded: &[PathBuf]) -> Option<String> {
-    let first = recorded.first()?;
-    let more = match recorded.len() {
-        1 => String::new(),
-        n => format!(" and {} more", n - 1),
-    };
+    let named = crate::say::first_and_more(recorded)?;
     Some(format!(
-        "sbx-shell: Landlock alone cannot mount the protected paths inside the writable trees read-only ({}{more}): sbx-shell seals them and refuses every name made over them, and what still changes one (a directory of theirs moved away) it restores from its record the moment it happens and names at the end — restored, not prevented (the bwrap backend mounts them: `sbx-shell setup`)",
-        first.display()
+        "sbx-shell: Landlock alone cannot mount the protected paths inside the writable trees read-only ({named}): sbx-shell seals them and refuses every name made over them, and what still changes one (a directory of theirs moved away) it restores from its record the moment it happens and names at the end — restored, not prevented (the bwrap backend mounts them: `sbx-shell setup`)"
     ))
 }
 
