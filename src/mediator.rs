@@ -22,6 +22,7 @@ pub mod create;
 mod linux;
 pub mod names;
 pub mod opens;
+pub mod umasks;
 
 /// What the mediator allows to change.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

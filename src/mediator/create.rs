@@ -41,6 +41,7 @@ use super::linux::{
 };
 use super::names::{self, GitPlace, Made, Names};
 use super::opens::{self, Missing};
+use super::umasks::{self, Umasks};
 use super::Rules;
 use crate::gitconfig::Kind;
 use crate::sandbox::mediated::syscall_name;
@@ -99,6 +100,7 @@ fn serve(
     confine_this_thread()?;
     let root = open_path(libc::AT_FDCWD, c"/")?;
     let made = std::cell::RefCell::new(Vec::new());
+    let umasks = std::cell::RefCell::new(Umasks::default());
     let sizes = notif_sizes()?;
     sync_wake_up(listener);
     let guard = std::process::id();
@@ -127,6 +129,12 @@ fn serve(
         let Some(call) = receive(listener, &sizes)? else {
             continue;
         };
+        if syscall_name(call.nr) == Some("umask") {
+            let read = || status_of(call.pid);
+            umasks.borrow_mut().set(call.pid, call.args[0] as u32, read);
+            respond(listener, &sizes, &call, Answer::Continue);
+            continue;
+        }
         if !creating.contains(&call.nr) {
             let answer = match mediated {
                 Some(rules) => super::linux::answer(listener, &call, rules, guard),
@@ -142,6 +150,7 @@ fn serve(
                 names,
                 reach,
                 made: &made,
+                umasks: &umasks,
                 root: root.as_fd(),
                 call: &call,
             }
@@ -149,6 +158,12 @@ fn serve(
         };
         respond(listener, &sizes, &call, answer);
     }
+}
+
+/// What `/proc/PID/status` says of thread `pid` (`None`: it is gone).
+fn status_of(pid: u32) -> Option<umasks::Status> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    umasks::parse_status(&text)
 }
 
 /// What the call asks, read from its arguments and the program's memory.
@@ -361,6 +376,7 @@ struct Acting<'a> {
     /// The `.git` files made in this session, by `(st_dev, st_ino)`: git rewrites a new
     /// submodule's, which may be rewritten; one that existed at the start may not.
     made: &'a std::cell::RefCell<Vec<(u64, u64)>>,
+    umasks: &'a std::cell::RefCell<Umasks>,
     root: BorrowedFd<'a>,
     call: &'a Call,
 }
@@ -536,17 +552,11 @@ impl Acting<'_> {
             .is_ok_and(|st| self.made.borrow().contains(&(st.st_dev, st.st_ino)))
     }
 
-    /// The program's umask (its fs context's; read when a name is made).
+    /// The program's umask (`umasks`: read once per thread, then followed through its
+    /// `umask()` calls).
     fn umask(&self) -> u32 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.call.pid));
-        status
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Umask:"))
-                    .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-            })
-            .unwrap_or(0o022)
+        let pid = self.call.pid;
+        self.umasks.borrow_mut().of(pid, || status_of(pid))
     }
 
     fn open(&self, at: &Where, flags: i32, mode: u32) -> Res<Opened> {

@@ -164,6 +164,12 @@ pub fn creating() -> Vec<Mediated> {
             arg1: 0,
         },
     });
+    // The umask the guard applies to what it makes: it notes each change and lets the
+    // call run (`mediator::umasks`).
+    t.push(Mediated {
+        syscall: "umask",
+        when: When::Always,
+    });
     for syscall in [
         "creat",
         "openat2",

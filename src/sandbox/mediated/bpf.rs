@@ -201,18 +201,24 @@ pub fn number(name: &str) -> Option<i64> {
         "renameat" => libc::SYS_renameat,
         "renameat2" => libc::SYS_renameat2,
         "prctl" => libc::SYS_prctl,
+        "umask" => libc::SYS_umask,
         _ => return None,
     };
     Some(nr)
 }
 
-/// The name of a mediated call's number (what a notification carries).
+/// The name of a mediated call's number (what a notification carries; the table is
+/// built once, as this is asked for every call).
 pub fn syscall_name(nr: i64) -> Option<&'static str> {
-    super::table()
-        .into_iter()
-        .chain(super::creating())
-        .map(|m| m.syscall)
-        .find(|name| number(name) == Some(nr))
+    static NAMES: std::sync::OnceLock<Vec<(i64, &'static str)>> = std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        super::table()
+            .into_iter()
+            .chain(super::creating())
+            .filter_map(|m| Some((number(m.syscall)?, m.syscall)))
+            .collect()
+    });
+    names.iter().find(|(n, _)| *n == nr).map(|(_, name)| *name)
 }
 
 /// Numbers of the generic syscall table (the same on x86_64 and aarch64) that the libc
