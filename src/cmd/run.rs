@@ -763,7 +763,8 @@ impl Watch {
         }
         let recorded = Self::record(plan, backend, git)?;
         let recorded_paths: Vec<PathBuf> = recorded.iter().map(|r| r.path.clone()).collect();
-        if let Some(line) = restored_note(&recorded_paths) {
+        let named = plan.policy.backend != crate::config::BackendChoice::Auto;
+        if let Some(line) = restored_note(&recorded_paths, named) {
             say.note(&line);
         }
         let protected: Vec<&std::path::Path> = plan
@@ -916,13 +917,19 @@ fn linked_note(linked: &[PathBuf]) -> Option<String> {
     ))
 }
 
-/// The start line for Landlock alone when it records protected paths: what it cannot
-/// prevent, said plainly.
+/// The start line for Landlock alone when it records protected paths (kernels before
+/// 5.14): what it cannot prevent, in one line; `setup` only when the user did not name
+/// the backend.
 #[cfg(target_os = "linux")]
-fn restored_note(recorded: &[PathBuf]) -> Option<String> {
+fn restored_note(recorded: &[PathBuf], backend_named: bool) -> Option<String> {
     let named = crate::say::first_and_more(recorded)?;
+    let fix = if backend_named {
+        ""
+    } else {
+        " (bwrap prevents them: `sbx-shell setup`)"
+    };
     Some(format!(
-        "sbx-shell: Landlock alone cannot mount the protected paths inside the writable trees read-only ({named}): sbx-shell seals them and refuses every name made over them, and what still changes one (a directory of theirs moved away) it restores from its record the moment it happens and names at the end — restored, not prevented (the bwrap backend mounts them: `sbx-shell setup`)"
+        "sbx-shell: on this kernel Landlock alone restores the protected paths in writable trees ({named}) after a change, rather than preventing it{fix}"
     ))
 }
 
