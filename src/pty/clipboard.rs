@@ -4,13 +4,18 @@
 //! paste-jacking into the host shell) or to report it (OSC 52 with `?`: the terminal
 //! answers on the program's input). The policy (`config::Clipboard`) decides what passes:
 //! `none` drops both, `write` drops the reports, `read-write` passes both. Recognised, by
-//! their introducer `ESC ]` or the C1 `U+009D` in UTF-8, up to their terminator (BEL, `ESC
-//! \`, `U+009C`, or CAN, SUB and any other `ESC`, which end a string too):
+//! their introducer `ESC ]`, the C1 `U+009D` in UTF-8, or the raw 8-bit C1 byte `0x9D`
+//! (where it cannot be part of a UTF-8 character: after an ASCII byte), up to their
+//! terminator (BEL, `ESC \\`, `U+009C` or `0x9C`, or CAN, SUB and any other `ESC`, which end
+//! a string too). The number is read as xterm, tmux, kitty and screen read it, by its
+//! value: `052` and `0052` are 52; spaces in it are ignored (no terminal reads them, so
+//! dropping such a request costs nothing):
 //!
 //! - `OSC 52 ; sel ; data`: a report request when `data` is `?`, else a write;
 //! - `OSC 5522 ; …` (kitty's clipboard protocol, whose requests read as well as write):
 //!   passed with `read-write` only;
-//! - `OSC 1337 ; Copy=…` (iTerm2's clipboard write): a write.
+//! - `OSC 1337 ; Copy=…` and `OSC 1337 ; CopyToClipboard=…` (iTerm2's clipboard writes):
+//!   writes.
 //!
 //! Output: the few bytes of a sequence's head are held until it is known (a terminal shows
 //! nothing for an unfinished sequence either), so a request split across reads is
@@ -40,6 +45,11 @@ const C1_OSC: u8 = 0x9d;
 const C1_ST: u8 = 0x9c;
 /// The most bytes of a head held before it is decided (`OSC 1337;Copy=`, `OSC 52;cpqs…;?`).
 const HEAD_MAX: usize = 24;
+/// The most bytes of a number (leading zeros, spaces) held before it is decided: longer,
+/// it is dropped (no program writes such a number; a terminal may still read 52 in it).
+const NUMBER_MAX: usize = 64;
+/// iTerm2's `OSC 1337` keys that write the clipboard.
+const ITERM_WRITES: [&[u8]; 2] = [b"Copy=", b"CopyToClipboard"];
 
 /// Which way the bytes go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +95,8 @@ pub struct Filter {
     held: Vec<u8>,
     /// The OSC's bytes after its introducer, as far as read.
     head: Vec<u8>,
+    /// The last byte seen (a raw `0x9D` after a byte ≥ 0x80 is part of a UTF-8 character).
+    last: u8,
     /// How many requests were dropped.
     pub dropped: u64,
 }
@@ -97,6 +109,7 @@ impl Filter {
             state: State::Ground,
             held: Vec::new(),
             head: Vec::new(),
+            last: b'\n',
             dropped: 0,
         }
     }
@@ -113,8 +126,11 @@ impl Filter {
         }
         // Most reads hold no OSC at all: found without copying, or state, per escape.
         let from = if self.state == State::Ground && self.held.is_empty() {
-            match next_osc(chunk, 0) {
-                None => return Cow::Borrowed(chunk),
+            match next_osc(chunk, 0, self.last) {
+                None => {
+                    self.last = chunk.last().copied().unwrap_or(self.last);
+                    return Cow::Borrowed(chunk);
+                }
                 Some(at) => at,
             }
         } else {
@@ -123,11 +139,17 @@ impl Filter {
         let was_holding = !self.held.is_empty();
         let mut out = Vec::with_capacity(chunk.len() + self.held.len());
         out.extend_from_slice(&chunk[..from]);
+        if from > 0 {
+            self.last = chunk[from - 1];
+        }
         let mut at = from;
         while at < chunk.len() {
             if self.state == State::Ground {
-                let next = next_osc(chunk, at).unwrap_or(chunk.len());
+                let next = next_osc(chunk, at, self.last).unwrap_or(chunk.len());
                 out.extend_from_slice(&chunk[at..next]);
+                if next > at {
+                    self.last = chunk[next - 1];
+                }
                 at = next;
                 if at == chunk.len() {
                     break;
@@ -136,6 +158,7 @@ impl Filter {
             let byte = chunk[at];
             at += 1;
             self.step(byte, &mut out);
+            self.last = byte;
         }
         // On input nothing is held across reads: what was recognised so far goes on.
         if self.direction == Direction::Input {
@@ -157,6 +180,12 @@ impl Filter {
 
     fn step(&mut self, byte: u8, out: &mut Vec<u8>) {
         match self.state {
+            State::Ground if byte == C1_OSC && self.last < 0x80 => {
+                // The raw 8-bit OSC.
+                self.held.push(byte);
+                self.head.clear();
+                self.state = State::Head;
+            }
             State::Ground if byte == ESC || byte == C1_LEAD => {
                 self.held.push(byte);
                 self.state = State::Intro {
@@ -177,7 +206,7 @@ impl Filter {
                 }
             }
             State::Head => {
-                let ends = matches!(byte, BEL | ESC | CAN | SUB | C1_LEAD);
+                let ends = matches!(byte, BEL | ESC | CAN | SUB | C1_LEAD | C1_ST);
                 let verdict = if ends {
                     // A request that ends in its head: malformed or empty, and not passed
                     // when its kind is one the policy refuses.
@@ -211,7 +240,7 @@ impl Filter {
                 }
             }
             State::Drop => match byte {
-                BEL | CAN | SUB => self.state = State::Ground,
+                BEL | CAN | SUB | C1_ST => self.state = State::Ground,
                 ESC => self.state = State::DropIntro { c1: false },
                 C1_LEAD => self.state = State::DropIntro { c1: true },
                 _ => {}
@@ -244,20 +273,27 @@ impl Filter {
     /// The verdict on the OSC head read so far (`ended`: its string ended already).
     fn verdict(&self, ended: bool) -> Verdict {
         let head = &self.head;
-        let digits = head.iter().take_while(|b| b.is_ascii_digit()).count();
-        if digits == head.len() && !ended {
-            return if digits > 5 {
+        let (number, rest) = match head.iter().position(|b| *b == b';') {
+            Some(i) => (&head[..i], Some(&head[i + 1..])),
+            None => (&head[..], None),
+        };
+        let Some(number) = osc_number(number) else {
+            // Not a number: no terminal reads it as a request.
+            return Verdict::Pass;
+        };
+        if rest.is_none() && !ended {
+            return if number.len() > 4 {
                 Verdict::Pass
+            } else if head.len() > NUMBER_MAX {
+                Verdict::Drop
             } else {
                 Verdict::NeedMore
             };
         }
-        let (number, rest) = head.split_at(digits);
-        let rest = rest.strip_prefix(b";");
         let may_write = self.policy != Clipboard::None;
         let may_read = self.policy == Clipboard::ReadWrite;
         let on_input = self.direction == Direction::Input;
-        match (number, rest) {
+        match (number.as_slice(), rest) {
             (b"52", Some(rest)) => {
                 if on_input {
                     // Only an answer to a report request comes this way.
@@ -289,10 +325,13 @@ impl Filter {
                 }
             }
             (b"1337", Some(rest)) if !on_input => {
-                const COPY: &[u8] = b"Copy=";
-                if rest.len() < COPY.len() && COPY.starts_with(rest) && !ended {
+                let writes = ITERM_WRITES.iter().any(|key| rest.starts_with(key));
+                let may_become = ITERM_WRITES
+                    .iter()
+                    .any(|key| rest.len() < key.len() && key.starts_with(rest));
+                if may_become && !ended {
                     Verdict::NeedMore
-                } else if rest.starts_with(COPY) && !may_write {
+                } else if writes && !may_write {
                     Verdict::Drop
                 } else {
                     Verdict::Pass
@@ -303,30 +342,57 @@ impl Filter {
     }
 }
 
-/// The heads of the OSCs that may be clipboard requests.
+/// An OSC's number as terminals read it: its digits without spaces and leading zeros
+/// (`None`: something else than digits and spaces).
+fn osc_number(text: &[u8]) -> Option<Vec<u8>> {
+    let digits: Vec<u8> = text.iter().copied().filter(|b| *b != b' ').collect();
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let zeros = digits.iter().take_while(|b| **b == b'0').count();
+    Some(digits[zeros..].to_vec())
+}
+
+/// The heads of the OSCs that may be clipboard requests (after leading zeros and spaces).
 const CANDIDATES: [&[u8]; 3] = [b"52;", b"5522;", b"1337;"];
 
-/// Where the next OSC that may be a clipboard request begins in `chunk` from `from`: an
-/// `ESC ]` or `0xC2 0x9D` followed by a head in `CANDIDATES`, or by as much of one as the
-/// chunk holds, or an `ESC` or `0xC2` that ends the chunk (the rest comes with the next
-/// read). Found by the introducers' second bytes, rarer than `ESC`: every other escape,
-/// titles and hyperlinks included, is passed over without state.
-fn next_osc(chunk: &[u8], from: usize) -> Option<usize> {
-    let mut at = from + 1;
+/// Whether an OSC whose bytes after the introducer begin with `head` (as far as the
+/// chunk holds) may be a clipboard request.
+fn may_be_clipboard(head: &[u8]) -> bool {
+    let pad = head.iter().take_while(|b| matches!(b, b'0' | b' ')).count();
+    let head = &head[pad..];
+    CANDIDATES.iter().any(|c| {
+        let n = c.len().min(head.len());
+        head[..n] == c[..n]
+    })
+}
+
+/// Where the next OSC that may be a clipboard request begins in `chunk` from `from`
+/// (`before`: the byte before `chunk[from]`): an `ESC ]`, `0xC2 0x9D` or a raw `0x9D` after
+/// an ASCII byte, followed by a head that `may_be_clipboard`, or by as much of one as the
+/// chunk holds; or an `ESC`, `0xC2` or raw OSC that ends the chunk (the rest comes with
+/// the next read). Found by the introducers' second bytes, rarer than `ESC`: every other
+/// escape, titles and hyperlinks included, is passed over without state.
+fn next_osc(chunk: &[u8], from: usize, before: u8) -> Option<usize> {
+    let byte_before = |i: usize| if i == 0 { before } else { chunk[i - 1] };
+    let mut at = from;
     while at < chunk.len() {
         let Some(i) = memchr::memchr2(b']', C1_OSC, &chunk[at..]) else {
             break;
         };
         let found = at + i;
-        let lead = if chunk[found] == b']' { ESC } else { C1_LEAD };
-        if chunk[found - 1] == lead {
-            let head = &chunk[found + 1..];
-            let candidate = CANDIDATES.iter().any(|c| {
-                let n = c.len().min(head.len());
-                head[..n] == c[..n]
-            });
-            if candidate {
-                return Some(found - 1);
+        let prev = byte_before(found);
+        // An `ESC` or `0xC2` before `from` was passed on already: only a raw OSC may begin
+        // at `from` itself.
+        let start = match chunk[found] {
+            b']' if prev == ESC && found > from => Some(found - 1),
+            C1_OSC if prev == C1_LEAD && found > from => Some(found - 1),
+            C1_OSC if prev < 0x80 => Some(found),
+            _ => None,
+        };
+        if let Some(start) = start {
+            if may_be_clipboard(&chunk[found + 1..]) {
+                return Some(start);
             }
         }
         at = found + 1;
@@ -388,6 +454,70 @@ mod tests {
         }
         // An ESC other than ST ends the string and is itself passed on.
         assert_eq!(out(Clipboard::None, b"\x1b]52;c;aGk=\x1b[1mX"), b"\x1b[1mX");
+    }
+
+    /// Each introducer, number spelling and terminator a terminal accepts (xterm, kitty,
+    /// iTerm2, tmux and screen read the number by its value), for each kind of request.
+    #[test]
+    fn every_spelling_terminals_read_is_recognised() {
+        let introducers: [&[u8]; 3] = [b"\x1b]", b"\xc2\x9d", b"\x9d"];
+        let numbers: [(&[u8], &[u8]); 6] = [
+            (b"52", b"52"),
+            (b"052", b"52"),
+            (b"0000052", b"52"),
+            (b" 52", b"52"),
+            (b"05522", b"5522"),
+            (b"01337", b"1337"),
+        ];
+        let terminators: [&[u8]; 6] = [b"\x07", b"\x1b\\", b"\xc2\x9c", b"\x9c", b"\x18", b"\x1a"];
+        for intro in introducers {
+            for (number, value) in numbers {
+                let body: &[u8] = match value {
+                    b"52" => b";c;aGk=",
+                    b"5522" => b";type=write",
+                    _ => b";CopyToClipboard=",
+                };
+                for end in terminators {
+                    let request = [intro, number, body, end].concat();
+                    let text = [&b"<"[..], &request, b">"].concat();
+                    let (got, dropped) = run(Clipboard::None, Direction::Output, &[&text]);
+                    assert_eq!(
+                        (got.as_slice(), dropped),
+                        (&b"<>"[..], 1),
+                        "{:?}",
+                        String::from_utf8_lossy(&request)
+                    );
+                    // Split anywhere across reads: the same.
+                    for split in 1..text.len() {
+                        let (a, b) = text.split_at(split);
+                        let (got, _) = run(Clipboard::None, Direction::Output, &[a, b]);
+                        assert_eq!(got, b"<>", "{request:?} split at {split}");
+                    }
+                }
+            }
+        }
+        // A number of leading zeros longer than any program writes is dropped too.
+        let zeros = [&b"\x1b]"[..], &[b'0'; 80], b"52;c;aGk=\x07"].concat();
+        assert_eq!(out(Clipboard::None, &zeros), b"");
+    }
+
+    #[test]
+    fn look_alikes_pass_untouched() {
+        for text in [
+            // 0x9D inside a UTF-8 character (U+1F61D) is no introducer.
+            "\u{1F61D}52;c;aGk=\u{7}".as_bytes(),
+            "\u{75D}1337;Copy=x\u{7}".as_bytes(),
+            // Other numbers, other OSCs.
+            b"\x1b]520;c;aGk=\x07\x1b]152;c;aGk=\x07\x1b]5a2;c;x\x07",
+            b"\x1b]1337;EndCopy\x07\x1b]1337;SetMark\x07\x1b]0052x\x07",
+        ] {
+            assert_eq!(
+                out(Clipboard::None, text),
+                text,
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
+        }
     }
 
     #[test]

@@ -530,15 +530,21 @@ fn the_terminal_clipboard_follows_the_policy() {
     }
 }
 
-/// Waits for Enter, then asks the terminal to set the clipboard to "set by the program".
+/// Waits for Enter, then asks the terminal to set the clipboard three times, spelling
+/// the number as tmux reads it: `52`, `052`, `0052` ("first set", "second set", "third set").
 const SET_ON_ENTER: &str = r#"
 import os, sys
 print("READY", flush=True)
 sys.stdin.readline()
-os.write(1, b"\x1b]52;c;c2V0IGJ5IHRoZSBwcm9ncmFt\x07")
+os.write(1, b"\x1b]52;c;Zmlyc3Qgc2V0\x07")
+os.write(1, b"\x1b]052;c;c2Vjb25kIHNldA==\x07")
+os.write(1, b"\x1b]0052;c;dGhpcmQgc2V0\x07")
 print("SENT", flush=True)
 os.system("sleep 30")
 "#;
+
+/// What `SET_ON_ENTER` asks tmux to keep, one buffer per spelling.
+const SETS: [&str; 3] = ["first set", "second set", "third set"];
 
 /// tmux as the terminal (with `set-clipboard on`, a pane's OSC 52 sets a tmux buffer): the
 /// buffers after `command` ran `SET_ON_ENTER`.
@@ -568,16 +574,23 @@ fn a_terminal_multiplexer_gets_no_clipboard_request_unless_allowed() {
             sh_quote(program.to_str().unwrap())
         )
     };
-    // Control: straight in the pane, the program sets tmux's buffer.
+    // Control: straight in the pane, each spelling sets a tmux buffer.
     let control = tmux_buffers(&run(""));
-    assert!(
-        control.contains("set by the program"),
-        "control: {control:?}"
-    );
-    let sbx = format!("{} --backend bwrap --", bin_quoted());
-    assert!(!tmux_buffers(&run(&sbx)).contains("set by the program"));
+    for set in SETS {
+        assert!(control.contains(set), "control: {set} in {control:?}");
+    }
+    for backend in ["bwrap", "landlock"] {
+        let sbx = format!("{} --backend {backend} --", bin_quoted());
+        let closed = tmux_buffers(&run(&sbx));
+        for set in SETS {
+            assert!(!closed.contains(set), "{backend}: {set} in {closed:?}");
+        }
+    }
     let sbx = format!("{} --backend bwrap --clipboard write --", bin_quoted());
-    assert!(tmux_buffers(&run(&sbx)).contains("set by the program"));
+    let open = tmux_buffers(&run(&sbx));
+    for set in SETS {
+        assert!(open.contains(set), "--clipboard write: {set} in {open:?}");
+    }
 }
 
 /// Every command line on this host that contains `needle`.
