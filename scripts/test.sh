@@ -128,6 +128,11 @@ install_agents() {
   fi
   key=$(printf '%s\n' "${AGENTS[@]}" | sha256sum | cut -c1-12)
   cache="${SBX_AGENTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sbx-shell-tests}"
+  # /tmp is private inside the sandbox: agents there could not be run by their path, and
+  # the tests would find another copy on PATH. Such a cache moves to /var/tmp.
+  case "$(realpath -m "$cache")/" in
+    /tmp/*) cache="/var/tmp/sbx-shell-tests-$(id -u)" ;;
+  esac
   dir="$cache/agents-$key"
   if [ ! -f "$dir/.complete" ]; then
     [ "${SBX_NO_INSTALL:-0}" = 1 ] && { echo "the agent CLIs are not installed. Hint: run without SBX_NO_INSTALL" >&2; exit 1; }
@@ -154,15 +159,18 @@ cargo clippy --all-targets --locked -- -D warnings
 say "cargo clippy --target $apple_target"
 cargo clippy --all-targets --locked --target "$apple_target" -- -D warnings
 
-# What a test run must leave as it found it: the users, /var/tmp, the user's tmux sockets,
-# and the real user's session and network logs (the suite runs with a private HOME).
+# What a test run must leave as it found it: the users, what the suite makes in /var/tmp
+# (sbx-*; not the agents' cache nor the benchmarks' image) and its tmux sockets (sbx-test-*), and the real user's session and network logs
+# (the suite runs with a private HOME; its sessions would name its directories). Only what the suite makes: anything else on the
+# machine may come and go meanwhile.
 machine_state() {
   local state="${XDG_STATE_HOME:-$HOME/.local/state}/sbx-shell" f
-  getent passwd | cut -d: -f1 | sort | sed 's/^/user /'
-  ls -A /var/tmp | sed 's/^/in \/var\/tmp: /'
-  ls -A "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)" 2>/dev/null | sed 's/^/tmux socket: /'
+  getent passwd | cut -d: -f1 | grep '^sbx' | sort | sed 's/^/user /'
+  ls -A /var/tmp | grep '^sbx-' | grep -Ev '^sbx-(shell-tests|bench)-' | sed 's/^/in \/var\/tmp: /'
+  ls -A "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)" 2>/dev/null | grep '^sbx-test-' | sed 's/^/tmux socket: /'
+  # The suite's sessions run in its /var/tmp/sbx-* directories: only lines naming them.
   for f in "$state/sessions.jsonl" "$state/network.log"; do
-    echo "$f: $( [ -f "$f" ] && wc -l <"$f" || echo 0) lines"
+    echo "$f: $( [ -f "$f" ] && grep -Ec '/var/tmp/sbx-[a-z-]+-[0-9]+/' "$f" || echo 0) lines of the suite's"
   done
 }
 

@@ -62,9 +62,15 @@ const OPENCODE: Agent = Agent {
     suspends: true,
 };
 
-/// Where scripts/test.sh installed the agents.
+/// Where scripts/test.sh installed the agents. Never under /tmp: the sandbox's /tmp is
+/// private, so the pinned CLIs would not be found inside and another `claude` on `PATH`
+/// would be driven instead.
 fn agents_bin() -> Option<PathBuf> {
     match std::env::var_os("SBX_AGENTS_BIN").map(PathBuf::from) {
+        Some(dir) if dir.starts_with("/tmp") => panic!(
+            "the agent CLIs are under /tmp ({}), which is private inside the sandbox: the tests would drive another copy. Hint: scripts/test.sh moves such a cache to /var/tmp; or set SBX_AGENTS_CACHE outside /tmp",
+            dir.display()
+        ),
         Some(dir) if dir.join("claude").exists() => Some(dir),
         _ => {
             skipped("SBX_AGENTS_BIN does not name the agent CLIs (scripts/test.sh installs them from the npm registry)");
