@@ -170,7 +170,7 @@ machine_state() {
   ls -A "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)" 2>/dev/null | grep '^sbx-test-' | sed 's/^/tmux socket: /'
   # The suite's sessions run in its /var/tmp/sbx-* directories: only lines naming them.
   for f in "$state/sessions.jsonl" "$state/network.log"; do
-    echo "$f: $( [ -f "$f" ] && grep -Ec '/var/tmp/sbx-[a-z-]+-[0-9]+/' "$f" || echo 0) lines of the suite's"
+    echo "$f: $(cat "$f" 2>/dev/null | grep -Ec '/var/tmp/sbx-[a-z-]+-[0-9]+/') lines of the suite's"
   done
 }
 
