@@ -67,8 +67,9 @@ impl SessionCgroup {
         let Some(parent) = own_cgroup_dir() else {
             return unavailable("no cgroup v2 hierarchy is mounted for this process".into());
         };
-        remove_stale(&parent);
-        let dir = parent.join(format!("sbx-shell-{}", std::process::id()));
+        let namespace = pid_namespace();
+        remove_stale(&parent, &namespace);
+        let dir = parent.join(format!("sbx-shell-{namespace}-{}", std::process::id()));
         if let Err(e) = fs::create_dir(&dir) {
             return unavailable(format!("cannot create {}: {e}", dir.display()));
         }
@@ -194,46 +195,74 @@ fn populated(events: &fs::File) -> bool {
         .any(|l| l.trim() == "populated 1")
 }
 
-/// Session cgroups of earlier sbx-shells that were killed before they could remove theirs.
-fn remove_stale(parent: &Path) {
+/// This process's pid namespace (the inode of `/proc/self/ns/pid`): a session cgroup is
+/// named by it and the pid, since a pid means something only in its namespace (an
+/// sbx-shell inside another's sandbox sees none of the outer one's pids).
+fn pid_namespace() -> String {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self/ns/pid")
+        .map(|m| m.ino().to_string())
+        .unwrap_or_else(|_| "0".into())
+}
+
+/// Session cgroups of earlier sbx-shells of this pid namespace that were killed before
+/// they could remove theirs.
+fn remove_stale(parent: &Path, namespace: &str) {
     for entry in fs::read_dir(parent).into_iter().flatten().flatten() {
         let name = entry.file_name();
-        let pid = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("sbx-shell-"))
-            .and_then(|p| p.parse::<i32>().ok());
-        if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+        if stale_pid(name.to_str().unwrap_or_default(), namespace)
+            .is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists())
+        {
             kill_and_remove(&entry.path());
         }
     }
 }
 
-/// This process's cgroup directory in the cgroup v2 hierarchy, if one is mounted.
+/// The pid in a session cgroup's name when it was made in `namespace`.
+fn stale_pid(name: &str, namespace: &str) -> Option<i32> {
+    let rest = name.strip_prefix("sbx-shell-")?.strip_prefix(namespace)?;
+    rest.strip_prefix('-')?.parse().ok()
+}
+
+/// This process's cgroup directory in the cgroup v2 hierarchy, if one is mounted where it
+/// can be found: the mount's root must lie above the process's cgroup (in a cgroup
+/// namespace a mount of `/..` would put it elsewhere: no directory then).
 fn own_cgroup_dir() -> Option<PathBuf> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
     let cgroup = fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let mount = cgroup2_mount(&mountinfo)?;
-    Some(mount.join(own.trim_start_matches('/')))
+    let (root, mount) = cgroup2_mount(&mountinfo)?;
+    cgroup_dir(&root, &mount, own)
 }
 
-/// The mount point of the cgroup v2 hierarchy in `mountinfo`, if any: the last one listed
-/// that is reachable (a later mount can hide an earlier one).
-fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
+/// Where cgroup `own` lies under a cgroup2 mount of `root` at `mount`.
+fn cgroup_dir(root: &str, mount: &Path, own: &str) -> Option<PathBuf> {
+    let below = Path::new(own).strip_prefix(root).ok()?;
+    if root.split('/').any(|c| c == "..") {
+        return None;
+    }
+    Some(mount.join(below))
+}
+
+/// The root and mount point of the cgroup v2 hierarchy in `mountinfo`, if any: the last
+/// one listed that is reachable (a later mount can hide an earlier one).
+fn cgroup2_mount(mountinfo: &str) -> Option<(String, PathBuf)> {
     cgroup2_mounts(mountinfo)
         .into_iter()
         .rev()
-        .find(|m| m.join("cgroup.procs").exists())
+        .find(|(_, m)| m.join("cgroup.procs").exists())
 }
 
-fn cgroup2_mounts(mountinfo: &str) -> Vec<PathBuf> {
+fn cgroup2_mounts(mountinfo: &str) -> Vec<(String, PathBuf)> {
     mountinfo
         .lines()
         .filter_map(|line| {
             let (left, right) = line.split_once(" - ")?;
             let fstype = right.split_whitespace().next()?;
-            let mount_point = left.split_whitespace().nth(4)?;
-            (fstype == "cgroup2").then(|| PathBuf::from(unescape(mount_point)))
+            let mut fields = left.split_whitespace();
+            let root = fields.nth(3)?;
+            let mount_point = fields.next()?;
+            (fstype == "cgroup2").then(|| (unescape(root), PathBuf::from(unescape(mount_point))))
         })
         .collect()
 }
@@ -257,8 +286,32 @@ mod tests {
                     30 22 0:26 / /sys/fs/cgroup\\040v2 rw,nosuid - cgroup2 cgroup2 rw\n";
         assert_eq!(
             cgroup2_mounts(info),
-            vec![PathBuf::from("/sys/fs/cgroup v2")]
+            vec![("/".to_string(), PathBuf::from("/sys/fs/cgroup v2"))]
         );
         assert!(cgroup2_mounts("22 1 0:21 / /x rw - cgroup cgroup rw\n").is_empty());
+    }
+
+    #[test]
+    fn the_own_cgroup_lies_below_the_mount_only_when_its_root_is_above_it() {
+        let mount = Path::new("/sys/fs/cgroup");
+        assert_eq!(
+            cgroup_dir("/", mount, "/user.slice/s"),
+            Some(mount.join("user.slice/s"))
+        );
+        assert_eq!(
+            cgroup_dir("/user.slice", mount, "/user.slice/s"),
+            Some(mount.join("s"))
+        );
+        // Inside another sandbox's cgroup namespace, mounted from above its root.
+        assert_eq!(cgroup_dir("/..", mount, "/"), None);
+        assert_eq!(cgroup_dir("/other", mount, "/user.slice"), None);
+    }
+
+    #[test]
+    fn only_this_pid_namespaces_session_cgroups_can_be_stale() {
+        assert_eq!(stale_pid("sbx-shell-4026531836-42", "4026531836"), Some(42));
+        assert_eq!(stale_pid("sbx-shell-4026532999-42", "4026531836"), None);
+        assert_eq!(stale_pid("sbx-shell-42", "4026531836"), None);
+        assert_eq!(stale_pid("other", "4026531836"), None);
     }
 }

@@ -125,6 +125,20 @@ fn linux_checks(m: &Machine) -> [Check; 5] {
         Err(why) => check("landlock", Status::Fail, why.clone(), "Landlock enabled", Some("boot with Landlock in the LSM list (lsm=landlock,… on the kernel command line) on a kernel ≥ 5.13")),
     };
     let seccomp = match &m.seccomp_mode {
+        Some(mode) if m.seccomp_listener.is_err() => check(
+            "seccomp",
+            Status::Fail,
+            format!(
+                "mode {mode}: {}",
+                m.seccomp_listener.as_ref().err().map_or("", String::as_str)
+            ),
+            "seccomp filters supported, with a listener for sbx-shell's guard",
+            Some(if m.inside_sbx_shell.is_some() {
+                "this already runs inside an sbx-shell session, sandboxed: run the program directly here, or start sbx-shell outside that session"
+            } else {
+                "start sbx-shell outside the sandbox that runs it"
+            }),
+        ),
         Some(mode) => check(
             "seccomp",
             Status::Ok,

@@ -61,6 +61,12 @@ pub struct Machine {
     pub bwrap_version: Option<String>,
     /// The `Seccomp:` mode of this process, when the kernel has seccomp at all.
     pub seccomp_mode: Option<String>,
+    /// Whether a filter with a listener (sbx-shell's guard) can be added to this process,
+    /// or why not: a process may have one listener among all its filters, so inside a
+    /// sandbox whose supervisor judges calls (sbx-shell inside sbx-shell) none can.
+    pub seccomp_listener: Result<(), String>,
+    /// `SBX_SANDBOX`, which sbx-shell sets for its program: this runs inside sbx-shell.
+    pub inside_sbx_shell: Option<String>,
     /// dev.tty.legacy_tiocsti, when the sysctl exists.
     pub legacy_tiocsti: Option<String>,
     /// The open-file limit (soft, hard).
@@ -126,6 +132,16 @@ impl Machine {
                 s.lines()
                     .find_map(|l| l.strip_prefix("Seccomp:").map(|v| v.trim().to_string()))
             }),
+            seccomp_listener: if linux
+                && read("/proc/self/status").is_some_and(|s| {
+                    s.lines()
+                        .any(|l| l.starts_with("Seccomp:") && l.trim().ends_with('2'))
+                }) {
+                platform::listener_free()
+            } else {
+                Ok(())
+            },
+            inside_sbx_shell: std::env::var("SBX_SANDBOX").ok().filter(|v| !v.is_empty()),
             legacy_tiocsti: read("/proc/sys/dev/tty/legacy_tiocsti"),
             nofile: nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok(),
             container: container_marker(),
@@ -184,6 +200,11 @@ impl Machine {
             (
                 "user namespaces are off (user.max_user_namespaces=0)".into(),
                 "sudo sysctl user.max_user_namespaces=15000 (persist it in /etc/sysctl.d/); inside a container the host decides".into(),
+            )
+        } else if let Some(outer) = &self.inside_sbx_shell {
+            (
+                format!("this runs inside an sbx-shell session (SBX_SANDBOX={outer}), whose seccomp filter refuses new namespaces"),
+                "the program here is sandboxed already: run it directly, or start sbx-shell outside that session".into(),
             )
         } else if let (Some(container), filtered) =
             (&self.container, self.seccomp_mode.as_deref() == Some("2"))
@@ -639,12 +660,67 @@ mod platform {
             _ => err.to_string(),
         })
     }
+
+    /// Whether a filter with a listener can be added here: tried in a child process, which
+    /// installs an allow-all filter with SECCOMP_FILTER_FLAG_NEW_LISTENER and exits.
+    pub fn listener_free() -> Result<(), String> {
+        // SAFETY: the child makes only async-signal-safe system calls, then _exit.
+        match unsafe { libc::fork() } {
+            -1 => Err(format!("cannot probe: {}", std::io::Error::last_os_error())),
+            0 => {
+                let allow = libc::sock_filter {
+                    code: (libc::BPF_RET | libc::BPF_K) as u16,
+                    jt: 0,
+                    jf: 0,
+                    k: libc::SECCOMP_RET_ALLOW,
+                };
+                let prog = libc::sock_fprog {
+                    len: 1,
+                    filter: &allow as *const _ as *mut _,
+                };
+                // SAFETY: prctl takes plain integers; seccomp reads `prog`, valid here.
+                let code = unsafe {
+                    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                    let r = libc::syscall(
+                        libc::SYS_seccomp,
+                        libc::SECCOMP_SET_MODE_FILTER,
+                        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                        &prog as *const libc::sock_fprog,
+                    );
+                    if r >= 0 {
+                        0
+                    } else {
+                        *libc::__errno_location()
+                    }
+                };
+                // SAFETY: leaves the child at once, running nothing of the parent's.
+                unsafe { libc::_exit(code.min(255)) }
+            }
+            child => {
+                let mut status = 0;
+                // SAFETY: waits for our own child; `status` is valid.
+                unsafe { libc::waitpid(child, &mut status, 0) };
+                match libc::WEXITSTATUS(status) {
+                    0 if libc::WIFEXITED(status) => Ok(()),
+                    libc::EBUSY => Err("this process already has a seccomp listener above it (it runs inside a sandbox whose supervisor judges its calls); sbx-shell's guard needs its own".into()),
+                    e => Err(format!(
+                        "a seccomp filter with a listener cannot be added: {}",
+                        std::io::Error::from_raw_os_error(e)
+                    )),
+                }
+            }
+        }
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
 mod platform {
     pub fn landlock_abi() -> Result<i64, String> {
         Err("not Linux".to_string())
+    }
+
+    pub fn listener_free() -> Result<(), String> {
+        Ok(())
     }
 }
 
@@ -667,6 +743,8 @@ pub mod test_support {
             bwrap_probe: Some(Ok(())),
             bwrap_version: None,
             seccomp_mode: Some("0".into()),
+            seccomp_listener: Ok(()),
+            inside_sbx_shell: None,
             legacy_tiocsti: Some("0".into()),
             nofile: Some((1024, 524288)),
             sandbox_exec_probe: None,

@@ -108,12 +108,20 @@ fn layer_unusable(layer: Layer, machine: &Machine) -> Option<(String, String)> {
                 "use Linux 6.12 or later with Landlock in the LSM list (lsm=…,landlock)".into(),
             )
         }),
-        Layer::Seccomp => machine.seccomp_mode.is_none().then(|| {
-            (
-                "this kernel has no seccomp filters".into(),
-                "use a kernel built with CONFIG_SECCOMP_FILTER".into(),
-            )
-        }),
+        Layer::Seccomp => {
+            if machine.seccomp_mode.is_none() {
+                return Some((
+                    "this kernel has no seccomp filters".into(),
+                    "use a kernel built with CONFIG_SECCOMP_FILTER".into(),
+                ));
+            }
+            let why = machine.seccomp_listener.as_ref().err()?;
+            let fix = match &machine.inside_sbx_shell {
+                Some(_) => "this already runs inside an sbx-shell session, sandboxed: run the program directly here, or start sbx-shell outside that session",
+                None => "start sbx-shell outside the sandbox that runs it",
+            };
+            Some((why.clone(), fix.into()))
+        }
         Layer::Seatbelt => (machine.os != "macos").then(|| {
             (
                 "Seatbelt exists on macOS only".into(),
@@ -172,6 +180,9 @@ fn select_linux(choice: BackendChoice, machine: &Machine) -> Result<Backend, Sel
             why: "this kernel has no seccomp filters, which every Linux backend installs".into(),
             hint: "use a kernel built with CONFIG_SECCOMP_FILTER".into(),
         });
+    }
+    if let Some((why, hint)) = layer_unusable(Layer::Seccomp, machine) {
+        return Err(SelectError::NoneUsable { why, hint });
     }
     let landlock = landlock_usable(machine);
     let bwrap = machine.bwrap_runs().map(std::path::Path::to_path_buf);
@@ -403,6 +414,8 @@ mod tests {
         assert!(err.contains("(probe: exit status: 1"), "{err}");
         let no_seccomp = Machine {
             seccomp_mode: None,
+            seccomp_listener: Ok(()),
+            inside_sbx_shell: None,
             ..capable_linux()
         };
         let err = select(BackendChoice::Auto, &no_seccomp)
@@ -410,6 +423,29 @@ mod tests {
             .to_string();
         assert!(err.contains("seccomp") && err.contains("Hint: "), "{err}");
         assert_eq!(select(BackendChoice::None, &no_seccomp), Ok(Backend::None));
+    }
+
+    #[test]
+    fn inside_a_sandbox_that_holds_the_listener_nothing_runs_and_it_says_why() {
+        let nested = Machine {
+            seccomp_mode: Some("2".into()),
+            seccomp_listener: Err("this process already has a seccomp listener above it".into()),
+            inside_sbx_shell: Some("landlock".into()),
+            ..capable_linux()
+        };
+        for choice in [
+            BackendChoice::Auto,
+            BackendChoice::Bwrap,
+            BackendChoice::Landlock,
+        ] {
+            let err = select(choice, &nested).unwrap_err().to_string();
+            assert!(
+                err.contains("already has a seccomp listener")
+                    && err.contains("already runs inside an sbx-shell session"),
+                "{err}"
+            );
+        }
+        assert_eq!(select(BackendChoice::None, &nested), Ok(Backend::None));
     }
 
     #[test]

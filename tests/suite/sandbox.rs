@@ -804,3 +804,50 @@ fn parent_of(pid: i32) -> Option<i32> {
         .parse()
         .ok()
 }
+
+/// sbx-shell inside sbx-shell: the inner one cannot attach its guard (a process has one
+/// seccomp listener in all), so it refuses — with the verdict `doctor` gives inside — and
+/// the outer session, and the shell that ran it, go on. Control: inside `--backend none`
+/// the inner one runs its program.
+#[test]
+fn a_nested_run_refuses_as_doctor_says_and_the_outer_session_goes_on() {
+    if !tools_present() {
+        return;
+    }
+    let script = "sbx-shell --pty never -- sh -c 'echo INNER-RAN'; echo inner=$?; \
+                  d=$(sbx-shell doctor); echo doctor=$?; \
+                  echo \"$d\" | grep -q 'already has a seccomp listener' && echo DOCTOR-SAYS-SO; \
+                  echo OUTER-GOES-ON";
+    let path = format!("{}:/usr/bin:/bin", lab_root().display());
+    for user in USERS {
+        let lab = Lab::new("nested", user, true);
+        let run = |backend: &str| {
+            let out = lab
+                .command(backend, &["-c", script])
+                .env("PATH", &path)
+                .shown();
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            (out.status.code(), stdout, stderr)
+        };
+        let (code, stdout, stderr) = run("none");
+        assert!(
+            code == Some(0) && stdout.contains("INNER-RAN") && stdout.contains("inner=0"),
+            "control as {user:?}: {stdout}{stderr}"
+        );
+        for backend in BACKENDS {
+            let what = lab.what(backend);
+            let (code, stdout, stderr) = run(backend);
+            assert_eq!(code, Some(0), "{what}: {stdout}{stderr}");
+            assert!(!stdout.contains("INNER-RAN"), "{what}: {stdout}");
+            for line in ["inner=1", "doctor=1", "DOCTOR-SAYS-SO", "OUTER-GOES-ON"] {
+                assert!(stdout.contains(line), "{what}: {line} in {stdout}{stderr}");
+            }
+            assert!(
+                stderr.contains("already has a seccomp listener")
+                    && stderr.contains("already runs inside an sbx-shell session"),
+                "{what}: {stderr}"
+            );
+        }
+    }
+}
