@@ -601,3 +601,37 @@ fn orphaned_sbx_shell_resumes_a_program_that_stops_its_group() {
     outer.expect("GOES-ON");
     assert!(outer.wait().success());
 }
+
+/// The program's terminal has a name it can open (`tty`, what GPG_TTY is set from): the
+/// name is the terminal itself (same device), sized as sbx-shell sized it, and writing to it
+/// shows on the outer terminal. Under bwrap the name is `/dev/console` (bwrap's own /dev has
+/// a private devpts, which cannot hold the pty sbx-shell opened outside), elsewhere
+/// `/dev/pts/N`.
+#[test]
+fn the_programs_terminal_has_a_name_it_can_open() {
+    if !super::support::require("bwrap", "the bwrap backend") {
+        return;
+    }
+    let script = r#"T=$(tty); same=no; [ "$T" -ef /proc/self/fd/0 ] && same=yes
+        echo "name=$T same=$same size=$(stty -F "$T" size)"; echo WROTE-THROUGH-NAME > "$T"; echo DONE"#;
+    for (backend, name) in [
+        ("bwrap", "/dev/console"),
+        ("landlock", "/dev/pts/"),
+        ("none", "/dev/pts/"),
+    ] {
+        let dir = Scratch::new("ttyname");
+        let mut launch = Launch::new(&["--backend", backend, "--", "sh", "-c", script]);
+        launch.size.ws_row = 33;
+        launch.size.ws_col = 111;
+        launch.cwd = Some(dir.0.clone());
+        let mut outer = OuterPty::launch(launch);
+        let out = outer.expect("DONE");
+        assert!(outer.wait().success(), "{backend}: {out}");
+        assert!(
+            out.contains(&format!("name={name}"))
+                && out.contains("same=yes size=33 111")
+                && out.contains("WROTE-THROUGH-NAME"),
+            "{backend}: {out}"
+        );
+    }
+}
