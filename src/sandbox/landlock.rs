@@ -4,9 +4,10 @@
 //! one of two situations:
 //! - `Layering::UnderBwrap`: bwrap already hides denied paths and re-binds protected ones
 //!   read-only; Landlock opens reads and limits writes to the writable roots — a second wall.
-//! - `Layering::Alone`: reads are an allow-list (system directories, the home directory, the
-//!   workspace, declared roots, protected paths). A denied path inside a readable tree
-//!   is left out by allowing around it: the tree's rule is replaced by rules on each of its
+//! - `Layering::Alone`: reads are what bwrap shows — the whole filesystem but the denied
+//!   paths and the host's own `/tmp` and `/dev` (`HOST_PRIVATE`: the session gets its
+//!   temporary directory and the harmless devices by rules of their own). A denied path
+//!   inside a readable tree is left out by allowing around it: the tree's rule is replaced by rules on each of its
 //!   entries but the denied one, recursively down to it (`around`; `/etc` without
 //!   `/etc/shadow` for root). A denied path inside a writable tree, or an existing protected
 //!   path inside one, cannot be expressed, and is refused.
@@ -27,11 +28,10 @@ use thiserror::Error;
 use crate::config::FsMode;
 use crate::policy::{Filesystem, Network, Policy, ResolvedPath};
 
-/// System trees a program needs to read (and run) when reads are an allow-list.
-pub const SYSTEM_READ: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/run",
-    "/var/lib", "/sys", "/proc",
-];
+/// What Landlock alone leaves unreadable besides the denied paths, where bwrap puts the
+/// sandbox's own: the host's temporary files (other sessions', other users') and its
+/// devices (the user's other terminals, disks).
+pub const HOST_PRIVATE: &[&str] = &["/tmp", "/dev"];
 
 /// Devices every program may read and write.
 pub const DEVICES_RW: &[&str] = &[
@@ -192,13 +192,24 @@ pub fn build_ruleset(
     let mut readable = readable;
     readable.sort();
     readable.dedup();
+    let mut denied_or_private = denied.clone();
+    denied_or_private.extend(HOST_PRIVATE.iter().map(Path::new));
     for path in readable {
-        let (parts, carved) = around(path, &denied, children);
+        // `/` alone: all but the denied paths and the host's private trees.
+        let left_out = match (layering, path == Path::new("/")) {
+            (Layering::Alone, true) => &denied_or_private,
+            _ => &denied,
+        };
+        let (parts, carved) = around(path, left_out, children);
         for part in parts {
             add(&part, Access::Read);
         }
         for dir in carved {
-            add(&dir, Access::List);
+            // Listing is inherited down the tree: on `/` it would list the host's /tmp and
+            // /dev/shm (other sessions' and users' names). `/` itself is not listed.
+            if dir != Path::new("/") {
+                add(&dir, Access::List);
+            }
         }
     }
     for path in writable {
@@ -277,8 +288,8 @@ fn writable_roots<'a>(
     }
 }
 
-/// The trees the program may read: everything under bwrap (whose mounts hide the rest),
-/// an allow-list alone.
+/// The trees the program may read: everything under bwrap (whose mounts hide the rest);
+/// alone `/` (left out around the denied paths and `HOST_PRIVATE`) and what lies in those.
 fn readable_roots<'a>(
     fs: &'a Filesystem,
     layering: Layering,
@@ -287,13 +298,19 @@ fn readable_roots<'a>(
     match layering {
         Layering::UnderBwrap => vec![Path::new("/")],
         Layering::Alone => {
-            let mut r: Vec<&Path> = SYSTEM_READ.iter().map(Path::new).collect();
-            // The home directory, allowed around its denied paths (`around`): the tools
-            // installed there (~/.local/bin, ~/.cargo/bin, nvm's, pyenv's) must run.
-            r.push(real(&fs.home));
-            r.push(real(&fs.workspace));
-            r.extend(fs.readable.iter().chain(&fs.protected).map(real));
-            r.extend(tools.iter().map(PathBuf::as_path));
+            // The filesystem around what is denied and the host's private trees, as bwrap
+            // shows it; what the user declared readable, even there.
+            let mut r: Vec<&Path> = vec![Path::new("/")];
+            // What lies in the host's private trees (a checkout under /tmp, a home there,
+            // a declared root, a tool's prefix) stays readable.
+            let inside_private = |p: &&Path| HOST_PRIVATE.iter().any(|h| p.starts_with(h));
+            r.extend(
+                [real(&fs.home), real(&fs.workspace)]
+                    .into_iter()
+                    .chain(fs.readable.iter().chain(&fs.protected).map(real))
+                    .chain(tools.iter().map(PathBuf::as_path))
+                    .filter(inside_private),
+            );
             r
         }
     }
@@ -436,6 +453,9 @@ mod tests {
     /// A fake host: a home with a few entries, an /etc with a shadow file.
     fn children(dir: &Path) -> Vec<PathBuf> {
         let names: &[&str] = match dir.to_str().unwrap() {
+            "/" => &["data", "dev", "etc", "home", "srv", "tmp", "usr", "var"],
+            "/home" => &["u"],
+            "/srv" => &["proj", "tools"],
             "/home/u" => &[".ssh", ".config", "notes", "proj"],
             "/home/u/.config" => &["gh", "nvim"],
             "/etc" => &["passwd", "shadow", "ssh"],
@@ -577,7 +597,7 @@ mod tests {
     }
 
     #[test]
-    fn alone_reads_are_an_allow_list_with_home_around_its_secrets() {
+    fn alone_reads_are_the_filesystem_around_its_secrets_as_under_bwrap() {
         let p = policy_with(
             "/srv/proj",
             r#"{"filesystem": {"read": ["/data"]}, "network": "full", "nested_pty": false}"#,
@@ -585,10 +605,15 @@ mod tests {
         // An existing protected path inside the writable workspace: the workspace is
         // writable all the same (the guard restores it, `guard::record`).
         let r = build_ruleset(&p, Layering::Alone).unwrap();
-        assert_eq!(
-            access_of(&r, "/srv/proj"),
-            [Access::Read, Access::ReadWrite]
+        assert_eq!(access_of(&r, "/srv"), [Access::Read]);
+        assert_eq!(access_of(&r, "/srv/proj"), [Access::ReadWrite]);
+        // The host's /tmp and /dev are not read: the session's own temporary directory
+        // and the named devices have rules of their own.
+        assert!(
+            access_of(&r, "/").is_empty(),
+            "listing / would list /tmp and /dev/shm"
         );
+        assert!(access_of(&r, "/tmp").is_empty() && access_of(&r, "/dev").is_empty());
         // Unrestricted, where nothing could restore it: refused.
         let everything = policy_with(
             "/srv/proj",

@@ -1,5 +1,5 @@
 //! Landlock alone, the backend `auto` falls back to where bubblewrap cannot run, held to
-//! what the bwrap backend gives (issue 16): each attack on both backends, as root and as
+//! what the bwrap backend gives: each attack on both backends, as root and as
 //! nobody, beside an unconfined control (`--backend none`) that shows it works without
 //! sbx-shell.
 
@@ -7,6 +7,7 @@ use std::fs;
 use std::path::Path;
 
 use super::sandbox::{assert_lines, each, tools_present, Lab, User};
+use super::support::Shown;
 
 /// The host's /tmp and /dev/shm: a file there is not readable, nothing written lands there;
 /// the program's temporary directory is its session's own and gone afterwards.
@@ -511,4 +512,48 @@ fn a_repository_works_and_its_protected_paths_are_refused() {
             assert!(!hook.exists(), "{what}");
         }
     }
+}
+
+/// Reads alone are what bwrap shows: a file outside the home, the workspace and the PATH
+/// prefixes (an app under /srv, data under /var/tmp) is read on both backends, while the
+/// home's secrets stay unreadable and the host's /tmp and /dev/shm can be neither read
+/// nor listed. Control: `--backend none` reads the secret too.
+#[test]
+fn reads_alone_are_what_bwrap_shows() {
+    if !tools_present() {
+        return;
+    }
+    let script = r#"
+        cat "$LAB_OUT/app/run.py" && echo OUTSIDE-READ
+        ls "$LAB_OUT/app" >/dev/null && echo OUTSIDE-LISTED
+        cat "$HOME/.ssh/id_ed25519" 2>/dev/null || echo SECRET-UNREADABLE
+        ls /tmp >/dev/null 2>&1 || echo HOST-TMP-UNLISTED
+        true
+    "#;
+    each(|backend, user| {
+        let lab = Lab::new("reads", user, false);
+        let what = lab.what(backend);
+        fs::create_dir_all(lab.outside.join("app")).unwrap();
+        fs::write(lab.outside.join("app/run.py"), "print('app')\n").unwrap();
+        if user == User::Nobody {
+            super::sandbox::chown_tree(&lab.outside.join("app"), super::sandbox::NOBODY);
+            super::sandbox::chown_tree(&lab.outside.join("app/run.py"), super::sandbox::NOBODY);
+        }
+        let out = lab.command(backend, &["-c", script]).shown();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut want = vec![
+            "print('app')",
+            "OUTSIDE-READ",
+            "OUTSIDE-LISTED",
+            "SECRET-UNREADABLE",
+        ];
+        if backend == "landlock" {
+            want.push("HOST-TMP-UNLISTED");
+        }
+        assert_lines(&text, &want, &what);
+    });
+    let lab = Lab::new("reads-control", User::Root, false);
+    let out = lab.command("none", &["-c", script]).shown();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("CANARY"), "control: {text}");
 }
