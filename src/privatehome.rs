@@ -2,7 +2,8 @@
 //! history, viminfo, less's history, tool caches — kept in sbx-shell's own state directory
 //! (`$XDG_STATE_HOME/sbx-shell/home/PROFILE`), one per profile, never in the host's files.
 //! The sandbox never reads the host's history and never writes the host's caches: a
-//! poisoned cache or history file there would run outside later.
+//! poisoned cache or history file there would run outside later. Under bwrap the package
+//! caches are layered: the host's read-only beneath the twin (`Entry::layered`).
 //!
 //! Each kept path has a twin in that directory. Two ways get a program there, both planned
 //! here, purely:
@@ -39,9 +40,16 @@ pub struct Entry {
     /// variable reaches. The rest are left to their variables: a mount per cache would cost
     /// start-up time for nothing the variables do not already do.
     pub mount: bool,
+    /// Under bwrap, a cache the host has shows through, read-only, beneath the twin: an
+    /// overlay whose upper layer is kept here (`Kept::layers`), so a build finds what the
+    /// host downloaded and writes only the private copy.
+    pub layered: bool,
     /// What it is, for `explain`.
     pub what: &'static str,
 }
+
+/// Where the layered caches' upper and work directories live, in the private home.
+pub const LAYERS_DIR: &str = ".layers";
 
 /// What a session keeps. `HISTFILE` is set for the shell that runs (`variables`).
 pub const KEPT: &[Entry] = &[
@@ -50,6 +58,7 @@ pub const KEPT: &[Entry] = &[
         kind: Kind::File,
         variable: None,
         mount: true,
+        layered: false,
         what: "bash history (HISTFILE, when bash runs)",
     },
     Entry {
@@ -57,6 +66,7 @@ pub const KEPT: &[Entry] = &[
         kind: Kind::File,
         variable: None,
         mount: true,
+        layered: false,
         what: "zsh history (HISTFILE, when zsh runs)",
     },
     Entry {
@@ -64,6 +74,7 @@ pub const KEPT: &[Entry] = &[
         kind: Kind::File,
         variable: Some("PYTHON_HISTORY"),
         mount: true,
+        layered: false,
         what: "python's REPL history",
     },
     Entry {
@@ -71,6 +82,7 @@ pub const KEPT: &[Entry] = &[
         kind: Kind::File,
         variable: Some("NODE_REPL_HISTORY"),
         mount: true,
+        layered: false,
         what: "node's REPL history",
     },
     Entry {
@@ -78,6 +90,7 @@ pub const KEPT: &[Entry] = &[
         kind: Kind::File,
         variable: Some("LESSHISTFILE"),
         mount: true,
+        layered: false,
         what: "less's search history",
     },
     Entry {
@@ -85,6 +98,7 @@ pub const KEPT: &[Entry] = &[
         kind: Kind::File,
         variable: None,
         mount: false,
+        layered: false,
         what: "vim's viminfo (VIMINIT sets viminfofile)",
     },
     Entry {
@@ -92,6 +106,7 @@ pub const KEPT: &[Entry] = &[
         kind: Kind::Dir,
         variable: Some("XDG_CACHE_HOME"),
         mount: false,
+        layered: false,
         what: "caches (pip, go's build cache, agents' caches …)",
     },
     Entry {
@@ -99,6 +114,7 @@ pub const KEPT: &[Entry] = &[
         kind: Kind::Dir,
         variable: Some("npm_config_cache"),
         mount: false,
+        layered: true,
         what: "npm's cache",
     },
     Entry {
@@ -106,6 +122,7 @@ pub const KEPT: &[Entry] = &[
         kind: Kind::Dir,
         variable: Some("PIP_CACHE_DIR"),
         mount: false,
+        layered: true,
         what: "pip's cache",
     },
     Entry {
@@ -113,6 +130,7 @@ pub const KEPT: &[Entry] = &[
         kind: Kind::Dir,
         variable: None,
         mount: true,
+        layered: true,
         what: "cargo's registry (bwrap only: cargo has no variable for it alone)",
     },
     Entry {
@@ -120,6 +138,7 @@ pub const KEPT: &[Entry] = &[
         kind: Kind::Dir,
         variable: None,
         mount: true,
+        layered: true,
         what: "cargo's git checkouts (bwrap only)",
     },
     Entry {
@@ -127,6 +146,7 @@ pub const KEPT: &[Entry] = &[
         kind: Kind::Dir,
         variable: Some("GOMODCACHE"),
         mount: false,
+        layered: true,
         what: "go's module cache",
     },
 ];
@@ -149,6 +169,10 @@ pub struct Kept {
     pub variable: Option<&'static str>,
     /// Bound over the host's path under bwrap (`Entry::mount`).
     pub mount: bool,
+    /// The upper and work directories of its overlay over the host's cache
+    /// (`Entry::layered`), under `LAYERS_DIR`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layers: Option<(PathBuf, PathBuf)>,
     pub what: &'static str,
 }
 
@@ -164,6 +188,10 @@ pub fn plan(state: &Path, profile: &str, home: &Path) -> PrivateHome {
             kind: e.kind,
             variable: e.variable,
             mount: e.mount,
+            layers: e.layered.then(|| {
+                let at = dir.join(LAYERS_DIR).join(e.path);
+                (at.join("upper"), at.join("work"))
+            }),
             what: e.what,
         })
         .collect();

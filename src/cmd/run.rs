@@ -375,6 +375,20 @@ fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
         // Twins that cannot be made (a symlink the program left there) are covered by the
         // helper, which then hides the host's path instead.
         for kept in &home.kept {
+            // A layered cache's upper and work directories (bwrap only; made everywhere,
+            // as the private home is the same for every backend).
+            for layer in kept.layers.iter().flat_map(|(u, w)| [u, w]) {
+                let made = layer
+                    .strip_prefix(&home.dir)
+                    .map_err(|_| std::io::ErrorKind::InvalidInput.into())
+                    .and_then(|rel| crate::files::create_inside(&home.dir, rel, true));
+                if let Err(e) = made {
+                    say.detail(&format!(
+                        "sbx-shell: private home: cannot create {}: {e}",
+                        layer.display()
+                    ));
+                }
+            }
             let Ok(rel) = kept.twin.strip_prefix(&home.dir) else {
                 continue;
             };

@@ -54,7 +54,21 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
                     How::Pin => "pinned: cannot be renamed or removed".to_string(),
                     How::ReadOnly => "read-only".to_string(),
                     How::Resolves => "checked: still leads to what the policy resolved".to_string(),
-                    How::Twin { twin, .. } => format!("its twin {} (read-write)", twin.display()),
+                    How::Twin {
+                        twin,
+                        layers: None,
+                        ..
+                    } => format!("its twin {} (read-write)", twin.display()),
+                    How::Twin {
+                        layers: Some((upper, _)), ..
+                    } => format!(
+                        "itself read-only beneath {} (read-write; an overlay)",
+                        upper.display()
+                    ),
+                    How::Layered { lower, .. } => format!(
+                        "{} read-only beneath it (an overlay)",
+                        lower.display()
+                    ),
                     How::Hide { dir: true } => "an empty read-only directory".to_string(),
                     How::Hide { dir: false } => "/dev/null".to_string(),
                 };

@@ -138,9 +138,27 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::
             How::ReadOnly => mounts::read_only(&m.path, fd).map_err(failed)?,
             How::Resolves => {}
             How::Hide { .. } => mounts::hide(&m.path, fd, dir).map_err(failed)?,
-            How::Twin { twin, dir: want } => {
+            How::Layered { lower, upper, work } => {
+                // A cache's twin: left as it is when the host's cache or the layers are
+                // not what they were (a symlink) or the kernel refuses the overlay.
+                if let Ok(Found::Node(lower, _, true)) = mounts::find(lower) {
+                    let _ = mounts::overlay(lower.as_fd(), upper, work, fd);
+                }
+            }
+            How::Twin {
+                twin,
+                dir: want,
+                layers,
+            } => {
                 if *want != dir {
                     return Err(changed());
+                }
+                // The host's directory beneath the private layers; the twin when the
+                // kernel refuses (no overlay in a user namespace before Linux 5.11).
+                if let Some((upper, work)) = layers {
+                    if mounts::overlay(fd, upper, work, fd).is_ok() {
+                        continue;
+                    }
                 }
                 match mounts::bind_twin(twin, dir, &m.path, fd) {
                     Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {

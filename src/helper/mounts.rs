@@ -368,6 +368,43 @@ pub fn bind_twin(twin: &Path, dir: bool, path: &Path, fd: BorrowedFd<'_>) -> io:
     put(take(source.as_fd())?, fd, path, 0)
 }
 
+/// An overlay on the directory `target`: `lower` (a descriptor) read-only beneath the
+/// directories `upper` and `work` (opened here without following a symlink). Every
+/// directory is named by its descriptor's magic link, so nothing is looked up by a path
+/// the program could have changed; `userxattr`, as an overlay in a user namespace needs.
+pub fn overlay(
+    lower: BorrowedFd<'_>,
+    upper: &Path,
+    work: &Path,
+    target: BorrowedFd<'_>,
+) -> io::Result<()> {
+    let open_dir = |path: &Path| match find(path)? {
+        Found::Node(fd, _, true) => Ok(fd),
+        _ => Err(io::Error::from_raw_os_error(libc::ELOOP)),
+    };
+    let (upper, work) = (open_dir(upper)?, open_dir(work)?);
+    let link = |fd: BorrowedFd<'_>| format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let options = std::ffi::CString::new(format!(
+        "lowerdir={},upperdir={},workdir={},userxattr",
+        link(lower),
+        link(upper.as_fd()),
+        link(work.as_fd())
+    ))?;
+    let target = magic_link(target)?;
+    // SAFETY: NUL-terminated strings that outlive the call; the target is the magic link
+    // of a descriptor this process holds.
+    let rc = unsafe {
+        libc::mount(
+            c"overlay".as_ptr(),
+            target.as_ptr(),
+            c"overlay".as_ptr(),
+            0,
+            options.as_ptr().cast(),
+        )
+    };
+    check(rc.into()).map(drop)
+}
+
 /// Whether the object at `fd` is the root of a mount, and whether that mount is writable.
 pub fn mount_state(fd: BorrowedFd<'_>) -> io::Result<(bool, bool)> {
     // SAFETY: a zeroed statx is valid to be filled in.

@@ -187,8 +187,23 @@ pub enum How {
     /// `/dev/null`, read-only.
     Hide { dir: bool },
     /// Its twin in the private home (`privatehome`) bound over it, read-write; hidden
-    /// instead when the twin is missing, a symlink or of the other kind.
-    Twin { twin: PathBuf, dir: bool },
+    /// instead when the twin is missing, a symlink or of the other kind. With `layers`
+    /// (upper, work): an overlay of those over the host's directory itself, so that what
+    /// the host has shows through read-only; the twin when the kernel refuses it.
+    Twin {
+        twin: PathBuf,
+        dir: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        layers: Option<(PathBuf, PathBuf)>,
+    },
+    /// A cache's twin that a variable points at (`privatehome::Entry::layered`): the
+    /// host's directory `lower` beneath it read-only, an overlay with the private home's
+    /// `upper` and `work`; left as it is when the kernel refuses the overlay.
+    Layered {
+        lower: PathBuf,
+        upper: PathBuf,
+        work: PathBuf,
+    },
 }
 
 /// Whether the entry `name` of a sealed directory stays writable: not a dotfile or
@@ -409,7 +424,7 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
 fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
     let fs = &inputs.policy.filesystem;
     let grants = || fs.writable.iter().chain(&fs.readable).map(real);
-    let twins: Vec<(&Path, &Path)> = inputs
+    let twins: Vec<&crate::privatehome::Kept> = inputs
         .policy
         .private_home
         .iter()
@@ -426,17 +441,16 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
                 && (inputs.identity_of)(&k.path).is_some()
                 && !grants().any(|g| g != k.path && g.starts_with(&k.path))
         })
-        .map(|k| (k.path.as_path(), k.twin.as_path()))
         .collect();
-    let mut home: Vec<(&Path, Option<&Path>)> = fs
+    let mut home: Vec<(&Path, Option<&crate::privatehome::Kept>)> = fs
         .denied
         .iter()
         .map(real)
-        .filter(|d| !twins.iter().any(|(p, _)| p == d))
+        .filter(|d| !twins.iter().any(|k| k.path == *d))
         .map(|d| (d, None))
-        .chain(twins.iter().map(|(p, t)| (*p, Some(*t))))
+        .chain(twins.iter().map(|k| (k.path.as_path(), Some(*k))))
         .collect();
-    home.sort();
+    home.sort_by(|a, b| a.0.cmp(b.0));
     // Root's credentials found on the host come and go like sockets: not checked.
     let home = home
         .into_iter()
@@ -459,9 +473,10 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
         }
         let dir = kind == PathKind::Dir;
         let how = match twin {
-            Some(twin) => How::Twin {
-                twin: twin.to_path_buf(),
+            Some(kept) => How::Twin {
+                twin: kept.twin.clone(),
                 dir,
+                layers: kept.layers.clone().filter(|_| dir),
             },
             None => How::Hide { dir },
         };
@@ -469,6 +484,31 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
         if dir {
             covered.push(path);
         }
+    }
+    // The caches a variable points at: the host's own beneath the twin, where the host
+    // has it as a directory that nothing above hides.
+    let layered = inputs
+        .policy
+        .private_home
+        .iter()
+        .flat_map(|h| &h.kept)
+        .filter(|k| !k.mount);
+    for k in layered {
+        let Some((upper, work)) = &k.layers else {
+            continue;
+        };
+        if (inputs.kind_of)(&k.path) != PathKind::Dir
+            || (inputs.identity_of)(&k.path).is_none()
+            || covered.iter().any(|d| k.path.starts_with(d))
+        {
+            continue;
+        }
+        let how = How::Layered {
+            lower: k.path.clone(),
+            upper: upper.clone(),
+            work: work.clone(),
+        };
+        out.push((k.twin.clone(), how, false));
     }
     out
 }
@@ -930,7 +970,11 @@ mod tests {
                     How::ReadOnly => "read-only".to_string(),
                     How::Resolves => "resolves".to_string(),
                     How::Hide { .. } => "hide".to_string(),
-                    How::Twin { .. } => "twin".to_string(),
+                    How::Twin { layers: None, .. } => "twin".to_string(),
+                    How::Twin {
+                        layers: Some(_), ..
+                    } => "twin, layered".to_string(),
+                    How::Layered { lower, .. } => format!("layered on {}", lower.display()),
                 };
                 (m.path.display().to_string(), how)
             })

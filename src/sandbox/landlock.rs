@@ -258,7 +258,12 @@ pub fn allow_twins(ruleset: &mut Ruleset, mounts: &[super::bwrap::Mount]) {
     ruleset.rules.extend(
         mounts
             .iter()
-            .filter(|m| matches!(m.how, super::bwrap::How::Twin { .. }))
+            .filter(|m| {
+                matches!(
+                    m.how,
+                    super::bwrap::How::Twin { .. } | super::bwrap::How::Layered { .. }
+                )
+            })
             .map(|m| PathRule {
                 path: m.path.clone(),
                 access: Access::ReadWrite,

@@ -266,3 +266,118 @@ fn vim_quits_without_a_viminfo_error() {
         "# host viminfo\n"
     );
 }
+
+/// The real user's cargo home (the suite's own HOME is private).
+fn real_cargo_home() -> std::path::PathBuf {
+    std::env::var_os("CARGO_HOME")
+        .map(Into::into)
+        .unwrap_or_else(|| {
+            let me = nix::unistd::User::from_uid(nix::unistd::getuid())
+                .unwrap()
+                .unwrap();
+            me.dir.join(".cargo")
+        })
+}
+
+/// Under bwrap the host's cargo cache shows through beneath the private one: a build
+/// whose dependency the host downloaded builds with no network, and writes only the
+/// private copy (the registry's unpacked sources). Control: bare, the same build writes
+/// the host's cache.
+#[test]
+fn a_cargo_build_finds_the_hosts_cache_and_writes_only_its_own() {
+    if !tools_present() {
+        return;
+    }
+    let cache = real_cargo_home().join("registry/cache");
+    let Some((registry, crate_file)) = fs::read_dir(&cache)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|r| fs::read_dir(r.path()).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("cfg-if-")
+        })
+        .map(|p| (p.parent().unwrap().file_name().unwrap().to_owned(), p))
+    else {
+        panic!(
+            "no cfg-if crate in {} (building sbx-shell downloads it)",
+            cache.display()
+        );
+    };
+    let version = crate_file
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .trim_start_matches("cfg-if-")
+        .to_string();
+    let cargo = std::path::Path::new(env!("CARGO"));
+    let rustc = cargo.with_file_name("rustc");
+    let path = format!("{}:/usr/bin:/bin", cargo.parent().unwrap().display());
+    let run = |lab: &Lab, backend: &str| {
+        // The lab's home plays the host's: a copy of this machine's index and the crate.
+        let host = lab.home.join(".cargo/registry");
+        fs::create_dir_all(host.join("cache").join(&registry)).unwrap();
+        fs::copy(
+            &crate_file,
+            host.join("cache")
+                .join(&registry)
+                .join(crate_file.file_name().unwrap()),
+        )
+        .unwrap();
+        let copied = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(real_cargo_home().join("registry/index"))
+            .arg(&host)
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        let project = lab.ws.join("c");
+        fs::create_dir_all(project.join("src")).unwrap();
+        fs::write(
+            project.join("Cargo.toml"),
+            format!("[package]\nname = \"c\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\ncfg-if = \"={version}\"\n"),
+        )
+        .unwrap();
+        fs::write(project.join("src/lib.rs"), "pub fn f() {}\n").unwrap();
+        let locked = std::process::Command::new(cargo)
+            .args(["generate-lockfile", "--offline"])
+            .current_dir(&project)
+            .env("HOME", &lab.home)
+            .env_remove("CARGO_HOME")
+            .env("RUSTC", &rustc)
+            .shown();
+        assert!(
+            locked.status.success(),
+            "{}",
+            String::from_utf8_lossy(&locked.stderr)
+        );
+        let out = lab
+            .command(backend, &["-c", "cd c && cargo build 2>&1 && echo BUILT"])
+            .env("PATH", &path)
+            .env("RUSTC", &rustc)
+            .shown();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let lab = Lab::new("cargo-cache", User::Root, false);
+    let text = run(&lab, "bwrap");
+    assert!(text.contains("BUILT"), "bwrap: {text}");
+    let host = lab.home.join(".cargo/registry");
+    assert!(
+        !host.join("src").exists(),
+        "bwrap: the host's cache was written"
+    );
+    assert_eq!(
+        fs::read_dir(host.join("cache").join(&registry))
+            .unwrap()
+            .count(),
+        1
+    );
+    let control = Lab::new("cargo-cache-control", User::Root, false);
+    let text = run(&control, "none");
+    assert!(text.contains("BUILT"), "control: {text}");
+    assert!(control.home.join(".cargo/registry/src").exists(), "control");
+}
