@@ -64,6 +64,8 @@ struct Shared {
 struct Stats {
     allowed: u64,
     refused: u64,
+    /// The options that would have allowed the first few refusals (`Refusal::fix`).
+    fixes: Vec<String>,
     /// The first few refusals, for the summary: "target reason".
     examples: Vec<String>,
 }
@@ -134,6 +136,9 @@ impl Proxy {
         );
         if stats.allowed > 0 {
             line.push_str(&format!(", {} allowed", stats.allowed));
+        }
+        if !stats.fixes.is_empty() {
+            line.push_str(&format!("; to allow: {}", stats.fixes.join(" ")));
         }
         if let Some(log) = &self.shared.log {
             line.push_str(&format!("; log: {}", log.display()));
@@ -224,11 +229,20 @@ impl Proxy {
             if stats.examples.len() < 3 && !stats.examples.contains(&example) {
                 stats.examples.push(example);
             }
+            if let Some(fix) = refusal.fix(target) {
+                if stats.fixes.len() < 5 && !stats.fixes.contains(&fix) {
+                    stats.fixes.push(fix);
+                }
+            }
         }
+        let hint = refusal
+            .fix(target)
+            .map(|fix| format!("\nHint: {fix} allows it (sbx-shell's network allow-list)"))
+            .unwrap_or_default();
         let _ = respond(
             client,
             refusal.status(),
-            &format!("sbx-shell: {target} {reason}"),
+            &format!("sbx-shell: {target} {reason}{hint}"),
         );
     }
 
@@ -337,6 +351,12 @@ pub fn proxy_env(port: u16) -> Vec<(String, String)> {
     }
     env
 }
+
+/// With no network at all, the package managers' retries only delay the failure (npm
+/// waits 70 s over two retries of a lookup that cannot succeed, pip 8 s over five): the
+/// variables that turn them off, set unless the host or the policy sets them.
+pub const NO_NETWORK_ENV: [(&str, &str); 2] =
+    [("npm_config_fetch_retries", "0"), ("PIP_RETRIES", "0")];
 
 /// Names that would make clients skip the proxy: removed from the program's environment.
 pub const BYPASS_ENV: [&str; 2] = ["NO_PROXY", "no_proxy"];

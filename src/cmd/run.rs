@@ -75,7 +75,12 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             ),
         ),
         net.as_ref().map(|n| netproxy::proxy_env(n.port)),
-        [private_home_env(&plan), temp_env(&plan, temp.as_ref())].concat(),
+        [
+            private_home_env(&plan),
+            temp_env(&plan, temp.as_ref()),
+            no_network_env(&plan),
+        ]
+        .concat(),
         &plan.launch.shell,
     );
     // Only Landlock alone reads an allow-list.
@@ -454,6 +459,21 @@ fn private_home_env(plan: &Plan) -> Vec<(String, std::ffi::OsString)> {
     });
     vars.retain(|(name, _)| !plan.policy.environment.set.contains_key(name));
     vars
+}
+
+/// With no network, the package managers' retries turned off (`netproxy::NO_NETWORK_ENV`),
+/// unless the host's environment or the policy's `environment.set` names them.
+fn no_network_env(plan: &Plan) -> Vec<(String, std::ffi::OsString)> {
+    if plan.policy.network != crate::policy::Network::None {
+        return Vec::new();
+    }
+    netproxy::NO_NETWORK_ENV
+        .iter()
+        .filter(|(name, _)| {
+            std::env::var_os(name).is_none() && !plan.policy.environment.set.contains_key(*name)
+        })
+        .map(|(name, value)| (name.to_string(), value.into()))
+        .collect()
 }
 
 /// Landlock alone in workspace-write: the session's private temporary directory, in place

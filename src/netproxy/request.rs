@@ -71,6 +71,22 @@ impl Refusal {
         }
     }
 
+    /// The option that allows what was refused at `target`, when one can: the allow-list
+    /// for a host not on it, `--resolve` for a name that resolves to a private address (a
+    /// company mirror: sbx-shell connects only to public addresses unless told).
+    pub fn fix(&self, target: &Target) -> Option<String> {
+        let host = &target.host;
+        match self {
+            Refusal::NotAllowed | Refusal::IpLiteral => Some(format!("--net allow={host}")),
+            Refusal::Port => Some(format!("--net allow={host}:{}", target.port)),
+            Refusal::NotPublic(addr) => Some(match addr {
+                IpAddr::V6(v6) => format!("--resolve {host}:[{v6}]"),
+                IpAddr::V4(v4) => format!("--resolve {host}:{v4}"),
+            }),
+            _ => None,
+        }
+    }
+
     /// The HTTP status the client gets.
     pub fn status(&self) -> &'static str {
         match self {

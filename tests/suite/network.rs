@@ -297,3 +297,119 @@ fn resolve_without_an_allow_list_is_an_error() {
         "{err}"
     );
 }
+
+/// `cmd` run with `/etc/hosts` replaced by `hosts` in a mount namespace of its own (so the
+/// proxy, which resolves names on the host side, sees it), the machine's left alone.
+fn with_hosts(cmd: &std::process::Command, hosts: &std::path::Path) -> std::process::Command {
+    let mut wrapped = std::process::Command::new("unshare");
+    wrapped
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+        .arg(hosts)
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .env_clear()
+        .stdin(std::process::Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            wrapped.env(k, v);
+        }
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped
+}
+
+/// A refusal says what allows it, in the response and at the end: a name that resolves
+/// to a private address (a company mirror) names `--resolve`, a host not on the list
+/// names `--net allow=`; given the option, the request goes through.
+#[test]
+fn a_refusal_names_the_option_that_allows_it() {
+    if !tools_present() || !curl_present() || !require("unshare", "a private /etc/hosts") {
+        return;
+    }
+    for backend in ["bwrap", "landlock"] {
+        let origin = Origin::start();
+        let port = origin.port.to_string();
+        let lab = Lab::new("refusal-hints", super::sandbox::User::Root, false);
+        let hosts = lab.dir.join("hosts");
+        std::fs::write(&hosts, "127.0.0.1 localhost\n127.0.0.1 mirror.corp.test\n").unwrap();
+        let allow = format!("allow=mirror.corp.test:{port}");
+        let script = format!(
+            "curl -sS --max-time 10 http://mirror.corp.test:{port}/mirror; echo; \
+             curl -sS --max-time 10 http://other.test:{port}/; echo"
+        );
+        let run = |args: &[&str]| {
+            let out = with_hosts(&lab.command(backend, args), &hosts).shown();
+            (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        };
+        let (text, err) = run(&["--net", &allow, "-c", &script]);
+        let what = format!("{backend}\nstdout:\n{text}\nstderr:\n{err}");
+        assert!(
+            text.contains("resolves to the non-public address 127.0.0.1")
+                && text.contains("Hint: --resolve mirror.corp.test:127.0.0.1 allows it")
+                && text.contains("Hint: --net allow=other.test allows it"),
+            "{what}"
+        );
+        assert!(
+            err.contains("to allow: --resolve mirror.corp.test:127.0.0.1 --net allow=other.test"),
+            "{what}"
+        );
+        assert!(origin.seen().is_empty(), "{what}");
+        // The option given: the mirror is reached.
+        let (text, _) = run(&[
+            "--net",
+            &allow,
+            "--resolve",
+            "mirror.corp.test:127.0.0.1",
+            "-c",
+            &script,
+        ]);
+        assert!(
+            text.contains(&format!(
+                "ORIGIN-OK GET /mirror host=mirror.corp.test:{port}"
+            )),
+            "{backend}: {text}"
+        );
+    }
+}
+
+/// With no network the package managers do not retry what cannot succeed: npm's and
+/// pip's retries are off unless the host sets them; with network they are left alone.
+#[test]
+fn without_network_package_managers_do_not_retry() {
+    if !tools_present() {
+        return;
+    }
+    let script = "echo \"npm=${npm_config_fetch_retries-unset} pip=${PIP_RETRIES-unset}\"";
+    for backend in ["bwrap", "landlock"] {
+        let lab = Lab::new("no-retries", super::sandbox::User::Root, false);
+        let out = lab.command(backend, &["-c", script]).shown();
+        assert_lines(
+            &String::from_utf8_lossy(&out.stdout),
+            &["npm=0 pip=0"],
+            backend,
+        );
+        let out = lab
+            .command(backend, &["-c", script])
+            .env("npm_config_fetch_retries", "4")
+            .shown();
+        assert_lines(
+            &String::from_utf8_lossy(&out.stdout),
+            &["npm=4 pip=0"],
+            backend,
+        );
+        let out = lab
+            .command(backend, &["--net", "full", "-c", script])
+            .shown();
+        assert_lines(
+            &String::from_utf8_lossy(&out.stdout),
+            &["npm=unset pip=unset"],
+            backend,
+        );
+    }
+}
