@@ -371,7 +371,8 @@ pub fn bind_twin(twin: &Path, dir: bool, path: &Path, fd: BorrowedFd<'_>) -> io:
 /// An overlay on the directory `target`: `lower` (a descriptor) read-only beneath the
 /// directories `upper` and `work` (opened here without following a symlink). Every
 /// directory is named by its descriptor's magic link, so nothing is looked up by a path
-/// the program could have changed; `userxattr`, as an overlay in a user namespace needs.
+/// the program could have changed; `userxattr`, as an overlay in a user namespace needs;
+/// nosuid and nodev (not noexec: `npx` runs what it keeps in npm's cache).
 pub fn overlay(
     lower: BorrowedFd<'_>,
     upper: &Path,
@@ -398,7 +399,7 @@ pub fn overlay(
             c"overlay".as_ptr(),
             target.as_ptr(),
             c"overlay".as_ptr(),
-            0,
+            libc::MS_NOSUID | libc::MS_NODEV,
             options.as_ptr().cast(),
         )
     };

@@ -111,12 +111,14 @@ pub struct Ruleset {
     pub min_abi: u32,
 }
 
-/// What the bwrap backend gives that Landlock alone does not, on any machine: named when
-/// `auto` falls back to Landlock alone (the start line) and by `doctor`.
+/// What the bwrap backend gives that Landlock alone does not, on any machine: listed by
+/// `doctor` (the start line of a fallback points there).
 pub const WITHOUT_BWRAP: &[&str] = &[
     "before Linux 5.14, protected paths inside the workspace (.git/config, hooks …) are restored after a change, not prevented (later kernels: refused by sbx-shell's guard, as under bwrap)",
     "a denied path inside the workspace cannot be hidden (such a policy is refused)",
-    "no private /tmp or /dev/shm: a private TMPDIR instead, the host's closed",
+    "no private /tmp or /dev/shm: a private TMPDIR instead, the host's closed (POSIX semaphores and shared memory, python's multiprocessing, fail)",
+    "`ls /` is refused (listing it would list the host's /tmp and /dev/shm)",
+    "no overlay of the host's package caches: they start empty (cargo cannot unpack a dependency)",
     "every unix socket by path is refused, the program's own too, and none can be granted",
     "no pid namespace: your other processes and their command lines are visible",
     "no ipc namespace: the host's System V IPC objects are reachable within their permissions",
