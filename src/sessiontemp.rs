@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 /// What `explain` shows for the directory a session would make.
 pub const EXAMPLE: &str = "/tmp/sbx-shell-UID/session-PID";
 
-/// The variables that name a temporary directory.
-pub const VARIABLES: [&str; 4] = ["TMPDIR", "TMP", "TEMP", "TEMPDIR"];
+/// The variables that name a temporary directory (tmux's too: it makes its server's
+/// socket there, not in `TMPDIR`).
+pub const VARIABLES: [&str; 5] = ["TMPDIR", "TMP", "TEMP", "TEMPDIR", "TMUX_TMPDIR"];
 
 /// A session's temporary directory: removed when dropped.
 #[derive(Debug)]

@@ -189,6 +189,7 @@ pub(super) fn answer(listener: &OwnedFd, call: &Call, rules: &Rules, supervisor:
             }
         }
         "ioctl" => pty_peer(listener, call),
+        "connect" => unix_connect(listener, call, rules),
         _ => match metadata(listener, call, name, rules) {
             Ok(answer) => answer,
             Err(e) => Answer::Done(errno(&e)),
@@ -295,6 +296,110 @@ fn pty_peer(listener: &OwnedFd, call: &Call) -> Answer {
         ))
     };
     run().unwrap_or_else(|e| Answer::Done(errno(&e)))
+}
+
+/// `connect`: a unix socket is connected here, to the socket file the address names
+/// (resolved once, from the caller's working directory, every symlink followed as the
+/// kernel follows them, and held open), when that file lies where the program may make
+/// names; abstract addresses are refused. A socket of any other family is let through:
+/// its family was fixed when it was made, so no address put in its place reaches a unix
+/// socket. A full listener's backlog blocks this thread as it would block the caller.
+fn unix_connect(listener: &OwnedFd, call: &Call, rules: &Rules) -> Answer {
+    let run = || -> io::Result<Answer> {
+        let pidfd = pidfd_of(listener, call)?;
+        let socket = their_fd(&pidfd, call.args[0])?;
+        let mut domain: libc::c_int = 0;
+        let mut size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: SO_DOMAIN writes one int into `domain`, whose size `size` gives.
+        let rc = unsafe {
+            libc::getsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_DOMAIN,
+                (&mut domain as *mut libc::c_int).cast(),
+                &mut size,
+            )
+        };
+        if rc == -1 {
+            return Ok(Answer::Done(errno(&io::Error::last_os_error())));
+        }
+        if domain != libc::AF_UNIX {
+            return Ok(Answer::Continue);
+        }
+        let len = (call.args[2] as u32 as usize).min(std::mem::size_of::<libc::sockaddr_un>());
+        let addr = read_mem(call.pid, call.args[1], len)?;
+        let Some(path) = unix_path(&addr) else {
+            return Ok(Answer::Done(-i64::from(libc::EINVAL)));
+        };
+        if path.is_empty() {
+            // Abstract: no file to judge it by.
+            return Ok(EPERM);
+        }
+        let start = if path.first() == Some(&b'/') {
+            None
+        } else {
+            let cwd = open_path(
+                libc::AT_FDCWD,
+                &CString::new(format!("/proc/{}/cwd", call.pid))?,
+                true,
+            )?;
+            if !still_waiting(listener, call.id) {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Some(cwd)
+        };
+        let dirfd = start.as_ref().map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+        let object = open_path(dirfd, &CString::new(path)?, true)?;
+        let (real, links, _) = describe(&object)?;
+        // SAFETY: struct stat is plain data; all zeroes is a valid value.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes one struct stat (also for O_PATH descriptors).
+        if unsafe { libc::fstat(object.as_raw_fd(), &mut st) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+            return Ok(Answer::Done(-i64::from(libc::ECONNREFUSED)));
+        }
+        if !rules.may_change(&real, links) {
+            return Ok(Answer::Done(-i64::from(libc::EACCES)));
+        }
+        // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
+        let mut to: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        to.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let name = format!("/proc/self/fd/{}", object.as_raw_fd());
+        for (slot, byte) in to.sun_path.iter_mut().zip(name.bytes()) {
+            *slot = byte as libc::c_char;
+        }
+        let to_len = (std::mem::size_of::<libc::sa_family_t>() + name.len() + 1) as libc::socklen_t;
+        // SAFETY: `to` is a valid sockaddr_un of `to_len` bytes; connect reads it.
+        let rc = unsafe {
+            libc::connect(
+                socket.as_raw_fd(),
+                (&to as *const libc::sockaddr_un).cast(),
+                to_len,
+            )
+        };
+        Ok(Answer::Done(if rc == -1 {
+            errno(&io::Error::last_os_error())
+        } else {
+            0
+        }))
+    };
+    run().unwrap_or_else(|e| Answer::Done(errno(&e)))
+}
+
+/// The path of a unix socket address (`sockaddr_un` bytes): empty for an abstract one,
+/// `None` for another family or no path at all.
+fn unix_path(addr: &[u8]) -> Option<&[u8]> {
+    let family = u16::from_ne_bytes([*addr.first()?, *addr.get(1)?]);
+    if family != libc::AF_UNIX as u16 || addr.len() <= 2 {
+        return None;
+    }
+    let path = &addr[2..];
+    if path[0] == 0 {
+        return Some(&[]);
+    }
+    Some(&path[..path.iter().position(|b| *b == 0).unwrap_or(path.len())])
 }
 
 /// Hand `fd` to the caller of notification `id` as the call's result (its number there),
@@ -640,4 +745,27 @@ pub(super) fn drop_effective_capabilities() -> io::Result<()> {
         half.effective = 0;
     }
     crate::capabilities::set(&sets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unix_path;
+
+    fn addr(family: u16, path: &[u8]) -> Vec<u8> {
+        [&family.to_ne_bytes()[..], path].concat()
+    }
+
+    #[test]
+    fn a_unix_address_gives_its_path_up_to_the_nul_or_empty_when_abstract() {
+        let unix = libc::AF_UNIX as u16;
+        assert_eq!(
+            unix_path(&addr(unix, b"/tmp/s\0junk")),
+            Some(&b"/tmp/s"[..])
+        );
+        assert_eq!(unix_path(&addr(unix, b"rel/s")), Some(&b"rel/s"[..]));
+        assert_eq!(unix_path(&addr(unix, b"\0abstract")), Some(&b""[..]));
+        assert_eq!(unix_path(&addr(unix, b"")), None, "unnamed");
+        assert_eq!(unix_path(&addr(libc::AF_INET as u16, b"1234")), None);
+        assert_eq!(unix_path(&[1]), None);
+    }
 }

@@ -119,7 +119,7 @@ pub const WITHOUT_BWRAP: &[&str] = &[
     "no private /tmp or /dev/shm: a private TMPDIR instead, the host's closed (POSIX semaphores and shared memory, python's multiprocessing, fail)",
     "`ls /` is refused (listing it would list the host's /tmp and /dev/shm)",
     "no overlay of the host's package caches: they start empty (cargo cannot unpack a dependency)",
-    "every unix socket by path is refused, the program's own too, and none can be granted",
+    "unix sockets by path reach only the program's own (in its writable trees); none can be granted; datagram and abstract ones are refused",
     "no pid namespace: your other processes and their command lines are visible",
     "no ipc namespace: the host's System V IPC objects are reachable within their permissions",
     "a nested pty cannot be opened by its name in /dev/pts",
@@ -131,7 +131,7 @@ pub enum LandlockError {
     DeniedInsideWritable { denied: PathBuf, inside: PathBuf },
     #[error("Landlock alone cannot protect {protected} inside the writable {inside}\nHint: use the bwrap backend, which mounts it read-only (install bubblewrap; `sbx-shell doctor` checks it), or run read-only: --profile read-only")]
     ProtectedInsideWritable { protected: PathBuf, inside: PathBuf },
-    #[error("Landlock alone cannot grant the host socket {socket}: it refuses every unix socket by path (Landlock has no socket right before ABI 9)\nHint: use the bwrap backend (`sbx-shell setup` enables it where it cannot run), or leave out the grant (filesystem.sockets, --allow-socket)")]
+    #[error("Landlock alone cannot grant the host socket {socket}: it connects only to the program's own unix sockets, in its writable trees (Landlock has no socket right before ABI 9)\nHint: use the bwrap backend (`sbx-shell setup` enables it where it cannot run), or leave out the grant (filesystem.sockets, --allow-socket)")]
     SocketGrant { socket: PathBuf },
     #[error("internal error: a network allow-list without the proxy's port")]
     NoProxy,

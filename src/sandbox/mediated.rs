@@ -16,6 +16,12 @@
 //! - **A new pty's peer** (`ioctl(master, TIOCGPTPEER)`, how glibc's `openpty` opens the
 //!   slave): the host's `/dev/pts` gets no Landlock rule alone (it holds the user's other
 //!   terminals), so sbx-shell opens the peer of the program's own master and hands it over.
+//! - **Connecting a unix socket** (`connect`): Landlock has no right for it before ABI 9.
+//!   A socket of another family is let through (its family was fixed when it was made, so
+//!   no address swapped in later reaches a unix socket; Landlock judges TCP). For a unix
+//!   socket sbx-shell connects the program's socket itself, to the socket file it resolved
+//!   once (through its descriptor), when that file lies where the program may make names
+//!   — its own sockets, never the host's; abstract addresses are refused.
 
 use serde::{Deserialize, Serialize};
 
@@ -129,6 +135,10 @@ pub fn table() -> Vec<Mediated> {
         when: When::IoctlRequest {
             request: TIOCGPTPEER,
         },
+    });
+    t.push(Mediated {
+        syscall: "connect",
+        when: When::Always,
     });
     t
 }

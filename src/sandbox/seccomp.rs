@@ -87,9 +87,11 @@ fn always(syscalls: &[&str], why: &str) -> Rule {
 ///
 /// Alone, pathname unix sockets are not mediated by Landlock before ABI 9 and no mount
 /// hides the host's (tmux, screen, D-Bus, ssh-agent, gpg-agent, container engines, X):
-/// `socket(AF_UNIX, …)` is refused, so nothing can connect or bind by path. What
-/// `socketpair` gives (already connected to each other) and inherited descriptors keep
-/// working, except datagram pairs, whose `sendto` could still name a host socket.
+/// stream and seqpacket sockets are made, and their `connect` goes to sbx-shell's guard
+/// (`mediated`), which connects only to a socket that lies where the program may make
+/// names (its own: tmux's, a language server's, a test server's); `bind` makes a name,
+/// which Landlock judges. Datagram sockets and pairs are refused: `sendto` could name a
+/// host socket with every datagram.
 pub fn build_filter(policy: &Policy, alone: bool) -> Filter {
     let mut rules = vec![
         Rule {
@@ -136,30 +138,19 @@ pub fn build_filter(policy: &Policy, alone: bool) -> Filter {
             "changing what the filesystem looks like",
         ),
     ];
-    let mut local = vec![(AF_UNIX, None), (AF_NETLINK, Some(NETLINK_ROUTE))];
-    let created: Vec<String> = if alone {
-        local.retain(|(family, _)| *family != AF_UNIX);
+    let local = vec![(AF_UNIX, None), (AF_NETLINK, Some(NETLINK_ROUTE))];
+    let created: Vec<String> = vec!["socket".into(), "socketpair".into()];
+    if alone {
         rules.push(Rule {
-            syscalls: vec!["socketpair".into()],
+            syscalls: created.clone(),
             condition: Condition::SocketIs {
                 family: AF_UNIX,
                 types: Some(vec![SOCK_DGRAM]),
             },
-            why: "Landlock alone: unix datagram pairs (sendto could name a host socket)".into(),
+            why: "Landlock alone: unix datagram sockets (sendto could name a host socket)".into(),
         });
-        vec!["socket".into()]
-    } else {
-        vec!["socket".into(), "socketpair".into()]
-    };
+    }
     match policy.network {
-        Network::Full if alone => rules.push(Rule {
-            syscalls: created,
-            condition: Condition::SocketIs {
-                family: AF_UNIX,
-                types: None,
-            },
-            why: "Landlock alone: no unix socket by path (the host's are all reachable)".into(),
-        }),
         Network::Full => {}
         Network::None => rules.push(Rule {
             syscalls: created,
@@ -277,21 +268,22 @@ mod tests {
     }
 
     #[test]
-    fn alone_no_unix_socket_is_created_and_no_datagram_pair() {
+    fn alone_unix_stream_sockets_are_made_and_datagram_ones_refused() {
+        let dgram = Condition::SocketIs {
+            family: AF_UNIX,
+            types: Some(vec![SOCK_DGRAM]),
+        };
         for (network, socket) in [
-            (
-                r#"{"network": "full"}"#,
-                Condition::SocketIs {
-                    family: AF_UNIX,
-                    types: None,
-                },
-            ),
+            (r#"{"network": "full"}"#, vec![dgram.clone()]),
             (
                 "{}",
-                Condition::SocketNotIn {
-                    allowed: vec![(16, Some(0))],
-                    stream_only: vec![],
-                },
+                vec![
+                    dgram.clone(),
+                    Condition::SocketNotIn {
+                        allowed: vec![(1, None), (16, Some(0))],
+                        stream_only: vec![],
+                    },
+                ],
             ),
         ] {
             let filter = build_filter(&policy_with("/home/u/p", network), true);
@@ -303,15 +295,8 @@ mod tests {
                     .map(|r| r.condition.clone())
                     .collect::<Vec<_>>()
             };
-            assert_eq!(of("socket"), [socket], "{network}");
-            assert_eq!(
-                of("socketpair"),
-                [Condition::SocketIs {
-                    family: AF_UNIX,
-                    types: Some(vec![SOCK_DGRAM])
-                }],
-                "{network}"
-            );
+            assert_eq!(of("socket"), socket, "{network}");
+            assert_eq!(of("socketpair"), socket, "{network}");
             check(&filter).unwrap();
         }
     }

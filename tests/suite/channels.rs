@@ -295,7 +295,7 @@ fn socket_variables_and_credentials_by_value_are_dropped_unless_granted() {
             }
             assert!(has(&out, "KEEP_ME") && has(&out, "REPO"), "{what}:\n{out}");
             // Granted: the socket by path, the values by name. Landlock alone refuses a
-            // socket grant (it refuses every unix socket by path), with a hint.
+            // socket grant (it connects only to the program's own sockets), with a hint.
             let agent_path = agent.display().to_string();
             let socket: &[&str] = &["--allow-socket", &agent_path];
             let values: &[&str] = &["--allow-env", "DATABASE_URL", "--allow-env", "NOTES"];

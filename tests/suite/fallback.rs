@@ -557,3 +557,36 @@ fn reads_alone_are_what_bwrap_shows() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("CANARY"), "control: {text}");
 }
+
+/// A program's own unix sockets work on both backends as bare: a server and a client in
+/// its temporary directory and in the workspace (by a relative path too), and tmux, whose
+/// server's socket is its own; the host's stay out of reach (`host_sockets_are_unreachable`).
+#[test]
+fn a_programs_own_unix_sockets_work() {
+    if !tools_present() || !super::support::require("tmux", "tmux inside the sandbox") {
+        return;
+    }
+    let script = r#"
+        python3 - <<'PY'
+import os, socket
+for where in (os.environ.get("TMPDIR", "/tmp"), os.getcwd()):
+    p = os.path.join(where, "own-%d.sock" % os.getpid())
+    srv = socket.socket(socket.AF_UNIX); srv.bind(p); srv.listen(1)
+    c = socket.socket(socket.AF_UNIX); c.connect(os.path.relpath(p)); a, _ = srv.accept()
+    c.sendall(b"ok"); print("OWN", a.recv(2).decode()); os.unlink(p)
+PY
+        tmux -f /dev/null new-session -d -s inner 'sleep 30' && tmux ls >/dev/null && tmux kill-server && echo TMUX-OK
+    "#;
+    let modes = ["none", "bwrap", "landlock"];
+    for user in [User::Root, User::Nobody] {
+        for mode in modes {
+            let lab = Lab::new("own-sock", user, false);
+            let what = lab.what(mode);
+            let out = lab.command(mode, &["-c", script]).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let what = format!("{what}: {}", String::from_utf8_lossy(&out.stderr));
+            assert_lines(&text, &["OWN ok", "TMUX-OK"], &what);
+            assert_eq!(text.matches("OWN ok").count(), 2, "{what}: {text}");
+        }
+    }
+}

@@ -202,6 +202,7 @@ pub fn number(name: &str) -> Option<i64> {
         "renameat2" => libc::SYS_renameat2,
         "prctl" => libc::SYS_prctl,
         "umask" => libc::SYS_umask,
+        "connect" => libc::SYS_connect,
         _ => return None,
     };
     Some(nr)
