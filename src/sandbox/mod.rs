@@ -91,7 +91,8 @@ pub struct Context<'a> {
     /// Landlock alone, workspace-write: the session's private temporary directory.
     pub temp_dir: Option<&'a Path>,
     /// Landlock alone: the directories the program's tools run from (real paths: the
-    /// child's `PATH` and the program's own), whose install prefixes are readable.
+    /// child's `PATH` and the program's own), whose install prefixes stay readable even
+    /// inside the host's /tmp or /dev, which reads alone leave out.
     pub tools: &'a [PathBuf],
 }
 
