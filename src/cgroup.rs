@@ -218,10 +218,21 @@ fn remove_stale(parent: &Path, namespace: &str) {
     }
 }
 
+/// The initial pid namespace's inode (`PROC_PID_INIT_INO`): the host's, where the names
+/// of earlier versions (`sbx-shell-PID`, no namespace) were made.
+const INIT_PID_NAMESPACE: &str = "4026531836";
+
 /// The pid in a session cgroup's name when it was made in `namespace`.
 fn stale_pid(name: &str, namespace: &str) -> Option<i32> {
-    let rest = name.strip_prefix("sbx-shell-")?.strip_prefix(namespace)?;
-    rest.strip_prefix('-')?.parse().ok()
+    let rest = name.strip_prefix("sbx-shell-")?;
+    match rest
+        .strip_prefix(namespace)
+        .and_then(|r| r.strip_prefix('-'))
+    {
+        Some(pid) => pid.parse().ok(),
+        None if namespace == INIT_PID_NAMESPACE && !rest.contains('-') => rest.parse().ok(),
+        None => None,
+    }
 }
 
 /// This process's cgroup directory in the cgroup v2 hierarchy, if one is mounted where it
@@ -311,7 +322,9 @@ mod tests {
     fn only_this_pid_namespaces_session_cgroups_can_be_stale() {
         assert_eq!(stale_pid("sbx-shell-4026531836-42", "4026531836"), Some(42));
         assert_eq!(stale_pid("sbx-shell-4026532999-42", "4026531836"), None);
-        assert_eq!(stale_pid("sbx-shell-42", "4026531836"), None);
+        // Earlier versions' names, from the host's namespace only.
+        assert_eq!(stale_pid("sbx-shell-42", "4026531836"), Some(42));
+        assert_eq!(stale_pid("sbx-shell-42", "4026532999"), None);
         assert_eq!(stale_pid("other", "4026531836"), None);
     }
 }
