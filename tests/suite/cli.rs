@@ -294,9 +294,16 @@ fn explain_shows_the_linux_layers() {
             && out.contains("ioctl when request is 0x5412 or 0x541c"),
         "{out}"
     );
+    // With network full only Landlock alone's unix datagram rule names sockets.
     assert!(
-        !out.contains("socket socketpair"),
+        !out.contains("socket socketpair unless"),
         "sockets are free with network full: {out}"
+    );
+    assert!(
+        out.contains(
+            "socket socketpair when the family is 1 and the type one of [2]: Landlock alone"
+        ),
+        "{out}"
     );
     let (_, json, _) = run(&["explain", "--json"], &[]);
     let report: serde_json::Value = serde_json::from_str(&json).unwrap();
