@@ -335,19 +335,8 @@ pub fn seal_entries(
 pub fn hide(path: &Path, fd: BorrowedFd<'_>, dir: bool) -> io::Result<()> {
     let hardened = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
     if dir {
-        let target = magic_link(fd)?;
-        // SAFETY: NUL-terminated strings that outlive the call; the target is the magic
-        // link of an fd this process holds, which names that very object.
-        let rc = unsafe {
-            libc::mount(
-                c"tmpfs".as_ptr(),
-                target.as_ptr(),
-                c"tmpfs".as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
-                c"mode=0755,size=4k".as_ptr().cast(),
-            )
-        };
-        return check(rc.into()).map(drop);
+        let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY;
+        return mount_new(c"tmpfs", fd, flags, c"mode=0755,size=4k");
     }
     let Found::Node(null, _, false) = find(Path::new("/dev/null"))? else {
         return Err(io::Error::from_raw_os_error(libc::ENOENT));
@@ -384,23 +373,39 @@ pub fn overlay(
         _ => Err(io::Error::from_raw_os_error(libc::ELOOP)),
     };
     let (upper, work) = (open_dir(upper)?, open_dir(work)?);
-    let link = |fd: BorrowedFd<'_>| format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let link = |fd: BorrowedFd<'_>| magic_link(fd).map(|l| l.to_string_lossy().into_owned());
     let options = std::ffi::CString::new(format!(
         "lowerdir={},upperdir={},workdir={},userxattr",
-        link(lower),
-        link(upper.as_fd()),
-        link(work.as_fd())
+        link(lower)?,
+        link(upper.as_fd())?,
+        link(work.as_fd())?
     ))?;
+    mount_new(
+        c"overlay",
+        target,
+        libc::MS_NOSUID | libc::MS_NODEV,
+        &options,
+    )
+}
+
+/// A new file system of type `fstype`, with `flags` and the options `data`, mounted on
+/// the object `target` (through its magic link).
+fn mount_new(
+    fstype: &std::ffi::CStr,
+    target: BorrowedFd<'_>,
+    flags: libc::c_ulong,
+    data: &std::ffi::CStr,
+) -> io::Result<()> {
     let target = magic_link(target)?;
     // SAFETY: NUL-terminated strings that outlive the call; the target is the magic link
-    // of a descriptor this process holds.
+    // of a descriptor this process holds, which names that very object.
     let rc = unsafe {
         libc::mount(
-            c"overlay".as_ptr(),
+            fstype.as_ptr(),
             target.as_ptr(),
-            c"overlay".as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            options.as_ptr().cast(),
+            fstype.as_ptr(),
+            flags,
+            data.as_ptr().cast(),
         )
     };
     check(rc.into()).map(drop)
