@@ -577,16 +577,46 @@ for where in (os.environ.get("TMPDIR", "/tmp"), os.getcwd()):
 PY
         tmux -f /dev/null new-session -d -s inner 'sleep 30' && tmux ls >/dev/null && tmux kill-server && echo TMUX-OK
     "#;
+    // A host socket reached through a symlink planted in the workspace (outside /tmp,
+    // so that bwrap's private /tmp does not hide it by itself).
+    let host = std::os::unix::net::UnixListener::bind(
+        super::support::private_dir().join(format!("host-{}.sock", std::process::id())),
+    )
+    .unwrap();
+    let host_path = host
+        .local_addr()
+        .unwrap()
+        .as_pathname()
+        .unwrap()
+        .to_path_buf();
+    fs::set_permissions(
+        &host_path,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let through_link = format!(
+        "{script}\n python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"planted.sock\"); print(\"HOST-REACHED\")' 2>/dev/null || echo HOST-REFUSED"
+    );
     let modes = ["none", "bwrap", "landlock"];
     for user in [User::Root, User::Nobody] {
         for mode in modes {
             let lab = Lab::new("own-sock", user, false);
+            std::os::unix::fs::symlink(&host_path, lab.ws.join("planted.sock")).unwrap();
             let what = lab.what(mode);
-            let out = lab.command(mode, &["-c", script]).output().unwrap();
+            let out = lab.command(mode, &["-c", &through_link]).output().unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
             let what = format!("{what}: {}", String::from_utf8_lossy(&out.stderr));
             assert_lines(&text, &["OWN ok", "TMUX-OK"], &what);
             assert_eq!(text.matches("OWN ok").count(), 2, "{what}: {text}");
+            // Control: unconfined, the planted link reaches the host's socket.
+            let reached = if mode == "none" {
+                "HOST-REACHED"
+            } else {
+                "HOST-REFUSED"
+            };
+            assert_lines(&text, &[reached], &what);
         }
     }
+    drop(host);
+    let _ = fs::remove_file(host_path);
 }
