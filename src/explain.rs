@@ -138,6 +138,7 @@ pub fn backends(
         helper_fd: None,
         git_dirs: &git.git_dirs,
         temp_dir: Some(Path::new(crate::sessiontemp::EXAMPLE)),
+        shm_dir: Some(Path::new(crate::sessiontemp::SHM_EXAMPLE)),
         tools: &tools,
     };
     let seatbelt = seatbelt_output(policy, &ctx);

@@ -32,6 +32,9 @@ pub struct Rules {
     pub writable: Vec<PathBuf>,
     /// Protected paths: never changed, even inside a writable tree.
     pub protected: Vec<PathBuf>,
+    /// The session's private directory standing for `/dev/shm` (`shm_name`).
+    #[serde(default)]
+    pub shm: Option<PathBuf>,
 }
 
 impl Rules {
@@ -39,6 +42,7 @@ impl Rules {
     pub fn from_ruleset(
         ruleset: &crate::sandbox::landlock::Ruleset,
         protected: Vec<PathBuf>,
+        shm: Option<PathBuf>,
     ) -> Rules {
         use crate::sandbox::landlock::Access;
         Rules {
@@ -49,6 +53,7 @@ impl Rules {
                 .map(|r| r.path.clone())
                 .collect(),
             protected,
+            shm,
         }
     }
 
@@ -64,6 +69,18 @@ impl Rules {
         self.writable.iter().any(|w| path.starts_with(w))
             && !self.protected.iter().any(|p| path.starts_with(p))
     }
+}
+
+/// The name a path gives in `/dev/shm`, where POSIX shared memory and semaphores live
+/// (`shm_open`, `sem_open` and their unlink name `/dev/shm/NAME`): one component, neither
+/// `.` nor `..`. Landlock alone, the guard makes, opens, links and removes such a name in
+/// the session's private directory instead (`Rules::shm`), so the program has a
+/// `/dev/shm` of its own while the host's segments stay out of its reach. Any other
+/// spelling of the host's `/dev/shm` is the host's, which Landlock refuses.
+pub fn shm_name(path: &[u8]) -> Option<&[u8]> {
+    let name = path.strip_prefix(b"/dev/shm/")?;
+    let plain = !name.is_empty() && !name.contains(&b'/') && name != b"." && name != b"..";
+    plain.then_some(name)
 }
 
 /// Whether `pid` is a process of the session: `supervisor`'s descendant (and not
@@ -92,6 +109,7 @@ mod tests {
         let rules = Rules {
             writable: vec!["/srv/ws".into(), "/tmp/sbx-shell-0/session-9".into()],
             protected: vec!["/srv/ws/.git/hooks".into()],
+            shm: None,
         };
         for yes in [
             "/srv/ws/a.sh",
@@ -114,6 +132,26 @@ mod tests {
             "/tmp/x",
         ] {
             assert!(!rules.may_change(Path::new(no), 1), "{no}");
+        }
+    }
+
+    #[test]
+    fn only_plain_names_in_dev_shm_are_the_sessions_own() {
+        assert_eq!(shm_name(b"/dev/shm/sem.mp-1x"), Some(&b"sem.mp-1x"[..]));
+        assert_eq!(shm_name(b"/dev/shm/psm_0a1b"), Some(&b"psm_0a1b"[..]));
+        for other in [
+            &b"/dev/shm/"[..],
+            b"/dev/shm",
+            b"/dev/shm/.",
+            b"/dev/shm/..",
+            b"/dev/shm/a/b",
+            b"/dev/shm//x",
+            b"/dev//shm/x",
+            b"/dev/shm/../shm/x",
+            b"dev/shm/x",
+            b"/tmp/x",
+        ] {
+            assert_eq!(shm_name(other), None, "{}", String::from_utf8_lossy(other));
         }
     }
 

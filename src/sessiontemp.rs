@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 /// What `explain` shows for the directory a session would make.
 pub const EXAMPLE: &str = "/tmp/sbx-shell-UID/session-PID";
+/// And for the directory standing for `/dev/shm` (`create_shm`).
+pub const SHM_EXAMPLE: &str = "/dev/shm/sbx-shell-UID/session-PID";
 
 /// The variables that name a temporary directory (tmux's too: it makes its server's
 /// socket there, not in `TMPDIR`).
@@ -28,6 +30,13 @@ impl SessionTemp {
     /// Make this session's directory under `/tmp`, sweeping what dead sessions left.
     pub fn create() -> io::Result<SessionTemp> {
         Self::create_in(Path::new("/tmp"), std::process::id())
+    }
+
+    /// The same under `/dev/shm`: Landlock alone, the session's POSIX shared memory and
+    /// semaphores, which the guard makes there for the names the program gives in
+    /// `/dev/shm` (`mediator::shm_name`). In memory, as the host's `/dev/shm` is.
+    pub fn create_shm() -> io::Result<SessionTemp> {
+        Self::create_in(Path::new("/dev/shm"), std::process::id())
     }
 
     fn create_in(base: &Path, pid: u32) -> io::Result<SessionTemp> {

@@ -61,7 +61,11 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     create_state(&plan.policy, say)?;
     let git = crate::repos::scan_writable(&plan.policy);
     let temp = session_temp(&plan, &backend)?;
-    let temp_dir = temp.as_ref().map(SessionTemp::path);
+    let shm = session_shm(&plan, &backend)?;
+    let dirs = SessionDirs {
+        temp: temp.as_ref().map(SessionTemp::path),
+        shm: shm.as_ref().map(SessionTemp::path),
+    };
     let inherited: Vec<_> = std::env::vars_os().collect();
     let env = launch::child_env(
         plan.policy.environment.apply(
@@ -94,13 +98,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     } else {
         Vec::new()
     };
-    let layers = confine(
-        &plan,
-        &backend,
-        &host,
-        net.as_ref(),
-        (&git, temp_dir, &tools),
-    )?;
+    let layers = confine(&plan, &backend, &host, net.as_ref(), (&git, dirs, &tools))?;
     #[cfg(target_os = "linux")]
     if layers.names.is_some() {
         if let Some(line) = linked_note(&sandbox::linked_protected_files(
@@ -150,7 +148,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             helper: &helper,
             lifeline: &lifeline,
             git: &git,
-            temp_dir,
+            dirs,
         },
     )?;
     let child = Child {
@@ -490,6 +488,28 @@ fn session_temp(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, F
     Ok(Some(temp))
 }
 
+/// Landlock alone: the session's own directory standing for `/dev/shm` (`sessiontemp`),
+/// unless the policy makes the host's writable.
+fn session_shm(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, Failure> {
+    if *backend != Backend::Landlock
+        || sandbox::landlock::host_shm_writable(&plan.policy.filesystem)
+    {
+        return Ok(None);
+    }
+    let shm = SessionTemp::create_shm().context(
+        "cannot create the session's shared memory directory under /dev/shm\nHint: remove what is in the way (`sbx-shell explain` shows the path), or use the bwrap backend",
+    )?;
+    Ok(Some(shm))
+}
+
+/// The session's private directories, Landlock alone: its temporary directory (in
+/// workspace-write) and the one standing for `/dev/shm`.
+#[derive(Clone, Copy)]
+struct SessionDirs<'a> {
+    temp: Option<&'a Path>,
+    shm: Option<&'a Path>,
+}
+
 /// The temporary-directory variables naming the session's directory, except those the
 /// policy's `environment.set` names.
 fn temp_env(plan: &Plan, temp: Option<&SessionTemp>) -> Vec<(String, std::ffi::OsString)> {
@@ -505,7 +525,7 @@ fn confine(
     backend: &Backend,
     host: &Host,
     net: Option<&ProxySession>,
-    (git, temp_dir, tools): (&crate::repos::Found, Option<&Path>, &[PathBuf]),
+    (git, dirs, tools): (&crate::repos::Found, SessionDirs<'_>, &[PathBuf]),
 ) -> Result<InProcess, Failure> {
     let ctx = sandbox::Context {
         place: &host.place,
@@ -513,7 +533,8 @@ fn confine(
         proxy_port: net.map(|n| n.port),
         helper_fd: None,
         git_dirs: &git.git_dirs,
-        temp_dir,
+        temp_dir: dirs.temp,
+        shm_dir: dirs.shm,
         tools,
     };
     Ok(sandbox::in_process(backend, &plan.policy, &ctx)?)
@@ -521,7 +542,11 @@ fn confine(
 
 /// Landlock alone: the rules by which the guard answers the calls Landlock cannot judge
 /// (`mediator`).
-fn mediated_rules(plan: &Plan, layers: &InProcess) -> Option<crate::mediator::Rules> {
+fn mediated_rules(
+    plan: &Plan,
+    layers: &InProcess,
+    shm: Option<&Path>,
+) -> Option<crate::mediator::Rules> {
     let (true, Some(ruleset)) = (layers.mediate, &layers.landlock) else {
         return None;
     };
@@ -532,7 +557,11 @@ fn mediated_rules(plan: &Plan, layers: &InProcess) -> Option<crate::mediator::Ru
         .iter()
         .map(|p| p.real().to_path_buf())
         .collect();
-    Some(crate::mediator::Rules::from_ruleset(ruleset, protected))
+    Some(crate::mediator::Rules::from_ruleset(
+        ruleset,
+        protected,
+        shm.map(Path::to_path_buf),
+    ))
 }
 
 /// What the helper's argv and spec take besides the plan, the layers and the session.
@@ -540,7 +569,7 @@ struct Handed<'a> {
     helper: &'a HelperExe,
     lifeline: &'a process::Lifeline,
     git: &'a crate::repos::Found,
-    temp_dir: Option<&'a Path>,
+    dirs: SessionDirs<'a>,
 }
 
 /// Step 7: the helper's argv, wrapped in the backend's launcher, built once the session
@@ -557,7 +586,7 @@ fn build_argv(
         helper,
         lifeline,
         git,
-        temp_dir,
+        dirs,
     }: Handed<'_>,
 ) -> Result<(Vec<std::ffi::OsString>, Vec<process::Handover>), Failure> {
     let spec = HelperSpec {
@@ -581,7 +610,7 @@ fn build_argv(
                 channel_fd: fd.as_raw_fd(),
             })
         }),
-        mediated: mediated_rules(plan, layers),
+        mediated: mediated_rules(plan, layers, dirs.shm),
         names: layers.names.clone(),
     };
     let handover = |bytes: Vec<u8>| {
@@ -601,7 +630,8 @@ fn build_argv(
             }
         }),
         git_dirs: &git.git_dirs,
-        temp_dir,
+        temp_dir: dirs.temp,
+        shm_dir: dirs.shm,
         tools: &[],
     };
     let argv = sandbox::wrap(backend, &plan.policy, &ctx, &helper_argv)?;

@@ -230,6 +230,7 @@ mod tests {
             mediated: Some(crate::mediator::Rules {
                 writable: vec!["/w".into()],
                 protected: vec!["/w/.git/hooks".into()],
+                shm: Some("/dev/shm/sbx-shell-0/session-9".into()),
             }),
             names: Some(crate::mediator::names::Names {
                 protected: vec!["/w/.mcp.json".into()],

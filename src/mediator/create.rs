@@ -99,6 +99,13 @@ fn serve(
 ) -> io::Result<()> {
     confine_this_thread()?;
     let root = open_path(libc::AT_FDCWD, c"/")?;
+    let shm = match mediated.and_then(|r| r.shm.as_deref()) {
+        Some(dir) => Some(open_path(
+            libc::AT_FDCWD,
+            &CString::new(dir.as_os_str().as_bytes())?,
+        )?),
+        None => None,
+    };
     let made = std::cell::RefCell::new(Vec::new());
     let umasks = std::cell::RefCell::new(Umasks::default());
     let sizes = notif_sizes()?;
@@ -143,7 +150,7 @@ fn serve(
             respond(listener, &sizes, &call, answer);
             continue;
         }
-        let answer = match read_op(listener, &call) {
+        let answer = match read_op(listener, &call, shm.as_ref()) {
             Err(e) => Answer::Done(e),
             Ok(op) => Acting {
                 listener,
@@ -166,13 +173,14 @@ fn status_of(pid: u32) -> Option<umasks::Status> {
     umasks::parse_status(&text)
 }
 
-/// What the call asks, read from its arguments and the program's memory.
-fn read_op(listener: &OwnedFd, call: &Call) -> Result<Op, i64> {
+/// What the call asks, read from its arguments and the program's memory; a name in
+/// `/dev/shm` is taken in `shm`, the session's own directory for it (`mediator::shm_name`).
+fn read_op(listener: &OwnedFd, call: &Call, shm: Option<&OwnedFd>) -> Result<Op, i64> {
     let a = call.args;
     let int = |i: usize| a[i] as u32 as i32;
     let err = |e: io::Error| errno(&e);
     let at = |dirfd: i32, path: u64| -> Result<Where, i64> {
-        where_of(listener, call, dirfd, path, false).map_err(err)
+        where_of(listener, call, (dirfd, path, false), shm).map_err(err)
     };
     let cwd = libc::AT_FDCWD;
     let cstr = |addr: u64| read_cstr(call.pid, addr).map_err(err);
@@ -227,9 +235,8 @@ fn read_op(listener: &OwnedFd, call: &Call) -> Result<Op, i64> {
             old: where_of(
                 listener,
                 call,
-                int(0),
-                a[1],
-                int(4) & libc::AT_EMPTY_PATH != 0,
+                (int(0), a[1], int(4) & libc::AT_EMPTY_PATH != 0),
+                shm,
             )
             .map_err(err)?,
             new: at(int(2), a[3])?,
@@ -261,11 +268,16 @@ fn read_op(listener: &OwnedFd, call: &Call) -> Result<Op, i64> {
 fn where_of(
     listener: &OwnedFd,
     call: &Call,
-    dirfd: i32,
-    addr: u64,
-    empty: bool,
+    (dirfd, addr, empty): (i32, u64, bool),
+    shm: Option<&OwnedFd>,
 ) -> io::Result<Where> {
     let path = read_cstr(call.pid, addr)?.into_bytes();
+    if let (Some(dir), Some(name)) = (shm, super::shm_name(&path)) {
+        return Ok(Where {
+            base: Some(dir.try_clone()?),
+            path: name.to_vec(),
+        });
+    }
     if path.is_empty() && !empty {
         return Err(io::Error::from_raw_os_error(libc::ENOENT));
     }

@@ -190,10 +190,63 @@ pub(super) fn answer(listener: &OwnedFd, call: &Call, rules: &Rules, supervisor:
         }
         "ioctl" => pty_peer(listener, call),
         "connect" => unix_connect(listener, call, rules),
+        "unlink" => unlink_in_shm(listener, call, rules, (a[0], 0)),
+        // An absolute path: the directory descriptor plays no part.
+        "unlinkat" => unlink_in_shm(listener, call, rules, (a[1], int(2))),
         _ => match metadata(listener, call, name, rules) {
             Ok(answer) => answer,
             Err(e) => Answer::Done(errno(&e)),
         },
+    }
+}
+
+/// A name removed from `/dev/shm` (`shm_unlink`, `sem_unlink`): removed from the session's
+/// own directory for it (`Rules::shm`). Any other removal runs as asked: the kernel reads
+/// the path again, but Landlock judges it then, so a name another thread swapped in after
+/// this look reaches only what the program's own rules let it remove.
+fn unlink_in_shm(
+    listener: &OwnedFd,
+    call: &Call,
+    rules: &Rules,
+    (addr, flags): (u64, i32),
+) -> Answer {
+    let Some(dir) = &rules.shm else {
+        return Answer::Continue;
+    };
+    let Ok(path) = read_cstr(call.pid, addr) else {
+        // The kernel gives the program its own EFAULT or ENAMETOOLONG.
+        return Answer::Continue;
+    };
+    let Some(name) = super::shm_name(path.as_bytes()) else {
+        return Answer::Continue;
+    };
+    if !still_waiting(listener, call.id) {
+        return Answer::Done(-i64::from(libc::ESRCH));
+    }
+    let (Ok(dir), Ok(name)) = (
+        CString::new(dir.as_os_str().as_encoded_bytes()),
+        CString::new(name),
+    ) else {
+        return Answer::Done(-i64::from(libc::ENOENT));
+    };
+    // SAFETY: two NUL-terminated paths.
+    let dirfd = unsafe {
+        libc::open(
+            dir.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if dirfd < 0 {
+        return Answer::Done(errno(&io::Error::last_os_error()));
+    }
+    // SAFETY: a new descriptor of ours.
+    let dirfd = unsafe { OwnedFd::from_raw_fd(dirfd) };
+    // SAFETY: a descriptor and a NUL-terminated name.
+    let r = unsafe { libc::unlinkat(dirfd.as_raw_fd(), name.as_ptr(), flags & libc::AT_REMOVEDIR) };
+    if r < 0 {
+        Answer::Done(errno(&io::Error::last_os_error()))
+    } else {
+        Answer::Done(0)
     }
 }
 

@@ -116,7 +116,8 @@ pub struct Ruleset {
 pub const WITHOUT_BWRAP: &[&str] = &[
     "before Linux 5.14, protected paths inside the workspace (.git/config, hooks …) are restored after a change, not prevented (later kernels: refused by sbx-shell's guard, as under bwrap)",
     "a denied path inside the workspace cannot be hidden (such a policy is refused)",
-    "no private /tmp or /dev/shm: a private TMPDIR instead, the host's closed (POSIX semaphores and shared memory, python's multiprocessing, fail)",
+    "no private /tmp: a private TMPDIR instead, the host's closed (a program that writes a fixed /tmp/name fails)",
+    "POSIX shared memory and semaphores live in a directory of the session's, made by sbx-shell's guard for each name in /dev/shm; a segment opened read-only by name, or a listing of /dev/shm, is refused",
     "`ls /` is refused (listing it would list the host's /tmp and /dev/shm)",
     "no overlay of the host's package caches: they start empty (cargo cannot unpack a dependency)",
     "unix sockets by path reach only the program's own (in its writable trees); none can be granted; datagram and abstract ones are refused",
@@ -148,6 +149,8 @@ pub struct SessionParts<'a> {
     /// Alone, in workspace-write: the session's private temporary directory
     /// (`sessiontemp`), writable where bwrap would give a private `/tmp`.
     pub temp_dir: Option<&'a Path>,
+    /// Alone: the session's own directory standing for `/dev/shm` (`mediator::shm_name`).
+    pub shm_dir: Option<&'a Path>,
     /// Alone: the directories the program's tools run from (`tool_prefixes`).
     pub tools: &'a [PathBuf],
 }
@@ -156,8 +159,9 @@ pub struct SessionParts<'a> {
 /// `children` what a directory holds (its entries but symlinks).
 ///
 /// Alone, the host's `/tmp` and `/dev/shm` are neither writable nor readable (bwrap gives
-/// private ones): the session's temporary directory stands for `/tmp`, and POSIX shared
-/// memory (`shm_open`, `sem_open`) is refused. Of `/dev`, only the harmless devices, the
+/// private ones): the session's temporary directory stands for `/tmp`, and its shared
+/// memory directory for `/dev/shm` (`shm_open`, `sem_open`: the guard makes the names
+/// there). Of `/dev`, only the harmless devices, the
 /// session's own terminal and, with nested ptys, `/dev/ptmx`: `/dev/pts` gets no rule, so
 /// no other terminal of the user can be opened; the peer of a pty the program creates is
 /// opened by sbx-shell (`mediated`: `TIOCGPTPEER`, which glibc's `openpty` and `forkpty`
@@ -217,10 +221,16 @@ pub fn build_ruleset(
     for path in writable {
         add(path, Access::ReadWrite);
     }
-    if layering == Layering::UnderBwrap {
-        // POSIX shared memory and semaphores (python multiprocessing, browsers), in bwrap's
-        // private /dev.
-        add(Path::new("/dev/shm"), Access::ReadWrite);
+    // POSIX shared memory and semaphores (python multiprocessing, browsers): bwrap's
+    // private /dev/shm, or alone the session's own directory, where the guard makes and
+    // removes the names the program gives in /dev/shm.
+    match layering {
+        Layering::UnderBwrap => add(Path::new("/dev/shm"), Access::ReadWrite),
+        Layering::Alone => {
+            if let Some(dir) = session.shm_dir {
+                add(dir, Access::ReadWrite);
+            }
+        }
     }
     for device in DEVICES_RW {
         add(
@@ -271,6 +281,15 @@ pub fn allow_twins(ruleset: &mut Ruleset, mounts: &[super::bwrap::Mount]) {
                 access: Access::ReadWrite,
             }),
     );
+}
+
+/// Whether the policy makes the host's `/dev/shm` writable (`--write /dev/shm`,
+/// unrestricted): then, alone, the program uses it, and no directory of the session
+/// stands for it.
+pub fn host_shm_writable(fs: &Filesystem) -> bool {
+    writable_roots(fs, Layering::Alone, None)
+        .iter()
+        .any(|w| Path::new("/dev/shm").starts_with(w))
 }
 
 /// The trees the program may write: in workspace-write, `/tmp` is bwrap's private one, or
@@ -485,6 +504,7 @@ mod tests {
         SessionParts {
             proxy_port,
             temp_dir: None,
+            shm_dir: None,
             tools: &[],
         }
     }
@@ -500,6 +520,7 @@ mod tests {
             SessionParts {
                 proxy_port: Some(3128),
                 temp_dir: Some(Path::new("/tmp/sbx-shell-0/session-9")),
+                shm_dir: Some(Path::new("/dev/shm/sbx-shell-0/session-9")),
                 tools: &[],
             },
         )
@@ -711,14 +732,19 @@ mod tests {
             if p.starts_with("/tmp") {
                 assert_eq!(p, Path::new("/tmp/sbx-shell-0/session-9"));
             }
-            if p.starts_with("/dev") {
+            if p.starts_with("/dev/shm") {
+                assert_eq!(p, Path::new("/dev/shm/sbx-shell-0/session-9"));
+            } else if p.starts_with("/dev") {
                 assert!(named.iter().any(|d| p == Path::new(d)), "{p:?}");
             }
         }
-        assert_eq!(
-            access_of(&alone, "/tmp/sbx-shell-0/session-9"),
-            [Access::ReadWrite]
-        );
+        for own in [
+            "/tmp/sbx-shell-0/session-9",
+            "/dev/shm/sbx-shell-0/session-9",
+        ] {
+            assert_eq!(access_of(&alone, own), [Access::ReadWrite], "{own}");
+        }
+        assert!(access_of(&alone, "/dev/shm").is_empty());
         assert_eq!(access_of(&alone, "/dev/ptmx"), [Access::Terminal]);
         assert_eq!(access_of(&alone, "/dev/tty"), [Access::Terminal]);
         // Under bwrap, /tmp, /dev/shm and /dev/pts are the sandbox's own.

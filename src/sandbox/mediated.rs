@@ -22,6 +22,9 @@
 //!   socket sbx-shell connects the program's socket itself, to the socket file it resolved
 //!   once (through its descriptor), when that file lies where the program may make names
 //!   — its own sockets, never the host's; abstract addresses are refused.
+//! - **Removing a name** (`unlink`, `unlinkat`): a name in `/dev/shm` is removed from the
+//!   session's own directory for it (`mediator::shm_name`), where the guard made it; any
+//!   other removal runs as asked, judged by Landlock.
 
 use serde::{Deserialize, Serialize};
 
@@ -140,6 +143,12 @@ pub fn table() -> Vec<Mediated> {
         syscall: "connect",
         when: When::Always,
     });
+    for syscall in ["unlink", "unlinkat"] {
+        t.push(Mediated {
+            syscall,
+            when: When::Always,
+        });
+    }
     t
 }
 

@@ -90,6 +90,8 @@ pub struct Context<'a> {
     pub git_dirs: &'a [crate::repos::GitDir],
     /// Landlock alone, workspace-write: the session's private temporary directory.
     pub temp_dir: Option<&'a Path>,
+    /// Landlock alone: the session's own directory standing for `/dev/shm`.
+    pub shm_dir: Option<&'a Path>,
     /// Landlock alone: the directories the program's tools run from (real paths: the
     /// child's `PATH` and the program's own), whose install prefixes stay readable even
     /// inside the host's /tmp or /dev, which reads alone leave out.
@@ -102,6 +104,7 @@ impl<'a> Context<'a> {
         landlock::SessionParts {
             proxy_port: self.proxy_port,
             temp_dir: self.temp_dir,
+            shm_dir: self.shm_dir,
             tools: self.tools,
         }
     }

@@ -620,3 +620,107 @@ PY
     drop(host);
     let _ = fs::remove_file(host_path);
 }
+
+/// POSIX shared memory and semaphores (python's multiprocessing and `shared_memory`) work
+/// on every backend, in a `/dev/shm` of the session's own: a segment of the host's can be
+/// neither opened (by its name, read or write, nor through another spelling of the path or
+/// a relative name from `/dev/shm`) nor removed, and nothing the program made is left on
+/// the host. Unconfined (the control) the host's segment is read and removed.
+#[test]
+fn shared_memory_is_the_sessions_own() {
+    if !tools_present() {
+        return;
+    }
+    let script = r#"
+        python3 - <<'PY'
+import multiprocessing as mp, os
+from multiprocessing import shared_memory
+with mp.Pool(2) as p:
+    print("POOL", p.map(abs, [-1, -2]))
+lock = mp.Lock(); lock.acquire(); lock.release(); print("LOCK-OK")
+s = shared_memory.SharedMemory(name="sbx-own-" + os.environ["LAB_TAG"], create=True, size=16)
+s.buf[0] = 7
+t = shared_memory.SharedMemory(name=s.name)
+print("SHM", t.buf[0]); t.close(); s.close(); s.unlink()
+host = os.environ["LAB_HOST_SEG"]
+def attempt(what, fn):
+    try:
+        fn(); print(what, "REACHED")
+    except (OSError, ValueError):
+        print(what, "refused")
+def attach():
+    m = shared_memory.SharedMemory(name=host); seen = bytes(m.buf[:12]); m.close()
+    if seen != b"HOST-SEGMENT": raise OSError("not the host's")
+def read(path, flags=os.O_RDONLY):
+    fd = os.open(path, flags); n = os.read(fd, 32); os.close(fd)
+    if b"HOST-SEGMENT" not in n: raise OSError("not the host's")
+attempt("READ", lambda: read("/dev/shm/" + host))
+attempt("RDWR", lambda: read("/dev/shm/" + host, os.O_RDWR))
+attempt("SPELLED", lambda: read("/dev//shm/" + host, os.O_RDWR))
+attempt("DOTDOT", lambda: read("/dev/shm/../shm/" + host))
+os.chdir("/dev/shm") if os.path.isdir("/dev/shm") else None
+attempt("RELATIVE", lambda: read(host, os.O_RDWR))
+attempt("SHM_OPEN", attach)
+attempt("UNLINK", lambda: os.unlink("/dev/shm/" + host))
+PY
+    "#;
+    let host_seg = format!("sbx-host-seg-{}", std::process::id());
+    let host_path = Path::new("/dev/shm").join(&host_seg);
+    let refused = [
+        "READ refused",
+        "RDWR refused",
+        "SPELLED refused",
+        "DOTDOT refused",
+        "RELATIVE refused",
+        "SHM_OPEN refused",
+        "UNLINK refused",
+    ];
+    let works = ["POOL [1, 2]", "LOCK-OK", "SHM 7"];
+    let own_left = |tag: &str| {
+        Path::new("/dev/shm")
+            .join(format!("sbx-own-{tag}"))
+            .exists()
+    };
+    each(|backend, user| {
+        fs::write(&host_path, "HOST-SEGMENT").unwrap();
+        fs::set_permissions(
+            &host_path,
+            std::os::unix::fs::PermissionsExt::from_mode(0o666),
+        )
+        .unwrap();
+        let lab = Lab::new("shm", user, false);
+        let what = lab.what(backend);
+        let tag = format!("{backend}-{user:?}");
+        let out = lab
+            .command(backend, &["-c", script])
+            .env("LAB_TAG", &tag)
+            .env("LAB_HOST_SEG", &host_seg)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let what = format!("{what}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_lines(&text, &works, &what);
+        assert_lines(&text, &refused, &what);
+        assert!(host_path.exists(), "{what}: the host's segment was removed");
+        assert!(
+            !own_left(&tag),
+            "{what}: the program's segment is on the host"
+        );
+    });
+    // Control: unconfined, the host's segment is read and removed.
+    fs::write(&host_path, "HOST-SEGMENT").unwrap();
+    let lab = Lab::new("shm-control", User::Root, false);
+    let out = lab
+        .command("none", &["-c", script])
+        .env("LAB_TAG", "control")
+        .env("LAB_HOST_SEG", &host_seg)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_lines(&text, &works, "control");
+    for line in refused {
+        let reached = line.replace("refused", "REACHED");
+        assert_lines(&text, &[reached.as_str()], "control");
+    }
+    assert!(!host_path.exists(), "control: the segment stayed");
+}

@@ -203,6 +203,9 @@ pub fn number(name: &str) -> Option<i64> {
         "prctl" => libc::SYS_prctl,
         "umask" => libc::SYS_umask,
         "connect" => libc::SYS_connect,
+        #[cfg(target_arch = "x86_64")]
+        "unlink" => libc::SYS_unlink,
+        "unlinkat" => libc::SYS_unlinkat,
         _ => return None,
     };
     Some(nr)
