@@ -139,6 +139,7 @@ pub fn backends(
         git_dirs: &git.git_dirs,
         temp_dir: Some(Path::new(crate::sessiontemp::EXAMPLE)),
         shm_dir: Some(Path::new(crate::sessiontemp::SHM_EXAMPLE)),
+        name_server: None,
         tools: &tools,
     };
     let seatbelt = seatbelt_output(policy, &ctx);

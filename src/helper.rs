@@ -117,11 +117,15 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
     let spec = read_spec(parsed.spec_fd)?;
     if !spec.mounts.is_empty() {
         os::apply_mounts(&spec.mounts)?;
-        // CAP_SYS_ADMIN was kept for the mounts only: gone before anything else runs.
-        os::confine_privileges()?;
     }
     if let Some(listen) = spec.proxy_listen {
         hand_over_proxy_port(listen).map_err(HelperError::ProxyPort)?;
+    }
+    let name_server = spec.proxy_listen.is_some_and(|l| l.lookups_fd.is_some());
+    if !spec.mounts.is_empty() || name_server {
+        // CAP_SYS_ADMIN was kept for the mounts only, CAP_NET_BIND_SERVICE for the name
+        // server's port: gone before anything else runs.
+        os::confine_privileges()?;
     }
     let mut names = None;
     if spec.guard {
@@ -150,13 +154,24 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
 }
 
 /// Listen on the loopback port inside the sandbox's network namespace and send the socket
-/// to sbx-shell's proxy, which then accepts there; close both here.
+/// to sbx-shell's proxy, which then accepts there, and the name server's (UDP port 53)
+/// likewise; close all here.
 fn hand_over_proxy_port(listen: ProxyListen) -> io::Result<()> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     // SAFETY: sbx-shell passed this fd for this purpose; nothing else in the helper owns it.
     let channel = unsafe { OwnedFd::from_raw_fd(listen.channel_fd) };
+    if listen.lookups_fd.is_some() {
+        os::private_network()?;
+    }
     let listener = std::net::TcpListener::bind(("127.0.0.1", listen.port))?;
-    crate::netproxy::send_fd(channel.as_raw_fd(), listener.as_raw_fd())
+    crate::netproxy::send_fd(channel.as_raw_fd(), listener.as_raw_fd())?;
+    if let Some(fd) = listen.lookups_fd {
+        // SAFETY: as above, the name server's channel.
+        let channel = unsafe { OwnedFd::from_raw_fd(fd) };
+        let socket = std::net::UdpSocket::bind(("127.0.0.1", 53))?;
+        crate::netproxy::send_fd(channel.as_raw_fd(), socket.as_raw_fd())?;
+    }
+    Ok(())
 }
 
 fn prepare(spec: &HelperSpec, names: Option<OwnedFd>) -> Result<(), HelperError> {

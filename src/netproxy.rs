@@ -15,6 +15,7 @@
 //! The threads never panic on input (a panic aborts sbx-shell) and block every signal, so
 //! signals keep reaching the supervisor's main thread.
 
+pub mod lookups;
 pub mod request;
 pub mod session;
 
@@ -54,6 +55,8 @@ pub struct Proxy {
 }
 
 struct Shared {
+    /// The session has no network: every request is refused (`Refusal::NoNetwork`).
+    no_network: bool,
     rules: Vec<DomainRule>,
     overrides: BTreeMap<String, IpAddr>,
     log: Option<PathBuf>,
@@ -68,6 +71,8 @@ struct Stats {
     fixes: Vec<String>,
     /// The first few refusals, for the summary: "target reason".
     examples: Vec<String>,
+    /// The names looked up through the sandbox's name server (`lookups`), each once.
+    looked_up: Vec<String>,
 }
 
 impl Proxy {
@@ -79,12 +84,99 @@ impl Proxy {
     ) -> Proxy {
         Proxy {
             shared: Arc::new(Shared {
+                no_network: false,
                 rules,
                 overrides,
                 log,
                 stats: Mutex::new(Stats::default()),
             }),
         }
+    }
+
+    /// The proxy of a session with no network (bwrap): it refuses every request and
+    /// names what was asked, with the option that allows it.
+    pub fn no_network(log: Option<PathBuf>) -> Proxy {
+        Proxy {
+            shared: Arc::new(Shared {
+                no_network: true,
+                rules: Vec::new(),
+                overrides: BTreeMap::new(),
+                log,
+                stats: Mutex::new(Stats::default()),
+            }),
+        }
+    }
+
+    /// Answer the name lookups on the UDP socket the helper sends over `channel` (the
+    /// sandbox's name server, on its loopback: `lookups`): each is refused at once and its
+    /// name counted. Returns at once, like `serve_from_sandbox`.
+    pub fn serve_lookups_from_sandbox(&self, channel: OwnedFd) -> io::Result<()> {
+        let proxy = self.clone();
+        crate::process::spawn_quiet("sbx-lookups", move || {
+            if let Ok(socket) = handover::receive_fd(&channel) {
+                use std::os::fd::FromRawFd;
+                // SAFETY: the fd was just received and is owned by nothing else.
+                let socket = unsafe { std::net::UdpSocket::from_raw_fd(socket) };
+                proxy.answer_lookups(&socket);
+            }
+        })?;
+        Ok(())
+    }
+
+    fn answer_lookups(&self, socket: &std::net::UdpSocket) {
+        let mut buf = [0u8; lookups::MAX_QUERY];
+        loop {
+            let (n, from) = match socket.recv_from(&mut buf) {
+                Ok(got) => got,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // The sandbox's network namespace is gone.
+                Err(_) => return,
+            };
+            let query = buf.get(..n).unwrap_or_default();
+            let (Some((name, _)), Some(answer)) =
+                (lookups::question(query), lookups::refused(query))
+            else {
+                continue;
+            };
+            let _ = socket.send_to(&answer, from);
+            self.looked_up(&name);
+        }
+    }
+
+    /// A name the program looked up: counted and logged once, with the option that allows
+    /// it when that is the allow-list (a listed host is reached through the proxy, which
+    /// resolves it: the program's own lookup is refused all the same).
+    fn looked_up(&self, name: &str) {
+        let target = Target {
+            host: name.to_string(),
+            port: 443,
+        };
+        let listed = request::check(&self.shared.rules, &target).is_ok();
+        {
+            let Ok(mut stats) = self.shared.stats.lock() else {
+                return;
+            };
+            if stats.looked_up.iter().any(|n| n == name) {
+                return;
+            }
+            stats.looked_up.push(name.to_string());
+            let fix = format!("--net allow={name}");
+            if lookups::is_host_name(name)
+                && !listed
+                && stats.fixes.len() < 5
+                && !stats.fixes.contains(&fix)
+            {
+                stats.fixes.push(fix);
+            }
+        }
+        let why = if listed {
+            "looked up: refused (names are resolved by the proxy only, HTTPS_PROXY)"
+        } else if self.shared.no_network {
+            "looked up: refused (the session has no network)"
+        } else {
+            "looked up: refused (not on the allow-list)"
+        };
+        self.log_line(name, why);
     }
 
     /// Listen on a loopback port of the host; returns the port. Serves until sbx-shell ends.
@@ -112,27 +204,56 @@ impl Proxy {
         Ok(())
     }
 
-    /// How many connections were refused so far.
+    /// How many connections and names were refused so far.
     pub fn refused(&self) -> u64 {
-        self.shared.stats.lock().map_or(0, |s| s.refused)
+        self.shared
+            .stats
+            .lock()
+            .map_or(0, |s| s.refused + s.looked_up.len() as u64)
     }
 
     /// The line for stderr at the end of the session, when something was refused.
     pub fn summary(&self) -> Option<String> {
         let stats = self.shared.stats.lock().ok()?;
-        if stats.refused == 0 {
+        if stats.refused == 0 && stats.looked_up.is_empty() {
             return None;
         }
+        let mut parts = Vec::new();
+        if stats.refused > 0 {
+            parts.push(format!(
+                "{} connection{} refused ({}{})",
+                stats.refused,
+                if stats.refused == 1 { "" } else { "s" },
+                stats.examples.join("; "),
+                if stats.refused > stats.examples.len() as u64 {
+                    "; …"
+                } else {
+                    ""
+                },
+            ));
+        }
+        if !stats.looked_up.is_empty() {
+            let shown: Vec<&str> = stats.looked_up.iter().take(5).map(String::as_str).collect();
+            parts.push(format!(
+                "{} name{} looked up and refused ({}{})",
+                stats.looked_up.len(),
+                if stats.looked_up.len() == 1 { "" } else { "s" },
+                shown.join(", "),
+                if stats.looked_up.len() > shown.len() {
+                    ", …"
+                } else {
+                    ""
+                },
+            ));
+        }
         let mut line = format!(
-            "sbx-shell: network: {} connection{} refused ({}{})",
-            stats.refused,
-            if stats.refused == 1 { "" } else { "s" },
-            stats.examples.join("; "),
-            if stats.refused > stats.examples.len() as u64 {
-                "; …"
+            "sbx-shell: network{}: {}",
+            if self.shared.no_network {
+                " (none)"
             } else {
                 ""
             },
+            parts.join("; ")
         );
         if stats.allowed > 0 {
             line.push_str(&format!(", {} allowed", stats.allowed));
@@ -174,6 +295,9 @@ impl Proxy {
                 return self.refuse(&mut client, &target, &rejected.refusal);
             }
         };
+        if self.shared.no_network {
+            return self.refuse(&mut client, &request.target, &Refusal::NoNetwork);
+        }
         if let Err(refusal) = request::check(&self.shared.rules, &request.target) {
             return self.refuse(&mut client, &request.target, &refusal);
         }
@@ -247,6 +371,10 @@ impl Proxy {
     }
 
     fn log(&self, target: &Target, what: &str) {
+        self.log_line(&target.to_string(), what);
+    }
+
+    fn log_line(&self, target: &str, what: &str) {
         let Some(path) = &self.shared.log else { return };
         let when = crate::sessionlog::rfc3339(SystemTime::now());
         let line = format!("{when} pid={} {target} {what}\n", std::process::id());

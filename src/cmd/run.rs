@@ -535,6 +535,7 @@ fn confine(
         git_dirs: &git.git_dirs,
         temp_dir: dirs.temp,
         shm_dir: dirs.shm,
+        name_server: None,
         tools,
     };
     Ok(sandbox::in_process(backend, &plan.policy, &ctx)?)
@@ -608,6 +609,7 @@ fn build_argv(
             n.channel.as_ref().map(|fd| ProxyListen {
                 port: n.port,
                 channel_fd: fd.as_raw_fd(),
+                lookups_fd: n.lookups.as_ref().map(AsRawFd::as_raw_fd),
             })
         }),
         mediated: mediated_rules(plan, layers, dirs.shm),
@@ -618,6 +620,12 @@ fn build_argv(
     };
     let spec = handover(helper_spec::spec_bytes(&spec)?)?;
     let helper_argv = helper_spec::build_helper_argv(&helper.path, spec.child_fd(), &plan.launch);
+    let resolv_conf = match net.and_then(|n| n.lookups.as_ref()) {
+        Some(_) => resolv_conf_over_host()
+            .map(|real| Ok::<_, Failure>((handover(netproxy::lookups::RESOLV_CONF.into())?, real)))
+            .transpose()?,
+        None => None,
+    };
     let ctx = sandbox::Context {
         place: &host.place,
         tty: session.tty(),
@@ -632,6 +640,13 @@ fn build_argv(
         git_dirs: &git.git_dirs,
         temp_dir: dirs.temp,
         shm_dir: dirs.shm,
+        name_server: net
+            .and_then(|n| n.lookups.as_ref())
+            .map(|_| sandbox::bwrap::NameServer {
+                resolv_conf: resolv_conf
+                    .as_ref()
+                    .map(|(data, real)| (data.child_fd(), real.as_path())),
+            }),
         tools: &[],
     };
     let argv = sandbox::wrap(backend, &plan.policy, &ctx, &helper_argv)?;
@@ -641,7 +656,16 @@ fn build_argv(
     let (options, rest) = sandbox::bwrap::split_options(argv);
     let options = handover(options)?;
     let argv = sandbox::bwrap::with_options_from(rest, options.child_fd());
-    Ok((argv, vec![spec, options]))
+    let mut handovers = vec![spec, options];
+    handovers.extend(resolv_conf.map(|(data, _)| data));
+    Ok((argv, handovers))
+}
+
+/// The real path of the host's `/etc/resolv.conf` when it is a file (a symlink on many
+/// hosts: the sandbox's is put over its target), for the sandbox's name server.
+fn resolv_conf_over_host() -> Option<PathBuf> {
+    let real = std::fs::canonicalize("/etc/resolv.conf").ok()?;
+    real.metadata().ok()?.is_file().then_some(real)
 }
 
 /// The executable the helper runs from: the very file this process runs (an upgrade may

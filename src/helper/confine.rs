@@ -74,6 +74,41 @@ pub fn private_mount_namespace() -> io::Result<()> {
     Ok(())
 }
 
+/// A network namespace of the helper's own, its loopback up: for an unprivileged user,
+/// bwrap's namespace is owned by its first user namespace, not by the sandbox's, so the
+/// helper could not open the name server's port 53 there (CAP_NET_BIND_SERVICE counts in
+/// the owner's). The new one, like bwrap's, has nothing but the loopback.
+pub fn private_network_namespace() -> io::Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: unshare takes flags only.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: integer arguments; a new descriptor or -1.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor of ours.
+    let socket = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    // SAFETY: a zeroed ifreq is valid (a name and a union of plain integers).
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
+        *to = *from as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS and SIOCSIFFLAGS read and write the ifreq we own.
+    unsafe {
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Every capability gone for good (bounding set, ambient, effective/permitted/inheritable),
 /// then no_new_privs, so neither root nor a set-uid program gets privileges back.
 pub fn apply_drop_privileges() -> Result<(), ConfineError> {

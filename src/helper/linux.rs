@@ -184,6 +184,11 @@ pub fn confine_privileges() -> Result<(), ConfineError> {
     confine::apply_drop_privileges()
 }
 
+/// A network namespace of the helper's own, for the name server (`confine`).
+pub fn private_network() -> io::Result<()> {
+    confine::private_network_namespace()
+}
+
 /// Capabilities and no_new_privs, then Landlock, then the mediated filter (the calls that
 /// make names, and with Landlock alone those it cannot judge; its listener to the guard
 /// over `names`), then seccomp, as the spec asks.

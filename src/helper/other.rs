@@ -34,6 +34,12 @@ pub fn confine_privileges() -> Result<(), ConfineError> {
     Err(ConfineError::Unsupported)
 }
 
+pub fn private_network() -> std::io::Result<()> {
+    Err(std::io::Error::other(
+        "network namespaces exist on Linux only",
+    ))
+}
+
 pub fn confine(spec: &HelperSpec, names: Option<std::os::fd::OwnedFd>) -> Result<(), ConfineError> {
     if spec.drop_privileges || spec.landlock.is_some() || spec.seccomp.is_some() || names.is_some()
     {

@@ -52,9 +52,10 @@ pub struct HelperSpec {
     /// (with CAP_SYS_ADMIN, which bwrap kept for this and which is then dropped).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<crate::sandbox::bwrap::Mount>,
-    /// Network allow-list inside bwrap: listen on this loopback port of the sandbox's network
-    /// namespace and hand the listening socket to sbx-shell's proxy over this inherited
-    /// unix socket, before anything else.
+    /// No network or an allow-list, inside bwrap: listen on this loopback port of the
+    /// sandbox's network namespace and hand the listening socket to sbx-shell's proxy over
+    /// this inherited unix socket, and the name server's on port 53 over the other one,
+    /// before anything else (`netproxy::lookups`).
     #[serde(default)]
     pub proxy_listen: Option<ProxyListen>,
     /// Landlock alone: the calls Landlock cannot judge (`sandbox::mediated::table`) are
@@ -73,6 +74,10 @@ pub struct HelperSpec {
 pub struct ProxyListen {
     pub port: u16,
     pub channel_fd: i32,
+    /// Where the name server's socket goes (binding port 53 takes CAP_NET_BIND_SERVICE,
+    /// which bwrap kept for it and which is then dropped).
+    #[serde(default)]
+    pub lookups_fd: Option<i32>,
 }
 
 /// The rlimits the helper sets. `None` leaves a limit as inherited.
@@ -226,6 +231,7 @@ mod tests {
             proxy_listen: Some(ProxyListen {
                 port: 3128,
                 channel_fd: 7,
+                lookups_fd: Some(8),
             }),
             mediated: Some(crate::mediator::Rules {
                 writable: vec!["/w".into()],

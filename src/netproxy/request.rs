@@ -55,6 +55,8 @@ pub enum Refusal {
     NotPublic(IpAddr),
     /// The name does not resolve.
     Unresolved,
+    /// The session has no network (`--net none`): nothing is allowed.
+    NoNetwork,
 }
 
 impl Refusal {
@@ -68,6 +70,7 @@ impl Refusal {
             Refusal::HostMismatch(host) => format!("Host header {host:?} differs from the target"),
             Refusal::NotPublic(addr) => format!("resolves to the non-public address {addr}"),
             Refusal::Unresolved => "name does not resolve".into(),
+            Refusal::NoNetwork => "the session has no network".into(),
         }
     }
 
@@ -77,7 +80,9 @@ impl Refusal {
     pub fn fix(&self, target: &Target) -> Option<String> {
         let host = &target.host;
         match self {
-            Refusal::NotAllowed | Refusal::IpLiteral => Some(format!("--net allow={host}")),
+            Refusal::NotAllowed | Refusal::IpLiteral | Refusal::NoNetwork => {
+                Some(format!("--net allow={host}"))
+            }
             Refusal::Port => Some(format!("--net allow={host}:{}", target.port)),
             Refusal::NotPublic(addr) => Some(match addr {
                 IpAddr::V6(v6) => format!("--resolve {host}:[{v6}]"),

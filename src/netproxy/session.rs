@@ -1,5 +1,7 @@
 //! Starting the proxy for one session: where it listens (inside bwrap's network namespace,
-//! through the helper, or on the host's loopback) and where it logs.
+//! through the helper, or on the host's loopback) and where it logs. Under bwrap it runs
+//! with no network too, refusing all, and the sandbox's name server with it (`lookups`):
+//! what the program asked for is named at the end with the option that allows it.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -20,35 +22,51 @@ pub struct ProxySession {
     pub channel: Option<OwnedFd>,
     /// Where refusals are logged, if anywhere.
     pub log: Option<PathBuf>,
+    /// Inside bwrap: the helper's end of the channel for the name server's socket.
+    pub lookups: Option<OwnedFd>,
 }
 
-/// Start the proxy when the policy has a network allow-list.
+/// Start the proxy when the policy has a network allow-list, or no network under bwrap.
 pub fn start(
     policy: &Policy,
     backend: &Backend,
     resolve: &[String],
     home: &Path,
 ) -> anyhow::Result<Option<ProxySession>> {
-    let Network::Allow(rules) = &policy.network else {
-        if !resolve.is_empty() {
+    let bwrap = matches!(backend, Backend::Bwrap { .. });
+    let rules = match &policy.network {
+        Network::Allow(rules) => Some(rules),
+        _ if !resolve.is_empty() => {
             return Err(anyhow!("--resolve applies to a network allow-list only\nHint: add --net allow=HOST,… or leave out --resolve"));
         }
-        return Ok(None);
+        Network::None if bwrap => None,
+        _ => return Ok(None),
     };
     let overrides = request::parse_resolve(resolve).map_err(|e| anyhow!(e))?;
     let log = network_log(home);
-    let proxy = Proxy::new(rules.clone(), overrides, log.clone());
-    if let Backend::Bwrap { .. } = backend {
-        let (ours, theirs) = crate::process::inheritable_socketpair()
-            .context("cannot create the network proxy's channel")?;
+    let proxy = match rules {
+        Some(rules) => Proxy::new(rules.clone(), overrides, log.clone()),
+        None => Proxy::no_network(log.clone()),
+    };
+    if bwrap {
+        let channel = || {
+            crate::process::inheritable_socketpair()
+                .context("cannot create the network proxy's channel")
+        };
+        let (ours, theirs) = channel()?;
         proxy
             .serve_from_sandbox(ours)
             .context("cannot start the network proxy")?;
+        let (ours, lookups) = channel()?;
+        proxy
+            .serve_lookups_from_sandbox(ours)
+            .context("cannot start the sandbox's name server")?;
         return Ok(Some(ProxySession {
             proxy,
             port: SANDBOX_PORT,
             channel: Some(theirs),
             log,
+            lookups: Some(lookups),
         }));
     }
     let port = proxy
@@ -59,6 +77,7 @@ pub fn start(
         port,
         channel: None,
         log,
+        lookups: None,
     }))
 }
 

@@ -61,6 +61,17 @@ pub struct Inputs<'a> {
     /// (`sandbox::names_judged`): git's config files are then not mounted read-only, so
     /// that git can rename its `config.lock` over them (which the guard checks).
     pub names_judged: bool,
+    /// The sandbox's name server (`netproxy::lookups`), which the helper opens on port 53.
+    pub name_server: Option<NameServer<'a>>,
+}
+
+/// What the sandbox's name server needs of bwrap: CAP_NET_BIND_SERVICE for the helper,
+/// and `resolv.conf` pointing there (a readable fd of `lookups::RESOLV_CONF`, put over the
+/// host's file: its real path, `/etc/resolv.conf` being a symlink on many hosts). With no
+/// `resolv.conf` on the host, resolvers ask 127.0.0.1 already.
+#[derive(Clone, Copy)]
+pub struct NameServer<'a> {
+    pub resolv_conf: Option<(RawFd, &'a Path)>,
 }
 
 /// Where the helper's executable appears inside (in the private /dev, which bwrap makes).
@@ -127,10 +138,30 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
             a.mount("--bind-try", path, path);
         }
     }
-    // The rest is the helper's, which needs CAP_SYS_ADMIN in the sandbox for it, and
-    // CAP_SETPCAP to drop both from its bounding set right after: see `mounts`.
-    if !mounts(inputs).is_empty() {
-        a.flags(&["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]);
+    if let Some(NameServer {
+        resolv_conf: Some((fd, path)),
+    }) = inputs.name_server
+    {
+        a.flags(&["--ro-bind-data", &fd.to_string()]);
+        a.0.push(path.as_os_str().to_owned());
+    }
+    // The rest is the helper's, which needs CAP_SYS_ADMIN in the sandbox for it — and for
+    // the name server's network namespace, CAP_NET_ADMIN to bring its loopback up and
+    // CAP_NET_BIND_SERVICE for port 53 (`helper::confine::private_network_namespace`) —
+    // and CAP_SETPCAP to drop them from its bounding set right after: see `mounts`.
+    if !mounts(inputs).is_empty() || inputs.name_server.is_some() {
+        a.flags(&["--cap-add", "CAP_SYS_ADMIN"]);
+    }
+    if inputs.name_server.is_some() {
+        a.flags(&[
+            "--cap-add",
+            "CAP_NET_ADMIN",
+            "--cap-add",
+            "CAP_NET_BIND_SERVICE",
+        ]);
+    }
+    if !mounts(inputs).is_empty() || inputs.name_server.is_some() {
+        a.flags(&["--cap-add", "CAP_SETPCAP"]);
     }
     a.0.extend(["--chdir".into(), inputs.cwd.into(), "--".into()]);
     match (inputs.helper, command.split_first()) {
@@ -623,6 +654,7 @@ mod tests {
             followed_identity_of: &|_| None,
             git_dirs: &[],
             names_judged: false,
+            name_server: None,
         }
     }
 

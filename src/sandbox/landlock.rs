@@ -172,9 +172,12 @@ pub fn build_ruleset(
     (exists, children): HostView<'_>,
     session: SessionParts<'_>,
 ) -> Result<Ruleset, LandlockError> {
-    let connect_port = match policy.network {
-        Network::Allow(_) => Some(session.proxy_port.ok_or(LandlockError::NoProxy)?),
-        _ => None,
+    // The proxy's port: an allow-list's, and under bwrap with no network (it refuses all
+    // and names what was asked). Alone with no network there is none.
+    let connect_port = match (&policy.network, session.proxy_port) {
+        (Network::Allow(_), None) => return Err(LandlockError::NoProxy),
+        (Network::Full, _) => None,
+        (_, port) => port,
     };
     let fs = &policy.filesystem;
     let writable = writable_roots(fs, layering, session.temp_dir);
@@ -600,15 +603,19 @@ mod tests {
         .unwrap();
         assert!(r.deny_tcp);
         assert_eq!(r.connect_port, Some(3128));
+        // No network: alone, no proxy and no port; under bwrap the proxy that refuses all.
         let none = policy_with("/home/u/proj", "{}");
-        let none = super::build_ruleset(
+        let alone = super::build_ruleset(&none, Layering::Alone, (&nothing, &children), port(None))
+            .unwrap();
+        assert_eq!((alone.deny_tcp, alone.connect_port), (true, None));
+        let under = super::build_ruleset(
             &none,
-            Layering::Alone,
+            Layering::UnderBwrap,
             (&nothing, &children),
             port(Some(3128)),
         )
         .unwrap();
-        assert_eq!((none.deny_tcp, none.connect_port), (true, None));
+        assert_eq!((under.deny_tcp, under.connect_port), (true, Some(3128)));
         let no_port =
             super::build_ruleset(&allow, Layering::Alone, (&nothing, &children), port(None));
         assert_eq!(no_port, Err(LandlockError::NoProxy));

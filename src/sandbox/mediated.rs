@@ -22,9 +22,9 @@
 //!   socket sbx-shell connects the program's socket itself, to the socket file it resolved
 //!   once (through its descriptor), when that file lies where the program may make names
 //!   — its own sockets, never the host's; abstract addresses are refused.
-//! - **Removing a name** (`unlink`, `unlinkat`): a name in `/dev/shm` is removed from the
-//!   session's own directory for it (`mediator::shm_name`), where the guard made it; any
-//!   other removal runs as asked, judged by Landlock.
+//! - **Removing a name** (`unlink`, `unlinkat` from the working directory): a name in
+//!   `/dev/shm` is removed from the session's own directory for it (`mediator::shm_name`),
+//!   where the guard made it; any other removal runs as asked, judged by Landlock.
 
 use serde::{Deserialize, Serialize};
 
@@ -54,6 +54,11 @@ pub enum When {
     /// ioctl: when the request (argument 1, low 32 bits) is this one.
     IoctlRequest {
         request: u32,
+    },
+    /// When argument `arg` (low 32 bits) is `value`: unlinkat's AT_FDCWD.
+    ArgIs {
+        arg: u8,
+        value: u32,
     },
     /// When any of `bits` is set in argument `arg` (low 32 bits): open's O_CREAT.
     FlagSet {
@@ -143,12 +148,20 @@ pub fn table() -> Vec<Mediated> {
         syscall: "connect",
         when: When::Always,
     });
-    for syscall in ["unlink", "unlinkat"] {
-        t.push(Mediated {
-            syscall,
-            when: When::Always,
-        });
-    }
+    // glibc's `unlink` (how shm_unlink and sem_unlink remove a name) is the `unlink` call
+    // on x86_64 and `unlinkat(AT_FDCWD, …)` elsewhere. A removal relative to a directory's
+    // descriptor (`rm -r`, python's `rmtree`) is never a name in /dev/shm: not asked.
+    t.push(Mediated {
+        syscall: "unlink",
+        when: When::Always,
+    });
+    t.push(Mediated {
+        syscall: "unlinkat",
+        when: When::ArgIs {
+            arg: 0,
+            value: libc::AT_FDCWD as u32,
+        },
+    });
     t
 }
 

@@ -92,6 +92,8 @@ pub struct Context<'a> {
     pub temp_dir: Option<&'a Path>,
     /// Landlock alone: the session's own directory standing for `/dev/shm`.
     pub shm_dir: Option<&'a Path>,
+    /// Under bwrap: the sandbox's name server (`netproxy::lookups`).
+    pub name_server: Option<bwrap::NameServer<'a>>,
     /// Landlock alone: the directories the program's tools run from (real paths: the
     /// child's `PATH` and the program's own), whose install prefixes stay readable even
     /// inside the host's /tmp or /dev, which reads alone leave out.
@@ -170,6 +172,7 @@ fn with_bwrap_inputs<R>(
         followed_identity_of: &crate::files::followed_identity_of,
         git_dirs: ctx.git_dirs,
         names_judged: names_judged(policy),
+        name_server: ctx.name_server,
     };
     Ok(f(&inputs))
 }

@@ -15,9 +15,13 @@
 //! address family (AF_INET*, AF_PACKET, AF_VSOCK — which reached the hypervisor from this VM)
 //! are denied.
 //!
-//! With a network allow-list, AF_INET and AF_INET6 are allowed too, as stream sockets only
-//! (TCP, to reach the proxy's loopback port): no UDP, so no DNS of one's own. Where TCP may
-//! go is the business of the network namespace (bwrap) or of Landlock's port rule.
+//! Under bwrap, with no network or an allow-list, AF_INET and AF_INET6 are allowed too: the
+//! sandbox's network namespace has nothing but its own loopback, where sbx-shell's proxy
+//! and name server listen (`netproxy::lookups`); where TCP may go there is Landlock's
+//! port rule.
+//! Alone, an allow-list allows them as stream sockets only (TCP, to reach the proxy's
+//! loopback port, which Landlock's port rule is about): no UDP, so no DNS of one's own;
+//! with no network, none.
 
 use serde::{Deserialize, Serialize};
 
@@ -152,6 +156,14 @@ pub fn build_filter(policy: &Policy, alone: bool) -> Filter {
     }
     match policy.network {
         Network::Full => {}
+        _ if !alone => rules.push(Rule {
+            syscalls: created,
+            condition: Condition::SocketNotIn {
+                allowed: [local, vec![(AF_INET, None), (AF_INET6, None)]].concat(),
+                stream_only: Vec::new(),
+            },
+            why: "no network of its own: local sockets, and the namespace's own loopback".into(),
+        }),
         Network::None => rules.push(Rule {
             syscalls: created,
             condition: Condition::SocketNotIn {
@@ -248,22 +260,19 @@ mod tests {
             .map(|r| r.condition)
     }
 
+    /// Under bwrap: with no network or an allow-list, inet sockets reach only the
+    /// namespace's own loopback (the proxy and the name server are there).
     #[test]
     fn sockets_are_only_limited_without_network() {
+        let namespace = Some(Condition::SocketNotIn {
+            allowed: vec![(1, None), (16, Some(0)), (2, None), (10, None)],
+            stream_only: vec![],
+        });
         assert_eq!(socket_condition(r#"{"network": "full"}"#), None);
-        assert_eq!(
-            socket_condition("{}"),
-            Some(Condition::SocketNotIn {
-                allowed: vec![(1, None), (16, Some(0))],
-                stream_only: vec![],
-            })
-        );
+        assert_eq!(socket_condition("{}"), namespace);
         assert_eq!(
             socket_condition(r#"{"network": {"allow": ["api.example.com"]}}"#),
-            Some(Condition::SocketNotIn {
-                allowed: vec![(1, None), (16, Some(0)), (2, None), (10, None)],
-                stream_only: vec![2, 10],
-            })
+            namespace
         );
     }
 
@@ -275,6 +284,16 @@ mod tests {
         };
         for (network, socket) in [
             (r#"{"network": "full"}"#, vec![dgram.clone()]),
+            (
+                r#"{"network": {"allow": ["api.example.com"]}}"#,
+                vec![
+                    dgram.clone(),
+                    Condition::SocketNotIn {
+                        allowed: vec![(1, None), (16, Some(0)), (2, None), (10, None)],
+                        stream_only: vec![2, 10],
+                    },
+                ],
+            ),
             (
                 "{}",
                 vec![

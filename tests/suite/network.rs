@@ -101,8 +101,10 @@ try:
     print("DIRECT-TCP-CONNECTED")
 except OSError as e:
     print("DIRECT-TCP-FAILED")
+# A datagram to the host's UDP listener: under bwrap it is sent into the sandbox's own
+# loopback (where nothing listens on that port); alone no UDP socket can be made.
 try:
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.sendto(b"x", ("127.0.0.1", 53))
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.sendto(b"UDP-LEAK", ("127.0.0.1", int(sys.argv[2])))
     print("UDP-SENT")
 except OSError:
     print("UDP-FAILED")
@@ -125,6 +127,8 @@ fn the_allow_list_lets_listed_hosts_through_the_proxy_and_nothing_else() {
     each(|backend, user| {
         let origin = Origin::start();
         let port = origin.port.to_string();
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let udp_port = udp.local_addr().unwrap().port();
         let lab = Lab::new("allow", user, false);
         let what = lab.what(backend);
         let allow = format!("allow=allowed.test:{port}");
@@ -135,7 +139,7 @@ fn the_allow_list_lets_listed_hosts_through_the_proxy_and_nothing_else() {
             curl -sS --max-time 10 -o /dev/null -w 'OTHER %{{http_code}}\n' http://other.test:{port}/
             curl -sS --max-time 10 -o /dev/null -w 'OTHER-PORT %{{http_code}}\n' http://allowed.test:1/
             curl -sS --max-time 10 -p -o /dev/null -w 'OTHER-TUNNEL %{{http_code}}\n' http://other.test:{port}/ 2>/dev/null || echo OTHER-TUNNEL-REFUSED
-            {PYTHON} -c '{PROBE}' {port}
+            {PYTHON} -c '{PROBE}' {port} {udp_port}
             "#,
             PROBE = PROBE.replace('\'', "'\"'\"'"),
         );
@@ -176,12 +180,21 @@ fn the_allow_list_lets_listed_hosts_through_the_proxy_and_nothing_else() {
                 "DUPLICATE-HOST HTTP/1.1 400 Bad Request",
                 "SPACED-HOST HTTP/1.1 400 Bad Request",
                 "DIRECT-TCP-FAILED",
-                "UDP-FAILED",
+                if backend == "bwrap" {
+                    "UDP-SENT"
+                } else {
+                    "UDP-FAILED"
+                },
                 "RESOLVE-FAILED",
                 "PROXY-ENV-OK",
                 "PROBE-DONE",
             ],
             &what,
+        );
+        udp.set_nonblocking(true).unwrap();
+        assert!(
+            udp.recv(&mut [0u8; 16]).is_err(),
+            "{what}: a datagram reached the host"
         );
         // The origin saw the three allowed requests, and nothing else reached it.
         let mut seen = origin.seen();
@@ -262,10 +275,12 @@ fn the_bypass_probe_works_without_a_sandbox() {
         return;
     }
     let origin = Origin::start();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let lab = Lab::new("allow-control", super::sandbox::User::Nobody, false);
     let script = format!(
-        "{PYTHON} -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=3).sendall(b\"GET /direct HTTP/1.1\\r\\n\\r\\n\"); print(\"DIRECT-OK\")'; sleep 0.3",
-        port = origin.port
+        "{PYTHON} -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=3).sendall(b\"GET /direct HTTP/1.1\\r\\n\\r\\n\"); print(\"DIRECT-OK\"); socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"UDP-LEAK\", (\"127.0.0.1\", {udp_port}))'; sleep 0.3",
+        port = origin.port,
+        udp_port = udp.local_addr().unwrap().port(),
     );
     let out = lab
         .command("none", &["--net", "full", "-c", &script])
@@ -276,6 +291,9 @@ fn the_bypass_probe_works_without_a_sandbox() {
         "control",
     );
     assert_eq!(origin.seen(), ["ORIGIN-OK GET /direct host=-"]);
+    let mut got = [0u8; 16];
+    let n = udp.recv(&mut got).unwrap();
+    assert_eq!(&got[..n], b"UDP-LEAK", "control: the datagram arrives");
 }
 
 #[test]
@@ -412,4 +430,95 @@ fn without_network_package_managers_do_not_retry() {
             backend,
         );
     }
+}
+
+/// With no network, what the program asked for is refused at once and named at the end
+/// with the option that allows it. Under bwrap: names looked up (getent, python, ssh) reach
+/// the sandbox's name server, hosts asked of the proxy (curl) reach the proxy, which
+/// refuses everything; with the option given, the host is reached. Landlock alone: the
+/// lookups fail at once and are not named (no namespace to put a name server in). The
+/// control, unconfined, goes to the host's resolver and names nothing.
+#[test]
+fn without_network_what_the_program_asked_for_is_named_at_once() {
+    if !tools_present() || !curl_present() || !require("unshare", "a private /etc/hosts") {
+        return;
+    }
+    let origin = Origin::start();
+    let port = origin.port.to_string();
+    let script = format!(
+        r#"
+        getent hosts wanted-by-getent.test || echo GETENT-FAILED
+        python3 -c 'import socket; socket.getaddrinfo("wanted-by-python.test", 443)' 2>/dev/null || echo PYTHON-FAILED
+        curl -sS --max-time 10 http://mirror.corp.test:{port}/wanted; echo
+        "#
+    );
+    for backend in ["bwrap", "landlock"] {
+        for user in [super::sandbox::User::Root, super::sandbox::User::Nobody] {
+            let lab = Lab::new("lookups", user, false);
+            let hosts = lab.dir.join("hosts");
+            std::fs::write(&hosts, "127.0.0.1 localhost\n127.0.0.1 mirror.corp.test\n").unwrap();
+            let run = |args: &[&str]| {
+                let started = std::time::Instant::now();
+                let out = with_hosts(&lab.command(backend, args), &hosts).shown();
+                (
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                    String::from_utf8_lossy(&out.stderr).into_owned(),
+                    started.elapsed(),
+                )
+            };
+            let seen = origin.seen().len();
+            let (text, err, took) = run(&["-c", &script]);
+            let what = format!("{}\nstdout:\n{text}\nstderr:\n{err}", lab.what(backend));
+            assert_lines(&text, &["GETENT-FAILED", "PYTHON-FAILED"], &what);
+            assert!(took < Duration::from_secs(8), "{what}: took {took:?}");
+            assert_eq!(origin.seen().len(), seen, "{what}");
+            if backend == "bwrap" {
+                assert!(
+                    text.contains("mirror.corp.test:")
+                        && text.contains("the session has no network")
+                        && text.contains("Hint: --net allow=mirror.corp.test allows it"),
+                    "{what}"
+                );
+                assert!(
+                    err.contains(
+                        "2 names looked up and refused (wanted-by-getent.test, wanted-by-python.test)"
+                    ) && err.contains("--net allow=wanted-by-getent.test")
+                        && err.contains("--net allow=wanted-by-python.test")
+                        && err.contains("--net allow=mirror.corp.test"),
+                    "{what}"
+                );
+                // The option given, the host is reached.
+                let allow = format!("allow=mirror.corp.test:{port}");
+                let (text, _, _) = run(&[
+                    "--net",
+                    &allow,
+                    "--resolve",
+                    "mirror.corp.test:127.0.0.1",
+                    "-c",
+                    &script,
+                ]);
+                assert!(
+                    text.contains(&format!(
+                        "ORIGIN-OK GET /wanted host=mirror.corp.test:{port}"
+                    )),
+                    "{what}: {text}"
+                );
+            } else {
+                assert!(!err.contains("looked up"), "{what}");
+            }
+        }
+    }
+    // Control: unconfined, nothing is named and the mirror is reached directly.
+    let lab = Lab::new("lookups-control", super::sandbox::User::Root, false);
+    let hosts = lab.dir.join("hosts");
+    std::fs::write(&hosts, "127.0.0.1 localhost\n127.0.0.1 mirror.corp.test\n").unwrap();
+    let out = with_hosts(&lab.command("none", &["-c", &script]), &hosts).shown();
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        text.contains("ORIGIN-OK GET /wanted") && !err.contains("looked up"),
+        "control: {text}\n{err}"
+    );
 }

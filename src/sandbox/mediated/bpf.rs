@@ -94,6 +94,12 @@ fn block(when: When) -> Vec<Instruction> {
             ret(SUCCEED),
             ret(ALLOW),
         ],
+        When::ArgIs { arg: n, value } => vec![
+            stmt(LD_W_ABS, arg(n, false)),
+            jeq(value, 1, 0),
+            ret(ALLOW),
+            ret(NOTIFY),
+        ],
         When::FlagSet { arg: n, bits } => vec![
             stmt(LD_W_ABS, arg(n, false)),
             Instruction {
@@ -299,6 +305,15 @@ mod tests {
             ask("ioctl", [3, 0xffff_ffff_0000_5441, 0, 0, 0, 0]),
             "high bits ignored"
         );
+        // unlinkat from the working directory (glibc's unlink on aarch64), not from a
+        // directory's descriptor (`rm -r`).
+        let cwd = libc::AT_FDCWD as u32 as u64;
+        assert!(ask("unlinkat", [cwd, 0x1000, 0, 0, 0, 0]));
+        assert!(ask(
+            "unlinkat",
+            [0xffff_ffff_0000_0000 | cwd, 0x1000, 0, 0, 0, 0]
+        ));
+        assert!(!ask("unlinkat", [5, 0x1000, 0, 0, 0, 0]));
         // Every jump fits its 8 bits: the whole program is shorter than 256.
         assert!(p.len() < 256, "{}", p.len());
         // Calls outside the table, and other architectures' or x32 numbers: allowed here.
