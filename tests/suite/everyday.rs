@@ -15,7 +15,7 @@ fn agent_home(name: &str) -> (Scratch, String) {
     let script = fake.join("claude");
     std::fs::write(
         &script,
-        "#!/bin/sh\necho \"AGENT sandbox=$SBX_SANDBOX shell=$SBX_SHELL proxy=${HTTPS_PROXY:-none}\"\nexit 7\n",
+        "#!/bin/sh\necho \"AGENT sandbox=$SBX_SANDBOX shell=$SBX_SHELL proxy=${HTTPS_PROXY:-none}\"\n[ -n \"$HTTP_PROXY\" ] && echo \"NET $(curl -s --max-time 5 http://unlisted.test/ | head -1)\"\nexit 7\n",
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -41,16 +41,24 @@ fn an_agent_gets_its_profile_by_name_and_verbose_says_so() {
     assert_eq!(code, 7, "{err}");
     // The claude profile has a network allow-list: the proxy is set for it.
     assert!(out.contains("shell=1 proxy=http://127.0.0.1:"), "{out}");
+    assert!(
+        out.contains("unlisted.test:80 not on the allow-list"),
+        "{out}"
+    );
     assert!(!out.contains("sandbox=none"), "{out}");
     assert!(
         err.contains("profile claude, picked for the command claude") && err.contains("(layers: "),
         "{err}"
     );
-    // Named explicitly, another profile wins; without --verbose nothing is said.
+    // Named explicitly, another profile wins: no network (under bwrap its proxy refuses
+    // everything, without one none is set); without --verbose nothing is said of it.
     let (code, out, err) = run_in(&dir, &path, &["--profile", "shell", "--", "claude"]);
     assert_eq!(code, 7, "{err}");
-    assert!(out.contains("proxy=none"), "{out}");
-    assert!(err.is_empty(), "{err}");
+    assert!(
+        out.contains("proxy=none") || out.contains("unlisted.test:80 the session has no network"),
+        "{out}"
+    );
+    assert!(!err.contains("profile"), "{err}");
 }
 
 #[test]

@@ -454,11 +454,19 @@ fn network_none_blocks_tcp_udp_and_dns_and_full_works() {
         let out = lab.command(backend, &probe).shown();
         let text = String::from_utf8_lossy(&out.stdout);
         assert_lines(&text, &["RESOLVE-FAILED", "NET-DONE"], &what);
+        // Under bwrap a datagram (and an AF_INET6 socket) reaches the namespace's own
+        // loopback only: the listeners on the host see nothing. Alone none can be made.
+        let (udp, inet6) = match backend {
+            "bwrap" => ("UDP-SENT", true),
+            _ => ("UDP-FAILED", false),
+        };
         assert!(
-            text.contains("TCP-FAILED") && text.contains("UDP-FAILED"),
+            text.contains("TCP-FAILED") && text.contains(udp),
             "{what}: {text}"
         );
-        assert!(!text.contains("SOCKET "), "{what}: {text}");
+        let sockets: Vec<&str> = text.lines().filter(|l| l.starts_with("SOCKET ")).collect();
+        let expected: &[&str] = if inet6 { &["SOCKET 10"] } else { &[] };
+        assert_eq!(sockets, expected, "{what}: {text}");
         assert_eq!(
             listeners.received(),
             (String::new(), String::new()),
