@@ -85,6 +85,12 @@ pub fn resolve(
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     let (name, layers) = gather(args, home, user_config)?;
+    let root_secrets = if nix::unistd::geteuid().is_root() {
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        crate::rootsecrets::found(&real(home), &real(&workspace), policy::DEFAULT_DENIED)
+    } else {
+        Vec::new()
+    };
     let ctx = PathContext {
         home: home.to_path_buf(),
         workspace,
@@ -93,11 +99,7 @@ pub fn resolve(
         vars: std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect(),
-        root_secrets: if nix::unistd::geteuid().is_root() {
-            crate::rootsecrets::found(home, policy::DEFAULT_DENIED)
-        } else {
-            Vec::new()
-        },
+        root_secrets,
     };
     Ok(policy::resolve(&name, &layers, &ctx, &RealFs::default())?)
 }

@@ -440,16 +440,20 @@ fn resolve_filesystem(
     let home_relative: Vec<String> = DEFAULT_DENIED.iter().map(|p| format!("~/{p}")).collect();
     let home_relative: Vec<&str> = home_relative.iter().map(String::as_str).collect();
     let mut denied = builtin(&home_relative, "default denied paths")?;
+    let writable = collect(&|c| &c.filesystem.write)?;
+    let readable = collect(&|c| &c.filesystem.read)?;
     let mut found_denied = Vec::new();
     for secret in &ctx.root_secrets {
-        let secret = resolve_path(
-            &secret.display().to_string(),
-            "root-only credentials",
-            ctx,
-            fs,
-        )?;
-        found_denied.push(secret.real().to_path_buf());
-        denied.insert(secret);
+        let secret = resolve_path(&secret.display().to_string(), "root-only files", ctx, fs)?;
+        // Granted (or holding a grant): the grant says the program may have it.
+        let granted = writable.iter().chain(&readable).any(|g| {
+            let (g, s) = (g.real(), secret.real());
+            s.starts_with(g) || g.starts_with(s)
+        });
+        if !granted {
+            found_denied.push(secret.real().to_path_buf());
+            denied.insert(secret);
+        }
     }
     denied.extend(collect(&|c| &c.filesystem.deny)?);
     for allowed in collect(&|c| &c.filesystem.allow_denied)? {
@@ -461,8 +465,6 @@ fn resolve_filesystem(
     // writable grants deeper in).
     protected.extend(own_dirs(ctx, fs)?);
     protected.extend(collect(&|c| &c.filesystem.protect)?);
-    let writable = collect(&|c| &c.filesystem.write)?;
-    let readable = collect(&|c| &c.filesystem.read)?;
     // A denial wins over a grant; granting a denied path would do nothing, so it is an
     // error, never a silent no-op.
     for (granted, how) in writable

@@ -435,6 +435,131 @@ fn root_cannot_read_root_only_credentials_unless_the_policy_allows_it() {
     }
 }
 
+/// Root-only files planted across the host for one test, removed on drop.
+struct Planted(Vec<PathBuf>);
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = fs::remove_dir_all(path);
+            let _ = fs::remove_file(path);
+        }
+    }
+}
+
+/// Root's secrets are found by rule wherever they are, not in a list of places: files and
+/// directories only uid 0 may read under /opt, /usr/local and /srv (deep), beside readable
+/// ones; a root-only directory holding the workspace is walked into, not denied; a file
+/// made after the walk's record is found at the next start; the policy allows one back.
+/// The control, unconfined, reads them all.
+#[test]
+fn root_only_files_are_denied_wherever_they_are() {
+    if !tools_present() {
+        return;
+    }
+    let tag = format!("sbx-t30-{}", std::process::id());
+    let (opt, srv) = (
+        PathBuf::from(format!("/opt/{tag}")),
+        PathBuf::from(format!("/srv/{tag}")),
+    );
+    let local_key = PathBuf::from(format!("/usr/local/etc/{tag}.key"));
+    let _planted = Planted(vec![opt.clone(), srv.clone(), local_key.clone()]);
+    let plant = |path: &Path, text: &str, mode: u32| {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, format!("{text}\n")).unwrap();
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    };
+    plant(&opt.join("app/key"), "SECRET-OPT", 0o600);
+    plant(&opt.join("app/public"), "PUBLIC-OPT", 0o644);
+    plant(&local_key, "SECRET-LOCAL", 0o640);
+    plant(&srv.join("a/b/c/token"), "SECRET-DEEP", 0o600);
+    plant(&srv.join("private/readable"), "SECRET-IN-DIR", 0o644);
+    fs::set_permissions(srv.join("private"), fs::Permissions::from_mode(0o700)).unwrap();
+    plant(&srv.join("locked/ws/README"), "WS-FILE", 0o644);
+    plant(&srv.join("locked/other/key"), "SECRET-SIBLING", 0o644);
+    fs::set_permissions(srv.join("locked/other"), fs::Permissions::from_mode(0o700)).unwrap();
+    fs::set_permissions(srv.join("locked"), fs::Permissions::from_mode(0o700)).unwrap();
+    let files = [
+        opt.join("app/key"),
+        opt.join("app/public"),
+        local_key.clone(),
+        srv.join("a/b/c/token"),
+        srv.join("private/readable"),
+        srv.join("locked/other/key"),
+        opt.join("app/late.key"),
+    ];
+    let script = files
+        .iter()
+        .map(|f| format!("cat {} 2>/dev/null\n", f.display()))
+        .collect::<String>()
+        + "cat README && echo x > written && echo WS-WRITTEN\n";
+    let secrets = [
+        "SECRET-OPT",
+        "SECRET-LOCAL",
+        "SECRET-DEEP",
+        "SECRET-IN-DIR",
+        "SECRET-SIBLING",
+        "SECRET-LATE",
+    ];
+    let lab = Lab::new("root-only-anywhere", User::Root, false);
+    let run = |backend: &str, args: &[&str]| {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["-c", script.as_str()]);
+        let out = lab
+            .command(backend, &all)
+            .current_dir(srv.join("locked/ws"))
+            .shown();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Control: unconfined root reads every one.
+    plant(&opt.join("app/late.key"), "SECRET-LATE", 0o600);
+    let (control, _) = run("none", &[]);
+    for line in secrets
+        .iter()
+        .chain(&["PUBLIC-OPT", "WS-FILE", "WS-WRITTEN"])
+    {
+        assert_lines(&control, &[line], "control");
+    }
+    fs::remove_file(opt.join("app/late.key")).unwrap();
+    for backend in ["bwrap", "landlock"] {
+        let (out, err) = run(backend, &[]);
+        let what = format!("{backend}:\n{out}\n{err}");
+        assert_lines(&out, &["PUBLIC-OPT", "WS-FILE", "WS-WRITTEN"], &what);
+        for secret in secrets {
+            assert!(!out.contains(secret), "{what}: {secret} was read");
+        }
+        // Made after the last walk, in a directory the record knows: found at the next start.
+        plant(&opt.join("app/late.key"), "SECRET-LATE", 0o600);
+        let (out, err) = run(backend, &[]);
+        let what = format!("{backend}, later:\n{out}\n{err}");
+        assert_lines(&out, &["PUBLIC-OPT", "WS-FILE"], &what);
+        assert!(!out.contains("SECRET-LATE"), "{what}: made later, read");
+        fs::remove_file(opt.join("app/late.key")).unwrap();
+    }
+    // The policy allows one back (and a grant to read it does too).
+    let token = srv.join("a/b/c/token").display().to_string();
+    let config = lab.home.join(".config/sbx-shell");
+    fs::create_dir_all(&config).unwrap();
+    fs::write(
+        config.join("config.json"),
+        format!(r#"{{"filesystem": {{"allow_denied": ["{token}"]}}}}"#),
+    )
+    .unwrap();
+    for backend in ["bwrap", "landlock"] {
+        let (out, err) = run(backend, &[]);
+        let what = format!("{backend}, allowed:\n{out}\n{err}");
+        assert_lines(&out, &["SECRET-DEEP"], &what);
+        assert!(!out.contains("SECRET-OPT"), "{what}");
+    }
+    fs::remove_file(config.join("config.json")).unwrap();
+    let key = opt.join("app/key").display().to_string();
+    let (out, err) = run("bwrap", &["--read", &key]);
+    assert_lines(&out, &["SECRET-OPT"], &format!("granted:\n{out}\n{err}"));
+}
+
 /// A program that sets the clipboard, asks for it, then reports what its input brought.
 const CLIPBOARD_PROGRAM: &str = r#"
 import os, select, sys, tty
