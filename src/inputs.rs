@@ -85,13 +85,7 @@ pub fn resolve(
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     let (name, layers) = gather(args, home, user_config)?;
-    let root_secrets = if nix::unistd::geteuid().is_root() {
-        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-        crate::rootsecrets::found(&real(home), &real(&workspace), policy::DEFAULT_DENIED)
-    } else {
-        Vec::new()
-    };
-    let ctx = PathContext {
+    let mut ctx = PathContext {
         home: home.to_path_buf(),
         workspace,
         state: crate::sessionlog::state_dir(home),
@@ -99,9 +93,24 @@ pub fn resolve(
         vars: std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect(),
-        root_secrets,
+        root_secrets: Vec::new(),
     };
-    Ok(policy::resolve(&name, &layers, &ctx, &RealFs::default())?)
+    let fs = RealFs::default();
+    let policy = policy::resolve(&name, &layers, &ctx, &fs)?;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(policy);
+    }
+    // Root: the walk for root-only files goes around what the session has anyway — its
+    // home, its workspace and what the policy grants — so it is resolved twice.
+    let f = &policy.filesystem;
+    let kept: Vec<PathBuf> = [&f.home, &f.workspace]
+        .into_iter()
+        .chain(&f.writable)
+        .chain(&f.readable)
+        .map(|p| p.real().to_path_buf())
+        .collect();
+    ctx.root_secrets = crate::rootsecrets::found(&kept, home, policy::DEFAULT_DENIED);
+    Ok(policy::resolve(&name, &layers, &ctx, &fs)?)
 }
 
 /// The command-line flags as a configuration layer (the highest).

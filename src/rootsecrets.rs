@@ -4,12 +4,12 @@
 //! the permission bits alone: whatever root owns and does not let others read. So every
 //! file or directory that others cannot read (a directory: enter) but uid 0 can through its
 //! owner or group bits (`root_only`) is denied, wherever it is: the whole host is walked
-//! (`walk`), all but what the sandbox does not show (`NOT_SHOWN`), the session's home and
-//! workspace (the home has its own policy; the workspace is the program's), and network or
-//! user file systems (`REMOTE`: slow, and not root's). A root-only directory is denied as a
-//! whole, unless it holds the home or the workspace: then its other entries are walked. An
-//! empty file holds nothing (locks are left alone). The policy's `allow_denied` takes a
-//! path out, and so does granting it (`--read`, `--write`).
+//! (`Walk`), all but what the sandbox does not show (`NOT_SHOWN`), what the session has
+//! anyway — its home (which has its own policy), its workspace and the paths its policy
+//! grants (`--read`, `--write`) — and network or user file systems (`REMOTE`: slow, and
+//! not root's). A root-only directory is denied as a whole, unless it holds one of those:
+//! then its other entries are walked. An empty file holds nothing (locks are left alone).
+//! The policy's `allow_denied` takes a path out.
 //!
 //! The walk keeps a record of what it found in each directory (`Record`, in `CACHE`): a
 //! directory whose identity, mtime and ctime are unchanged has the same entries, so its
@@ -329,18 +329,18 @@ fn remote(path: &Path) -> bool {
     nix::sys::statfs::statfs(path).map_or(true, |s| NAMES.contains(&s.filesystem_type_name()))
 }
 
-/// The root-only files and directories of this host around `kept` (the session's home and
-/// workspace), using and renewing the record in `CACHE`; and the default denied paths of
-/// root's own home when `home` is not it (`denied_in_home` of each).
-pub fn found(home: &Path, workspace: &Path, denied_in_home: &[&str]) -> Vec<PathBuf> {
-    let kept = [home.to_path_buf(), workspace.to_path_buf()];
+/// The root-only files and directories of this host around `kept` (real paths: the
+/// session's home, workspace and granted paths), using and renewing the record in `CACHE`;
+/// and the default denied paths of root's own home when `home` is not it (`denied_in_home`
+/// of each).
+pub fn found(kept: &[PathBuf], home: &Path, denied_in_home: &[&str]) -> Vec<PathBuf> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let packages = package_state();
     let old = read_record(Path::new(CACHE), packages.as_deref())
         .filter(|r| now.saturating_sub(r.made) < MAX_AGE.as_secs());
-    let mut walk = Walk::new(&kept, old, (now, packages));
+    let mut walk = Walk::new(kept, old, (now, packages));
     walk.run(Path::new("/"));
     if walk.record.changed {
         // A record that cannot be written costs the next session a walk of every file.

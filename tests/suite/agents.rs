@@ -132,6 +132,17 @@ fn pids_with_env(needle: &str) -> Vec<i32> {
         .collect()
 }
 
+/// sbx-shell, granted the agents' directory: it lies in the real user's cache, and for root
+/// in root's home, a root-only directory that a session with another `$HOME` cannot read.
+fn sbx(agents: &Path) -> String {
+    let installed = agents.parent().and_then(Path::parent).unwrap_or(agents);
+    format!(
+        "{} --read {}",
+        sh_quote(bin()),
+        sh_quote(installed.to_str().unwrap())
+    )
+}
+
 fn environment(agents: &Path, home: &Path, agent: &Agent) -> String {
     let mut env = format!(
         "env -i HOME={} TERM=xterm-256color PATH={}:/usr/bin:/bin LANG=C.UTF-8",
@@ -193,7 +204,7 @@ fn drive(agent: &Agent, backend: &str) {
     let before = stty(&boxed, "BEFORE");
     boxed.type_line(&format!(
         "clear; {} --backend {backend} -- {}",
-        sh_quote(bin()),
+        sbx(&agents),
         agent.name
     ));
     expect(&boxed, agent.marker);
@@ -342,7 +353,7 @@ fn claude_code_keeps_what_it_saved_between_sessions() {
                 "cd {} && exec {} {} -- claude",
                 sh_quote(home.join("w").to_str().unwrap()),
                 environment(&agents, &home, &CLAUDE),
-                sh_quote(bin())
+                sbx(&agents)
             ),
             100,
             30,
@@ -406,7 +417,7 @@ fn claude_code_keeps_what_it_saved_between_sessions() {
             "cd {} && exec {} {} -- claude",
             sh_quote(seeded.join("w").to_str().unwrap()),
             environment(&agents, &seeded, &CLAUDE),
-            sh_quote(bin())
+            sbx(&agents)
         ),
         100,
         30,

@@ -724,3 +724,95 @@ PY
     }
     assert!(!host_path.exists(), "control: the segment stayed");
 }
+
+/// The programs people run, under Landlock alone as under bwrap and bare (the control):
+/// vim edits a file from a real terminal, python, node and a cargo build (no
+/// dependencies, offline) run and write in the workspace, with the same results.
+#[test]
+fn everyday_programs_work_alone_as_bare() {
+    use super::support::{require, Launch, OuterPty};
+    if !tools_present() || !require("vim", "vim from a terminal") || !require("node", "node") {
+        return;
+    }
+    let cargo = std::path::Path::new(env!("CARGO"));
+    let path = format!("{}:/usr/bin:/bin", cargo.parent().unwrap().display());
+    // The toolchain, granted: for root it lies in root's home, a root-only directory that
+    // a session with another `$HOME` cannot read.
+    let toolchain = cargo
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let script = r#"
+        python3 -c 'import json, sys; json.dump({"py": sum(range(10))}, open("py.json", "w")); print("PYTHON-OK")'
+        node -e 'require("fs").writeFileSync("node.txt", "ok"); console.log("NODE-OK", process.version.length > 0)'
+        cd cg && cargo build --offline -q 2>&1 | tail -3 && ./target/debug/cg
+    "#;
+    let mut results = Vec::new();
+    for backend in ["none", "bwrap", "landlock"] {
+        let lab = Lab::new("everyday", User::Root, false);
+        fs::create_dir_all(lab.ws.join("cg/src")).unwrap();
+        fs::write(
+            lab.ws.join("cg/Cargo.toml"),
+            "[package]\nname = \"cg\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        )
+        .unwrap();
+        fs::write(
+            lab.ws.join("cg/src/main.rs"),
+            "fn main() { println!(\"CARGO-OK\"); }\n",
+        )
+        .unwrap();
+        let out = lab
+            .command(backend, &["--read", &toolchain, "-c", script])
+            .env("PATH", &path)
+            .shown();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let what = format!(
+            "{backend}: {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_lines(&text, &["PYTHON-OK", "NODE-OK true", "CARGO-OK"], &what);
+        assert_eq!(
+            fs::read_to_string(lab.ws.join("node.txt")).unwrap(),
+            "ok",
+            "{what}"
+        );
+        // vim, from a real terminal: edit, write, quit.
+        let args = [
+            "--backend",
+            backend,
+            "--",
+            "vim",
+            "-N",
+            "-u",
+            "NONE",
+            "notes.txt",
+        ];
+        let mut launch = Launch::new(&args);
+        launch.env = vec![
+            ("HOME".into(), lab.home.display().to_string()),
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("TERM".into(), "xterm".into()),
+        ];
+        launch.cwd = Some(lab.ws.clone());
+        let mut pty = OuterPty::launch(launch);
+        pty.expect("notes.txt");
+        pty.write(b"ihello from vim\x1b:wq\r");
+        assert!(pty.wait().success(), "{backend}: vim");
+        let notes = fs::read_to_string(lab.ws.join("notes.txt")).unwrap();
+        results.push((
+            text.lines()
+                .filter(|l| l.ends_with("-OK") || l.contains("-OK "))
+                .map(str::to_string)
+                .collect::<Vec<_>>(),
+            fs::read_to_string(lab.ws.join("py.json")).unwrap(),
+            notes,
+        ));
+    }
+    // The same everywhere as bare.
+    assert_eq!(results[1], results[0], "bwrap against bare");
+    assert_eq!(results[2], results[0], "landlock against bare");
+    assert_eq!(results[0].2, "hello from vim\n");
+}

@@ -355,8 +355,25 @@ fn a_cargo_build_finds_the_hosts_cache_and_writes_only_its_own() {
             "{}",
             String::from_utf8_lossy(&locked.stderr)
         );
+        // The toolchain, granted: for root it lies in root's home, a root-only directory
+        // that a session with another `$HOME` cannot read.
+        let toolchain = cargo
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .display()
+            .to_string();
         let out = lab
-            .command(backend, &["-c", "cd c && cargo build 2>&1 && echo BUILT"])
+            .command(
+                backend,
+                &[
+                    "--read",
+                    &toolchain,
+                    "-c",
+                    "cd c && cargo build 2>&1 && echo BUILT",
+                ],
+            )
             .env("PATH", &path)
             .env("RUSTC", &rustc)
             .shown();
