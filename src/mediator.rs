@@ -35,6 +35,11 @@ pub struct Rules {
     /// The session's private directory standing for `/dev/shm` (`shm_name`).
     #[serde(default)]
     pub shm: Option<PathBuf>,
+    /// The abstract unix socket where sbx-shell answers name service requests: a connect
+    /// to the name service cache daemon's socket goes there
+    /// (`netproxy::lookups::NAME_SERVICE_SOCKETS`).
+    #[serde(default)]
+    pub lookups: Option<String>,
 }
 
 impl Rules {
@@ -42,7 +47,7 @@ impl Rules {
     pub fn from_ruleset(
         ruleset: &crate::sandbox::landlock::Ruleset,
         protected: Vec<PathBuf>,
-        shm: Option<PathBuf>,
+        (shm, lookups): (Option<PathBuf>, Option<String>),
     ) -> Rules {
         use crate::sandbox::landlock::Access;
         Rules {
@@ -54,6 +59,7 @@ impl Rules {
                 .collect(),
             protected,
             shm,
+            lookups,
         }
     }
 
@@ -110,6 +116,7 @@ mod tests {
             writable: vec!["/srv/ws".into(), "/tmp/sbx-shell-0/session-9".into()],
             protected: vec!["/srv/ws/.git/hooks".into()],
             shm: None,
+            lookups: None,
         };
         for yes in [
             "/srv/ws/a.sh",

@@ -123,6 +123,76 @@ impl Proxy {
         Ok(())
     }
 
+    /// Listen on an abstract unix socket of a random name (returned) for the name service
+    /// requests the guard connects the program to (Landlock alone: `lookups`); answer each
+    /// as the host's `hosts` file does, else "no such host", naming it. Returns at once.
+    #[cfg(target_os = "linux")]
+    pub fn serve_name_service(&self) -> io::Result<String> {
+        use std::os::linux::net::SocketAddrExt;
+        let mut random = [0u8; 8];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
+        let name = format!(
+            "sbx-shell-names-{}-{}",
+            std::process::id(),
+            random
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        );
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+        let listener = std::os::unix::net::UnixListener::bind_addr(&addr)?;
+        let proxy = self.clone();
+        crate::process::spawn_quiet("sbx-names", move || {
+            for client in listener.incoming() {
+                match client {
+                    Ok(client) => proxy.answer_name_service(client),
+                    Err(_) => thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        })?;
+        Ok(name)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn serve_name_service(&self) -> io::Result<String> {
+        Err(io::Error::other("Landlock exists on Linux only"))
+    }
+
+    /// One request on `client` (`lookups::nscd_asked`): a name of the `hosts` file is
+    /// answered with its addresses (getaddrinfo's) or left to the program's own look in the
+    /// file (gethostbyname's: closed, so it asks its other sources, which without network
+    /// fail at once); any other name is answered "no such host" and counted; any other
+    /// request is closed unanswered, as where no such daemon runs.
+    #[cfg(target_os = "linux")]
+    fn answer_name_service(&self, mut client: std::os::unix::net::UnixStream) {
+        let _ = client.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut header = [0u8; lookups::NSCD_HEADER];
+        if client.read_exact(&mut header).is_err() {
+            return;
+        }
+        let Some(len) = lookups::nscd_key_len(&header) else {
+            return;
+        };
+        let mut key = vec![0u8; len];
+        if client.read_exact(&mut key).is_err() {
+            return;
+        }
+        let lookups::Asked::Host { name, getai } = lookups::nscd_asked(&header, &key) else {
+            return;
+        };
+        let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+        let local = lookups::in_hosts_file(&hosts, &name);
+        let answer = match (local.is_empty(), getai) {
+            (false, true) => lookups::nscd_found(&name, &local),
+            (false, false) => return,
+            (true, _) => {
+                self.looked_up(&name);
+                lookups::nscd_not_found(getai)
+            }
+        };
+        let _ = client.write_all(&answer);
+    }
+
     fn answer_lookups(&self, socket: &std::net::UdpSocket) {
         let mut buf = [0u8; lookups::MAX_QUERY];
         loop {

@@ -78,7 +78,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
                 backend != Backend::None,
             ),
         ),
-        net.as_ref().map(|n| netproxy::proxy_env(n.port)),
+        net.as_ref().and_then(|n| n.port).map(netproxy::proxy_env),
         [
             private_home_env(&plan),
             temp_env(&plan, temp.as_ref()),
@@ -311,14 +311,13 @@ fn start_network(
 ) -> Result<Option<ProxySession>, Failure> {
     let net = netproxy::session::start(&plan.policy, backend, resolve, &plan.home)?;
     if let Some(net) = &net {
+        let proxy = match (net.port, net.channel.is_some()) {
+            (Some(port), true) => format!("the proxy is at 127.0.0.1:{port} inside the sandbox"),
+            (Some(port), false) => format!("the proxy is at 127.0.0.1:{port} on this host"),
+            (None, _) => "no proxy (no network)".to_string(),
+        };
         say.detail(&format!(
-            "sbx-shell: network allow-list: the proxy is at 127.0.0.1:{} {}; refusals go to {}",
-            net.port,
-            if net.channel.is_some() {
-                "inside the sandbox"
-            } else {
-                "on this host"
-            },
+            "sbx-shell: network: {proxy}; refusals go to {}",
             net.log
                 .as_ref()
                 .map_or("nowhere (no state directory)".into(), |p| p
@@ -530,7 +529,7 @@ fn confine(
     let ctx = sandbox::Context {
         place: &host.place,
         tty: None,
-        proxy_port: net.map(|n| n.port),
+        proxy_port: net.and_then(|n| n.port),
         helper_fd: None,
         git_dirs: &git.git_dirs,
         temp_dir: dirs.temp,
@@ -546,7 +545,7 @@ fn confine(
 fn mediated_rules(
     plan: &Plan,
     layers: &InProcess,
-    shm: Option<&Path>,
+    (shm, net): (Option<&Path>, Option<&ProxySession>),
 ) -> Option<crate::mediator::Rules> {
     let (true, Some(ruleset)) = (layers.mediate, &layers.landlock) else {
         return None;
@@ -561,7 +560,10 @@ fn mediated_rules(
     Some(crate::mediator::Rules::from_ruleset(
         ruleset,
         protected,
-        shm.map(Path::to_path_buf),
+        (
+            shm.map(Path::to_path_buf),
+            net.and_then(|n| n.name_service.clone()),
+        ),
     ))
 }
 
@@ -607,12 +609,12 @@ fn build_argv(
         mounts: layers.mounts.clone(),
         proxy_listen: net.and_then(|n| {
             n.channel.as_ref().map(|fd| ProxyListen {
-                port: n.port,
+                port: n.port.unwrap_or(netproxy::SANDBOX_PORT),
                 channel_fd: fd.as_raw_fd(),
                 lookups_fd: n.lookups.as_ref().map(AsRawFd::as_raw_fd),
             })
         }),
-        mediated: mediated_rules(plan, layers, dirs.shm),
+        mediated: mediated_rules(plan, layers, (dirs.shm, net)),
         names: layers.names.clone(),
     };
     let handover = |bytes: Vec<u8>| {
@@ -629,7 +631,7 @@ fn build_argv(
     let ctx = sandbox::Context {
         place: &host.place,
         tty: session.tty(),
-        proxy_port: net.map(|n| n.port),
+        proxy_port: net.and_then(|n| n.port),
         helper_fd: helper.fd.as_ref().map(|(fd, copy)| {
             if *copy {
                 sandbox::bwrap::HelperFd::Copy(fd.as_raw_fd())

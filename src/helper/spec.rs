@@ -237,6 +237,7 @@ mod tests {
                 writable: vec!["/w".into()],
                 protected: vec!["/w/.git/hooks".into()],
                 shm: Some("/dev/shm/sbx-shell-0/session-9".into()),
+                lookups: Some("sbx-shell-names-9-00".into()),
             }),
             names: Some(crate::mediator::names::Names {
                 protected: vec!["/w/.mcp.json".into()],

@@ -388,6 +388,13 @@ fn unix_connect(listener: &OwnedFd, call: &Call, rules: &Rules) -> Answer {
             // Abstract: no file to judge it by.
             return Ok(EPERM);
         }
+        if let Some(name) = rules
+            .lookups
+            .as_deref()
+            .filter(|_| crate::netproxy::lookups::NAME_SERVICE_SOCKETS.contains(&path))
+        {
+            return Ok(connect_abstract(&socket, name));
+        }
         let start = if path.first() == Some(&b'/') {
             None
         } else {
@@ -439,6 +446,32 @@ fn unix_connect(listener: &OwnedFd, call: &Call, rules: &Rules) -> Answer {
         }))
     };
     run().unwrap_or_else(|e| Answer::Done(errno(&e)))
+}
+
+/// Connect the program's `socket` to sbx-shell's abstract socket `name` (the name service,
+/// `Rules::lookups`).
+fn connect_abstract(socket: &OwnedFd, name: &str) -> Answer {
+    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
+    let mut to: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    to.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    // The leading NUL of an abstract name is the zeroed first byte.
+    for (slot, byte) in to.sun_path.iter_mut().skip(1).zip(name.bytes()) {
+        *slot = byte as libc::c_char;
+    }
+    let len = (std::mem::size_of::<libc::sa_family_t>() + 1 + name.len()) as libc::socklen_t;
+    // SAFETY: `to` is a valid sockaddr_un of `len` bytes; connect reads it.
+    let rc = unsafe {
+        libc::connect(
+            socket.as_raw_fd(),
+            (&to as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    };
+    Answer::Done(if rc == -1 {
+        errno(&io::Error::last_os_error())
+    } else {
+        0
+    })
 }
 
 /// The path of a unix socket address (`sockaddr_un` bytes): empty for an abstract one,

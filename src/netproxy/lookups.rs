@@ -74,6 +74,117 @@ pub fn is_host_name(name: &str) -> bool {
     name.contains('.') && !name.ends_with(".arpa")
 }
 
+/// Landlock alone, where no name server of sbx-shell's can be put in the program's way:
+/// glibc asks the name service cache daemon first, at these paths (`_PATH_NSCDSOCKET`),
+/// and the guard connects the program there to sbx-shell instead (`Rules::lookups`).
+pub const NAME_SERVICE_SOCKETS: [&[u8]; 2] = [b"/var/run/nscd/socket", b"/run/nscd/socket"];
+
+/// The request header of that protocol: version, type and key length, native `i32`s.
+pub const NSCD_HEADER: usize = 12;
+/// The longest key read (glibc's MAXKEYLEN).
+pub const NSCD_MAX_KEY: usize = 1024;
+const NSCD_VERSION: i32 = 2;
+const GETHOSTBYNAME: i32 = 4;
+const GETHOSTBYNAMEV6: i32 = 5;
+const GETAI: i32 = 14;
+/// h_errno's HOST_NOT_FOUND.
+const HOST_NOT_FOUND: i32 = 1;
+
+/// What a name service request asks: a host name (`getaddrinfo`: GETAI; `gethostbyname`),
+/// or anything else (users, groups, services, addresses, the cache's shared memory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asked {
+    /// The name, and whether the request is GETAI (else gethostbyname's).
+    Host {
+        name: String,
+        getai: bool,
+    },
+    Other,
+}
+
+/// The key length a request header announces (`None`: not this protocol's version, or too
+/// long).
+pub fn nscd_key_len(header: &[u8; NSCD_HEADER]) -> Option<usize> {
+    let word =
+        |i: usize| i32::from_ne_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+    let len = usize::try_from(word(8)).ok()?;
+    (word(0) == NSCD_VERSION && len <= NSCD_MAX_KEY).then_some(len)
+}
+
+/// What a request (its header and key) asks.
+pub fn nscd_asked(header: &[u8; NSCD_HEADER], key: &[u8]) -> Asked {
+    let kind = i32::from_ne_bytes([header[4], header[5], header[6], header[7]]);
+    let name = key.split(|b| *b == 0).next().unwrap_or_default();
+    match kind {
+        GETAI | GETHOSTBYNAME | GETHOSTBYNAMEV6 if !name.is_empty() => Asked::Host {
+            name: String::from_utf8_lossy(name)
+                .trim_end_matches('.')
+                .to_ascii_lowercase(),
+            getai: kind == GETAI,
+        },
+        _ => Asked::Other,
+    }
+}
+
+/// The answer "no such host" to a host request: GETAI's header (six `i32`s: version,
+/// found, naddrs, addrslen, canonlen, error) or gethostbyname's (eight: version, found,
+/// name length, aliases, type, length, addresses, error); glibc then fails the lookup at
+/// once (EAI_NONAME) without asking anyone else.
+pub fn nscd_not_found(getai: bool) -> Vec<u8> {
+    let words: &[i32] = if getai {
+        &[NSCD_VERSION, 0, 0, 0, 0, HOST_NOT_FOUND]
+    } else {
+        &[NSCD_VERSION, 0, 0, 0, 0, 0, 0, HOST_NOT_FOUND]
+    };
+    words.iter().flat_map(|w| w.to_ne_bytes()).collect()
+}
+
+/// GETAI's answer for a name the host's own `hosts` file gives `addrs`: the header, then
+/// the addresses, their families (one byte each) and the name itself as the canonical one.
+pub fn nscd_found(name: &str, addrs: &[std::net::IpAddr]) -> Vec<u8> {
+    let mut raw = Vec::new();
+    let mut families = Vec::new();
+    for addr in addrs {
+        match addr {
+            std::net::IpAddr::V4(v4) => {
+                raw.extend_from_slice(&v4.octets());
+                families.push(libc::AF_INET as u8);
+            }
+            std::net::IpAddr::V6(v6) => {
+                raw.extend_from_slice(&v6.octets());
+                families.push(libc::AF_INET6 as u8);
+            }
+        }
+    }
+    let canon_len = name.len() + 1;
+    let header: [i32; 6] = [
+        NSCD_VERSION,
+        1,
+        addrs.len() as i32,
+        raw.len() as i32,
+        canon_len as i32,
+        0,
+    ];
+    let mut out: Vec<u8> = header.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    out.extend_from_slice(&raw);
+    out.extend_from_slice(&families);
+    out.extend_from_slice(name.as_bytes());
+    out.push(0);
+    out
+}
+
+/// The addresses the `hosts` file `text` gives `name` (names compared without case).
+pub fn in_hosts_file(text: &str, name: &str) -> Vec<std::net::IpAddr> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.split('#').next().unwrap_or_default();
+            let mut words = line.split_whitespace();
+            let addr: std::net::IpAddr = words.next()?.parse().ok()?;
+            words.any(|w| w.eq_ignore_ascii_case(name)).then_some(addr)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +253,73 @@ mod tests {
         assert!(is_host_name("github.com"));
         assert!(!is_host_name("1.0.0.127.in-addr.arpa"));
         assert!(!is_host_name("localhost"));
+    }
+
+    fn nscd_request(kind: i32, key: &[u8]) -> ([u8; NSCD_HEADER], Vec<u8>) {
+        let mut header = [0u8; NSCD_HEADER];
+        header[..4].copy_from_slice(&2i32.to_ne_bytes());
+        header[4..8].copy_from_slice(&kind.to_ne_bytes());
+        header[8..].copy_from_slice(&(key.len() as i32).to_ne_bytes());
+        (header, key.to_vec())
+    }
+
+    #[test]
+    fn name_service_requests_are_read_as_glibc_sends_them() {
+        let (h, k) = nscd_request(14, b"Registry.npmjs.org\0");
+        assert_eq!(nscd_key_len(&h), Some(19));
+        assert_eq!(
+            nscd_asked(&h, &k),
+            Asked::Host {
+                name: "registry.npmjs.org".into(),
+                getai: true
+            }
+        );
+        let (h, k) = nscd_request(4, b"pypi.org.\0");
+        assert_eq!(
+            nscd_asked(&h, &k),
+            Asked::Host {
+                name: "pypi.org".into(),
+                getai: false
+            }
+        );
+        // A user, the hosts cache's shared memory (GETFDHST), an address: not a name.
+        for kind in [0, 13, 6] {
+            let (h, k) = nscd_request(kind, b"root\0");
+            assert_eq!(nscd_asked(&h, &k), Asked::Other, "{kind}");
+        }
+        let (mut h, _) = nscd_request(14, &[0; 2000]);
+        assert_eq!(nscd_key_len(&h), None, "too long");
+        h[..4].copy_from_slice(&3i32.to_ne_bytes());
+        assert_eq!(nscd_key_len(&h), None, "another version");
+    }
+
+    #[test]
+    fn answers_have_glibcs_layout() {
+        let words = |b: &[u8]| -> Vec<i32> {
+            b.chunks(4)
+                .map(|c| i32::from_ne_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        assert_eq!(words(&nscd_not_found(true)), [2, 0, 0, 0, 0, 1]);
+        assert_eq!(words(&nscd_not_found(false)), [2, 0, 0, 0, 0, 0, 0, 1]);
+        let found = nscd_found(
+            "mirror.test",
+            &["127.0.0.1".parse().unwrap(), "::1".parse().unwrap()],
+        );
+        assert_eq!(words(&found[..24]), [2, 1, 2, 20, 12, 0]);
+        assert_eq!(&found[24..28], &[127, 0, 0, 1]);
+        assert_eq!(&found[44..46], &[2, 10], "families");
+        assert_eq!(&found[46..], b"mirror.test\0");
+    }
+
+    #[test]
+    fn the_hosts_file_is_read_as_glibc_reads_it() {
+        let text = "127.0.0.1 localhost\n::1 localhost ip6-localhost # comment\n# 10.0.0.1 localhost\n10.1.2.3\tMirror.Corp.test mirror\nbad line\n";
+        assert_eq!(in_hosts_file(text, "localhost").len(), 2);
+        assert_eq!(
+            in_hosts_file(text, "mirror.corp.test"),
+            ["10.1.2.3".parse::<std::net::IpAddr>().unwrap()]
+        );
+        assert!(in_hosts_file(text, "pypi.org").is_empty());
     }
 }

@@ -15,8 +15,9 @@ use crate::sandbox::Backend;
 /// The allow-list proxy of a session, and how the sandbox reaches it.
 pub struct ProxySession {
     pub proxy: Proxy,
-    /// The loopback port the sandbox connects to.
-    pub port: u16,
+    /// The loopback port the sandbox connects to (`None`: Landlock alone with no network,
+    /// where no TCP may be made at all).
+    pub port: Option<u16>,
     /// Inside bwrap: the helper's end of the unix socket over which it sends the listening
     /// socket (inherited by the helper; kept open here until the session ends).
     pub channel: Option<OwnedFd>,
@@ -24,6 +25,9 @@ pub struct ProxySession {
     pub log: Option<PathBuf>,
     /// Inside bwrap: the helper's end of the channel for the name server's socket.
     pub lookups: Option<OwnedFd>,
+    /// Landlock alone: the abstract unix socket where sbx-shell answers the name service
+    /// requests that the guard connects to it (`lookups::NAME_SERVICE_SOCKETS`).
+    pub name_service: Option<String>,
 }
 
 /// Start the proxy when the policy has a network allow-list, or no network under bwrap.
@@ -39,7 +43,7 @@ pub fn start(
         _ if !resolve.is_empty() => {
             return Err(anyhow!("--resolve applies to a network allow-list only\nHint: add --net allow=HOST,… or leave out --resolve"));
         }
-        Network::None if bwrap => None,
+        Network::None if bwrap || *backend == Backend::Landlock => None,
         _ => return Ok(None),
     };
     let overrides = request::parse_resolve(resolve).map_err(|e| anyhow!(e))?;
@@ -63,10 +67,29 @@ pub fn start(
             .context("cannot start the sandbox's name server")?;
         return Ok(Some(ProxySession {
             proxy,
-            port: SANDBOX_PORT,
+            port: Some(SANDBOX_PORT),
             channel: Some(theirs),
             log,
             lookups: Some(lookups),
+            name_service: None,
+        }));
+    }
+    let name_service = match backend {
+        Backend::Landlock => Some(
+            proxy
+                .serve_name_service()
+                .context("cannot start sbx-shell's name service for the sandbox")?,
+        ),
+        _ => None,
+    };
+    if rules.is_none() {
+        return Ok(Some(ProxySession {
+            proxy,
+            port: None,
+            channel: None,
+            log,
+            lookups: None,
+            name_service,
         }));
     }
     let port = proxy
@@ -74,10 +97,11 @@ pub fn start(
         .context("cannot start the network proxy")?;
     Ok(Some(ProxySession {
         proxy,
-        port,
+        port: Some(port),
         channel: None,
         log,
         lookups: None,
+        name_service,
     }))
 }
 
