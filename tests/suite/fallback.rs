@@ -666,6 +666,14 @@ PY
     "#;
     let host_seg = format!("sbx-host-seg-{}", std::process::id());
     let host_path = Path::new("/dev/shm").join(&host_seg);
+    // Removed however the test ends.
+    struct Removed<'a>(&'a Path);
+    impl Drop for Removed<'_> {
+        fn drop(&mut self) {
+            let _ = fs::remove_file(self.0);
+        }
+    }
+    let _removed = Removed(&host_path);
     let refused = [
         "READ refused",
         "RDWR refused",
