@@ -101,12 +101,14 @@ pub fn resolve(
         return Ok(policy);
     }
     // Root: the walk for root-only files goes around what the session has anyway — its
-    // home, its workspace and what the policy grants — so it is resolved twice.
+    // home, its workspace and what the policy grants (sockets too) — so it is resolved
+    // twice.
     let f = &policy.filesystem;
     let kept: Vec<PathBuf> = [&f.home, &f.workspace]
         .into_iter()
         .chain(&f.writable)
         .chain(&f.readable)
+        .chain(&f.sockets)
         .map(|p| p.real().to_path_buf())
         .collect();
     ctx.root_secrets = crate::rootsecrets::found(&kept, home, policy::DEFAULT_DENIED);

@@ -94,7 +94,8 @@ fn the_session_log_records_each_session_without_environment_values() {
     );
     assert_eq!(first["profile"], "claude");
     assert_eq!(first["exit_status"], 7);
-    assert_eq!(first["network_refused"], 0);
+    // The fake agent asked the proxy for one host the claude profile does not list.
+    assert_eq!(first["network_refused"], 1);
     assert!(first["policy_digest"]
         .as_str()
         .unwrap()
