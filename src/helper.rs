@@ -8,9 +8,10 @@
 //!
 //! 0. inside bwrap, check the writable mounts, seal, pin, protect and hide what the plan
 //!    says (`sandbox::bwrap::mounts`; a socket that vanished since sbx-shell looked is
-//!    skipped, any other difference ends the helper), then drop every capability;
-//! 0. with a network allow-list inside bwrap, open the proxy's port in the sandbox's network
-//!    namespace and hand the listening socket to sbx-shell (`netproxy`);
+//!    skipped, any other difference ends the helper);
+//! 0. inside bwrap with an allow-list or no network, in a network namespace of its own,
+//!    open the proxy's port and the name server's, and hand the sockets to sbx-shell
+//!    (`netproxy`); then drop every capability;
 //! 0. in guard mode, fork: the parent stays behind as the guard of the program's process
 //!    tree (`guard.rs`), the child goes on; with a pty, the guard first leads a new session
 //!    with fd 0 as its controlling terminal, and the child takes a foreground process

@@ -7,7 +7,8 @@
 //!    (`measure_host`);
 //! 3. choose the backend from the host facts, refuse a missing required layer, and name
 //!    each layer `auto` wanted but cannot run (`choose_backend`);
-//! 4. prepare the network: the allow-list proxy, when the policy has one (`start_network`);
+//! 4. prepare the network: the proxy and the name server, for an allow-list or no network
+//!    (`start_network`);
 //! 5. build the in-process layers, so that a policy a layer refuses fails before the
 //!    terminal is touched (`confine`), and the child's environment;
 //! 6. open the session (`session::Session::open`: the terminal raw, the inner pty);
