@@ -5,44 +5,16 @@
 //! sandbox, `helper`), or the command line parsed once and handed to its subcommand
 //! (`cmd::*`; without one, `cmd::run`). Errors are printed here, once.
 
-#[cfg(target_os = "linux")]
-mod capabilities;
-mod cgroup;
 pub mod cli;
-mod cmd;
-pub mod config;
-pub mod credentials;
-pub mod doctor;
-pub mod exit;
-pub mod explain;
-mod files;
-pub mod gitconfig;
-#[cfg(target_os = "linux")]
-pub mod guard;
+pub mod cmd;
 mod helper;
 pub mod host;
-pub mod inputs;
-pub mod launch;
-pub mod mediator;
 pub mod netproxy;
-pub mod planted;
 pub mod policy;
-pub mod privatehome;
-pub mod process;
-pub mod profiles;
-pub mod program;
-pub mod pty;
-pub mod repos;
-pub mod rootsecrets;
+pub mod protect;
 pub mod sandbox;
-pub mod say;
 pub mod session;
-pub mod sessionlog;
-pub mod sessiontemp;
-pub mod setup;
-pub mod shell;
-mod signals;
-pub mod sockets;
+mod sys;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -61,7 +33,9 @@ pub fn main_entry() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_error(&e),
     };
-    let login_arg0 = args.first().is_some_and(|a| launch::is_login_arg0(a));
+    let login_arg0 = args
+        .first()
+        .is_some_and(|a| policy::launch::is_login_arg0(a));
     let outcome = match cli.action {
         Some(Action::Schema) => cmd::schema::main(),
         Some(Action::Doctor { json }) => cmd::doctor::main(json),
@@ -85,7 +59,7 @@ pub fn main_entry() -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            say::error(&format!("{:#}", failure.error));
+            cli::say::error(&format!("{:#}", failure.error));
             ExitCode::from(failure.code)
         }
     }

@@ -2,8 +2,8 @@
 
 use clap::CommandFactory;
 
+use crate::cli::exit::Failure;
 use crate::cli::Cli;
-use crate::exit::Failure;
 
 pub fn main(shell: clap_complete::Shell) -> Result<u8, Failure> {
     let mut script = Vec::new();

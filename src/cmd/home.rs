@@ -5,17 +5,19 @@ use std::path::Path;
 
 use anyhow::{anyhow, Context};
 
-use crate::exit::Failure;
-use crate::{inputs, privatehome, sessionlog};
+use crate::cli::exit::Failure;
+use crate::policy::inputs;
+use crate::session::home;
+use crate::session::log;
 
 pub fn main(clear: Option<&str>, clear_all: bool) -> Result<u8, Failure> {
     let home = inputs::home_dir()?;
-    let homes = sessionlog::state_dir(&home).join(privatehome::HOMES_DIR);
+    let homes = log::state_dir(&home).join(home::HOMES_DIR);
     let existing = list(&homes)?;
     if clear_all || clear.is_some() {
         let chosen: Vec<&str> = match clear {
             Some(name) => {
-                let dir = privatehome::dir_of(&sessionlog::state_dir(&home), name);
+                let dir = home::dir_of(&log::state_dir(&home), name);
                 let Some(found) = existing.iter().find(|(_, d, _)| *d == dir) else {
                     return Err(anyhow!(
                         "no private home for the profile {name:?} in {}\nHint: `sbx-shell home` lists them",

@@ -2,12 +2,13 @@
 
 use anyhow::anyhow;
 
-use crate::exit::Failure;
-use crate::{inputs, sessionlog};
+use crate::cli::exit::Failure;
+use crate::policy::inputs;
+use crate::session::log;
 
 pub fn main(count: usize, json: bool) -> Result<u8, Failure> {
     let home = inputs::home_dir()?;
-    let path = sessionlog::path(&home);
+    let path = log::path(&home);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -15,7 +16,7 @@ pub fn main(count: usize, json: bool) -> Result<u8, Failure> {
             return Err(anyhow!("cannot read the session log {}: {e}", path.display()).into())
         }
     };
-    let records = sessionlog::last(&text, count);
+    let records = log::last(&text, count);
     let out = if json {
         records
             .iter()
@@ -24,7 +25,7 @@ pub fn main(count: usize, json: bool) -> Result<u8, Failure> {
     } else if records.is_empty() {
         format!("no sessions logged yet in {}\n", path.display())
     } else {
-        sessionlog::render(&records)
+        log::render(&records)
     };
     super::write_stdout(out.as_bytes())
 }

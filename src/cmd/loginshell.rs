@@ -11,8 +11,10 @@ use std::process::Command;
 use anyhow::{anyhow, Context as _};
 
 use super::setup::{as_root, consent};
-use crate::exit::{self, Failure};
-use crate::{profiles, program, shell};
+use crate::cli::exit::{self, Failure};
+use crate::policy::profiles;
+use crate::policy::program;
+use crate::policy::shell;
 
 const ETC_SHELLS: &str = "/etc/shells";
 const CHSH: &str = "/usr/bin/chsh";
@@ -61,7 +63,7 @@ pub fn main(
     let config_dir = if account.other {
         profiles::config_dir(None, &account.home)
     } else {
-        crate::inputs::config_dir(&account.home)
+        crate::policy::inputs::config_dir(&account.home)
     };
     let config = config_dir.join(profiles::CONFIG_FILE);
     let existing = match std::fs::read_to_string(&config) {
@@ -71,7 +73,7 @@ pub fn main(
     };
     let recorded = existing
         .as_deref()
-        .and_then(|t| crate::config::from_str(t, "").ok())
+        .and_then(|t| crate::policy::config::from_str(t, "").ok())
         .and_then(|c| c.shell);
     let real = real_shell(shell_arg, recorded, &account)?;
     let mut steps = Vec::new();
@@ -210,7 +212,7 @@ fn with_shell(
         let entry = serde_json::to_string(shell_text)?;
         return Ok(Some(format!("{{\n  \"shell\": {entry}\n}}\n")));
     };
-    let config = crate::config::from_str(text, &origin).map_err(|e| {
+    let config = crate::policy::config::from_str(text, &origin).map_err(|e| {
         anyhow!("{e}\nsbx-shell {COMMAND} changes nothing in a config it cannot read")
     })?;
     if config.shell.as_deref() == Some(shell) {
@@ -233,7 +235,7 @@ fn with_shell(
         value["shell"] = serde_json::Value::String(shell_text.to_string());
         serde_json::to_string_pretty(&value)? + "\n"
     };
-    crate::config::from_str(&new, &origin)
+    crate::policy::config::from_str(&new, &origin)
         .map_err(|e| anyhow!("internal error: the new config does not load: {e}"))?;
     Ok(Some(new))
 }
@@ -258,7 +260,7 @@ fn apply(step: &Step, account: &Account, root: bool) -> Result<(), Failure> {
                 .take_while(|d| *d != account.home && !d.exists())
                 .map(Path::to_path_buf)
                 .collect();
-            crate::files::write_private(config, text.as_bytes())
+            crate::sys::files::write_private(config, text.as_bytes())
                 .with_context(|| format!("cannot write {}", config.display()))?;
             if account.other {
                 for path in missing
@@ -341,7 +343,7 @@ mod tests {
         // Already recorded: nothing to do; another shell is replaced.
         assert_eq!(set(Some(&new)), None);
         let other = set(Some("{\"shell\": \"/bin/bash\", \"network\": \"full\"}")).unwrap();
-        let config = crate::config::from_str(&other, "t").unwrap();
+        let config = crate::policy::config::from_str(&other, "t").unwrap();
         assert_eq!(config.shell.as_deref(), Some(Path::new("/bin/zsh")));
         assert!(config.network.is_some());
     }

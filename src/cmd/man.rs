@@ -3,8 +3,8 @@
 use anyhow::Context;
 use clap::CommandFactory;
 
+use crate::cli::exit::Failure;
 use crate::cli::Cli;
-use crate::exit::Failure;
 
 pub fn main() -> Result<u8, Failure> {
     let mut page = Vec::new();

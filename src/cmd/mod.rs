@@ -14,7 +14,7 @@ pub mod setup;
 
 use anyhow::anyhow;
 
-use crate::exit::Failure;
+use crate::cli::exit::Failure;
 
 /// Write `bytes` to stdout; a reader that went away early (`| head`) is not an error.
 fn write_stdout(bytes: &[u8]) -> Result<u8, Failure> {

@@ -26,18 +26,26 @@ use std::time::SystemTime;
 
 use anyhow::{anyhow, Context as _};
 
+use crate::cli::exit::Failure;
+use crate::cli::say::Verbosity;
 use crate::cli::{Cli, PtyMode};
-use crate::exit::Failure;
 use crate::helper::spec::{self as helper_spec, HelperSpec, ProcessLimits, ProxyListen};
 use crate::host::{self, Host, Probes};
-use crate::launch::{self, Launch, Request};
+use crate::netproxy;
 use crate::netproxy::session::ProxySession;
+use crate::policy::inputs;
+use crate::policy::launch::{self, Launch, Request};
+use crate::policy::profiles;
+use crate::policy::program;
+use crate::policy::shell;
 use crate::policy::Policy;
 use crate::sandbox::{self, select, Backend, InProcess};
-use crate::say::Verbosity;
+use crate::session::cgroup;
+use crate::session::log;
+use crate::session::process;
+use crate::session::pty;
+use crate::session::temp::SessionTemp;
 use crate::session::{Child, Session, SessionOptions, Timeout};
-use crate::sessiontemp::SessionTemp;
-use crate::{cgroup, inputs, netproxy, process, profiles, program, pty, sessionlog, shell};
 
 /// What the request and the policy resolved to.
 struct Plan {
@@ -60,7 +68,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let backend = choose_backend(&plan, &host, say)?;
     let net = start_network(&plan, &backend, &cli.resolve, say)?;
     create_state(&plan.policy, say)?;
-    let git = crate::repos::scan_writable(&plan.policy);
+    let git = crate::protect::repos::scan_writable(&plan.policy);
     let temp = session_temp(&plan, &backend)?;
     let shm = session_shm(&plan, &backend)?;
     let dirs = SessionDirs {
@@ -72,7 +80,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         plan.policy.environment.apply(
             inherited.iter().cloned(),
             backend.name(),
-            &crate::sockets::variable_check(
+            &crate::host::sockets::variable_check(
                 &plan.policy,
                 host.place.runtime_dir.as_deref(),
                 &inherited,
@@ -244,7 +252,7 @@ fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Plan, Failure>
 /// bwrap's probe when the choice may fall on it (`auto`, `bwrap`). A success is remembered
 /// (`host::Probes::Cached`): the probe costs about 5 ms.
 fn measure_host(plan: &Plan) -> Host {
-    use crate::config::BackendChoice;
+    use crate::policy::config::BackendChoice;
     let cache = host::probe_cache(&plan.home);
     let probes = match plan.policy.backend {
         BackendChoice::Auto | BackendChoice::Bwrap => Probes::Cached(&cache),
@@ -280,14 +288,14 @@ fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result<Backend, F
 }
 
 /// The end line for clipboard requests the relay refused.
-fn clipboard_line(refused: u64, policy: crate::config::Clipboard) -> String {
+fn clipboard_line(refused: u64, policy: crate::policy::config::Clipboard) -> String {
     let times = if refused == 1 {
         "once".to_string()
     } else {
         format!("{refused} times")
     };
     let fix = match policy {
-        crate::config::Clipboard::None => "--clipboard write lets it set the clipboard",
+        crate::policy::config::Clipboard::None => "--clipboard write lets it set the clipboard",
         _ => "--clipboard read-write lets it read the clipboard too",
     };
     format!(
@@ -297,7 +305,7 @@ fn clipboard_line(refused: u64, policy: crate::config::Clipboard) -> String {
 }
 
 fn say_unconfined(program: &OsStr) {
-    crate::say::warning(&format!(
+    crate::cli::say::warning(&format!(
         "--backend none: {} runs without any sandbox",
         program.to_string_lossy()
     ));
@@ -333,10 +341,10 @@ fn start_network(
 /// the sandbox can bind them read-only: a missing one could be created from inside.
 fn create_own_dirs(home: &Path) -> Result<(), Failure> {
     for dir in [
-        crate::inputs::config_dir(home),
-        crate::sessionlog::state_dir(home),
+        crate::policy::inputs::config_dir(home),
+        crate::session::log::state_dir(home),
     ] {
-        crate::files::create_private_dir(&dir).with_context(|| {
+        crate::sys::files::create_private_dir(&dir).with_context(|| {
             format!(
                 "cannot create {}, sbx-shell's own directory (the sandbox keeps it read-only)\nHint: check that its parent is writable",
                 dir.display()
@@ -350,7 +358,7 @@ fn create_own_dirs(home: &Path) -> Result<(), Failure> {
 /// created as private directories (`policy::state_to_create`).
 fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
     for dir in crate::policy::state_to_create(&policy.filesystem, &|p| p.exists()) {
-        crate::files::create_private_dir(&dir).with_context(|| {
+        crate::sys::files::create_private_dir(&dir).with_context(|| {
             format!(
                 "cannot create {}, which the policy makes writable\nHint: create it yourself, or drop it from the policy",
                 dir.display()
@@ -362,14 +370,14 @@ fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
         copy_seed(policy, seed, say)?;
     }
     if let Some(home) = &policy.private_home {
-        crate::files::create_private_dir(&home.dir).with_context(|| {
+        crate::sys::files::create_private_dir(&home.dir).with_context(|| {
             format!(
                 "cannot create the private home {}\nHint: make its parent writable, or run with --no-private-home (\"private_home\": false)",
                 home.dir.display()
             )
         })?;
-        for dir in crate::privatehome::VIM_DIRS {
-            if let Err(e) = crate::files::create_inside(&home.dir, Path::new(dir), true) {
+        for dir in crate::session::home::VIM_DIRS {
+            if let Err(e) = crate::sys::files::create_inside(&home.dir, Path::new(dir), true) {
                 say.detail(&format!(
                     "sbx-shell: private home: cannot create {dir}: {e}"
                 ));
@@ -384,7 +392,7 @@ fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
                 let made = layer
                     .strip_prefix(&home.dir)
                     .map_err(|_| std::io::ErrorKind::InvalidInput.into())
-                    .and_then(|rel| crate::files::create_inside(&home.dir, rel, true));
+                    .and_then(|rel| crate::sys::files::create_inside(&home.dir, rel, true));
                 if let Err(e) = made {
                     say.detail(&format!(
                         "sbx-shell: private home: cannot create {}: {e}",
@@ -395,7 +403,7 @@ fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
             let Ok(rel) = kept.twin.strip_prefix(&home.dir) else {
                 continue;
             };
-            let dir = kept.kind == crate::privatehome::Kind::Dir;
+            let dir = kept.kind == crate::session::home::Kind::Dir;
             // Made once: later starts only look (a look follows nothing it acts on).
             if kept
                 .twin
@@ -404,7 +412,7 @@ fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
             {
                 continue;
             }
-            if let Err(e) = crate::files::create_inside(&home.dir, rel, dir) {
+            if let Err(e) = crate::sys::files::create_inside(&home.dir, rel, dir) {
                 say.detail(&format!(
                     "sbx-shell: private home: cannot create {}: {e}",
                     kept.twin.display()
@@ -429,7 +437,7 @@ fn copy_seed(policy: &Policy, seed: &crate::policy::Seed, say: Verbosity) -> Res
         return Ok(());
     };
     let copied =
-        crate::files::copy_once_inside(seed.from.real(), base, rel).with_context(|| {
+        crate::sys::files::copy_once_inside(seed.from.real(), base, rel).with_context(|| {
             format!(
                 "cannot copy {} to {}\nHint: copy it yourself, or drop the seed from the profile",
                 seed.from.path.display(),
@@ -452,7 +460,7 @@ fn private_home_env(plan: &Plan) -> Vec<(String, std::ffi::OsString)> {
     let Some(home) = &plan.policy.private_home else {
         return Vec::new();
     };
-    let mut vars = crate::privatehome::variables(home, &plan.launch.shell, &|name| {
+    let mut vars = crate::session::home::variables(home, &plan.launch.shell, &|name| {
         std::env::var_os(name).is_some()
     });
     vars.retain(|(name, _)| !plan.policy.environment.set.contains_key(name));
@@ -478,7 +486,7 @@ fn no_network_env(plan: &Plan) -> Vec<(String, std::ffi::OsString)> {
 /// of the private `/tmp` bwrap gives (`sessiontemp`).
 fn session_temp(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, Failure> {
     if *backend != Backend::Landlock
-        || plan.policy.filesystem.mode != crate::config::FsMode::WorkspaceWrite
+        || plan.policy.filesystem.mode != crate::policy::config::FsMode::WorkspaceWrite
     {
         return Ok(None);
     }
@@ -525,7 +533,7 @@ fn confine(
     backend: &Backend,
     host: &Host,
     net: Option<&ProxySession>,
-    (git, dirs, tools): (&crate::repos::Found, SessionDirs<'_>, &[PathBuf]),
+    (git, dirs, tools): (&crate::protect::repos::Found, SessionDirs<'_>, &[PathBuf]),
 ) -> Result<InProcess, Failure> {
     let ctx = sandbox::Context {
         place: &host.place,
@@ -547,7 +555,7 @@ fn mediated_rules(
     plan: &Plan,
     layers: &InProcess,
     (shm, net): (Option<&Path>, Option<&ProxySession>),
-) -> Option<crate::mediator::Rules> {
+) -> Option<crate::helper::mediator::Rules> {
     let (true, Some(ruleset)) = (layers.mediate, &layers.landlock) else {
         return None;
     };
@@ -558,7 +566,7 @@ fn mediated_rules(
         .iter()
         .map(|p| p.real().to_path_buf())
         .collect();
-    Some(crate::mediator::Rules::from_ruleset(
+    Some(crate::helper::mediator::Rules::from_ruleset(
         ruleset,
         protected,
         (
@@ -572,7 +580,7 @@ fn mediated_rules(
 struct Handed<'a> {
     helper: &'a HelperExe,
     lifeline: &'a process::Lifeline,
-    git: &'a crate::repos::Found,
+    git: &'a crate::protect::repos::Found,
     dirs: SessionDirs<'a>,
 }
 
@@ -733,7 +741,11 @@ fn record(
     backend: &Backend,
     host: &Host,
     started: SystemTime,
-    (code, planted, ended_by_guard): (&std::io::Result<u8>, &[crate::planted::Planted], bool),
+    (code, planted, ended_by_guard): (
+        &std::io::Result<u8>,
+        &[crate::protect::planted::Planted],
+        bool,
+    ),
     net: Option<&ProxySession>,
     say: Verbosity,
 ) {
@@ -742,7 +754,7 @@ fn record(
     }
     let Ok(code) = code else { return };
     let launch = &plan.launch;
-    let record = sessionlog::Record::new(
+    let record = log::Record::new(
         started,
         std::iter::once(&launch.program).chain(&launch.args),
         host.place.cwd.as_deref().ok(),
@@ -752,7 +764,7 @@ fn record(
         net.map_or(0, |n| n.proxy.refused()),
     )
     .with_planted(planted, ended_by_guard);
-    if let Err(e) = sessionlog::append(&plan.home, &record) {
+    if let Err(e) = log::append(&plan.home, &record) {
         say.detail(&format!("sbx-shell: cannot write the session log: {e}"));
     }
 }
@@ -761,7 +773,7 @@ fn record(
 /// before the session and compared after it; and, on Linux, the guard that moves aside
 /// what no mount could refuse while the session runs.
 struct Watch {
-    before: crate::planted::Snapshot,
+    before: crate::protect::planted::Snapshot,
     path_dirs: Vec<std::path::PathBuf>,
     /// `.git` symlinks and their targets at the start.
     links: Vec<(std::path::PathBuf, std::path::PathBuf)>,
@@ -772,14 +784,14 @@ struct Watch {
     /// what it does not judge (executables in `$PATH`), and under bwrap nothing is watched.
     mediated: bool,
     #[cfg(target_os = "linux")]
-    guard: Option<crate::guard::Guard>,
+    guard: Option<crate::protect::watch::Guard>,
 }
 
 impl Watch {
     fn start(
         plan: &Plan,
         (backend, mediated): (&Backend, bool),
-        git: &crate::repos::Found,
+        git: &crate::protect::repos::Found,
         env: &[(std::ffi::OsString, std::ffi::OsString)],
         (started, say): (SystemTime, Verbosity),
     ) -> Result<Watch, Failure> {
@@ -822,8 +834,8 @@ impl Watch {
     fn record(
         plan: &Plan,
         backend: &Backend,
-        git: &crate::repos::Found,
-    ) -> Result<Vec<crate::guard::record::Recorded>, Failure> {
+        git: &crate::protect::repos::Found,
+    ) -> Result<Vec<crate::protect::watch::record::Recorded>, Failure> {
         if *backend != Backend::Landlock {
             return Ok(Vec::new());
         }
@@ -832,7 +844,7 @@ impl Watch {
             &git.git_dirs,
             sandbox::names_judged(&plan.policy),
         );
-        crate::guard::record::record(&paths).map_err(|e| {
+        crate::protect::watch::record::record(&paths).map_err(|e| {
             Failure::from(anyhow!(
                 "{e}\nHint: use the bwrap backend, which mounts them read-only (`sbx-shell setup` enables it), or run read-only: --profile read-only"
             ))
@@ -844,17 +856,17 @@ impl Watch {
     fn guard(
         plan: &Plan,
         backend: &Backend,
-        git: &crate::repos::Found,
-        before: &crate::planted::Snapshot,
+        git: &crate::protect::repos::Found,
+        before: &crate::protect::planted::Snapshot,
         (started, say): (SystemTime, Verbosity),
-    ) -> Result<(Option<crate::guard::Guard>, Vec<PathBuf>), Failure> {
-        let roots = crate::repos::trees(&plan.policy);
+    ) -> Result<(Option<crate::protect::watch::Guard>, Vec<PathBuf>), Failure> {
+        let roots = crate::protect::repos::trees(&plan.policy);
         if matches!(backend, Backend::None) || roots.is_empty() {
             return Ok((None, Vec::new()));
         }
         let recorded = Self::record(plan, backend, git)?;
         let recorded_paths: Vec<PathBuf> = recorded.iter().map(|r| r.path.clone()).collect();
-        let named = plan.policy.backend != crate::config::BackendChoice::Auto;
+        let named = plan.policy.backend != crate::policy::config::BackendChoice::Auto;
         if let Some(line) = restored_note(&recorded_paths, named) {
             say.note(&line);
         }
@@ -865,31 +877,31 @@ impl Watch {
             .iter()
             .map(crate::policy::ResolvedPath::real)
             .collect();
-        let rules = crate::guard::Rules {
-            missing: crate::guard::missing(&protected, &roots, &|p| p.symlink_metadata().is_ok()),
+        let rules = crate::protect::watch::Rules {
+            missing: crate::protect::watch::missing(&protected, &roots, &|p| {
+                p.symlink_metadata().is_ok()
+            }),
             roots,
             before: before.clone(),
             links: git.links.clone(),
-            keep: sessionlog::state_dir(&plan.home)
-                .join("moved-aside")
-                .join(format!(
-                    "{}-{}",
-                    sessionlog::rfc3339(started),
-                    std::process::id()
-                )),
+            keep: log::state_dir(&plan.home).join("moved-aside").join(format!(
+                "{}-{}",
+                log::rfc3339(started),
+                std::process::id()
+            )),
             recorded: recorded.into(),
             ends_session: true,
             git_config_allow: plan.policy.git_config_allow.iter().cloned().collect(),
-            seal_journals: Some(crate::guard::seal_journals(&plan.home)),
+            seal_journals: Some(crate::protect::watch::seal_journals(&plan.home)),
         };
-        match crate::guard::Guard::start(rules) {
+        match crate::protect::watch::Guard::start(rules) {
             Ok(guard) => Ok((Some(guard), recorded_paths)),
             Err(e) if !recorded_paths.is_empty() => Err(anyhow!(
                 "cannot watch the writable trees ({e}), which Landlock alone needs to restore the protected paths in them\nHint: use the bwrap backend (`sbx-shell setup` enables it), or run read-only: --profile read-only"
             )
             .into()),
             Err(e) => {
-                crate::say::warning(&format!(
+                crate::cli::say::warning(&format!(
                     "cannot watch the writable trees ({e}): what the session plants is only reported at the end"
                 ));
                 Ok((None, Vec::new()))
@@ -901,10 +913,10 @@ impl Watch {
     /// (the rest is judged when it is made).
     fn snapshot(
         policy: &Policy,
-        git: &crate::repos::Found,
+        git: &crate::protect::repos::Found,
         path_dirs: &[std::path::PathBuf],
         mediated: bool,
-    ) -> crate::planted::Snapshot {
+    ) -> crate::protect::planted::Snapshot {
         let fs = &policy.filesystem;
         let roots: Vec<&std::path::Path> = sandbox::bwrap::writable_roots(fs)
             .into_iter()
@@ -912,42 +924,45 @@ impl Watch {
             .collect();
         let workspace = Some(fs.workspace.real())
             .filter(|w| !mediated && roots.iter().any(|r| w.starts_with(r)));
-        let none = crate::repos::Found::default();
+        let none = crate::protect::repos::Found::default();
         let git = if mediated { &none } else { git };
-        crate::planted::snapshot(git, workspace, path_dirs, &roots)
+        crate::protect::planted::snapshot(git, workspace, path_dirs, &roots)
     }
 
     /// What the guard moved aside, then what is new or changed since `start` (the writable
     /// trees scanned again, so that repositories made during the session count); each
     /// list said on one line. Also whether the guard ended the session (`guard::END_AFTER`).
-    fn finish(self, policy: &Policy) -> (Vec<crate::planted::Planted>, bool) {
+    fn finish(self, policy: &Policy) -> (Vec<crate::protect::planted::Planted>, bool) {
         #[cfg(target_os = "linux")]
-        let (mut all, ended_by_guard) = match self.guard.map(crate::guard::Guard::finish) {
+        let (mut all, ended_by_guard) = match self.guard.map(crate::protect::watch::Guard::finish) {
             Some(outcome) => {
                 if outcome.incomplete {
-                    crate::say::warning(&format!(
+                    crate::cli::say::warning(&format!(
                         "the guard could not watch every directory of the writable trees (more than {}, or the kernel's inotify limit): what it did not see is only reported\nHint: raise fs.inotify.max_user_watches, or start in a smaller workspace",
-                        crate::guard::WATCH_BUDGET
+                        crate::protect::watch::WATCH_BUDGET
                     ));
                 }
                 match &outcome.ended {
-                    Some(path) if outcome.ended_at_once => crate::say::error(&format!(
+                    Some(path) if outcome.ended_at_once => crate::cli::say::error(&format!(
                         "this session was ended: its program planted {}, which no git command writes: it points the host's git at another directory's config and hooks\nHint: the places are named below; a program that does this is attacking the host",
                         path.display()
                     )),
-                    Some(path) => crate::say::error(&format!(
+                    Some(path) => crate::cli::say::error(&format!(
                         "this session was ended: its program kept changing what the guard protects ({} answers, the last at {}), racing the guard to keep code planted outside the sandbox\nHint: the places are named below; a program that does this is attacking the host",
-                        crate::guard::END_AFTER,
+                        crate::protect::watch::END_AFTER,
                         path.display()
                     )),
                     None => {}
                 }
-                if let Some(line) = crate::planted::moved_line(&outcome.moved, &outcome.keep) {
-                    crate::say::warning(&line);
-                }
-                if let Some(line) = crate::planted::restored_line(&outcome.restored, &outcome.keep)
+                if let Some(line) =
+                    crate::protect::planted::moved_line(&outcome.moved, &outcome.keep)
                 {
-                    crate::say::warning(&line);
+                    crate::cli::say::warning(&line);
+                }
+                if let Some(line) =
+                    crate::protect::planted::restored_line(&outcome.restored, &outcome.keep)
+                {
+                    crate::cli::say::warning(&line);
                 }
                 (
                     [outcome.moved, outcome.restored].concat(),
@@ -959,13 +974,13 @@ impl Watch {
         #[cfg(not(target_os = "linux"))]
         let (mut all, ended_by_guard) = (Vec::new(), false);
         let git = if self.mediated {
-            crate::repos::Found::default()
+            crate::protect::repos::Found::default()
         } else {
-            crate::repos::scan_writable(policy)
+            crate::protect::repos::scan_writable(policy)
         };
         let after = Self::snapshot(policy, &git, &self.path_dirs, self.mediated);
         let allow: Vec<String> = policy.git_config_allow.iter().cloned().collect();
-        let mut left = crate::planted::compare(
+        let mut left = crate::protect::planted::compare(
             &self.before,
             &after,
             &|p| std::fs::read(p).unwrap_or_default(),
@@ -978,8 +993,8 @@ impl Watch {
                 *link == p.path && std::fs::read_link(link).is_ok_and(|t| t == *target)
             }) && !self.recorded.iter().any(|r| p.path.starts_with(r))
         });
-        if let Some(line) = crate::planted::line(&left) {
-            crate::say::warning(&line);
+        if let Some(line) = crate::protect::planted::line(&left) {
+            crate::cli::say::warning(&line);
         }
         all.extend(left);
         (all, ended_by_guard)
@@ -989,7 +1004,7 @@ impl Watch {
 /// Give back their modes to the files a session killed while sealed left behind, and say so.
 #[cfg(target_os = "linux")]
 fn undo_left_seals(home: &std::path::Path, say: Verbosity) {
-    if let Some(line) = crate::guard::undo_left_seals(home) {
+    if let Some(line) = crate::protect::watch::undo_left_seals(home) {
         say.note(&line);
     }
 }
@@ -998,7 +1013,7 @@ fn undo_left_seals(home: &std::path::Path, say: Verbosity) {
 /// refused a write as the file's own is.
 #[cfg(target_os = "linux")]
 fn linked_note(linked: &[PathBuf]) -> Option<String> {
-    let named = crate::say::first_and_more(linked)?;
+    let named = crate::cli::say::first_and_more(linked)?;
     let has = match linked.len() {
         1 => "has another name",
         _ => "have other names",
@@ -1013,7 +1028,7 @@ fn linked_note(linked: &[PathBuf]) -> Option<String> {
 /// the backend.
 #[cfg(target_os = "linux")]
 fn restored_note(recorded: &[PathBuf], backend_named: bool) -> Option<String> {
-    let named = crate::say::first_and_more(recorded)?;
+    let named = crate::cli::say::first_and_more(recorded)?;
     let fix = if backend_named {
         ""
     } else {

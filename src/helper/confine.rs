@@ -146,12 +146,12 @@ pub fn apply_drop_privileges() -> Result<(), ConfineError> {
 }
 
 fn has_capabilities() -> Result<bool, ConfineError> {
-    let sets = crate::capabilities::get().map_err(ConfineError::ReadCapabilities)?;
+    let sets = crate::sys::capabilities::get().map_err(ConfineError::ReadCapabilities)?;
     Ok(sets.iter().any(|d| d.permitted != 0 || d.effective != 0))
 }
 
 fn set_capabilities_empty() -> Result<(), ConfineError> {
-    crate::capabilities::set(&Default::default()).map_err(ConfineError::DropCapabilities)
+    crate::sys::capabilities::set(&Default::default()).map_err(ConfineError::DropCapabilities)
 }
 
 /// The Landlock ABI whose rights the ruleset handles.

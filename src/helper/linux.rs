@@ -41,7 +41,7 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::Split> {
     let (names, mediated) = (spec.names.clone(), spec.mediated.clone());
     // Where the program's rules let it make names and open files (and so the guard, which
     // acts for it): its ruleset and its terminal's names, as `confine` applies them.
-    let reach = crate::mediator::Reach {
+    let reach = crate::helper::mediator::Reach {
         rules: spec.landlock.as_ref().map(|r| {
             let mut rules = r.rules.clone();
             rules.extend(confine::own_terminal_rules());
@@ -52,7 +52,7 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::Split> {
         let Some(channel) = ours else {
             return;
         };
-        if let Err(e) = crate::mediator::create::start(channel, names, mediated, reach) {
+        if let Err(e) = crate::helper::mediator::create::start(channel, names, mediated, reach) {
             eprintln!("sbx-shell: the guard cannot answer the program's mediated calls: {e}");
         }
     };
@@ -95,7 +95,7 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::
         };
         let changed = || super::HelperError::Changed { path: path.clone() };
         if m.how == How::Resolves {
-            if crate::files::followed_identity_of(&m.path) != m.id {
+            if crate::sys::files::followed_identity_of(&m.path) != m.id {
                 return Err(changed());
             }
             continue;

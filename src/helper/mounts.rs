@@ -13,7 +13,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
-use crate::files::{identify, open_nofollow, Identity, NodeKind};
+use crate::sys::files::{identify, open_nofollow, Identity, NodeKind};
 
 // From <linux/mount.h> (kernel ABI).
 const OPEN_TREE_CLONE: libc::c_uint = 1;

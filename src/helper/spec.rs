@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::launch::Launch;
+use crate::policy::launch::Launch;
 
 /// The first argument that switches the binary into its helper mode.
 pub const HELPER_ARG: &str = "__sbx_helper";
@@ -61,11 +61,11 @@ pub struct HelperSpec {
     /// Landlock alone: the calls Landlock cannot judge (`sandbox::mediated::table`) are
     /// answered by the guard (`mediator`), by these rules.
     #[serde(default)]
-    pub mediated: Option<crate::mediator::Rules>,
+    pub mediated: Option<crate::helper::mediator::Rules>,
     /// Guard mode: the guard makes every name the program asks for, refusing these
     /// (`mediator::create`); the program's side installs the filter after Landlock.
     #[serde(default)]
-    pub names: Option<crate::mediator::names::Names>,
+    pub names: Option<crate::helper::mediator::names::Names>,
 }
 
 /// Where the helper opens the proxy's port, and how it hands it over.
@@ -105,7 +105,7 @@ impl ProcessLimits {
         limits: &crate::policy::Limits,
         inherited_nofile: Option<u64>,
     ) -> ProcessLimits {
-        use crate::config::{OpenFiles, OpenFilesMode};
+        use crate::policy::config::{OpenFiles, OpenFilesMode};
         ProcessLimits {
             raise_nofile: limits.open_files == OpenFiles::Mode(OpenFilesMode::Raise),
             open_files: match limits.open_files {
@@ -233,13 +233,13 @@ mod tests {
                 channel_fd: 7,
                 lookups_fd: Some(8),
             }),
-            mediated: Some(crate::mediator::Rules {
+            mediated: Some(crate::helper::mediator::Rules {
                 writable: vec!["/w".into()],
                 protected: vec!["/w/.git/hooks".into()],
                 shm: Some("/dev/shm/sbx-shell-0/session-9".into()),
                 lookups: Some("sbx-shell-names-9-00".into()),
             }),
-            names: Some(crate::mediator::names::Names {
+            names: Some(crate::helper::mediator::names::Names {
                 protected: vec!["/w/.mcp.json".into()],
                 git_config_allow: vec!["filter.lfs.*".into()],
                 objects: vec![(1, 2)],

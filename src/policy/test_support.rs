@@ -17,7 +17,7 @@ impl PathResolver for SameFs {
 pub fn policy_with(workspace: &str, extra: &str) -> Policy {
     let layer = Layer {
         origin: "test".into(),
-        config: crate::config::from_str(extra, "test").unwrap(),
+        config: crate::policy::config::from_str(extra, "test").unwrap(),
     };
     let ctx = PathContext {
         home: "/home/u".into(),

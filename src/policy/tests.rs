@@ -1,5 +1,5 @@
 use super::*;
-use crate::config;
+use crate::policy::config;
 
 /// A filesystem where /tmp is a symlink to /private/tmp (as on macOS) and /home/u exists.
 struct FakeFs;

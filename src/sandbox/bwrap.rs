@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::FsMode;
-use crate::files::Identity;
 use crate::host::PathKind;
+use crate::policy::config::FsMode;
 use crate::policy::{Network, Policy, ResolvedPath};
+use crate::sys::files::Identity;
 
 /// The namespaces and the base mounts of every bwrap sandbox (doctor's probe runs them too).
 ///
@@ -46,7 +46,7 @@ pub struct Inputs<'a> {
     pub cwd: &'a Path,
     /// The host's runtime directories and sockets to hide, and the granted ones
     /// (`sockets::for_policy`).
-    pub sockets: &'a crate::sockets::Hidden,
+    pub sockets: &'a crate::host::sockets::Hidden,
     /// The sbx-shell executable as an inherited fd, put at `HELPER_PATH` and run from
     /// there: its own path may be hidden inside (under /tmp, a denied path).
     pub helper: Option<HelperFd>,
@@ -56,7 +56,7 @@ pub struct Inputs<'a> {
     /// What each path names after following symlinks (`files::followed_identity_of`).
     pub followed_identity_of: &'a dyn Fn(&Path) -> Option<Identity>,
     /// The git directories found in the writable trees (`repos::scan`).
-    pub git_dirs: &'a [crate::repos::GitDir],
+    pub git_dirs: &'a [crate::protect::repos::GitDir],
     /// The helper's guard judges every name made and every writing open
     /// (`sandbox::names_judged`): git's config files are then not mounted read-only, so
     /// that git can rename its `config.lock` over them (which the guard checks).
@@ -327,7 +327,7 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
         .git_dirs
         .iter()
         .flat_map(|g| {
-            crate::repos::sensitive(&g.dir)
+            crate::protect::repos::sensitive(&g.dir)
                 .into_iter()
                 .chain(g.pointer.clone())
         })
@@ -413,7 +413,8 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
     // (EBUSY), and `git gc` writes in `objects/info`: where the guard judges every write,
     // it checks those instead (`mediator::names::is_judged_git_path`).
     let judged_config = |p: &Path| {
-        inputs.names_judged && crate::mediator::names::is_judged_git_path(p, inputs.git_dirs)
+        inputs.names_judged
+            && crate::helper::mediator::names::is_judged_git_path(p, inputs.git_dirs)
     };
     out.extend(
         protected
@@ -455,7 +456,7 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
 fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
     let fs = &inputs.policy.filesystem;
     let grants = || fs.writable.iter().chain(&fs.readable).map(real);
-    let twins: Vec<&crate::privatehome::Kept> = inputs
+    let twins: Vec<&crate::session::home::Kept> = inputs
         .policy
         .private_home
         .iter()
@@ -463,8 +464,8 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
         .filter(|k| k.mount)
         .filter(|k| {
             let want = match k.kind {
-                crate::privatehome::Kind::Dir => PathKind::Dir,
-                crate::privatehome::Kind::File => PathKind::File,
+                crate::session::home::Kind::Dir => PathKind::Dir,
+                crate::session::home::Kind::File => PathKind::File,
             };
             // Not through a symlink (the host's own arrangement, e.g. a history file kept in
             // a dotfiles repository): then the denied path's hide covers its target.
@@ -473,7 +474,7 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
                 && !grants().any(|g| g != k.path && g.starts_with(&k.path))
         })
         .collect();
-    let mut home: Vec<(&Path, Option<&crate::privatehome::Kept>)> = fs
+    let mut home: Vec<(&Path, Option<&crate::session::home::Kept>)> = fs
         .denied
         .iter()
         .map(real)
@@ -625,7 +626,7 @@ mod tests {
             .collect()
     }
 
-    static NO_SOCKETS: crate::sockets::Hidden = crate::sockets::Hidden {
+    static NO_SOCKETS: crate::host::sockets::Hidden = crate::host::sockets::Hidden {
         dirs: Vec::new(),
         sockets: Vec::new(),
         granted: Vec::new(),
@@ -633,12 +634,12 @@ mod tests {
 
     /// What `policy` hides of a host with these sockets and the runtime directory
     /// `/run/user/1000`.
-    fn host(policy: &Policy, sockets: &[PathBuf]) -> crate::sockets::Hidden {
-        let found = crate::sockets::Found {
+    fn host(policy: &Policy, sockets: &[PathBuf]) -> crate::host::sockets::Hidden {
+        let found = crate::host::sockets::Found {
             runtime_dirs: vec![PathBuf::from("/run/user/1000")],
             sockets: sockets.to_vec(),
         };
-        crate::sockets::for_policy(&found, &policy.filesystem)
+        crate::host::sockets::for_policy(&found, &policy.filesystem)
     }
 
     /// The inputs of a test: the fake host above, no runtime directory, sockets or helper.

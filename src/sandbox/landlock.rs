@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::config::FsMode;
+use crate::policy::config::FsMode;
 use crate::policy::{Filesystem, Network, Policy, ResolvedPath};
 
 /// What Landlock alone leaves unreadable besides the denied paths, where bwrap puts the
@@ -438,7 +438,7 @@ fn check_alone(
 /// program's change from the user's own, made meanwhile outside).
 pub fn restored_paths(
     fs: &Filesystem,
-    git_dirs: &[crate::repos::GitDir],
+    git_dirs: &[crate::protect::repos::GitDir],
     names_judged: bool,
 ) -> Vec<(PathBuf, PathBuf)> {
     if names_judged {

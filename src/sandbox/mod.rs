@@ -87,7 +87,7 @@ pub struct Context<'a> {
     /// whose view of the host may not reach its path.
     pub helper_fd: Option<bwrap::HelperFd>,
     /// The git directories in the writable trees (`repos::scan`), protected like `.git`.
-    pub git_dirs: &'a [crate::repos::GitDir],
+    pub git_dirs: &'a [crate::protect::repos::GitDir],
     /// Landlock alone, workspace-write: the session's private temporary directory.
     pub temp_dir: Option<&'a Path>,
     /// Landlock alone: the session's own directory standing for `/dev/shm`.
@@ -165,11 +165,11 @@ fn with_bwrap_inputs<R>(
             .cwd
             .as_deref()
             .map_err(|e| SandboxError::NoCwd(e.clone()))?,
-        sockets: &crate::sockets::for_policy(&ctx.place.sockets, &policy.filesystem),
+        sockets: &crate::host::sockets::for_policy(&ctx.place.sockets, &policy.filesystem),
         helper: ctx.helper_fd,
         kind_of: &kind_of,
         identity_of: &identity_of,
-        followed_identity_of: &crate::files::followed_identity_of,
+        followed_identity_of: &crate::sys::files::followed_identity_of,
         git_dirs: ctx.git_dirs,
         names_judged: names_judged(policy),
         name_server: ctx.name_server,
@@ -183,7 +183,7 @@ fn with_bwrap_inputs<R>(
 /// it, names are left to the guard, which moves them aside.
 pub fn names_judged(policy: &Policy) -> bool {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    kernel_at_least(&release, (5, 14)) && !crate::repos::trees(policy).is_empty()
+    kernel_at_least(&release, (5, 14)) && !crate::protect::repos::trees(policy).is_empty()
 }
 
 /// The home directory and the names no new entry at its top may have, when a session's
@@ -199,7 +199,10 @@ fn home_top(mounts: &[bwrap::Mount]) -> Option<(PathBuf, Vec<String>)> {
 /// the policy's protected paths that are files and the files directly in those that are
 /// directories (`.vscode/settings.json`), and in every git directory of the writable trees
 /// its config files, `commondir` and hooks. Read without following symlinks.
-fn protected_objects(policy: &Policy, git_dirs: &[crate::repos::GitDir]) -> Vec<(u64, u64)> {
+fn protected_objects(
+    policy: &Policy,
+    git_dirs: &[crate::protect::repos::GitDir],
+) -> Vec<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     let mut out: Vec<(u64, u64)> = protected_files(policy, git_dirs)
         .iter()
@@ -213,7 +216,10 @@ fn protected_objects(policy: &Policy, git_dirs: &[crate::repos::GitDir]) -> Vec<
 /// The protected files that have another name besides (a hard link made earlier, by an
 /// earlier session or by the host): every name is treated as protected (`Names::objects`),
 /// and the start names them, since a writer through another name is refused.
-pub fn linked_protected_files(policy: &Policy, git_dirs: &[crate::repos::GitDir]) -> Vec<PathBuf> {
+pub fn linked_protected_files(
+    policy: &Policy,
+    git_dirs: &[crate::protect::repos::GitDir],
+) -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let mut seen: Vec<(u64, u64)> = Vec::new();
     let mut out = Vec::new();
@@ -229,7 +235,7 @@ pub fn linked_protected_files(policy: &Policy, git_dirs: &[crate::repos::GitDir]
 /// The protected files that exist now, as `protected_objects` describes them.
 fn protected_files(
     policy: &Policy,
-    git_dirs: &[crate::repos::GitDir],
+    git_dirs: &[crate::protect::repos::GitDir],
 ) -> Vec<(PathBuf, std::fs::Metadata)> {
     /// At most this many entries of one protected directory are recorded.
     const PER_DIR: usize = 1000;
@@ -297,7 +303,7 @@ pub struct InProcess {
     pub mediate: bool,
     /// The names the helper's guard refuses to make (`mediator::names`), when the program
     /// has writable trees (`repos::trees`).
-    pub names: Option<crate::mediator::names::Names>,
+    pub names: Option<crate::helper::mediator::names::Names>,
 }
 
 /// The in-process layers of `backend` for `policy`. Errors when a layer refuses the policy.
@@ -312,7 +318,7 @@ pub fn in_process(
         seccomp::check(&filter)?;
         Ok(filter)
     };
-    let names = names_judged(policy).then(|| crate::mediator::names::Names {
+    let names = names_judged(policy).then(|| crate::helper::mediator::names::Names {
         protected: policy
             .filesystem
             .protected
@@ -370,7 +376,7 @@ pub fn in_process(
                 guard: true,
                 launcher_depth: 1,
                 mediate: false,
-                names: names.map(|n| crate::mediator::names::Names { home, ..n }),
+                names: names.map(|n| crate::helper::mediator::names::Names { home, ..n }),
             }
         }
         Backend::Landlock => InProcess {

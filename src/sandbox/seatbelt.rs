@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::config::FsMode;
+use crate::policy::config::FsMode;
 use crate::policy::{Network, Policy, ResolvedPath, KEYCHAINS};
 
 /// The only sandbox-exec sbx-shell runs.

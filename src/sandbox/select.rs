@@ -10,8 +10,8 @@ use thiserror::Error;
 
 use super::landlock::MIN_ABI;
 use super::Backend;
-use crate::config::{BackendChoice, Layer};
 use crate::host::Machine;
+use crate::policy::config::{BackendChoice, Layer};
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum SelectError {

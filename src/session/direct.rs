@@ -16,8 +16,8 @@ use nix::sys::signal::{kill, Signal};
 
 use super::supervise::Supervisor;
 use super::Child;
-use crate::process;
-use crate::signals::{self, SignalPipes};
+use crate::session::process;
+use crate::session::signals::{self, SignalPipes};
 
 const HANDLED: [Signal; 5] = [
     Signal::SIGCHLD,

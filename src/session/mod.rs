@@ -7,6 +7,14 @@
 //! argv once; `run` spawns it and supervises until the end. Both kinds share the supervision
 //! (`supervise`): reaping, the timeout, termination and the exit code.
 
+pub mod cgroup;
+pub mod home;
+pub mod log;
+pub mod process;
+pub mod pty;
+pub mod signals;
+pub mod temp;
+
 mod direct;
 pub mod supervise;
 
@@ -16,8 +24,6 @@ use std::os::fd::RawFd;
 use std::path::Path;
 
 pub use supervise::{Ended, SessionOptions, Timeout};
-
-use crate::pty;
 
 /// What the session runs: the argv (the launcher's, or the helper's), exactly this
 /// environment, and how it is supervised.

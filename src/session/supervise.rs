@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
-use crate::exit::{self, ChildEnd};
-use crate::process::{self, ChildEvent};
+use crate::cli::exit::{self, ChildEnd};
+use crate::session::process::{self, ChildEvent};
 
 /// How long the child gets to act on a forwarded SIGTERM/SIGINT/SIGQUIT/SIGHUP before its
 /// whole tree is hung up and killed.
@@ -37,9 +37,9 @@ pub struct SessionOptions {
     /// which passes them on.
     pub launcher_depth: usize,
     /// The session's cgroup, which the child starts in.
-    pub cgroup: Option<crate::process::CgroupFds>,
+    pub cgroup: Option<crate::session::process::CgroupFds>,
     /// What the relay lets through of the terminal's clipboard requests (with a pty).
-    pub clipboard: crate::config::Clipboard,
+    pub clipboard: crate::policy::config::Clipboard,
 }
 
 /// How a session ended.

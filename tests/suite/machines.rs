@@ -498,7 +498,7 @@ fn the_apparmor_profile_setup_installs_parses_with_apparmor_4() {
         return;
     };
     let dir = super::support::Scratch::new("apparmor");
-    let good = sbx_shell::setup::apparmor_profile(Path::new("/usr/bin/bwrap"));
+    let good = sbx_shell::cmd::setup::system::apparmor_profile(Path::new("/usr/bin/bwrap"));
     // The control: the same profile with a rule AppArmor does not know must be refused.
     let bad = good.replace("userns,", "userns_bogus,");
     assert_ne!(good, bad);

@@ -1,8 +1,8 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::policy::profiles;
 use crate::policy::{self, Layer, PathContext, PathResolver};
-use crate::profiles;
 
 /// macOS-like: /tmp and /var are symlinks into /private.
 struct MacFs;
@@ -23,7 +23,7 @@ fn policy_for(profile: &str, extra: &str) -> Policy {
     let (name, layer) = profiles::load(profile, Path::new("/nonexistent")).unwrap();
     let extra = Layer {
         origin: "test".into(),
-        config: crate::config::from_str(extra, "test").unwrap(),
+        config: crate::policy::config::from_str(extra, "test").unwrap(),
     };
     let ctx = PathContext {
         home: "/Users/u".into(),

@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""scripts/shape.py — the source tree's shape, measured: what a newcomer meets first.
+
+Reports, for the non-test code under src/:
+  - the entries at the root of src/ (limit 12);
+  - source files over 600 lines, test modules and test files not counted;
+  - functions over 80 lines (outside tests);
+  - the module import graph, file by file: its circles (strongly connected components of
+    more than one module) and the imports that run back up (a module importing from one
+    of its own ancestors; at most 2).
+
+An import is any `crate::`, `super::` or `self::` path in a `use` or in code, resolved to
+the deepest module file it names; a name a module re-exports (`pub use`) is followed to
+the module that defines it. `mod x;` declarations are not imports.
+
+Usage: scripts/shape.py [--report]   (exit 1 when a limit is exceeded; --report: never)
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+MAX_ROOT, MAX_FILE, MAX_FN, MAX_BACK = 12, 600, 80, 2
+TEST_FILES = re.compile(r"(^|/)(tests|test_support)(\.rs|/)")
+
+
+def module_of(rel):
+    """src-relative file path -> module path tuple."""
+    parts = rel[:-3].split("/")
+    if parts[-1] in ("mod", "lib", "main"):
+        parts = parts[:-1]
+    return tuple(parts)
+
+
+def strip_tests(text):
+    """The text with #[cfg(test)] items (modules and functions) blanked, lines kept."""
+    lines = text.split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        if re.match(r"\s*#\[cfg\((all\()?test", lines[i]):
+            # skip the attribute, then the item up to its closing brace or semicolon
+            depth, started, j = 0, False, i + 1
+            while j < len(lines):
+                code = strip_strings(lines[j])
+                depth += code.count("{") - code.count("}")
+                if "{" in code:
+                    started = True
+                if (started and depth <= 0) or (not started and code.rstrip().endswith(";")):
+                    break
+                j += 1
+            out.extend([""] * (j - i + 1))
+            i = j + 1
+            continue
+        out.append(lines[i])
+        i += 1
+    return "\n".join(out)
+
+
+def strip_strings(line):
+    line = re.sub(r"//.*", "", line)
+    line = re.sub(r'"(\\.|[^"\\])*"', '""', line)
+    line = re.sub(r"'(\\.|[^'\\])'", "''", line)
+    return line
+
+
+def files():
+    for d, _, names in os.walk(ROOT):
+        for n in names:
+            if n.endswith(".rs"):
+                rel = os.path.relpath(os.path.join(d, n), ROOT).replace(os.sep, "/")
+                if not TEST_FILES.search(rel):
+                    yield rel
+
+
+def code_lines(text):
+    return sum(1 for l in text.split("\n") if l.strip())
+
+
+def long_functions(rel, text):
+    lines = text.split("\n")
+    found = []
+    for i, line in enumerate(lines):
+        m = re.match(r"\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?(extern\s+\"C\"\s+)?fn\s+(\w+)", line)
+        if not m:
+            continue
+        depth, started, j = 0, False, i
+        while j < len(lines):
+            code = strip_strings(lines[j])
+            if not started and ";" in code and "{" not in code:
+                break  # a declaration without a body
+            depth += code.count("{") - code.count("}")
+            if "{" in code:
+                started = True
+            if started and depth <= 0:
+                break
+            j += 1
+        if started and j - i + 1 > MAX_FN:
+            found.append((j - i + 1, f"{rel}:{i + 1} {m.group(7)}"))
+    return found
+
+
+USE = re.compile(r"\buse\s+([^;]+);", re.S)
+PATH = re.compile(r"\b((?:crate|super|self)(?:::\w+)+)")
+
+
+def expand_use(tree):
+    """`a::{b, c::{d}}` -> ['a::b', 'a::c::d'] (renames and globs reduced to their path)."""
+    tree = re.sub(r"\s+", "", tree)
+    out = []
+
+    def walk(prefix, t):
+        depth, start, items = 0, 0, []
+        for k, ch in enumerate(t):
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+            elif ch == "," and depth == 0:
+                items.append(t[start:k])
+                start = k + 1
+        items.append(t[start:])
+        for it in items:
+            if not it:
+                continue
+            if "{" in it:
+                head, rest = it.split("{", 1)
+                walk(prefix + head, rest[:-1])
+            else:
+                it = re.sub(r"\bas\b.*", "", it).replace("::*", "")
+                out.append((prefix + it).rstrip(":"))
+
+    walk("", tree)
+    return out
+
+
+def absolute(mod, path):
+    parts = path.split("::")
+    if parts[0] == "crate":
+        return tuple(parts[1:])
+    base = list(mod)
+    while parts and parts[0] in ("super", "self"):
+        if parts.pop(0) == "super":
+            base = base[:-1]
+    return tuple(base + parts)
+
+
+def main():
+    report_only = "--report" in sys.argv
+    texts = {}
+    for rel in files():
+        with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+            texts[rel] = strip_tests(f.read())
+    modules = {module_of(rel): rel for rel in texts}
+    # the crate root's own items live in lib.rs: module ()
+    reexports = {}
+    for rel, text in texts.items():
+        mod = module_of(rel)
+        for m in re.finditer(r"\bpub(\([^)]*\))?\s+use\s+([^;]+);", text, re.S):
+            for p in expand_use(m.group(2)):
+                target = absolute(mod, p)
+                reexports[mod + (target[-1],)] = target
+
+    def resolve(path):
+        seen = 0
+        while path in reexports and seen < 10:
+            path, seen = reexports[path], seen + 1
+        for k in range(len(path), -1, -1):
+            if path[:k] in modules:
+                return path[:k]
+        return None
+
+    edges = {}
+    for rel, text in texts.items():
+        mod = module_of(rel)
+        paths = []
+        for m in USE.finditer(text):
+            if re.search(r"\bpub(\([^)]*\))?\s+$", text[max(0, m.start() - 12):m.start()]):
+                continue  # a re-export is followed, not counted
+            paths += expand_use(m.group(1))
+        body = USE.sub("", text)
+        paths += PATH.findall(body)
+        targets = set()
+        for p in paths:
+            if not re.match(r"(crate|super|self)\b", p):
+                continue
+            t = resolve(absolute(mod, p))
+            if t is not None and t != mod and t != ():
+                targets.add(t)
+        edges[mod] = targets
+
+    # strongly connected components (Tarjan)
+    index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
+
+    def strong(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                sccs.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in list(edges):
+        if v not in index:
+            strong(v)
+    back = sorted((a, b) for a, tos in edges.items() for b in tos if len(b) < len(a) and a[: len(b)] == b)
+
+    entries = sorted(e for e in os.listdir(ROOT))
+    big = sorted(((code_lines(t), r) for r, t in texts.items() if code_lines(t) > MAX_FILE), reverse=True)
+    longfns = sorted((f for r, t in texts.items() for f in long_functions(r, t)), reverse=True)
+    name = lambda m: "::".join(m) or "crate"
+
+    print(f"src/ root entries: {len(entries)} (limit {MAX_ROOT}): {' '.join(entries)}")
+    print(f"files over {MAX_FILE} lines of code: {len(big)}")
+    for n, r in big:
+        print(f"  {n:5} {r}")
+    print(f"functions over {MAX_FN} lines: {len(longfns)}")
+    for n, f in longfns:
+        print(f"  {n:5} {f}")
+    print(f"import circles: {len(sccs)}")
+    for c in sccs:
+        print("  " + " ".join(name(m) for m in c))
+    print(f"imports back up: {len(back)} (limit {MAX_BACK})")
+    for a, b in back:
+        print(f"  {name(a)} -> {name(b)}")
+    bad = len(entries) > MAX_ROOT or big or longfns or sccs or len(back) > MAX_BACK
+    if bad and not report_only:
+        print("shape: over a limit (see above)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

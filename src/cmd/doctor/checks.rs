@@ -1,0 +1,280 @@
+//! `sbx-shell doctor`: which sandbox layers can run on this machine, and why not.
+//!
+//! The facts are `host::Machine`'s, measured with probe runs; `evaluate` turns them into
+//! checks, each with what was measured, what was expected and the remedy — pure, so every
+//! branch is unit-tested. The verdict is `select::select`'s for `auto`, the same decision a
+//! run takes. The exit code is non-zero when the default backend cannot run.
+
+use serde::Serialize;
+
+use crate::host::{Machine, BWRAP_PATHS};
+use crate::policy::config::BackendChoice;
+use crate::sandbox::landlock::MIN_ABI;
+use crate::sandbox::select;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub measured: String,
+    pub expected: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remedy: Option<String>,
+}
+
+/// The report: every check, and whether the default backend can run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub os: &'static str,
+    pub checks: Vec<Check>,
+    /// What `--backend auto` runs here, with its layers, or why it refuses.
+    pub default_backend: String,
+    pub default_backend_can_run: bool,
+    /// When `auto` falls back to Landlock alone: bwrap's protections missing here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_without_bwrap: Vec<&'static str>,
+    /// …and what would let bwrap run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_bwrap: Option<String>,
+}
+
+fn check(
+    name: &'static str,
+    status: Status,
+    measured: impl Into<String>,
+    expected: &str,
+    remedy: Option<&str>,
+) -> Check {
+    Check {
+        name,
+        status,
+        measured: measured.into(),
+        expected: expected.into(),
+        remedy: remedy.map(str::to_string),
+    }
+}
+
+/// Turn the facts into checks and the verdict.
+pub fn evaluate(m: &Machine) -> Report {
+    let mut checks = Vec::new();
+    match m.os {
+        "linux" => checks.extend(linux_checks(m)),
+        "macos" => checks.push(sandbox_exec_check(m)),
+        _ => checks.push(check(
+            "platform",
+            Status::Fail,
+            m.os,
+            "linux or macos",
+            Some("sbx-shell sandboxes on Linux and macOS only"),
+        )),
+    }
+    if let Some((soft, hard)) = m.nofile {
+        let status = if hard >= 4096 {
+            Status::Ok
+        } else {
+            Status::Warn
+        };
+        checks.push(check(
+            "open-file limit",
+            status,
+            format!("soft {soft}, hard {hard}; the child gets the hard limit"),
+            "hard limit ≥ 4096 (node, language servers and builds open many files)",
+            (status != Status::Ok).then_some("raise the hard nofile limit (/etc/security/limits.conf, or LimitNOFILE= for a service)"),
+        ));
+    }
+    let fallback = select::select(BackendChoice::Auto, m) == Ok(crate::sandbox::Backend::Landlock);
+    let (default_backend, can_run) = match select::select(BackendChoice::Auto, m) {
+        Ok(backend) => (
+            format!(
+                "{} (layers: {})",
+                backend.name(),
+                backend.layers().join(", ")
+            ),
+            true,
+        ),
+        Err(e) => (format!("none: {}", e.to_string().replace('\n', " ")), false),
+    };
+    Report {
+        os: m.os,
+        checks,
+        default_backend,
+        default_backend_can_run: can_run,
+        missing_without_bwrap: if fallback {
+            crate::sandbox::landlock::WITHOUT_BWRAP.to_vec()
+        } else {
+            Vec::new()
+        },
+        enable_bwrap: fallback
+            .then(|| m.bwrap_runs().err().map(|no| no.fix))
+            .flatten(),
+    }
+}
+
+fn linux_checks(m: &Machine) -> [Check; 5] {
+    let landlock = match &m.landlock_abi {
+        Ok(abi) if *abi >= i64::from(MIN_ABI) => check("landlock", Status::Ok, format!("ABI {abi}"), &format!("ABI ≥ {MIN_ABI} (TCP rules, signal and socket scoping)"), None),
+        Ok(abi) => check("landlock", Status::Warn, format!("ABI {abi}"), &format!("ABI ≥ {MIN_ABI} for TCP rules and scoping"), Some("a newer kernel (6.12 or later) enforces more; older ABIs are used for what they cover, and a policy needing more is refused")),
+        Err(why) => check("landlock", Status::Fail, why.clone(), "Landlock enabled", Some("boot with Landlock in the LSM list (lsm=landlock,… on the kernel command line) on a kernel ≥ 5.13")),
+    };
+    let seccomp = match &m.seccomp_mode {
+        Some(mode) if m.seccomp_listener.is_err() => check(
+            "seccomp",
+            Status::Fail,
+            format!(
+                "mode {mode}: {}",
+                m.seccomp_listener.as_ref().err().map_or("", String::as_str)
+            ),
+            "seccomp filters supported, with a listener for sbx-shell's guard",
+            Some(if m.inside_sbx_shell.is_some() {
+                "this already runs inside an sbx-shell session, sandboxed: run the program directly here, or start sbx-shell outside that session"
+            } else {
+                "start sbx-shell outside the sandbox that runs it"
+            }),
+        ),
+        Some(mode) => check(
+            "seccomp",
+            Status::Ok,
+            format!("supported (this process: mode {mode})"),
+            "seccomp filters supported",
+            None,
+        ),
+        None => check(
+            "seccomp",
+            Status::Fail,
+            "no Seccomp line in /proc/self/status",
+            "seccomp filters supported",
+            Some("use a kernel built with CONFIG_SECCOMP_FILTER"),
+        ),
+    };
+    let userns_measured = format!(
+        "kernel.unprivileged_userns_clone={}, user.max_user_namespaces={}, kernel.apparmor_restrict_unprivileged_userns={}, {}",
+        m.userns.unprivileged_clone.as_deref().unwrap_or("(absent)"),
+        m.userns.max.as_deref().unwrap_or("(absent)"),
+        m.userns.apparmor_restrict.as_deref().unwrap_or("(absent)"),
+        if m.root {
+            "running as root"
+        } else {
+            "unprivileged"
+        },
+    );
+    let userns = if m.userns.open(m.root) || m.bwrap_probe == Some(Ok(())) {
+        check(
+            "user namespaces",
+            Status::Ok,
+            userns_measured,
+            "available (bwrap needs them unless it is setuid)",
+            None,
+        )
+    } else {
+        check(
+            "user namespaces",
+            Status::Warn,
+            userns_measured,
+            "available (bwrap needs them unless it is setuid)",
+            Some("sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000 (and kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu)"),
+        )
+    };
+    let expected = format!(
+        "bubblewrap at {}, able to run its sandbox (a probe runs it)",
+        BWRAP_PATHS.join(" or ")
+    );
+    let bwrap = match (m.bwrap_runs(), &m.bwrap_probe) {
+        (Ok(path), Some(Ok(()))) => check(
+            "bwrap",
+            Status::Ok,
+            format!(
+                "{}{} ran a probe sandbox{}",
+                path.display(),
+                m.bwrap_version
+                    .as_deref()
+                    .map(|v| format!(" ({v})"))
+                    .unwrap_or_default(),
+                mount_point_note(m.bwrap_version.as_deref())
+            ),
+            &expected,
+            None,
+        ),
+        (Ok(path), _) => check(
+            "bwrap",
+            Status::Warn,
+            format!("{} (not probed)", path.display()),
+            &expected,
+            None,
+        ),
+        (Err(no), _) => check("bwrap", Status::Fail, no.cause, &expected, Some(&no.fix)),
+    };
+    let tiocsti = match m.legacy_tiocsti.as_deref().map(str::trim) {
+        Some("0") => check("legacy TIOCSTI", Status::Ok, "dev.tty.legacy_tiocsti=0", "0: no typing into other terminals", None),
+        Some(value) => check("legacy TIOCSTI", Status::Warn, format!("dev.tty.legacy_tiocsti={value}"), "0: no typing into other terminals", Some("sysctl -w dev.tty.legacy_tiocsti=0 (otherwise a program that can open a terminal can type into it)")),
+        None => check("legacy TIOCSTI", Status::Ok, "sysctl absent (kernel before 6.2: TIOCSTI allowed)", "TIOCSTI denied inside the sandbox by seccomp", None),
+    };
+    [landlock, seccomp, userns, bwrap, tiocsti]
+}
+
+/// What the installed bubblewrap does with a symlink where it makes a mount point, and why
+/// it does not matter here.
+fn mount_point_note(version: Option<&str>) -> String {
+    use crate::host::{parse_bwrap_version, BWRAP_MOUNT_POINT_FIX};
+    match version.and_then(parse_bwrap_version) {
+        Some(v) if v >= BWRAP_MOUNT_POINT_FIX => "; it has the fix for mount points made through a symlink (0.12.0)".into(),
+        Some(_) => "; before 0.12.0 it follows a parent symlink while it makes a mount point (GHSA-pxhw-h44j-8pfx): sbx-shell never asks it to make one below a path a sandboxed program could write".into(),
+        None => String::new(),
+    }
+}
+
+fn sandbox_exec_check(m: &Machine) -> Check {
+    match &m.sandbox_exec_probe {
+        Some(Ok(())) => check("sandbox-exec", Status::Ok, "/usr/bin/sandbox-exec ran a probe profile", "/usr/bin/sandbox-exec able to run", None),
+        Some(Err(why)) => check("sandbox-exec", Status::Fail, format!("/usr/bin/sandbox-exec: {why}"), "/usr/bin/sandbox-exec able to run", Some("sandbox-exec ships with macOS; check that /usr/bin/sandbox-exec exists and is not blocked by a management profile")),
+        None => check("sandbox-exec", Status::Warn, "not probed", "/usr/bin/sandbox-exec able to run", None),
+    }
+}
+
+/// The report as text.
+pub fn render_text(report: &Report) -> String {
+    let mut out = String::new();
+    for c in &report.checks {
+        let mark = match c.status {
+            Status::Ok => "ok  ",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        out.push_str(&format!(
+            "{mark}  {:<16} {}\n      {:<16} expected: {}\n",
+            c.name, c.measured, "", c.expected
+        ));
+        if let Some(remedy) = &c.remedy {
+            out.push_str(&format!("      {:<16} remedy:   {remedy}\n", ""));
+        }
+    }
+    let verdict = if report.default_backend_can_run {
+        "can run"
+    } else {
+        "CANNOT run"
+    };
+    out.push_str(&format!(
+        "\ndefault backend {}: {verdict}\n",
+        report.default_backend
+    ));
+    if !report.missing_without_bwrap.is_empty() {
+        out.push_str("  without bwrap, these protections are missing here:\n");
+        for missing in &report.missing_without_bwrap {
+            out.push_str(&format!("    - {missing}\n"));
+        }
+    }
+    if let Some(fix) = &report.enable_bwrap {
+        out.push_str(&format!("  to enable bwrap: {fix}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

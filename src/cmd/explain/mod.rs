@@ -1,0 +1,38 @@
+//! `sbx-shell explain`: the policy a run would resolve to, and what each backend would run
+//! for it on this machine.
+
+pub mod report;
+
+use crate::cli::exit::Failure;
+use crate::cli::ExplainArgs;
+use crate::host::Host;
+use crate::netproxy;
+use crate::policy::inputs;
+use crate::policy::profiles;
+use crate::sandbox::select;
+
+pub fn main(args: &ExplainArgs) -> Result<u8, Failure> {
+    let home = inputs::home_dir()?;
+    let user_config = profiles::load_user_config(&inputs::config_dir(&home))?;
+    let program = args.command.first().map(|c| c.as_os_str());
+    let (policy_args, _) = inputs::with_agent_profile(&args.policy, program);
+    let policy = inputs::resolve(&policy_args, &home, user_config)?;
+    let host = Host::measure(crate::host::Probes::Skip);
+    let selected = select::select(policy.backend, &host.machine).map_err(|e| e.to_string());
+    // The proxy's port as inside bwrap; elsewhere it is picked when the session starts.
+    let report = report::report(
+        &policy,
+        &args.command,
+        &host,
+        Some(netproxy::SANDBOX_PORT),
+        report::Selected::of(selected.as_ref().map_err(Clone::clone)),
+    );
+    let text = if args.json {
+        format!("{}\n", serde_json::to_string_pretty(&report)?)
+    } else if let Some(backend) = args.show {
+        report::render_backend(&report, backend)
+    } else {
+        report::render_text(&report)
+    };
+    super::write_stdout(text.as_bytes())
+}

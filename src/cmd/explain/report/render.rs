@@ -1,0 +1,447 @@
+//! `explain`'s report as text: the policy, section by section, and one backend in full.
+
+use std::fmt::Write;
+
+use super::{BackendOutput, BackendReport, Report, RulesOrRefusal, Selected};
+use crate::cli::ExplainBackend;
+use crate::policy::config::{FsMode, OpenFiles, OpenFilesMode};
+use crate::policy::{Limits, Network, ResolvedPath, ALWAYS_DROPPED};
+use crate::sandbox::{landlock, seccomp};
+
+/// One backend in full, as text.
+pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
+    let name = match which {
+        ExplainBackend::Seatbelt => "seatbelt",
+        ExplainBackend::Bwrap => "bwrap",
+        ExplainBackend::Landlock => "landlock",
+    };
+    let Some(backend) = report.backends.iter().find(|b| b.name == name) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    match &backend.output {
+        BackendOutput::Runs {
+            argv,
+            profile,
+            params,
+            mounts,
+        } => {
+            let _ = writeln!(out, "{}", argv.join(" "));
+            if !mounts.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "then the helper, first, in order (each path opened without following a symlink; one that is not what sbx-shell saw ends the session, a vanished socket is skipped):"
+                );
+            }
+            // ", bin, …": the names besides dot entries a seal keeps read-only.
+            let besides =
+                |names: &[String]| -> String { names.iter().map(|r| format!(", {r}")).collect() };
+            for m in mounts {
+                use crate::sandbox::bwrap::How;
+                let how = match &m.how {
+                    How::Writable => "checked: bwrap's read-write bind".to_string(),
+                    How::InnerWritable => {
+                        "read-write, bound on itself (inside another writable path)".to_string()
+                    }
+                    How::Seal { readonly } => format!(
+                        "sealed: read-only, nothing can be created at its top; its entries stay writable except dot entries{}",
+                        besides(readonly)
+                    ),
+                    How::SealDots { readonly } => format!(
+                        "its dot entries{} read-only; new names at its top judged by the guard (no dot names)",
+                        besides(readonly)
+                    ),
+                    How::Pin => "pinned: cannot be renamed or removed".to_string(),
+                    How::ReadOnly => "read-only".to_string(),
+                    How::Resolves => "checked: still leads to what the policy resolved".to_string(),
+                    How::Twin {
+                        twin,
+                        layers: None,
+                        ..
+                    } => format!("its twin {} (read-write)", twin.display()),
+                    How::Twin {
+                        layers: Some((upper, _)), ..
+                    } => format!(
+                        "itself read-only beneath {} (read-write; an overlay)",
+                        upper.display()
+                    ),
+                    How::Layered { lower, .. } => format!(
+                        "{} read-only beneath it (an overlay)",
+                        lower.display()
+                    ),
+                    How::Hide { dir: true } => "an empty read-only directory".to_string(),
+                    How::Hide { dir: false } => "/dev/null".to_string(),
+                };
+                let _ = writeln!(out, "  {} -> {how}", m.path.display());
+            }
+            for (key, value) in params {
+                let _ = writeln!(out, "  -D {key}={value}");
+            }
+            if let Some(profile) = profile {
+                let _ = writeln!(out, "\nPROFILE:\n{profile}");
+            }
+        }
+        BackendOutput::Applies {
+            landlock_under_bwrap,
+            landlock_alone,
+            seccomp,
+            seccomp_alone,
+            restored_alone,
+        } => {
+            write_landlock(
+                &mut out,
+                "Landlock, layered under bwrap",
+                landlock_under_bwrap,
+            );
+            write_landlock(&mut out, "Landlock alone (no bwrap)", landlock_alone);
+            write_seccomp(&mut out, "seccomp, under bwrap", seccomp);
+            write_seccomp(&mut out, "seccomp, Landlock alone", seccomp_alone);
+            let mediated: Vec<&str> = crate::sandbox::mediated::table()
+                .iter()
+                .map(|m| m.syscall)
+                .collect();
+            let _ = writeln!(
+                out,
+                "mediated by sbx-shell, Landlock alone (see docs/config.md, The mediator): {}",
+                mediated.join(" ")
+            );
+            let restored: Vec<String> = restored_alone
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            let _ = writeln!(
+                out,
+                "restored, not prevented, Landlock alone (put back from a record the moment they change): {}",
+                if restored.is_empty() {
+                    "none here (on Linux 5.14 and later sbx-shell's guard refuses every write to them when it is made)".to_string()
+                } else {
+                    restored.join(" ")
+                }
+            );
+        }
+        BackendOutput::Refuses { reason } => {
+            let _ = writeln!(out, "{name} refuses this policy: {reason}");
+        }
+    }
+    if !backend.enforced_here {
+        let _ = writeln!(
+            out,
+            "\n(not used on this machine with this policy: shown for review)"
+        );
+    }
+    out
+}
+
+fn write_landlock(out: &mut String, title: &str, rules: &RulesOrRefusal) {
+    let _ = writeln!(out, "{title}:");
+    let r: &landlock::Ruleset = match rules {
+        RulesOrRefusal::Rules(r) => r,
+        RulesOrRefusal::Refuses(reason) => {
+            let _ = writeln!(out, "  refuses: {}", reason.replace('\n', " "));
+            return;
+        }
+    };
+    for rule in &r.rules {
+        let _ = writeln!(out, "  {:<18} {}", rule.access.label(), rule.path.display());
+    }
+    let tcp = match (r.deny_tcp, r.connect_port) {
+        (true, Some(port)) => format!("TCP bind denied, connect only to port {port} (the proxy)"),
+        (true, None) => "TCP bind and connect denied".to_string(),
+        (false, _) => "TCP not restricted".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "  {tcp}; abstract unix sockets and signals scoped; needs ABI {}",
+        r.min_abi
+    );
+}
+
+fn write_seccomp(out: &mut String, title: &str, filter: &seccomp::Filter) {
+    let _ = writeln!(
+        out,
+        "{title} (denied with EPERM; x32 ABI rejected: {}):",
+        filter.reject_x32
+    );
+    for rule in &filter.rules {
+        let when = match &rule.condition {
+            seccomp::Condition::Always => String::new(),
+            seccomp::Condition::IoctlRequest { requests } => {
+                let requests: Vec<String> = requests.iter().map(|r| format!("{r:#x}")).collect();
+                format!(" when request is {}", requests.join(" or "))
+            }
+            seccomp::Condition::SocketNotIn {
+                allowed,
+                stream_only,
+            } if stream_only.is_empty() => {
+                format!(" unless (family, protocol) is one of {allowed:?}")
+            }
+            seccomp::Condition::SocketNotIn {
+                allowed,
+                stream_only,
+            } => format!(
+                " unless (family, protocol) is one of {allowed:?}, families {stream_only:?} as stream sockets only"
+            ),
+            seccomp::Condition::SocketIs {
+                family,
+                types: None,
+            } => format!(" when the family is {family}"),
+            seccomp::Condition::SocketIs {
+                family,
+                types: Some(types),
+            } => format!(" when the family is {family} and the type one of {types:?}"),
+        };
+        let _ = writeln!(out, "  {}{when}: {}", rule.syscalls.join(" "), rule.why);
+    }
+}
+
+/// The report as text.
+pub fn render_text(report: &Report<'_>) -> String {
+    let p = report.policy;
+    let fs = &p.filesystem;
+    let mut out = String::new();
+    let mut line = |key: &str, value: &str| {
+        let _ = writeln!(out, "{key:<13} {value}");
+    };
+    line("profile", &p.profile);
+    if !report.command.is_empty() {
+        line("command", &report.command.join(" "));
+    }
+    line(
+        "filesystem",
+        match fs.mode {
+            FsMode::ReadOnly => "read-only",
+            FsMode::WorkspaceWrite => "workspace-write",
+            FsMode::Unrestricted => "unrestricted",
+        },
+    );
+    line("  workspace", &show(&fs.workspace));
+    line("  writable", &list(&fs.writable));
+    if !report.created_at_start.is_empty() {
+        let created: Vec<String> = report
+            .created_at_start
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        line(
+            "  created",
+            &format!(
+                "{} (missing now: made at start, 0700)",
+                created.join("\n              ")
+            ),
+        );
+    }
+    for seed in &fs.seed {
+        line(
+            "  seeded",
+            &format!(
+                "{} (copied once from {} when missing)",
+                seed.path.path.display(),
+                seed.from.path.display()
+            ),
+        );
+    }
+    line("  readable", &list(&fs.readable));
+    line("  denied", &list(&fs.denied));
+    line("  protected", &list(&fs.protected));
+    match &p.private_home {
+        None => line("private home", "none: nothing is kept between sessions"),
+        Some(home) => {
+            line(
+                "private home",
+                &format!(
+                    "{} (this profile's; kept between sessions, never the host's files; `sbx-shell home --clear` empties it)",
+                    home.dir.display()
+                ),
+            );
+            for kept in &home.kept {
+                let host = match (kept.mount, report.host_has(&kept.path)) {
+                    (true, true) => "the host has it: bwrap binds the twin over it",
+                    (true, false) => "not on the host",
+                    (false, true) => "the host's stays read-only",
+                    (false, false) => "not on the host",
+                };
+                let variable = kept
+                    .variable
+                    .map(|v| format!("; {v} points at the twin"))
+                    .unwrap_or_default();
+                line(
+                    "",
+                    &format!("{}: {} ({host}{variable})", kept.path.display(), kept.what),
+                );
+            }
+        }
+    }
+    let sockets = &report.sockets;
+    let paths = |v: &[std::path::PathBuf]| words(v.iter().map(|p| p.display().to_string()));
+    line(
+        "host sockets",
+        "hidden unless granted: found from the kernel's list and the runtime directories",
+    );
+    line("  hidden dirs", &paths(&sockets.dirs));
+    line("  hidden", &paths(&sockets.sockets));
+    line(
+        "  granted",
+        &words(
+            p.filesystem
+                .sockets
+                .iter()
+                .map(|g| g.path.display().to_string()),
+        ),
+    );
+    line("  reachable", &paths(&sockets.granted));
+    line("network", &describe_network(&p.network));
+    line("nested pty", yes_no(p.nested_pty));
+    line("keychain", yes_no(p.keychain_access));
+    line("gui", yes_no(p.gui));
+    line(
+        "clipboard",
+        match p.clipboard {
+            crate::policy::config::Clipboard::None => {
+                "none: the program can neither set nor read it (OSC 52)"
+            }
+            crate::policy::config::Clipboard::Write => {
+                "write: the program can set it, not read it (OSC 52)"
+            }
+            crate::policy::config::Clipboard::ReadWrite => {
+                "read-write: the program can set and read it (OSC 52)"
+            }
+        },
+    );
+    line("limits", &describe_limits(&p.limits));
+    let e = &p.environment;
+    line(
+        "environment",
+        &format!("always dropped: {}", ALWAYS_DROPPED.join(" ")),
+    );
+    line("", "dropped when the name looks secret (*TOKEN* *SECRET* *PASSWORD* *_KEY *_PAT …), the value carries a credential (a URL with a password, a token), or it points at a hidden host socket; unless allowed");
+    line("  allowed", &words(e.allow.iter()));
+    line("  dropped", &words(e.drop.iter()));
+    line(
+        "  set",
+        &words(e.set.iter().map(|(k, v)| format!("{k}={v}"))),
+    );
+    line("", "and SBX_SHELL=1, SBX_SANDBOX=<backend>");
+    for (name, why) in &report.dropped_variables {
+        line("  drops here", &format!("{name}: {why}"));
+    }
+    for (program, args) in &p.program_args {
+        line(
+            "program args",
+            &format!("{program} runs as: {program} {}", args.join(" ")),
+        );
+    }
+    line("runs with", &describe_selected(&report.selected));
+    for backend in &report.backends {
+        line("backend", &describe_backend(backend));
+    }
+    out
+}
+
+fn describe_network(network: &Network) -> String {
+    let rules = match network {
+        Network::None => return "none".to_string(),
+        Network::Full => return "full".to_string(),
+        Network::Allow(rules) => rules,
+    };
+    let shown: Vec<String> = rules
+        .iter()
+        .map(|r| {
+            let host = if r.wildcard {
+                format!("*.{}", r.host)
+            } else {
+                r.host.clone()
+            };
+            r.port.map_or(host.clone(), |port| format!("{host}:{port}"))
+        })
+        .collect();
+    format!(
+        "only {} (ports 80 and 443 unless a port is given), through sbx-shell's proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY)",
+        shown.join(", ")
+    )
+}
+
+fn describe_limits(l: &Limits) -> String {
+    let open_files = match l.open_files {
+        OpenFiles::Mode(OpenFilesMode::Raise) => "raised to the hard limit".to_string(),
+        OpenFiles::Mode(OpenFilesMode::Keep) => "as inherited".to_string(),
+        OpenFiles::Count(n) => n.to_string(),
+    };
+    let or_none =
+        |v: Option<u64>, unit: &str| v.map_or("unlimited".to_string(), |v| format!("{v}{unit}"));
+    format!(
+        "open files {open_files}; cpu {}; memory {}; private /tmp and /dev/shm {} MiB each (bwrap); session processes {}; session memory {}; processes {}; core dumps {}; timeout {}",
+        or_none(l.cpu_seconds, " s"),
+        or_none(l.memory_mib, " MiB"),
+        l.tmp_mib,
+        or_none(l.session_processes, ""),
+        or_none(l.session_memory_mib, " MiB"),
+        or_none(l.processes, ""),
+        if l.core_dumps { "on" } else { "off" },
+        l.timeout_seconds.map_or("none".to_string(), |t| format!(
+            "{t} s, then SIGKILL after {} s",
+            l.timeout_grace_seconds
+        )),
+    )
+}
+
+fn describe_selected(selected: &Selected) -> String {
+    match selected {
+        Selected::Runs { backend, layers } if layers.is_empty() => {
+            format!("{backend}: NO SANDBOX (asked for by name)")
+        }
+        Selected::Runs { backend, layers } => format!("{backend} (layers: {})", layers.join(", ")),
+        Selected::Refuses { reason } => {
+            format!("nothing, it refuses: {}", reason.replace('\n', " "))
+        }
+    }
+}
+
+fn describe_backend(backend: &BackendReport) -> String {
+    let status = match &backend.output {
+        BackendOutput::Runs { .. } | BackendOutput::Applies { .. } => {
+            "builds for this policy (see --show)".to_string()
+        }
+        BackendOutput::Refuses { reason } => format!("refuses: {}", reason.replace('\n', " ")),
+    };
+    let here = if backend.enforced_here {
+        ", used here"
+    } else {
+        ", not used here"
+    };
+    format!("{} ({}{here}): {status}", backend.name, backend.platform)
+}
+
+fn show(path: &ResolvedPath) -> String {
+    match &path.real {
+        Some(real) => format!("{} (= {})", path.path.display(), real.display()),
+        None => path.path.display().to_string(),
+    }
+}
+
+fn list(paths: &[ResolvedPath]) -> String {
+    if paths.is_empty() {
+        return "—".into();
+    }
+    paths
+        .iter()
+        .map(show)
+        .collect::<Vec<_>>()
+        .join("\n              ")
+}
+
+fn words<T: std::fmt::Display>(items: impl Iterator<Item = T>) -> String {
+    let all: Vec<String> = items.map(|i| i.to_string()).collect();
+    if all.is_empty() {
+        "—".into()
+    } else {
+        all.join(" ")
+    }
+}
+
+fn yes_no(on: bool) -> &'static str {
+    if on {
+        "yes"
+    } else {
+        "no"
+    }
+}

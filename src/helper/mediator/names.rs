@@ -1,0 +1,444 @@
+//! Which new names nothing in a session may make, inside a writable tree: the rule the
+//! helper's guard applies to every call that makes a name (`sandbox::mediated::creating`),
+//! before it makes it on the program's behalf (`create.rs`). Pure.
+//!
+//! A mount protects what exists, and Landlock's rights are per hierarchy, not per name: a
+//! protected path missing at the start, or a hook of a repository made during the session,
+//! sits in a directory the program must be able to write. Here it is refused by name
+//! (EACCES), so it never exists — not even for the instant the guard (`guard`) would take
+//! to move it aside.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// What a call would make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Made {
+    /// A new, empty directory (`mkdir`).
+    Dir,
+    /// A directory renamed into place: it brings what it holds.
+    MovedDir,
+    /// A new, empty regular file (an open with O_CREAT of a missing name).
+    File,
+    /// A symlink, a node, a hard link, or a non-directory renamed into place.
+    Other,
+}
+
+/// What the directory of the new name is, among git's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitPlace {
+    /// None of the below.
+    Plain,
+    /// A git directory (named `.git`, or holding `HEAD`, `objects` and `refs`); `linked`:
+    /// a linked worktree's (`worktrees/NAME` of another git directory), where git itself
+    /// writes `commondir`.
+    GitDir { linked: bool },
+    /// `hooks` of a git directory.
+    Hooks,
+    /// A directory holding `.git`: a work tree (for `.gitmodules`).
+    WorkTree,
+}
+
+/// The names refused in a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Names {
+    /// The policy's protected paths (real paths): none may be made, nor anything but a new
+    /// directory where one of their ancestors belongs. (Inside one that exists, its mount
+    /// or seal refuses; a writable root may lie inside one: the private home inside
+    /// sbx-shell's state directory.)
+    pub protected: Vec<PathBuf>,
+    /// git config keys allowed besides `gitconfig::ALLOWED` (the policy's `git_config_allow`).
+    #[serde(default)]
+    pub git_config_allow: Vec<String>,
+    /// The protected files that exist at the start, by `(st_dev, st_ino)`: every git config
+    /// in the writable trees and the policy's protected files. A file is protected under
+    /// every name: a writing open that reaches one through another name (a hard link made
+    /// before the session) is refused, and so is a new name for one.
+    #[serde(default)]
+    pub objects: Vec<(u64, u64)>,
+    /// What exists at the start and may not be renamed away, nor any directory above it
+    /// inside a writable tree (bwrap pins those by a mount, Landlock cannot): the existing
+    /// protected paths and the git directories of the writable trees. Renaming the
+    /// directory that holds a protected file would carry the protection away from its path.
+    #[serde(default)]
+    pub pinned: Vec<PathBuf>,
+    /// A home directory that the workspace holds, and the names besides dot names that no
+    /// new entry at its top may have (`sandbox::bwrap::HOME_READONLY`): they configure
+    /// what runs outside (`~/.bashrc`, `~/.config/…`, `~/bin`). Ordinary names are made.
+    #[serde(default)]
+    pub home: Option<(PathBuf, Vec<String>)>,
+    /// The writable trees: one inside a protected path (the private home inside
+    /// sbx-shell's state directory) is writable all the same.
+    #[serde(default)]
+    pub writable: Vec<PathBuf>,
+}
+
+impl Names {
+    /// Why `name` may not be made in the directory at `parent` (`git`: what that
+    /// directory is), or `None` when it may. The rules, besides the protected paths: no
+    /// `.git` that is not a directory (a pointer to a git directory elsewhere, whose config
+    /// the host's git would read), no `commondir` in a git directory other than a linked
+    /// worktree's, no hook other than a `*.sample`, and no directory renamed into place as a
+    /// `.git`, or as `hooks` of a git directory (it would bring what the rules refuse one
+    /// by one) — none of them made
+    /// by `status`, `add`, `commit`, `branch`, `checkout`, `merge`, `log`, `init`,
+    /// `clone` or `fetch`.
+    pub fn refused(
+        &self,
+        parent: &Path,
+        name: &OsStr,
+        made: Made,
+        git: GitPlace,
+    ) -> Option<&'static str> {
+        let bytes = name.as_encoded_bytes();
+        // A new `.git` file (a linked worktree's, a submodule's: `git worktree add`
+        // writes it) may point only at a git directory, and every git directory the
+        // program can write is judged by these rules. A `.git` symlink, link or file
+        // renamed into place would re-point an existing name (`refused_write` keeps an
+        // existing one as it is), and a directory moved in as `.git` brings what it held
+        // unjudged.
+        match made {
+            Made::Other if bytes == b".git" => return Some("a .git pointer put in place"),
+            Made::MovedDir if bytes == b".git" => return Some("a directory moved in as .git"),
+            _ => {}
+        }
+        match git {
+            // Written by git's rename of `.gitmodules.lock` only (checked as a config is).
+            GitPlace::WorkTree if made != Made::Dir && bytes == b".gitmodules" => {
+                return Some("a .gitmodules not written by git's rename")
+            }
+            GitPlace::GitDir { .. } if is_config(name) && made != Made::Dir => {
+                // git writes it by a rename only (`config.lock`), which `config_rename`
+                // checks; made any other way it is refused.
+                return Some("a git config not written by git's rename");
+            }
+            GitPlace::GitDir { linked: false } if bytes == b"commondir" => {
+                return Some("a git commondir")
+            }
+            GitPlace::GitDir { .. } if bytes == b"hooks" && made == Made::MovedDir => {
+                return Some("a directory moved in as git hooks")
+            }
+            GitPlace::Hooks if made != Made::Dir && !bytes.ends_with(b".sample") => {
+                return Some("a git hook")
+            }
+            // What git makes of its own directory is judged by the rules above, wherever
+            // the policy names it (`.git/hooks` of the workspace, missing before `git
+            // init`): a new `hooks` directory is git's, a hook in it is not.
+            GitPlace::GitDir { .. } if GIT_OWN.contains(&bytes) => return None,
+            _ => {}
+        }
+        if let Some((home, readonly)) = &self.home {
+            let top = bytes.starts_with(b".") || readonly.iter().any(|r| r.as_bytes() == bytes);
+            if parent == home && top {
+                return Some("a dot name or ~/bin at the top of the home");
+            }
+        }
+        let path = parent.join(name);
+        // Inside a protected directory (git's own places were judged above).
+        if git == GitPlace::Plain && self.guards(&path) {
+            return Some("a protected path");
+        }
+        for p in &self.protected {
+            if *p == path {
+                return Some("a protected path");
+            }
+            if made != Made::Dir && p.starts_with(&path) {
+                return Some("where a protected path's directory belongs");
+            }
+        }
+        None
+    }
+}
+
+/// `config` or `config.worktree`: what git reads its configuration from in a git directory.
+pub fn is_config(name: &OsStr) -> bool {
+    matches!(name.as_encoded_bytes(), b"config" | b"config.worktree")
+}
+
+/// Whether `path` is what the guard judges in a git directory of `git_dirs` (or one named
+/// `.git`) and no mount or record may stand in the way of: its config files and its work
+/// tree's `.gitmodules`, which git rewrites by renaming a lock file over them, and
+/// `objects/info`, where `git gc` and
+/// `repack` write, and where a tool's own repository borrows objects (`alternates`: data,
+/// never code; opencode's snapshots need it).
+pub fn is_judged_git_path(path: &Path, git_dirs: &[crate::protect::repos::GitDir]) -> bool {
+    let git_dir =
+        |d: &Path| git_dirs.iter().any(|g| g.dir == d) || d.file_name() == Some(OsStr::new(".git"));
+    let config = path.file_name().is_some_and(is_config) && path.parent().is_some_and(git_dir);
+    // A work tree's `.gitmodules`, which `git submodule add` rewrites by a rename too.
+    let gitmodules = path.file_name() == Some(OsStr::new(".gitmodules"))
+        && path
+            .parent()
+            .is_some_and(|d| git_dirs.iter().any(|g| g.dir == d.join(".git")));
+    let info = path.file_name() == Some(OsStr::new("info"))
+        && path.parent().is_some_and(|o| {
+            o.file_name() == Some(OsStr::new("objects")) && o.parent().is_some_and(git_dir)
+        });
+    config || info || gitmodules
+}
+
+/// Why an existing entry `name` of a directory (`git`: what it is) may not be opened for
+/// writing, or `None`: what may not be made there may not be rewritten either. git itself
+/// never writes a config in place (it renames a lock file over it), a hook or a
+/// `commondir` outside a linked worktree at all.
+pub fn refused_write(name: &OsStr, git: GitPlace) -> Option<&'static str> {
+    let bytes = name.as_encoded_bytes();
+    if bytes == b".git" {
+        return Some("a .git pointer rewritten");
+    }
+    match git {
+        GitPlace::GitDir { .. } if is_config(name) => Some("a git config written in place"),
+        GitPlace::WorkTree if bytes == b".gitmodules" => Some("a .gitmodules written in place"),
+        GitPlace::GitDir { linked: false } if bytes == b"commondir" => Some("a git commondir"),
+        GitPlace::Hooks if !bytes.ends_with(b".sample") => Some("a git hook"),
+        _ => None,
+    }
+}
+
+/// Whether a writing open of `name` needs `refused_write`'s look at its directory.
+pub fn write_judged(name: &OsStr) -> bool {
+    // A hook may have any name: every entry of a `hooks` directory is looked at, which
+    // `git_place` does by the directory's name first (cheap for the rest).
+    !name.as_encoded_bytes().ends_with(b".sample")
+}
+
+impl Names {
+    /// Whether `path` is a protected path or lies inside one, and no writable tree lies
+    /// between them: nothing there may be made or written (a mount refuses it under bwrap;
+    /// with Landlock alone this is what refuses it).
+    pub fn guards(&self, path: &Path) -> bool {
+        self.protected.iter().any(|p| {
+            path.starts_with(p)
+                && !self
+                    .writable
+                    .iter()
+                    .any(|w| w != p && w.starts_with(p) && path.starts_with(w))
+        })
+    }
+
+    /// Whether renaming `path` away would carry a pinned path with it (`pinned`).
+    pub fn pinned(&self, path: &Path) -> bool {
+        self.pinned.iter().any(|p| p.starts_with(path))
+    }
+
+    /// Whether the file `(dev, ino)` is protected (`objects`).
+    pub fn is_protected_object(&self, dev: u64, ino: u64) -> bool {
+        self.objects.contains(&(dev, ino))
+    }
+
+    /// Why a file with `text` may not be renamed over a git directory's config, or `None`:
+    /// it sets a key that ordinary git work does not write and the policy does not allow
+    /// (`gitconfig::refused`), or git cannot read it.
+    pub fn config_rename(
+        &self,
+        kind: crate::protect::gitconfig::Kind,
+        text: &[u8],
+    ) -> Option<String> {
+        let keys = crate::protect::gitconfig::refused_as(kind, text, &self.git_config_allow);
+        let what = match kind {
+            crate::protect::gitconfig::Kind::Config => "a git config",
+            crate::protect::gitconfig::Kind::Gitmodules => "a .gitmodules",
+        };
+        (!keys.is_empty()).then(|| format!("{what} ({})", keys.join(", ")))
+    }
+}
+
+/// The entries of a git directory that the git rules of `Names::refused` judge.
+const GIT_OWN: [&[u8]; 4] = [b"hooks", b"config", b"config.worktree", b"commondir"];
+
+/// The entries whose presence makes a directory a git directory (with the other two).
+pub const GIT_MARKERS: [&str; 3] = ["HEAD", "objects", "refs"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_paths_git_pointers_and_hooks_are_refused_and_the_rest_is_not() {
+        use crate::protect::gitconfig::Kind::Config;
+        let names = Names {
+            protected: vec![
+                "/ws/.mcp.json".into(),
+                "/ws/.vscode".into(),
+                "/ws/.claude/settings.json".into(),
+                "/h/.config/sbx-shell".into(),
+            ],
+            ..Names::default()
+        };
+        let plain = GitPlace::Plain;
+        let refused = |parent: &str, name: &str, made, git| {
+            names.refused(Path::new(parent), OsStr::new(name), made, git)
+        };
+        use Made::{Dir, MovedDir, Other};
+        // Protected paths, missing at the start.
+        assert_eq!(
+            refused("/ws", ".mcp.json", Other, plain),
+            Some("a protected path")
+        );
+        assert_eq!(
+            refused("/ws", ".vscode", Dir, plain),
+            Some("a protected path")
+        );
+        assert!(refused("/ws", ".vscode", MovedDir, plain).is_some());
+        assert!(refused("/h/.config", "sbx-shell", Dir, plain).is_some());
+        // Inside one: refused, unless a writable tree lies between (the private home lies
+        // in the state directory).
+        assert!(refused("/ws/.vscode", "tasks.json", Other, plain).is_some());
+        assert!(refused("/h/.config/sbx-shell", "config.json", Other, plain).is_some());
+        let with_home = Names {
+            writable: vec!["/h/.config/sbx-shell/home".into()],
+            ..names.clone()
+        };
+        assert_eq!(
+            with_home.refused(
+                Path::new("/h/.config/sbx-shell/home"),
+                OsStr::new("f"),
+                Other,
+                plain
+            ),
+            None
+        );
+        assert!(with_home.guards(Path::new("/ws/.vscode/settings.json")));
+        assert!(with_home.guards(Path::new("/ws/.mcp.json")));
+        assert!(!with_home.guards(Path::new("/ws/.mcp.json.bak")));
+        assert!(!with_home.guards(Path::new("/h/.config/sbx-shell/home/x")));
+        // Their missing ancestors: as new directories only, not moved in with content.
+        assert_eq!(refused("/ws", ".claude", Dir, plain), None);
+        assert!(refused("/ws", ".claude", Other, plain).is_some());
+        assert!(refused("/ws", ".claude", MovedDir, plain).is_some());
+        assert!(refused("/ws/.claude", "settings.json", Other, plain).is_some());
+        assert_eq!(refused("/ws/.claude", "notes.md", Other, plain), None);
+        // Git.
+        assert_eq!(
+            refused("/ws/sub", ".git", Made::File, plain),
+            None,
+            "a worktree's pointer file"
+        );
+        assert!(
+            refused("/ws/sub", ".git", Other, plain).is_some(),
+            "a .git symlink"
+        );
+        assert!(refused_write(OsStr::new(".git"), plain).is_some());
+        // A work tree's `.gitmodules`: by git's rename only (checked), never in place.
+        let tree = GitPlace::WorkTree;
+        assert!(refused("/ws", ".gitmodules", Made::File, tree).is_some());
+        assert!(refused_write(OsStr::new(".gitmodules"), tree).is_some());
+        assert_eq!(refused("/ws/notes", ".gitmodules", Made::File, plain), None);
+        assert_eq!(refused("/ws/sub", ".git", Dir, plain), None, "git init");
+        let git = GitPlace::GitDir { linked: false };
+        let linked = GitPlace::GitDir { linked: true };
+        assert!(refused("/ws/.git", "commondir", Other, git).is_some());
+        assert_eq!(
+            refused("/ws/.git/worktrees/wt", "commondir", Other, linked),
+            None
+        );
+        for ordinary in [
+            "index.lock",
+            "HEAD",
+            "ORIG_HEAD",
+            "config.lock",
+            "packed-refs",
+        ] {
+            assert_eq!(
+                refused("/ws/.git", ordinary, Other, git),
+                None,
+                "{ordinary}"
+            );
+        }
+        // A config: only by git's rename (checked by `config_rename`), never written in place.
+        assert!(refused("/ws/.git", "config", Other, git).is_some());
+        assert!(refused("/ws/.git", "config.worktree", Other, linked).is_some());
+        assert_eq!(refused("/ws/src", "config", Other, plain), None);
+        assert!(refused_write(OsStr::new("config"), git).is_some());
+        assert!(refused_write(OsStr::new("pre-commit"), GitPlace::Hooks).is_some());
+        assert!(refused_write(OsStr::new("commondir"), git).is_some());
+        assert_eq!(refused_write(OsStr::new("commondir"), linked), None);
+        assert_eq!(refused_write(OsStr::new("config"), plain), None);
+        assert_eq!(refused_write(OsStr::new("index"), git), None);
+        assert_eq!(
+            names.config_rename(Config, b"[core]\n\tbare = false\n[user]\n\tname = x\n"),
+            None
+        );
+        assert!(names
+            .config_rename(Config, b"[core] fsmonitor = /x.sh\n")
+            .is_some_and(|why| why.contains("core.fsmonitor")));
+        assert!(names
+            .config_rename(Config, b"[alias]\n\tst = !touch /x\n")
+            .is_some());
+        assert!(names
+            .config_rename(Config, b"[pager]\n\tstatus = x\n")
+            .is_some());
+        let lfs = Names {
+            git_config_allow: vec!["filter.lfs.*".into()],
+            ..Names::default()
+        };
+        assert_eq!(
+            lfs.config_rename(Config, b"[filter \"lfs\"]\n\tclean = git-lfs clean\n"),
+            None
+        );
+        // A tool's own repository may borrow objects (opencode's snapshots).
+        assert_eq!(
+            refused("/ws/.git/objects/info", "alternates", Other, plain),
+            None
+        );
+        assert!(refused("/ws/.git/hooks", "pre-commit", Other, GitPlace::Hooks).is_some());
+        assert!(refused("/ws/.git/hooks", "pre-commit", MovedDir, GitPlace::Hooks).is_some());
+        assert!(refused("/ws/sub", ".git", MovedDir, plain).is_some());
+        assert_eq!(refused("/ws/.git", "hooks", Dir, git), None, "git init");
+        let ws_hooks = Names {
+            protected: vec!["/ws/.git/hooks".into(), "/ws/.git/config".into()],
+            ..Names::default()
+        };
+        assert_eq!(
+            ws_hooks.refused(Path::new("/ws/.git"), OsStr::new("hooks"), Dir, git),
+            None,
+            "git init in the workspace, where .git/hooks is a protected path"
+        );
+        assert!(ws_hooks
+            .refused(Path::new("/ws/.git"), OsStr::new("hooks"), MovedDir, git)
+            .is_some());
+        assert!(refused("/ws/.git", "hooks", MovedDir, git).is_some());
+        assert_eq!(
+            refused(
+                "/ws/.git/hooks",
+                "pre-commit.sample",
+                Other,
+                GitPlace::Hooks
+            ),
+            None,
+            "git init's templates"
+        );
+        // A home workspace: ordinary names at its top, no dot names and no `bin`.
+        let home = Names {
+            home: Some(("/h".into(), vec!["bin".into()])),
+            ..Names::default()
+        };
+        for (name, made) in [("todo.txt", Other), ("notes", Dir), ("repo", MovedDir)] {
+            assert_eq!(
+                home.refused(Path::new("/h"), OsStr::new(name), made, plain),
+                None
+            );
+        }
+        for name in [".bashrc", ".config", "bin", ".local"] {
+            assert!(home
+                .refused(Path::new("/h"), OsStr::new(name), Dir, plain)
+                .is_some());
+        }
+        assert_eq!(
+            home.refused(Path::new("/h/notes"), OsStr::new(".x"), Other, plain),
+            None
+        );
+        // Elsewhere: ordinary work.
+        for (parent, name) in [
+            ("/ws", "main.rs"),
+            ("/ws", "hooks"),
+            ("/ws/src", "commondir"),
+        ] {
+            assert_eq!(refused(parent, name, Other, plain), None, "{name}");
+        }
+        assert_eq!(refused("/ws", ".mcp.json.bak", Other, plain), None);
+    }
+}

@@ -1,0 +1,261 @@
+//! Gathering the policy's inputs: built-in defaults, the user config, the profile, and the
+//! command-line flags (turned into one more configuration layer). The one place that
+//! reads configuration files; `policy::resolve` then merges without touching the disk
+//! except through `host::RealFs` for symlinks.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context};
+
+use crate::cli::PolicyArgs;
+use crate::host::RealFs;
+use crate::policy::config::{AllowList, Config, Entry, LimitsConfig, NetworkConfig, NetworkMode};
+use crate::policy::profiles;
+use crate::policy::{self, Layer, PathContext, Policy};
+
+/// The home directory: `$HOME`, else the passwd entry.
+pub fn home_dir() -> anyhow::Result<PathBuf> {
+    if let Some(home) = std::env::var_os("HOME").filter(|h| Path::new(h).is_absolute()) {
+        return Ok(PathBuf::from(home));
+    }
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.dir)
+        .ok_or_else(|| anyhow!("cannot find the home directory\nHint: set HOME"))
+}
+
+/// sbx-shell's configuration directory for this user.
+pub fn config_dir(home: &Path) -> PathBuf {
+    profiles::config_dir(
+        std::env::var_os("XDG_CONFIG_HOME")
+            .as_deref()
+            .map(Path::new),
+        home,
+    )
+}
+
+/// The command line's policy options, with the agent profile for `program` when no profile
+/// is named (`sbx-shell -- claude` runs with the claude profile); returns that agent's name
+/// when it was picked so.
+pub fn with_agent_profile(
+    args: &PolicyArgs,
+    program: Option<&std::ffi::OsStr>,
+) -> (PolicyArgs, Option<&'static str>) {
+    let mut args = args.clone();
+    let picked = match (&args.profile, program.and_then(profiles::for_program)) {
+        (None, Some(agent)) => {
+            args.profile = Some(agent.to_string());
+            Some(agent)
+        }
+        _ => None,
+    };
+    (args, picked)
+}
+
+/// Every layer, lowest precedence first, and the profile's name. `user_config` is the
+/// user's config file, already read (`profiles::load_user_config`).
+pub fn gather(
+    args: &PolicyArgs,
+    home: &Path,
+    user_config: Option<Layer>,
+) -> anyhow::Result<(String, Vec<Layer>)> {
+    let dir = config_dir(home);
+    let mut layers = vec![policy::defaults_layer()];
+    layers.extend(user_config);
+    let (name, profile) = profiles::load(
+        args.profile.as_deref().unwrap_or(profiles::DEFAULT_PROFILE),
+        &dir,
+    )?;
+    layers.push(profile);
+    layers.push(flags_layer(args)?);
+    Ok((name, layers))
+}
+
+/// Resolve the policy the flags, the user config and the profile ask for.
+pub fn resolve(
+    args: &PolicyArgs,
+    home: &Path,
+    user_config: Option<Layer>,
+) -> anyhow::Result<Policy> {
+    let workspace = match &args.workspace {
+        Some(dir) => {
+            std::path::absolute(dir).with_context(|| format!("--workspace {}", dir.display()))?
+        }
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let (name, layers) = gather(args, home, user_config)?;
+    let mut ctx = PathContext {
+        home: home.to_path_buf(),
+        workspace,
+        state: crate::session::log::state_dir(home),
+        config: config_dir(home),
+        vars: std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect(),
+        root_secrets: Vec::new(),
+    };
+    let fs = RealFs::default();
+    let policy = policy::resolve(&name, &layers, &ctx, &fs)?;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(policy);
+    }
+    // Root: the walk for root-only files goes around what the session has anyway — its
+    // home, its workspace and what the policy grants (sockets too) — so it is resolved
+    // twice.
+    let f = &policy.filesystem;
+    let kept: Vec<PathBuf> = [&f.home, &f.workspace]
+        .into_iter()
+        .chain(&f.writable)
+        .chain(&f.readable)
+        .chain(&f.sockets)
+        .map(|p| p.real().to_path_buf())
+        .collect();
+    ctx.root_secrets = crate::host::rootsecrets::found(&kept, home, policy::DEFAULT_DENIED);
+    Ok(policy::resolve(&name, &layers, &ctx, &fs)?)
+}
+
+/// The command-line flags as a configuration layer (the highest).
+pub fn flags_layer(args: &PolicyArgs) -> anyhow::Result<Layer> {
+    let mut config = Config::default();
+    config.filesystem.write = args.write.iter().map(|p| Entry::from(p.as_str())).collect();
+    config.filesystem.read = args.read.iter().map(|p| Entry::from(p.as_str())).collect();
+    config.filesystem.deny = args.deny.iter().map(|p| Entry::from(p.as_str())).collect();
+    config.filesystem.sockets = args
+        .allow_socket
+        .iter()
+        .map(|p| Entry::from(p.as_str()))
+        .collect();
+    config.clipboard = args.clipboard;
+    config.network = args.net.as_deref().map(parse_net).transpose()?;
+    config.environment.allow = args
+        .allow_env
+        .iter()
+        .map(|n| Entry::from(n.as_str()))
+        .collect();
+    config.git.allow_config = args
+        .allow_git_config
+        .iter()
+        .map(|k| Entry::from(k.as_str()))
+        .collect();
+    config.backend = args.backend;
+    config.require = (!args.require.is_empty()).then(|| args.require.clone());
+    config.nested_pty = args.no_nested_pty.then_some(false);
+    config.keychain_access = args.keychain.then_some(true);
+    config.private_home = args.no_private_home.then_some(false);
+    config.limits = LimitsConfig {
+        cpu_seconds: args.cpu_seconds,
+        memory_mib: args.memory_mib,
+        tmp_mib: args.tmp_mib,
+        session_processes: args.session_processes,
+        session_memory_mib: args.session_memory_mib,
+        processes: args.processes,
+        timeout_seconds: args.timeout.as_deref().map(parse_duration).transpose()?,
+        ..LimitsConfig::default()
+    };
+    Ok(Layer {
+        origin: "command line".into(),
+        config,
+    })
+}
+
+/// `none`, `full` or `allow=DOMAIN,DOMAIN…`.
+pub fn parse_net(value: &str) -> anyhow::Result<NetworkConfig> {
+    match value {
+        "none" => Ok(NetworkConfig::Mode(NetworkMode::None)),
+        "full" => Ok(NetworkConfig::Mode(NetworkMode::Full)),
+        _ => {
+            let domains = value.strip_prefix("allow=").filter(|d| !d.is_empty()).ok_or_else(|| {
+                anyhow!("--net {value}: not none, full or allow=DOMAINS\nHint: e.g. --net allow=api.example.com,*.example.org")
+            })?;
+            let allow = domains.split(',').map(Entry::from).collect();
+            Ok(NetworkConfig::Allow(AllowList {
+                comment: None,
+                allow,
+            }))
+        }
+    }
+}
+
+/// Seconds from `90`, `90s`, `30m` or `2h`.
+pub fn parse_duration(value: &str) -> anyhow::Result<u64> {
+    let (number, unit) = match value.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => value.split_at(at),
+        None => (value, "s"),
+    };
+    let factor = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => 0,
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0 && factor > 0)
+        .and_then(|n| n.checked_mul(factor))
+        .ok_or_else(|| anyhow!("--timeout {value}: not a duration\nHint: give seconds, or a number with s, m or h: 90, 90s, 30m, 2h"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_a_unit() {
+        assert_eq!(parse_duration("90").unwrap(), 90);
+        assert_eq!(parse_duration("90s").unwrap(), 90);
+        assert_eq!(parse_duration("30m").unwrap(), 1800);
+        assert_eq!(parse_duration("2h").unwrap(), 7200);
+        for bad in ["", "0", "1d", "m", "-5", "1.5h"] {
+            assert!(
+                parse_duration(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("Hint: "),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn net_flags_become_network_config() {
+        assert_eq!(
+            parse_net("none").unwrap(),
+            NetworkConfig::Mode(NetworkMode::None)
+        );
+        let NetworkConfig::Allow(list) = parse_net("allow=a.com,*.b.org").unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            list.allow.iter().map(|e| e.value()).collect::<Vec<_>>(),
+            ["a.com", "*.b.org"]
+        );
+        assert!(parse_net("allow=").is_err());
+        assert!(parse_net("some")
+            .unwrap_err()
+            .to_string()
+            .contains("Hint: "));
+    }
+
+    #[test]
+    fn flags_are_the_top_layer() {
+        let args = PolicyArgs {
+            write: vec!["/x".into()],
+            no_nested_pty: true,
+            keychain: true,
+            timeout: Some("5m".into()),
+            ..PolicyArgs::default()
+        };
+        let layer = flags_layer(&args).unwrap();
+        assert_eq!(layer.config.nested_pty, Some(false));
+        assert_eq!(layer.config.keychain_access, Some(true));
+        assert_eq!(layer.config.limits.timeout_seconds, Some(300));
+        assert_eq!(layer.config.filesystem.write[0].value(), "/x");
+        // Flags not given leave lower layers alone.
+        assert_eq!(
+            flags_layer(&PolicyArgs::default()).unwrap().config,
+            Config::default()
+        );
+    }
+}

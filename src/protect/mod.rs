@@ -1,0 +1,10 @@
+//! What keeps the writable trees from carrying code out of the sandbox: the git
+//! configuration keys a program may write (`gitconfig`), the repositories and the places
+//! that would run code (`repos`, `planted`), and the supervisor's watch on the writable
+//! trees (`watch`).
+
+pub mod gitconfig;
+pub mod planted;
+pub mod repos;
+#[cfg(target_os = "linux")]
+pub mod watch;

@@ -1,0 +1,253 @@
+//! The session log: one JSON line per session in `$XDG_STATE_HOME/sbx-shell/sessions.jsonl`
+//! (default `~/.local/state/…`), and `sbx-shell log` to read it.
+//!
+//! A line holds when and where the session ran, what ran, under which profile, backend and
+//! layers, a digest of the resolved policy (so two sessions can be told to have run under the
+//! same rules), how it ended and the network refusals. Never an environment value: the
+//! policy's `set` values are part of the digest only.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::policy::Policy;
+use crate::sandbox::Backend;
+
+/// One session, as logged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// RFC 3339, UTC.
+    pub start: String,
+    pub end: String,
+    pub duration_ms: u64,
+    pub command: Vec<String>,
+    pub cwd: String,
+    pub profile: String,
+    pub backend: String,
+    pub layers: Vec<String>,
+    /// "sha256:…" of the resolved policy's JSON.
+    pub policy_digest: String,
+    /// sbx-shell's exit status (the program's, 128+N for signal N, 124 after the timeout).
+    pub exit_status: u8,
+    pub network_refused: u64,
+    /// Places in the writable trees that would run code outside and that the session
+    /// made or changed (`planted`): "PATH (what)".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub planted: Vec<String>,
+    /// The guard ended the session: its program kept planting (`guard::END_AFTER`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended_by_guard: bool,
+}
+
+impl Record {
+    /// The record of a session that started at `started` and ends now.
+    pub fn new<'a>(
+        started: SystemTime,
+        command: impl Iterator<Item = &'a OsString>,
+        cwd: Option<&Path>,
+        policy: &Policy,
+        backend: &Backend,
+        exit_status: u8,
+        network_refused: u64,
+    ) -> Record {
+        let policy_json = serde_json::to_string(policy).unwrap_or_default();
+        Record {
+            start: rfc3339(started),
+            end: rfc3339(SystemTime::now()),
+            duration_ms: started
+                .elapsed()
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            command: command.map(|a| a.to_string_lossy().into_owned()).collect(),
+            cwd: cwd.map_or_else(String::new, |c| c.display().to_string()),
+            profile: policy.profile.clone(),
+            backend: backend.name().to_string(),
+            layers: backend.layers().iter().map(|l| l.to_string()).collect(),
+            policy_digest: digest(&policy_json),
+            exit_status,
+            network_refused,
+            planted: Vec::new(),
+            ended_by_guard: false,
+        }
+    }
+
+    /// With the places the session planted.
+    pub fn with_planted(
+        mut self,
+        planted: &[crate::protect::planted::Planted],
+        ended_by_guard: bool,
+    ) -> Record {
+        self.planted = planted.iter().map(ToString::to_string).collect();
+        self.ended_by_guard = ended_by_guard;
+        self
+    }
+}
+
+/// The log file for `home`.
+pub fn path(home: &Path) -> PathBuf {
+    state_dir(home).join("sessions.jsonl")
+}
+
+/// sbx-shell's state directory: `$XDG_STATE_HOME/sbx-shell`, else `~/.local/state/sbx-shell`.
+pub fn state_dir(home: &Path) -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| home.join(".local/state"))
+        .join("sbx-shell")
+}
+
+/// "sha256:HEX" of `policy_json`.
+pub fn digest(policy_json: &str) -> String {
+    let hash = Sha256::digest(policy_json.as_bytes());
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// `time` as RFC 3339 in UTC, to the second.
+pub fn rfc3339(time: SystemTime) -> String {
+    let secs = time
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    // Shift to eras of 400 years starting on 0000-03-01 (the leap day ends a year).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let day_of_era = z % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Append `record` to the log (its directory made private). Errors are the caller's to
+/// report; a session is never failed for its log.
+pub fn append(home: &Path, record: &Record) -> std::io::Result<()> {
+    let mut line = serde_json::to_string(record)?;
+    line.push('\n');
+    let mut file = crate::sys::files::append_private(&path(home))?;
+    // One write: appends of a line never interleave with another session's.
+    file.write_all(line.as_bytes())
+}
+
+/// The last `count` records of `text` (lines that do not parse are skipped).
+pub fn last(text: &str, count: usize) -> Vec<Record> {
+    let all: Vec<Record> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let skip = all.len().saturating_sub(count);
+    all.into_iter().skip(skip).collect()
+}
+
+/// `sbx-shell log` as a table.
+pub fn render(records: &[Record]) -> String {
+    let mut out = String::from(
+        "START                 DURATION  EXIT  BACKEND   PROFILE   REFUSED  CWD  COMMAND\n",
+    );
+    for r in records {
+        out.push_str(&format!(
+            "{:<21} {:>8}  {:>4}  {:<8}  {:<8}  {:>7}  {}  {}\n",
+            r.start,
+            human_duration(r.duration_ms),
+            r.exit_status,
+            r.backend,
+            r.profile,
+            r.network_refused,
+            r.cwd,
+            r.command.join(" ")
+        ));
+    }
+    out
+}
+
+fn human_duration(ms: u64) -> String {
+    match ms {
+        0..=9_999 => format!("{:.1}s", ms as f64 / 1000.0),
+        10_000..=5_999_999 => format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60),
+        _ => format!("{}h{:02}m", ms / 3_600_000, ms / 60_000 % 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(n: u8) -> Record {
+        Record {
+            start: "2026-11-22T10:00:00Z".into(),
+            end: "2026-11-22T10:01:05Z".into(),
+            duration_ms: 65_000,
+            command: vec!["claude".into()],
+            cwd: "/home/u/p".into(),
+            profile: "claude".into(),
+            backend: "bwrap".into(),
+            layers: vec!["bwrap".into(), "landlock".into(), "seccomp".into()],
+            policy_digest: digest("{}"),
+            exit_status: n,
+            network_refused: 2,
+            planted: Vec::new(),
+            ended_by_guard: false,
+        }
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        let at = |secs| rfc3339(UNIX_EPOCH + Duration::from_secs(secs));
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_795_348_034), "2026-11-22T11:47:14Z");
+        assert_eq!(at(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
+
+    #[test]
+    fn the_digest_is_sha256() {
+        assert_eq!(
+            digest("abc"),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn the_log_keeps_the_last_records_and_skips_garbage() {
+        let lines: Vec<String> = (0..5)
+            .map(|n| serde_json::to_string(&record(n)).unwrap())
+            .collect();
+        let text = format!(
+            "{}\nnot json\n{}\n",
+            lines[..3].join("\n"),
+            lines[3..].join("\n")
+        );
+        let got = last(&text, 2);
+        assert_eq!(got, [record(3), record(4)]);
+        let table = render(&got);
+        assert!(
+            table.contains("1m05s") && table.contains("claude"),
+            "{table}"
+        );
+        assert_eq!(table.lines().count(), 3);
+    }
+}

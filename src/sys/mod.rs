@@ -1,0 +1,5 @@
+//! Thin wrappers over the operating system's calls, each small and safe to call.
+
+#[cfg(target_os = "linux")]
+pub mod capabilities;
+pub mod files;
