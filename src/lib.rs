@@ -59,7 +59,7 @@ pub fn main_entry() -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            cli::say::error(&format!("{:#}", failure.error));
+            sys::say::error(&format!("{:#}", failure.error));
             ExitCode::from(failure.code)
         }
     }

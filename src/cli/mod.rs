@@ -1,9 +1,6 @@
 //! The command line: clap types only. No I/O and no decisions here; `lib.rs` resolves these
 //! raw arguments into a launch plan.
 
-pub mod exit;
-pub mod say;
-
 use std::ffi::OsString;
 use std::path::PathBuf;
 

@@ -2,11 +2,11 @@
 
 use clap::CommandFactory;
 
-use crate::cli::exit::Failure;
 use crate::cli::Cli;
+use crate::sys::exit::Failure;
 
 pub fn main(shell: clap_complete::Shell) -> Result<u8, Failure> {
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "sbx-shell", &mut script);
-    super::write_stdout(&script)
+    crate::sys::say::write_stdout(&script)
 }

@@ -5,19 +5,18 @@ use std::path::Path;
 
 use anyhow::{anyhow, Context};
 
-use crate::cli::exit::Failure;
-use crate::policy::inputs;
-use crate::session::home;
-use crate::session::log;
+use crate::cmd::inputs;
+use crate::policy::home;
+use crate::sys::exit::Failure;
 
 pub fn main(clear: Option<&str>, clear_all: bool) -> Result<u8, Failure> {
     let home = inputs::home_dir()?;
-    let homes = log::state_dir(&home).join(home::HOMES_DIR);
+    let homes = crate::sys::files::state_dir(&home).join(home::HOMES_DIR);
     let existing = list(&homes)?;
     if clear_all || clear.is_some() {
         let chosen: Vec<&str> = match clear {
             Some(name) => {
-                let dir = home::dir_of(&log::state_dir(&home), name);
+                let dir = home::dir_of(&crate::sys::files::state_dir(&home), name);
                 let Some(found) = existing.iter().find(|(_, d, _)| *d == dir) else {
                     return Err(anyhow!(
                         "no private home for the profile {name:?} in {}\nHint: `sbx-shell home` lists them",
@@ -38,7 +37,7 @@ pub fn main(clear: Option<&str>, clear_all: bool) -> Result<u8, Failure> {
                 .with_context(|| format!("cannot remove {}", dir.display()))?;
             let _ = writeln!(out, "emptied {} ({name})", dir.display());
         }
-        return super::write_stdout(out.as_bytes());
+        return crate::sys::say::write_stdout(out.as_bytes());
     }
     let mut out = String::new();
     if existing.is_empty() {
@@ -47,7 +46,7 @@ pub fn main(clear: Option<&str>, clear_all: bool) -> Result<u8, Failure> {
     for (name, dir, bytes) in &existing {
         let _ = writeln!(out, "{name:<12} {:>10}  {}", human(*bytes), dir.display());
     }
-    super::write_stdout(out.as_bytes())
+    crate::sys::say::write_stdout(out.as_bytes())
 }
 
 /// Each private home: its profile's name, directory and size in bytes.

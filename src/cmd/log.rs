@@ -2,9 +2,9 @@
 
 use anyhow::anyhow;
 
-use crate::cli::exit::Failure;
-use crate::policy::inputs;
+use crate::cmd::inputs;
 use crate::session::log;
+use crate::sys::exit::Failure;
 
 pub fn main(count: usize, json: bool) -> Result<u8, Failure> {
     let home = inputs::home_dir()?;
@@ -27,5 +27,5 @@ pub fn main(count: usize, json: bool) -> Result<u8, Failure> {
     } else {
         log::render(&records)
     };
-    super::write_stdout(out.as_bytes())
+    crate::sys::say::write_stdout(out.as_bytes())
 }

@@ -11,10 +11,10 @@ use std::process::Command;
 use anyhow::{anyhow, Context as _};
 
 use super::setup::{as_root, consent};
-use crate::cli::exit::{self, Failure};
 use crate::policy::profiles;
 use crate::policy::program;
 use crate::policy::shell;
+use crate::sys::exit::{self, Failure};
 
 const ETC_SHELLS: &str = "/etc/shells";
 const CHSH: &str = "/usr/bin/chsh";
@@ -63,7 +63,7 @@ pub fn main(
     let config_dir = if account.other {
         profiles::config_dir(None, &account.home)
     } else {
-        crate::policy::inputs::config_dir(&account.home)
+        crate::cmd::inputs::config_dir(&account.home)
     };
     let config = config_dir.join(profiles::CONFIG_FILE);
     let existing = match std::fs::read_to_string(&config) {
@@ -108,26 +108,26 @@ pub fn main(
     }
     if steps.is_empty() {
         report.push_str("nothing to change: already set up\n");
-        super::write_stdout(report.as_bytes())?;
+        crate::sys::say::write_stdout(report.as_bytes())?;
         return Ok(0);
     }
     for step in &steps {
         let verb = if print { "would" } else { "will" };
         report.push_str(&format!("{verb} {}\n", step.describe()));
     }
-    super::write_stdout(report.as_bytes())?;
+    crate::sys::say::write_stdout(report.as_bytes())?;
     if print {
         return Ok(0);
     }
     if !yes && !consent(COMMAND)? {
-        super::write_stdout(b"nothing changed\n")?;
+        crate::sys::say::write_stdout(b"nothing changed\n")?;
         return Ok(exit::FAILURE);
     }
     let root = nix::unistd::geteuid().is_root();
     for step in &steps {
         apply(step, &account, root)?;
     }
-    super::write_stdout(
+    crate::sys::say::write_stdout(
         format!(
             "done: the next login of {} runs {} inside sbx-shell (your current session is unchanged)\n",
             account.name,

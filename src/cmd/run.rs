@@ -26,14 +26,12 @@ use std::time::SystemTime;
 
 use anyhow::{anyhow, Context as _};
 
-use crate::cli::exit::Failure;
-use crate::cli::say::Verbosity;
 use crate::cli::{Cli, PtyMode};
+use crate::cmd::inputs;
 use crate::helper::spec::{self as helper_spec, HelperSpec, ProcessLimits, ProxyListen};
 use crate::host::{self, Host, Probes};
 use crate::netproxy;
 use crate::netproxy::session::ProxySession;
-use crate::policy::inputs;
 use crate::policy::launch::{self, Launch, Request};
 use crate::policy::profiles;
 use crate::policy::program;
@@ -42,10 +40,12 @@ use crate::policy::Policy;
 use crate::sandbox::{self, select, Backend, InProcess};
 use crate::session::cgroup;
 use crate::session::log;
-use crate::session::process;
 use crate::session::pty;
 use crate::session::temp::SessionTemp;
 use crate::session::{Child, Session, SessionOptions, Timeout};
+use crate::sys::exit::Failure;
+use crate::sys::process;
+use crate::sys::say::Verbosity;
 
 /// What the request and the policy resolved to.
 struct Plan {
@@ -305,7 +305,7 @@ fn clipboard_line(refused: u64, policy: crate::policy::config::Clipboard) -> Str
 }
 
 fn say_unconfined(program: &OsStr) {
-    crate::cli::say::warning(&format!(
+    crate::sys::say::warning(&format!(
         "--backend none: {} runs without any sandbox",
         program.to_string_lossy()
     ));
@@ -341,8 +341,8 @@ fn start_network(
 /// the sandbox can bind them read-only: a missing one could be created from inside.
 fn create_own_dirs(home: &Path) -> Result<(), Failure> {
     for dir in [
-        crate::policy::inputs::config_dir(home),
-        crate::session::log::state_dir(home),
+        crate::cmd::inputs::config_dir(home),
+        crate::sys::files::state_dir(home),
     ] {
         crate::sys::files::create_private_dir(&dir).with_context(|| {
             format!(
@@ -376,7 +376,7 @@ fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
                 home.dir.display()
             )
         })?;
-        for dir in crate::session::home::VIM_DIRS {
+        for dir in crate::policy::home::VIM_DIRS {
             if let Err(e) = crate::sys::files::create_inside(&home.dir, Path::new(dir), true) {
                 say.detail(&format!(
                     "sbx-shell: private home: cannot create {dir}: {e}"
@@ -403,7 +403,7 @@ fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
             let Ok(rel) = kept.twin.strip_prefix(&home.dir) else {
                 continue;
             };
-            let dir = kept.kind == crate::session::home::Kind::Dir;
+            let dir = kept.kind == crate::policy::home::Kind::Dir;
             // Made once: later starts only look (a look follows nothing it acts on).
             if kept
                 .twin
@@ -460,7 +460,7 @@ fn private_home_env(plan: &Plan) -> Vec<(String, std::ffi::OsString)> {
     let Some(home) = &plan.policy.private_home else {
         return Vec::new();
     };
-    let mut vars = crate::session::home::variables(home, &plan.launch.shell, &|name| {
+    let mut vars = crate::policy::home::variables(home, &plan.launch.shell, &|name| {
         std::env::var_os(name).is_some()
     });
     vars.retain(|(name, _)| !plan.policy.environment.set.contains_key(name));
@@ -884,11 +884,13 @@ impl Watch {
             roots,
             before: before.clone(),
             links: git.links.clone(),
-            keep: log::state_dir(&plan.home).join("moved-aside").join(format!(
-                "{}-{}",
-                log::rfc3339(started),
-                std::process::id()
-            )),
+            keep: crate::sys::files::state_dir(&plan.home)
+                .join("moved-aside")
+                .join(format!(
+                    "{}-{}",
+                    crate::sys::files::rfc3339(started),
+                    std::process::id()
+                )),
             recorded: recorded.into(),
             ends_session: true,
             git_config_allow: plan.policy.git_config_allow.iter().cloned().collect(),
@@ -901,7 +903,7 @@ impl Watch {
             )
             .into()),
             Err(e) => {
-                crate::cli::say::warning(&format!(
+                crate::sys::say::warning(&format!(
                     "cannot watch the writable trees ({e}): what the session plants is only reported at the end"
                 ));
                 Ok((None, Vec::new()))
@@ -918,7 +920,8 @@ impl Watch {
         mediated: bool,
     ) -> crate::protect::planted::Snapshot {
         let fs = &policy.filesystem;
-        let roots: Vec<&std::path::Path> = sandbox::bwrap::writable_roots(fs)
+        let roots: Vec<&std::path::Path> = fs
+            .writable_roots()
             .into_iter()
             .filter(|r| *r != std::path::Path::new("/"))
             .collect();
@@ -937,17 +940,17 @@ impl Watch {
         let (mut all, ended_by_guard) = match self.guard.map(crate::protect::watch::Guard::finish) {
             Some(outcome) => {
                 if outcome.incomplete {
-                    crate::cli::say::warning(&format!(
+                    crate::sys::say::warning(&format!(
                         "the guard could not watch every directory of the writable trees (more than {}, or the kernel's inotify limit): what it did not see is only reported\nHint: raise fs.inotify.max_user_watches, or start in a smaller workspace",
                         crate::protect::watch::WATCH_BUDGET
                     ));
                 }
                 match &outcome.ended {
-                    Some(path) if outcome.ended_at_once => crate::cli::say::error(&format!(
+                    Some(path) if outcome.ended_at_once => crate::sys::say::error(&format!(
                         "this session was ended: its program planted {}, which no git command writes: it points the host's git at another directory's config and hooks\nHint: the places are named below; a program that does this is attacking the host",
                         path.display()
                     )),
-                    Some(path) => crate::cli::say::error(&format!(
+                    Some(path) => crate::sys::say::error(&format!(
                         "this session was ended: its program kept changing what the guard protects ({} answers, the last at {}), racing the guard to keep code planted outside the sandbox\nHint: the places are named below; a program that does this is attacking the host",
                         crate::protect::watch::END_AFTER,
                         path.display()
@@ -957,12 +960,12 @@ impl Watch {
                 if let Some(line) =
                     crate::protect::planted::moved_line(&outcome.moved, &outcome.keep)
                 {
-                    crate::cli::say::warning(&line);
+                    crate::sys::say::warning(&line);
                 }
                 if let Some(line) =
                     crate::protect::planted::restored_line(&outcome.restored, &outcome.keep)
                 {
-                    crate::cli::say::warning(&line);
+                    crate::sys::say::warning(&line);
                 }
                 (
                     [outcome.moved, outcome.restored].concat(),
@@ -994,7 +997,7 @@ impl Watch {
             }) && !self.recorded.iter().any(|r| p.path.starts_with(r))
         });
         if let Some(line) = crate::protect::planted::line(&left) {
-            crate::cli::say::warning(&line);
+            crate::sys::say::warning(&line);
         }
         all.extend(left);
         (all, ended_by_guard)
@@ -1013,7 +1016,7 @@ fn undo_left_seals(home: &std::path::Path, say: Verbosity) {
 /// refused a write as the file's own is.
 #[cfg(target_os = "linux")]
 fn linked_note(linked: &[PathBuf]) -> Option<String> {
-    let named = crate::cli::say::first_and_more(linked)?;
+    let named = crate::sys::say::first_and_more(linked)?;
     let has = match linked.len() {
         1 => "has another name",
         _ => "have other names",
@@ -1028,7 +1031,7 @@ fn linked_note(linked: &[PathBuf]) -> Option<String> {
 /// the backend.
 #[cfg(target_os = "linux")]
 fn restored_note(recorded: &[PathBuf], backend_named: bool) -> Option<String> {
-    let named = crate::cli::say::first_and_more(recorded)?;
+    let named = crate::sys::say::first_and_more(recorded)?;
     let fix = if backend_named {
         ""
     } else {

@@ -25,8 +25,8 @@ use std::process::ExitCode;
 use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::unistd::{fork, getpid, getppid, ForkResult, Pid};
 
-use crate::cli::exit::{self, ChildEnd};
-use crate::session::process::{self, ChildEvent};
+use crate::sys::exit::{self, ChildEnd};
+use crate::sys::process::{self, ChildEvent};
 
 /// The signal the kernel sends the guard when sbx-shell dies (never sent by sbx-shell).
 fn death_signal() -> i32 {

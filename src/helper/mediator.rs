@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 pub mod create;
 #[cfg(target_os = "linux")]
 mod linux;
-pub mod names;
 pub mod opens;
 pub mod umasks;
 

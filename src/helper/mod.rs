@@ -42,7 +42,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{SigSet, SigmaskHow};
 use thiserror::Error;
 
-use crate::cli::exit;
+use crate::sys::exit;
 use limits::LimitError;
 use spec::{parse_helper_args, read_spec, HelperSpec, ProxyListen, SpecError};
 

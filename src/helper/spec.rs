@@ -65,7 +65,7 @@ pub struct HelperSpec {
     /// Guard mode: the guard makes every name the program asks for, refusing these
     /// (`mediator::create`); the program's side installs the filter after Landlock.
     #[serde(default)]
-    pub names: Option<crate::helper::mediator::names::Names>,
+    pub names: Option<crate::protect::names::Names>,
 }
 
 /// Where the helper opens the proxy's port, and how it hands it over.
@@ -239,7 +239,7 @@ mod tests {
                 shm: Some("/dev/shm/sbx-shell-0/session-9".into()),
                 lookups: Some("sbx-shell-names-9-00".into()),
             }),
-            names: Some(crate::helper::mediator::names::Names {
+            names: Some(crate::protect::names::Names {
                 protected: vec!["/w/.mcp.json".into()],
                 git_config_allow: vec!["filter.lfs.*".into()],
                 objects: vec![(1, 2)],

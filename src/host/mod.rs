@@ -150,7 +150,7 @@ impl Machine {
             container: container_marker(),
             sandbox_exec_probe: (os == "macos" && probes != Probes::Skip).then(|| {
                 probe(
-                    crate::sandbox::seatbelt::SANDBOX_EXEC,
+                    SANDBOX_EXEC,
                     &["-p", "(version 1)(allow default)", "/usr/bin/true"],
                 )
             }),
@@ -270,7 +270,7 @@ pub fn find_bwrap() -> Option<PathBuf> {
 
 /// Where a run remembers that bwrap's probe succeeded: in sbx-shell's state directory.
 pub fn probe_cache(home: &Path) -> PathBuf {
-    crate::session::log::state_dir(home).join("bwrap-probe")
+    crate::sys::files::state_dir(home).join("bwrap-probe")
 }
 
 /// The bwrap probe's result as `probes` asks: not run, run now, or a remembered success.
@@ -376,10 +376,29 @@ fn probe_key(bwrap: &Path) -> String {
         + "\n"
 }
 
+/// The namespaces and the base mounts of every bwrap sandbox (doctor's probe runs them too).
+///
+/// `--as-pid-1`: the helper (then its guard) is the pid namespace's init, not a bwrap
+/// process. The helper hides paths in a mount namespace of its own; a bwrap init left in
+/// bwrap's would show the unhidden tree through `/proc/1/root` wherever Landlock (whose
+/// ptrace scoping refuses that) is not there to stop it.
+pub const BWRAP_NAMESPACES: &[&str] = &[
+    "--die-with-parent",
+    "--new-session",
+    "--unshare-pid",
+    "--as-pid-1",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+];
+
+/// The only sandbox-exec sbx-shell runs.
+pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+
 /// Run bwrap around `true` with the namespaces, base mounts and kept capabilities the bwrap
 /// backend uses.
 fn probe_bwrap(bwrap: &Path) -> Result<(), String> {
-    let mut args = crate::sandbox::bwrap::NAMESPACES.to_vec();
+    let mut args = BWRAP_NAMESPACES.to_vec();
     args.extend([
         "--unshare-net",
         "--ro-bind",

@@ -112,7 +112,7 @@ impl Proxy {
     /// name counted. Returns at once, like `serve_from_sandbox`.
     pub fn serve_lookups_from_sandbox(&self, channel: OwnedFd) -> io::Result<()> {
         let proxy = self.clone();
-        crate::session::process::spawn_quiet("sbx-lookups", move || {
+        crate::sys::process::spawn_quiet("sbx-lookups", move || {
             if let Ok(socket) = handover::receive_fd(&channel) {
                 use std::os::fd::FromRawFd;
                 // SAFETY: the fd was just received and is owned by nothing else.
@@ -142,7 +142,7 @@ impl Proxy {
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
         let listener = std::os::unix::net::UnixListener::bind_addr(&addr)?;
         let proxy = self.clone();
-        crate::session::process::spawn_quiet("sbx-names", move || {
+        crate::sys::process::spawn_quiet("sbx-names", move || {
             for client in listener.incoming() {
                 match client {
                     Ok(client) => proxy.answer_name_service(client),
@@ -254,7 +254,7 @@ impl Proxy {
         let listener = TcpListener::bind(("127.0.0.1", 0))?;
         let port = listener.local_addr()?.port();
         let proxy = self.clone();
-        crate::session::process::spawn_quiet("sbx-proxy", move || proxy.accept_loop(listener))?;
+        crate::sys::process::spawn_quiet("sbx-proxy", move || proxy.accept_loop(listener))?;
         Ok(port)
     }
 
@@ -263,7 +263,7 @@ impl Proxy {
     /// thread waiting until sbx-shell ends.
     pub fn serve_from_sandbox(&self, channel: OwnedFd) -> io::Result<()> {
         let proxy = self.clone();
-        crate::session::process::spawn_quiet("sbx-proxy", move || {
+        crate::sys::process::spawn_quiet("sbx-proxy", move || {
             if let Ok(listener) = handover::receive_fd(&channel) {
                 use std::os::fd::FromRawFd;
                 // SAFETY: the fd was just received and is owned by nothing else.
@@ -345,7 +345,7 @@ impl Proxy {
                 continue;
             };
             let proxy = self.clone();
-            let _ = crate::session::process::spawn_quiet("sbx-proxy", move || proxy.handle(client));
+            let _ = crate::sys::process::spawn_quiet("sbx-proxy", move || proxy.handle(client));
         }
     }
 
@@ -446,7 +446,7 @@ impl Proxy {
 
     fn log_line(&self, target: &str, what: &str) {
         let Some(path) = &self.shared.log else { return };
-        let when = crate::session::log::rfc3339(SystemTime::now());
+        let when = crate::sys::files::rfc3339(SystemTime::now());
         let line = format!("{when} pid={} {target} {what}\n", std::process::id());
         if let Ok(mut file) = crate::sys::files::append_private(path) {
             let _ = file.write_all(line.as_bytes());
@@ -555,6 +555,3 @@ pub fn proxy_env(port: u16) -> Vec<(String, String)> {
 /// variables that turn them off, set unless the host or the policy sets them.
 pub const NO_NETWORK_ENV: [(&str, &str); 2] =
     [("npm_config_fetch_retries", "0"), ("PIP_RETRIES", "0")];
-
-/// Names that would make clients skip the proxy: removed from the program's environment.
-pub const BYPASS_ENV: [&str; 2] = ["NO_PROXY", "no_proxy"];

@@ -54,7 +54,7 @@ pub fn start(
     };
     if bwrap {
         let channel = || {
-            crate::session::process::inheritable_socketpair()
+            crate::sys::process::inheritable_socketpair()
                 .context("cannot create the network proxy's channel")
         };
         let (ours, theirs) = channel()?;
@@ -108,7 +108,7 @@ pub fn start(
 /// `$XDG_STATE_HOME/sbx-shell/network.log` (else under ~/.local/state), its directory
 /// created private; `None` when it cannot be.
 fn network_log(home: &Path) -> Option<PathBuf> {
-    let dir = crate::session::log::state_dir(home);
+    let dir = crate::sys::files::state_dir(home);
     crate::sys::files::create_private_dir(&dir).ok()?;
     Some(dir.join("network.log"))
 }

@@ -145,8 +145,7 @@ pub fn child_env(
     );
     if let Some(set) = proxy {
         kept.retain(|(name, _)| {
-            !crate::netproxy::BYPASS_ENV.iter().any(|n| name == n)
-                && !set.iter().any(|(n, _)| name == n.as_str())
+            !BYPASS_ENV.iter().any(|n| name == n) && !set.iter().any(|(n, _)| name == n.as_str())
         });
         kept.extend(
             set.into_iter()
@@ -156,6 +155,9 @@ pub fn child_env(
     kept.push((OsString::from("SHELL"), shell.as_os_str().to_owned()));
     kept
 }
+
+/// Names that would make clients skip the proxy: removed from the program's environment.
+pub const BYPASS_ENV: [&str; 2] = ["NO_PROXY", "no_proxy"];
 
 #[cfg(test)]
 mod tests {

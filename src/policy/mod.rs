@@ -10,7 +10,8 @@
 
 pub mod config;
 pub mod credentials;
-pub mod inputs;
+pub mod gitconfig;
+pub mod home;
 pub mod launch;
 pub mod profiles;
 pub mod program;
@@ -157,7 +158,7 @@ pub trait PathResolver {
 pub struct PathContext {
     pub home: PathBuf,
     pub workspace: PathBuf,
-    /// sbx-shell's state directory (`sessionlog::state_dir`): the private homes live there.
+    /// sbx-shell's state directory (`sys::files::state_dir`): the private homes live there.
     pub state: PathBuf,
     /// sbx-shell's configuration directory (`inputs::config_dir`): config and profiles.
     pub config: PathBuf,
@@ -174,6 +175,22 @@ pub struct ResolvedPath {
     pub path: PathBuf,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub real: Option<PathBuf>,
+}
+
+impl Filesystem {
+    /// The trees the program can write: the workspace (workspace-write), the writable
+    /// paths, and `/` when unrestricted; each as the kernel spells it, sorted, once.
+    pub fn writable_roots(&self) -> Vec<&Path> {
+        let mut roots: Vec<&Path> = self.writable.iter().map(ResolvedPath::real).collect();
+        match self.mode {
+            FsMode::WorkspaceWrite => roots.push(self.workspace.real()),
+            FsMode::Unrestricted => roots.push(Path::new("/")),
+            FsMode::ReadOnly => {}
+        }
+        roots.sort();
+        roots.dedup();
+        roots
+    }
 }
 
 impl ResolvedPath {
@@ -228,7 +245,7 @@ pub struct Policy {
     pub program_args: BTreeMap<String, Vec<String>>,
     /// What a session keeps, in sbx-shell's state directory (`privatehome`); its directory
     /// is among the writable paths. `None` when turned off.
-    pub private_home: Option<crate::session::home::PrivateHome>,
+    pub private_home: Option<crate::policy::home::PrivateHome>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -366,7 +383,7 @@ pub fn resolve(
     // and unrestricted leaves the host's own files in use.
     let private_home = last(&|c| c.private_home)
         .unwrap_or(filesystem.mode == FsMode::WorkspaceWrite)
-        .then(|| crate::session::home::plan(&ctx.state, profile, filesystem.home.real()));
+        .then(|| crate::policy::home::plan(&ctx.state, profile, filesystem.home.real()));
     if let Some(home) = &private_home {
         let dir = resolve_path(&home.dir.display().to_string(), "private home", ctx, fs)?;
         if let Some(denial) = filesystem
@@ -689,7 +706,7 @@ fn resolve_git_config_allow(layers: &[Layer]) -> Result<BTreeSet<String>, Policy
     for layer in layers {
         for entry in &layer.config.git.allow_config {
             let pattern = entry.value();
-            if !crate::protect::gitconfig::valid_pattern(pattern) {
+            if !crate::policy::gitconfig::valid_pattern(pattern) {
                 return Err(PolicyError::BadGitKey {
                     origin: layer.origin.clone(),
                     key: pattern.to_string(),

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 
-use crate::cli::exit::{self, Failure};
 use crate::policy::shell::ShellProbe;
+use crate::sys::exit::{self, Failure};
 
 /// Fail early, before the terminal is touched, when the program cannot be found or run.
 pub fn check(program: &OsStr, system: &System) -> Result<(), Failure> {

@@ -3,7 +3,7 @@
 //! that would run code (`repos`, `planted`), and the supervisor's watch on the writable
 //! trees (`watch`).
 
-pub mod gitconfig;
+pub mod names;
 pub mod planted;
 pub mod repos;
 #[cfg(target_os = "linux")]

@@ -181,7 +181,7 @@ pub fn compare(
 /// The keys of a git config that ordinary git work does not write and `allow` does not
 /// name (`gitconfig::refused`): what makes it run code outside.
 pub fn config_keys(text: &[u8], allow: &[String]) -> Vec<String> {
-    crate::protect::gitconfig::refused(text, allow)
+    crate::policy::gitconfig::refused(text, allow)
 }
 
 impl std::fmt::Display for Planted {

@@ -78,7 +78,7 @@ pub fn sensitive(git_dir: &Path) -> Vec<PathBuf> {
 pub fn trees(policy: &crate::policy::Policy) -> Vec<(PathBuf, bool)> {
     let fs = &policy.filesystem;
     let private = policy.private_home.as_ref().map(|h| h.dir.as_path());
-    let roots = crate::sandbox::bwrap::writable_roots(fs);
+    let roots = fs.writable_roots();
     roots
         .iter()
         .filter(|root| {

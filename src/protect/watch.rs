@@ -640,7 +640,7 @@ impl State {
         // ended at the next one); said only once something was ended.
         let at_once = never_written_by_git(path);
         if (self.answers >= END_AFTER || at_once) && self.out.ended.is_none() && !self.ended {
-            let ended = !self.rules.ends_session || crate::session::process::kill_all_below() > 0;
+            let ended = !self.rules.ends_session || crate::sys::process::kill_all_below() > 0;
             if ended {
                 self.out.ended = Some(path.to_path_buf());
                 self.out.ended_at_once = at_once;
@@ -695,7 +695,7 @@ impl Drop for Guard {
 
 /// Where the journals of seals are kept (`record::write_journal`).
 pub fn seal_journals(home: &Path) -> PathBuf {
-    crate::session::log::state_dir(home).join("sealed")
+    crate::sys::files::state_dir(home).join("sealed")
 }
 
 /// Give their own modes back to the files that a session killed while its seals held
@@ -711,7 +711,7 @@ pub fn undo_left_seals(home: &Path) -> Option<String> {
         })
     };
     let undone = record::undo_left_seals(&seal_journals(home), &alive);
-    let named = crate::cli::say::first_and_more(&undone)?;
+    let named = crate::sys::say::first_and_more(&undone)?;
     Some(format!(
         "sbx-shell: gave {named} its own mode back: a session killed earlier left it sealed"
     ))

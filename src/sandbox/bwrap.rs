@@ -21,22 +21,6 @@ use crate::policy::config::FsMode;
 use crate::policy::{Network, Policy, ResolvedPath};
 use crate::sys::files::Identity;
 
-/// The namespaces and the base mounts of every bwrap sandbox (doctor's probe runs them too).
-///
-/// `--as-pid-1`: the helper (then its guard) is the pid namespace's init, not a bwrap
-/// process. The helper hides paths in a mount namespace of its own; a bwrap init left in
-/// bwrap's would show the unhidden tree through `/proc/1/root` wherever Landlock (whose
-/// ptrace scoping refuses that) is not there to stop it.
-pub const NAMESPACES: &[&str] = &[
-    "--die-with-parent",
-    "--new-session",
-    "--unshare-pid",
-    "--as-pid-1",
-    "--unshare-ipc",
-    "--unshare-uts",
-    "--unshare-cgroup-try",
-];
-
 #[derive(Clone, Copy)]
 pub struct Inputs<'a> {
     pub policy: &'a Policy,
@@ -91,7 +75,7 @@ pub enum HelperFd {
 pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
     let policy = inputs.policy;
     let mut a = Args(vec![inputs.bwrap.as_os_str().to_owned()]);
-    a.flags(NAMESPACES);
+    a.flags(crate::host::BWRAP_NAMESPACES);
     // An allow-list too: the proxy's listening socket is made inside this namespace by the
     // helper and handed out to sbx-shell (`netproxy`).
     if policy.network != Network::Full {
@@ -125,7 +109,7 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
     // create its mount point below a directory the program could have written (in an
     // earlier session), and bubblewrap before 0.12.0 follows a symlink planted there
     // (GHSA-pxhw-h44j-8pfx). The helper binds it on itself instead (`mounts`: `Pin`).
-    let roots = writable_roots(fs);
+    let roots = fs.writable_roots();
     if fs.mode == FsMode::WorkspaceWrite && !nested_root(real(&fs.workspace), &roots) {
         a.mount("--bind", real(&fs.workspace), real(&fs.workspace));
     }
@@ -251,20 +235,6 @@ pub const HOME_READONLY: &[&str] = &["bin"];
 /// host's shows there, so nothing there needs hiding.
 const PRIVATE_DIRS: &[&str] = &["/dev", "/proc", "/tmp"];
 
-/// The trees the program can write: the workspace (workspace-write), the writable paths,
-/// and `/` when unrestricted.
-pub fn writable_roots(fs: &crate::policy::Filesystem) -> Vec<&Path> {
-    let mut roots: Vec<&Path> = fs.writable.iter().map(real).collect();
-    match fs.mode {
-        FsMode::WorkspaceWrite => roots.push(real(&fs.workspace)),
-        FsMode::Unrestricted => roots.push(Path::new("/")),
-        FsMode::ReadOnly => {}
-    }
-    roots.sort();
-    roots.dedup();
-    roots
-}
-
 /// Whether the writable root `path` lies inside another of `roots`: bwrap is not asked to
 /// bind it (it would create a mount point below what the program could write), the helper
 /// binds it on itself, through descriptors opened without following symlinks.
@@ -311,7 +281,7 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
         how,
         id: checked_id(path),
     };
-    let roots = writable_roots(fs);
+    let roots = fs.writable_roots();
     let mut out: Vec<Mount> = roots
         .iter()
         .filter(|r| **r != Path::new("/") && kind(r) != PathKind::Missing)
@@ -413,8 +383,7 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
     // (EBUSY), and `git gc` writes in `objects/info`: where the guard judges every write,
     // it checks those instead (`mediator::names::is_judged_git_path`).
     let judged_config = |p: &Path| {
-        inputs.names_judged
-            && crate::helper::mediator::names::is_judged_git_path(p, inputs.git_dirs)
+        inputs.names_judged && crate::protect::names::is_judged_git_path(p, inputs.git_dirs)
     };
     out.extend(
         protected
@@ -456,7 +425,7 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
 fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
     let fs = &inputs.policy.filesystem;
     let grants = || fs.writable.iter().chain(&fs.readable).map(real);
-    let twins: Vec<&crate::session::home::Kept> = inputs
+    let twins: Vec<&crate::policy::home::Kept> = inputs
         .policy
         .private_home
         .iter()
@@ -464,8 +433,8 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
         .filter(|k| k.mount)
         .filter(|k| {
             let want = match k.kind {
-                crate::session::home::Kind::Dir => PathKind::Dir,
-                crate::session::home::Kind::File => PathKind::File,
+                crate::policy::home::Kind::Dir => PathKind::Dir,
+                crate::policy::home::Kind::File => PathKind::File,
             };
             // Not through a symlink (the host's own arrangement, e.g. a history file kept in
             // a dotfiles repository): then the denied path's hide covers its target.
@@ -474,7 +443,7 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
                 && !grants().any(|g| g != k.path && g.starts_with(&k.path))
         })
         .collect();
-    let mut home: Vec<(&Path, Option<&crate::session::home::Kept>)> = fs
+    let mut home: Vec<(&Path, Option<&crate::policy::home::Kept>)> = fs
         .denied
         .iter()
         .map(real)

@@ -444,7 +444,8 @@ pub fn restored_paths(
     if names_judged {
         return Vec::new();
     }
-    let roots: Vec<&Path> = crate::sandbox::bwrap::writable_roots(fs)
+    let roots: Vec<&Path> = fs
+        .writable_roots()
         .into_iter()
         .filter(|r| *r != Path::new("/"))
         .collect();

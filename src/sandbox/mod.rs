@@ -303,7 +303,7 @@ pub struct InProcess {
     pub mediate: bool,
     /// The names the helper's guard refuses to make (`mediator::names`), when the program
     /// has writable trees (`repos::trees`).
-    pub names: Option<crate::helper::mediator::names::Names>,
+    pub names: Option<crate::protect::names::Names>,
 }
 
 /// The in-process layers of `backend` for `policy`. Errors when a layer refuses the policy.
@@ -318,7 +318,7 @@ pub fn in_process(
         seccomp::check(&filter)?;
         Ok(filter)
     };
-    let names = names_judged(policy).then(|| crate::helper::mediator::names::Names {
+    let names = names_judged(policy).then(|| crate::protect::names::Names {
         protected: policy
             .filesystem
             .protected
@@ -336,7 +336,9 @@ pub fn in_process(
             .chain(ctx.git_dirs.iter().map(|g| g.dir.clone()))
             .collect(),
         home: None,
-        writable: bwrap::writable_roots(&policy.filesystem)
+        writable: policy
+            .filesystem
+            .writable_roots()
             .into_iter()
             .map(Path::to_path_buf)
             .collect(),
@@ -376,7 +378,7 @@ pub fn in_process(
                 guard: true,
                 launcher_depth: 1,
                 mediate: false,
-                names: names.map(|n| crate::helper::mediator::names::Names { home, ..n }),
+                names: names.map(|n| crate::protect::names::Names { home, ..n }),
             }
         }
         Backend::Landlock => InProcess {

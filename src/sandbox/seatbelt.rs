@@ -22,9 +22,6 @@ use thiserror::Error;
 use crate::policy::config::FsMode;
 use crate::policy::{Network, Policy, ResolvedPath, KEYCHAINS};
 
-/// The only sandbox-exec sbx-shell runs.
-pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
-
 const BASE: &str = include_str!("seatbelt/base.sbpl");
 const NESTED_PTY: &str = include_str!("seatbelt/nested_pty.sbpl");
 const KEYCHAIN: &str = include_str!("seatbelt/keychain.sbpl");
@@ -148,7 +145,7 @@ pub fn build_profile(inputs: &Inputs<'_>) -> Result<Profile, SeatbeltError> {
 /// `/usr/bin/sandbox-exec -p PROFILE -D NAME=VALUE… COMMAND…`
 pub fn build_argv(profile: &Profile, command: &[OsString]) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec![
-        SANDBOX_EXEC.into(),
+        crate::host::SANDBOX_EXEC.into(),
         "-p".into(),
         profile.text.clone().into(),
     ];

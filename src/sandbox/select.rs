@@ -161,7 +161,7 @@ fn select_macos(choice: BackendChoice, machine: &Machine) -> Result<Backend, Sel
         BackendChoice::Auto | BackendChoice::Seatbelt => match &machine.sandbox_exec_probe {
             Some(Err(why)) => Err(SelectError::Unusable {
                 backend: "seatbelt",
-                why: format!("{}: {why}", super::seatbelt::SANDBOX_EXEC),
+                why: format!("{}: {why}", crate::host::SANDBOX_EXEC),
                 hint: "sandbox-exec ships with macOS; check that it exists and is not blocked by a management profile".into(),
             }),
             _ => Ok(Backend::Seatbelt),

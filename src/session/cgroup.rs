@@ -123,8 +123,8 @@ impl SessionCgroup {
     }
 
     /// The fds a child is started into the cgroup with.
-    pub fn fds(&self) -> crate::session::process::CgroupFds {
-        crate::session::process::CgroupFds {
+    pub fn fds(&self) -> crate::sys::process::CgroupFds {
+        crate::sys::process::CgroupFds {
             dir: self.dir_fd.as_raw_fd(),
             procs: self.procs.as_raw_fd(),
         }

@@ -14,10 +14,10 @@ use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
 
+use super::supervise::Child;
 use super::supervise::Supervisor;
-use super::Child;
-use crate::session::process;
 use crate::session::signals::{self, SignalPipes};
+use crate::sys::process;
 
 const HANDLED: [Signal; 5] = [
     Signal::SIGCHLD,
@@ -40,7 +40,7 @@ impl Session {
     }
 
     /// Run `argv` on the inherited stdio until it ends (no relay: no clipboard to filter).
-    pub fn run(self, child: &Child) -> io::Result<super::Ended> {
+    pub fn run(self, child: &Child) -> io::Result<super::supervise::Ended> {
         let Child { argv, env, options } = child;
         let options = *options;
         let pid = process::spawn_child(argv, env, None, false, options.cgroup)?;
@@ -77,7 +77,7 @@ impl Session {
                 }
             }
         }
-        Ok(super::Ended {
+        Ok(super::supervise::Ended {
             code: supervisor.exit_code(),
             clipboard_refused: 0,
         })

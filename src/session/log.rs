@@ -6,10 +6,11 @@
 //! same rules), how it ended and the network refusals. Never an environment value: the
 //! policy's `set` values are part of the digest only.
 
+use crate::sys::files::rfc3339;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -88,16 +89,7 @@ impl Record {
 
 /// The log file for `home`.
 pub fn path(home: &Path) -> PathBuf {
-    state_dir(home).join("sessions.jsonl")
-}
-
-/// sbx-shell's state directory: `$XDG_STATE_HOME/sbx-shell`, else `~/.local/state/sbx-shell`.
-pub fn state_dir(home: &Path) -> PathBuf {
-    std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .unwrap_or_else(|| home.join(".local/state"))
-        .join("sbx-shell")
+    crate::sys::files::state_dir(home).join("sessions.jsonl")
 }
 
 /// "sha256:HEX" of `policy_json`.
@@ -105,42 +97,6 @@ pub fn digest(policy_json: &str) -> String {
     let hash = Sha256::digest(policy_json.as_bytes());
     let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
-}
-
-/// `time` as RFC 3339 in UTC, to the second.
-pub fn rfc3339(time: SystemTime) -> String {
-    let secs = time
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_secs();
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    // Shift to eras of 400 years starting on 0000-03-01 (the leap day ends a year).
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let day_of_era = z % 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    (year, month, day)
 }
 
 /// Append `record` to the log (its directory made private). Errors are the caller's to
@@ -195,6 +151,7 @@ fn human_duration(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
 
     fn record(n: u8) -> Record {
         Record {

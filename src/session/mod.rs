@@ -8,9 +8,7 @@
 //! (`supervise`): reaping, the timeout, termination and the exit code.
 
 pub mod cgroup;
-pub mod home;
 pub mod log;
-pub mod process;
 pub mod pty;
 pub mod signals;
 pub mod temp;
@@ -18,21 +16,11 @@ pub mod temp;
 mod direct;
 pub mod supervise;
 
-use std::ffi::OsString;
 use std::io;
 use std::os::fd::RawFd;
 use std::path::Path;
 
-pub use supervise::{Ended, SessionOptions, Timeout};
-
-/// What the session runs: the argv (the launcher's, or the helper's), exactly this
-/// environment, and how it is supervised.
-#[derive(Debug, Clone)]
-pub struct Child {
-    pub argv: Vec<OsString>,
-    pub env: Vec<(OsString, OsString)>,
-    pub options: SessionOptions,
-}
+pub use supervise::{Child, Ended, SessionOptions, Timeout};
 
 /// An open session, ready to run the child.
 pub enum Session {

@@ -278,7 +278,11 @@ mod tests {
             let pty = nix::pty::openpty(None, None).unwrap();
             let before = nix::sys::termios::tcgetattr(&pty.slave).unwrap();
             let status = std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "session::signals::tests::fault_child", "--nocapture"])
+                .args([
+                    "--exact",
+                    "session::signals::tests::fault_child",
+                    "--nocapture",
+                ])
                 .env("SBX_FAULT_CHILD", how)
                 .env("RUST_BACKTRACE", "0")
                 .stdin(std::process::Stdio::from(pty.slave.try_clone().unwrap()))

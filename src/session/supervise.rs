@@ -7,13 +7,14 @@
 //! → over: the child ended or the deadline passed, and everything left below sbx-shell was
 //! hung up and killed (`process::kill_leftovers`).
 
+use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
-use crate::cli::exit::{self, ChildEnd};
-use crate::session::process::{self, ChildEvent};
+use crate::sys::exit::{self, ChildEnd};
+use crate::sys::process::{self, ChildEvent};
 
 /// How long the child gets to act on a forwarded SIGTERM/SIGINT/SIGQUIT/SIGHUP before its
 /// whole tree is hung up and killed.
@@ -37,7 +38,7 @@ pub struct SessionOptions {
     /// which passes them on.
     pub launcher_depth: usize,
     /// The session's cgroup, which the child starts in.
-    pub cgroup: Option<crate::session::process::CgroupFds>,
+    pub cgroup: Option<crate::sys::process::CgroupFds>,
     /// What the relay lets through of the terminal's clipboard requests (with a pty).
     pub clipboard: crate::policy::config::Clipboard,
 }
@@ -236,4 +237,13 @@ fn report_timeout(timeout: &Timeout) {
         "\r\nsbx-shell: the session reached its timeout of {}s: ending it\r\n",
         timeout.after.as_secs()
     );
+}
+
+/// What the session runs: the argv (the launcher's, or the helper's), exactly this
+/// environment, and how it is supervised.
+#[derive(Debug, Clone)]
+pub struct Child {
+    pub argv: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    pub options: SessionOptions,
 }

@@ -2,4 +2,7 @@
 
 #[cfg(target_os = "linux")]
 pub mod capabilities;
+pub mod exit;
 pub mod files;
+pub mod process;
+pub mod say;

@@ -3,19 +3,19 @@
 
 pub mod checks;
 
-use crate::cli::exit::{self, Failure};
 use crate::host::{self, Machine, Probes};
+use crate::sys::exit::{self, Failure};
 
 pub fn main(json: bool) -> Result<u8, Failure> {
     // A fresh probe, whose success the runs then reuse.
-    let cache = crate::policy::inputs::home_dir()
+    let cache = crate::cmd::inputs::home_dir()
         .ok()
         .map(|h| host::probe_cache(&h));
     let report = checks::evaluate(&Machine::measure(Probes::Fresh(cache.as_deref())));
     // What a session killed while it held seals left behind (older kernels' Landlock
     // alone) is put back here too.
     #[cfg(target_os = "linux")]
-    if let Some(line) = crate::policy::inputs::home_dir()
+    if let Some(line) = crate::cmd::inputs::home_dir()
         .ok()
         .and_then(|h| crate::protect::watch::undo_left_seals(&h))
     {
@@ -26,7 +26,7 @@ pub fn main(json: bool) -> Result<u8, Failure> {
     } else {
         checks::render_text(&report)
     };
-    super::write_stdout(text.as_bytes())?;
+    crate::sys::say::write_stdout(text.as_bytes())?;
     Ok(if report.default_backend_can_run {
         0
     } else {

@@ -1,15 +1,16 @@
 //! `sbx-shell explain`: the policy a run would resolve to, and what each backend would run
 //! for it on this machine.
 
+mod render;
 pub mod report;
 
-use crate::cli::exit::Failure;
 use crate::cli::ExplainArgs;
+use crate::cmd::inputs;
 use crate::host::Host;
 use crate::netproxy;
-use crate::policy::inputs;
 use crate::policy::profiles;
 use crate::sandbox::select;
+use crate::sys::exit::Failure;
 
 pub fn main(args: &ExplainArgs) -> Result<u8, Failure> {
     let home = inputs::home_dir()?;
@@ -30,9 +31,9 @@ pub fn main(args: &ExplainArgs) -> Result<u8, Failure> {
     let text = if args.json {
         format!("{}\n", serde_json::to_string_pretty(&report)?)
     } else if let Some(backend) = args.show {
-        report::render_backend(&report, backend)
+        render::render_backend(&report, backend)
     } else {
-        report::render_text(&report)
+        render::render_text(&report)
     };
-    super::write_stdout(text.as_bytes())
+    crate::sys::say::write_stdout(text.as_bytes())
 }

@@ -4,8 +4,6 @@
 //! and its parameters, the bwrap argv, the Landlock rulesets and the seccomp table), on any
 //! OS, marked with whether this build enforces it here.
 
-mod render;
-
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
@@ -14,8 +12,6 @@ use serde::Serialize;
 use crate::host::{Host, PathKind};
 use crate::policy::Policy;
 use crate::sandbox::{self, landlock, seatbelt, seccomp};
-
-pub use render::{render_backend, render_text};
 
 /// What `explain --json` prints.
 #[derive(Debug, Serialize)]
@@ -187,7 +183,7 @@ fn seatbelt_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput
         Ok(profile) => BackendOutput::Runs {
             mounts: Vec::new(),
             argv: vec![
-                seatbelt::SANDBOX_EXEC.into(),
+                crate::host::SANDBOX_EXEC.into(),
                 "-p".into(),
                 "PROFILE".into(),
                 "-D …".into(),

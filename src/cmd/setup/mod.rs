@@ -9,11 +9,10 @@ use std::process::Command;
 
 use anyhow::{anyhow, Context as _};
 
-use crate::cli::exit::{self, Failure};
 use crate::cmd::doctor::checks;
+use crate::cmd::inputs;
 use crate::host::{self, Machine, Probes};
-use crate::policy::inputs;
-use crate::session::log;
+use crate::sys::exit::{self, Failure};
 use system::Step;
 
 const SUDO: &str = "/usr/bin/sudo";
@@ -26,7 +25,7 @@ pub fn main(check: bool, yes: bool) -> Result<u8, Failure> {
     let machine = Machine::measure(Probes::Fresh(Some(&cache)));
     let plan = system::plan(&machine, &|p: &Path| p.exists());
     if plan.steps.is_empty() && plan.cannot.is_empty() {
-        super::write_stdout(
+        crate::sys::say::write_stdout(
             b"sbx-shell setup: nothing to install: this machine runs every layer.\n",
         )?;
         return Ok(0);
@@ -39,19 +38,19 @@ pub fn main(check: bool, yes: bool) -> Result<u8, Failure> {
     for cannot in &plan.cannot {
         report.push_str(&format!("setup cannot change this: {cannot}\n"));
     }
-    super::write_stdout(report.as_bytes())?;
+    crate::sys::say::write_stdout(report.as_bytes())?;
     if check || plan.steps.is_empty() {
         return Ok(exit::FAILURE);
     }
     if !yes && !consent("setup")? {
-        super::write_stdout(b"nothing changed\n")?;
+        crate::sys::say::write_stdout(b"nothing changed\n")?;
         return Ok(exit::FAILURE);
     }
     for step in &plan.steps {
-        apply(step, &log::state_dir(&home), machine.root)?;
+        apply(step, &crate::sys::files::state_dir(&home), machine.root)?;
     }
     let report = checks::evaluate(&Machine::measure(Probes::Fresh(Some(&cache))));
-    super::write_stdout(format!("\n{}", checks::render_text(&report)).as_bytes())?;
+    crate::sys::say::write_stdout(format!("\n{}", checks::render_text(&report)).as_bytes())?;
     Ok(if report.default_backend_can_run {
         0
     } else {

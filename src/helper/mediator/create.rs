@@ -39,11 +39,11 @@ use super::linux::{
     errno, notif_sizes, read_cstr, receive, respond, send_fd, still_waiting, sync_wake_up, Answer,
     Call,
 };
-use super::names::{self, GitPlace, Made, Names};
 use super::opens::{self, Missing};
 use super::umasks::{self, Umasks};
 use super::Rules;
-use crate::protect::gitconfig::Kind;
+use crate::policy::gitconfig::Kind;
+use crate::protect::names::{self, GitPlace, Made, Names};
 use crate::sandbox::mediated::syscall_name;
 
 /// Start the thread that answers the program's calls, in this process (the helper's
@@ -57,7 +57,7 @@ pub fn start(
     reach: super::Reach,
 ) -> io::Result<()> {
     let names = names.unwrap_or_default();
-    crate::session::process::spawn_quiet("sbx-mediator", move || {
+    crate::sys::process::spawn_quiet("sbx-mediator", move || {
         let run = || -> io::Result<()> {
             let raw = crate::netproxy::handover::receive_fd(&channel)?;
             // SAFETY: receive_fd returned a descriptor that now belongs to us alone.

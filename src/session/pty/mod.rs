@@ -22,10 +22,10 @@ use nix::sys::signal::Signal;
 
 pub use raw_mode::install_panic_hook;
 
-use crate::session::process;
 use crate::session::signals;
 use crate::session::supervise::Supervisor;
 use crate::session::Child;
+use crate::sys::process;
 
 /// The signals the supervisor handles in a pty session (SIGWINCH has its own pipe).
 const HANDLED: [Signal; 7] = [

@@ -88,7 +88,7 @@ pub fn resolve(
     let mut ctx = PathContext {
         home: home.to_path_buf(),
         workspace,
-        state: crate::session::log::state_dir(home),
+        state: crate::sys::files::state_dir(home),
         config: config_dir(home),
         vars: std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))

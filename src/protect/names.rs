@@ -234,13 +234,13 @@ impl Names {
     /// (`gitconfig::refused`), or git cannot read it.
     pub fn config_rename(
         &self,
-        kind: crate::protect::gitconfig::Kind,
+        kind: crate::policy::gitconfig::Kind,
         text: &[u8],
     ) -> Option<String> {
-        let keys = crate::protect::gitconfig::refused_as(kind, text, &self.git_config_allow);
+        let keys = crate::policy::gitconfig::refused_as(kind, text, &self.git_config_allow);
         let what = match kind {
-            crate::protect::gitconfig::Kind::Config => "a git config",
-            crate::protect::gitconfig::Kind::Gitmodules => "a .gitmodules",
+            crate::policy::gitconfig::Kind::Config => "a git config",
+            crate::policy::gitconfig::Kind::Gitmodules => "a .gitmodules",
         };
         (!keys.is_empty()).then(|| format!("{what} ({})", keys.join(", ")))
     }
@@ -258,7 +258,7 @@ mod tests {
 
     #[test]
     fn protected_paths_git_pointers_and_hooks_are_refused_and_the_rest_is_not() {
-        use crate::protect::gitconfig::Kind::Config;
+        use crate::policy::gitconfig::Kind::Config;
         let names = Names {
             protected: vec![
                 "/ws/.mcp.json".into(),

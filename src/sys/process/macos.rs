@@ -3,7 +3,7 @@
 
 use nix::unistd::Pid;
 
-use super::ProcInfo;
+use super::tree::ProcInfo;
 
 /// macOS has no subreaper: a no-op.
 pub fn install_subreaper() {}

@@ -18,7 +18,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use crate::cli::exit::ChildEnd;
+use crate::sys::exit::ChildEnd;
 
 #[cfg(target_os = "linux")]
 #[path = "process/linux.rs"]
@@ -28,27 +28,15 @@ mod os;
 mod os;
 
 pub use os::{install_subreaper, list_processes};
+pub use tree::{only_child_chain, select_leftovers};
+
+mod tree;
 use os::{no_descendants_left, processes_below};
 
 /// How long leftovers get after SIGHUP before SIGKILL.
 const HANGUP_GRACE: Duration = Duration::from_millis(100);
 /// Give up killing after this long (a fork bomb outrunning us must not hang the exit).
 const KILL_DEADLINE: Duration = Duration::from_secs(2);
-
-/// The process `depth` generations below `root`, if each generation has exactly one live
-/// process (a launcher's chain).
-pub fn only_child_chain(procs: &[ProcInfo], root: i32, depth: usize) -> Option<i32> {
-    let mut pid = root;
-    for _ in 0..depth {
-        let mut children = procs.iter().filter(|p| p.ppid == pid && !p.zombie);
-        let only = children.next()?;
-        if children.next().is_some() {
-            return None;
-        }
-        pid = only.pid;
-    }
-    Some(pid)
-}
 
 /// A cgroup to start a child in: its directory and its `cgroup.procs`, open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,42 +230,10 @@ pub fn reap_children() -> Vec<ChildEvent> {
     }
 }
 
-/// One process as the tree walk needs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcInfo {
-    pub pid: i32,
-    pub ppid: i32,
-    pub sid: i32,
-    pub zombie: bool,
-}
-
-/// The live processes to kill: descendants of `root`, and members of `session` if given.
-/// `root` itself is never selected; zombies are skipped (they are only waiting to be reaped).
-pub fn select_leftovers(procs: &[ProcInfo], root: i32, session: Option<i32>) -> Vec<i32> {
-    let mut selected: Vec<i32> = Vec::new();
-    let mut frontier = vec![root];
-    while let Some(parent) = frontier.pop() {
-        for p in procs.iter().filter(|p| p.ppid == parent && p.pid != root) {
-            if !selected.contains(&p.pid) {
-                selected.push(p.pid);
-                frontier.push(p.pid);
-            }
-        }
-    }
-    if let Some(sid) = session {
-        for p in procs.iter().filter(|p| p.sid == sid && p.pid != root) {
-            if !selected.contains(&p.pid) {
-                selected.push(p.pid);
-            }
-        }
-    }
-    selected.retain(|pid| procs.iter().any(|p| p.pid == *pid && !p.zombie));
-    selected
-}
-
 /// SIGKILL every process below sbx-shell, again until none is left alive (bounded: a
 /// second); nothing is reaped (the main loop does that, and learns the child's end).
 /// Returns how many there were at first.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub fn kill_all_below() -> usize {
     let me = nix::unistd::getpid().as_raw();
     let start = Instant::now();
@@ -341,24 +297,9 @@ pub fn kill_leftovers(child_session: Option<Pid>) -> Vec<ChildEvent> {
     reaped
 }
 
-/// Parse `/proc/PID/stat`: "pid (comm) state ppid pgrp session ..."; comm may hold ')'.
-pub fn parse_proc_stat(pid: i32, stat: &str) -> Option<ProcInfo> {
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    let mut fields = after_comm.split_ascii_whitespace();
-    let state = fields.next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let _pgrp = fields.next()?;
-    let sid = fields.next()?.parse().ok()?;
-    Some(ProcInfo {
-        pid,
-        ppid,
-        sid,
-        zombie: state == "Z" || state == "X",
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::tree::{parse_proc_stat, ProcInfo};
     use super::*;
 
     fn p(pid: i32, ppid: i32, sid: i32) -> ProcInfo {

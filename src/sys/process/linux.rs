@@ -3,7 +3,7 @@
 
 use std::io;
 
-use super::{parse_proc_stat, ProcInfo};
+use super::tree::{parse_proc_stat, ProcInfo};
 
 /// Become the reaper of every orphan below us.
 pub fn install_subreaper() {

@@ -30,6 +30,7 @@ impl Verbosity {
 
 /// An error: "sbx-shell: error: …", its `Hint:` lines highlighted.
 /// `PATH`, or `PATH and N more`, for a line that names a list of paths; `None` for none.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub fn first_and_more(paths: &[std::path::PathBuf]) -> Option<String> {
     let first = paths.first()?.display();
     Some(match paths.len() {
@@ -101,6 +102,17 @@ fn colored() -> bool {
 /// terminal is dumb.
 pub fn use_color(stderr_tty: bool, no_color: Option<&OsStr>, term: Option<&OsStr>) -> bool {
     stderr_tty && no_color.is_none_or(|v| v.is_empty()) && term.is_none_or(|t| t != "dumb")
+}
+
+/// Write `bytes` to stdout; a reader that went away early (`| head`) is not an error.
+pub fn write_stdout(bytes: &[u8]) -> Result<u8, crate::sys::exit::Failure> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(bytes) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::anyhow!("cannot write to stdout: {e}").into())
+        }
+        _ => Ok(0),
+    }
 }
 
 #[cfg(test)]

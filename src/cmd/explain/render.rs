@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{BackendOutput, BackendReport, Report, RulesOrRefusal, Selected};
+use super::report::{BackendOutput, BackendReport, Report, RulesOrRefusal, Selected};
 use crate::cli::ExplainBackend;
 use crate::policy::config::{FsMode, OpenFiles, OpenFilesMode};
 use crate::policy::{Limits, Network, ResolvedPath, ALWAYS_DROPPED};
