@@ -6,8 +6,9 @@ Reports, for the non-test code under src/:
   - source files over 600 lines, test modules and test files not counted;
   - functions over 80 lines (outside tests);
   - the module import graph, file by file: its circles (strongly connected components of
-    more than one module) and the imports that run back up (a module importing from one
-    of its own ancestors; at most 2).
+    more than one module) and the imports that run back up (at most 2): a module importing
+    from a higher layer (LAYERS: the folders of src/, lowest first), or from one of its own
+    ancestors (a parent module is its children's table of contents, not their library).
 
 An import is any `crate::`, `super::` or `self::` path in a `use` or in code, resolved to
 the deepest module file it names; a name a module re-exports (`pub use`) is followed to
@@ -21,6 +22,8 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 MAX_ROOT, MAX_FILE, MAX_FN, MAX_BACK = 12, 600, 80, 2
+# The layers, lowest first: a module may import from its own layer and the ones below.
+LAYERS = ["sys", "policy", "host", "protect", "sandbox", "netproxy", "helper", "session", "cli", "cmd"]
 TEST_FILES = re.compile(r"(^|/)(tests|test_support)(\.rs|/)")
 
 
@@ -244,7 +247,14 @@ def main():
     for v in list(edges):
         if v not in index:
             strong(v)
-    back = sorted((a, b) for a, tos in edges.items() for b in tos if len(b) < len(a) and a[: len(b)] == b)
+    rank = {n: i for i, n in enumerate(LAYERS)}
+    layer = lambda m: rank.get(m[0], len(LAYERS)) if m else len(LAYERS)
+    back = sorted(
+        (a, b)
+        for a, tos in edges.items()
+        for b in tos
+        if (len(b) < len(a) and a[: len(b)] == b) or layer(b) > layer(a)
+    )
 
     entries = sorted(e for e in os.listdir(ROOT))
     big = sorted(((code_lines(t), r) for r, t in texts.items() if code_lines(t) > MAX_FILE), reverse=True)

@@ -1,0 +1,546 @@
+//! Resolving the layers (defaults, user config, profile, flags) into one `Policy`: paths
+//! made absolute and checked through the `PathResolver`, grants merged, the network,
+//! limits and environment decided. Pure: the filesystem is only asked, never changed.
+
+use super::model::{
+    DomainRule, Environment, Filesystem, Layer, Limits, Network, PathContext, PathResolver, Policy,
+    PolicyError, ResolvedPath, Seed, DEFAULT_DENIED, DEFAULT_PROTECTED, DEFAULT_TIMEOUT_GRACE,
+    DEFAULT_TMP_MIB, KEYCHAINS,
+};
+use crate::policy::config::{
+    BackendChoice, Config, FsMode, NetworkConfig, NetworkMode, OpenFiles, OpenFilesMode,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+
+/// The built-in defaults, the lowest layer.
+pub fn defaults_layer() -> Layer {
+    let mut config = Config::default();
+    config.filesystem.mode = Some(FsMode::WorkspaceWrite);
+    config.network = Some(NetworkConfig::Mode(NetworkMode::None));
+    config.nested_pty = Some(true);
+    config.keychain_access = Some(false);
+    config.gui = Some(false);
+    config.limits.open_files = Some(OpenFiles::Mode(OpenFilesMode::Raise));
+    config.limits.core_dumps = Some(false);
+    Layer {
+        origin: "built-in defaults".into(),
+        config,
+    }
+}
+
+/// Merge `layers` (lowest precedence first) into the policy for `profile`.
+pub fn resolve(
+    profile: &str,
+    layers: &[Layer],
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+) -> Result<Policy, PolicyError> {
+    let last =
+        |pick: &dyn Fn(&Config) -> Option<bool>| layers.iter().rev().find_map(|l| pick(&l.config));
+    let keychain_access = last(&|c| c.keychain_access).unwrap_or(false);
+    let mut filesystem = resolve_filesystem(layers, ctx, fs)?;
+    if keychain_access {
+        // Granting the keychain means its files stop being denied (a deny would win).
+        let keychains = resolve_path(KEYCHAINS, "keychain_access", ctx, fs)?;
+        filesystem.denied.retain(|p| *p != keychains);
+    }
+    // By default where the workspace is writable; read-only means nothing is writable,
+    // and unrestricted leaves the host's own files in use.
+    let private_home = last(&|c| c.private_home)
+        .unwrap_or(filesystem.mode == FsMode::WorkspaceWrite)
+        .then(|| crate::policy::home::plan(&ctx.state, profile, filesystem.home.real()));
+    if let Some(home) = &private_home {
+        let dir = resolve_path(&home.dir.display().to_string(), "private home", ctx, fs)?;
+        if let Some(denial) = filesystem
+            .denied
+            .iter()
+            .find(|d| dir.path.starts_with(&d.path))
+        {
+            return Err(PolicyError::GrantOfDenied {
+                how: "keep the private home in",
+                path: dir.path.display().to_string(),
+                denied: denial.path.display().to_string(),
+            });
+        }
+        if !filesystem.writable.contains(&dir) {
+            filesystem.writable.push(dir);
+            filesystem.writable.sort();
+        }
+    }
+    filesystem.seed = resolve_seeds(layers, ctx, fs, &filesystem)?;
+    Ok(Policy {
+        profile: profile.to_string(),
+        backend: layers
+            .iter()
+            .rev()
+            .find_map(|l| l.config.backend)
+            .unwrap_or(BackendChoice::Auto),
+        require: layers
+            .iter()
+            .rev()
+            .find_map(|l| l.config.require.clone())
+            .unwrap_or_default(),
+        filesystem,
+        network: resolve_network(layers)?,
+        nested_pty: last(&|c| c.nested_pty).unwrap_or(true),
+        keychain_access,
+        gui: last(&|c| c.gui).unwrap_or(false),
+        clipboard: layers
+            .iter()
+            .rev()
+            .find_map(|l| l.config.clipboard)
+            .unwrap_or(crate::policy::config::Clipboard::None),
+        limits: resolve_limits(layers),
+        environment: resolve_environment(layers, &ctx.home)?,
+        git_config_allow: resolve_git_config_allow(layers)?,
+        program_args: layers
+            .iter()
+            .flat_map(|l| l.config.program_args.clone())
+            .collect(),
+        private_home,
+    })
+}
+
+fn resolve_filesystem(
+    layers: &[Layer],
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+) -> Result<Filesystem, PolicyError> {
+    let workspace = resolve_path(&ctx.workspace.display().to_string(), "workspace", ctx, fs)?;
+    let home = resolve_path(&ctx.home.display().to_string(), "home", ctx, fs)?;
+    let mode = layers
+        .iter()
+        .rev()
+        .find_map(|l| l.config.filesystem.mode)
+        .unwrap_or(FsMode::WorkspaceWrite);
+    let collect = |pick: &dyn Fn(&Config) -> &Vec<crate::policy::config::PathEntry>| -> Result<Vec<ResolvedPath>, PolicyError> {
+        let mut out = BTreeSet::new();
+        for layer in layers {
+            for entry in pick(&layer.config) {
+                out.insert(resolve_path(entry.value(), &layer.origin, ctx, fs)?);
+            }
+        }
+        Ok(out.into_iter().collect())
+    };
+    let builtin = |list: &[&str], origin: &str| -> Result<BTreeSet<ResolvedPath>, PolicyError> {
+        list.iter()
+            .map(|p| resolve_path(p, origin, ctx, fs))
+            .collect()
+    };
+    let home_relative: Vec<String> = DEFAULT_DENIED.iter().map(|p| format!("~/{p}")).collect();
+    let home_relative: Vec<&str> = home_relative.iter().map(String::as_str).collect();
+    let mut denied = builtin(&home_relative, "default denied paths")?;
+    let writable = collect(&|c| &c.filesystem.write)?;
+    let readable = collect(&|c| &c.filesystem.read)?;
+    let mut found_denied = Vec::new();
+    for secret in &ctx.root_secrets {
+        let secret = resolve_path(&secret.display().to_string(), "root-only files", ctx, fs)?;
+        // Granted (or holding a grant): the grant says the program may have it.
+        let granted = writable.iter().chain(&readable).any(|g| {
+            let (g, s) = (g.real(), secret.real());
+            s.starts_with(g) || g.starts_with(s)
+        });
+        if !granted {
+            found_denied.push(secret.real().to_path_buf());
+            denied.insert(secret);
+        }
+    }
+    denied.extend(collect(&|c| &c.filesystem.deny)?);
+    for allowed in collect(&|c| &c.filesystem.allow_denied)? {
+        denied.remove(&allowed);
+    }
+    let mut protected = builtin(DEFAULT_PROTECTED, "default protected paths")?;
+    // sbx-shell's own configuration, profiles and state, wherever XDG puts them: a session
+    // that could write them could loosen the next one (the private homes, inside, are
+    // writable grants deeper in).
+    protected.extend(own_dirs(ctx, fs)?);
+    protected.extend(collect(&|c| &c.filesystem.protect)?);
+    // A denial wins over a grant; granting a denied path would do nothing, so it is an
+    // error, never a silent no-op.
+    for (granted, how) in writable
+        .iter()
+        .map(|p| (p, "write"))
+        .chain(readable.iter().map(|p| (p, "read")))
+    {
+        if let Some(denial) = denied.iter().find(|d| granted.path.starts_with(&d.path)) {
+            return Err(PolicyError::GrantOfDenied {
+                how,
+                path: granted.path.display().to_string(),
+                denied: denial.path.display().to_string(),
+            });
+        }
+    }
+    check_grants_through_symlinks(&writable, (&workspace, mode, &home), ctx, fs)?;
+    let mut sockets = BTreeSet::new();
+    for layer in layers {
+        for entry in &layer.config.filesystem.sockets {
+            if let Some(raw) = expand_variable(entry.value(), &ctx.vars) {
+                sockets.insert(resolve_path(&raw, &layer.origin, ctx, fs)?);
+            }
+        }
+    }
+    Ok(Filesystem {
+        mode,
+        home,
+        workspace,
+        writable,
+        readable,
+        denied: denied.into_iter().collect(),
+        protected: protected.into_iter().collect(),
+        sockets: sockets.into_iter().collect(),
+        found_denied,
+        seed: Vec::new(),
+    })
+}
+
+/// Refuse a writable grant that leads through a symlink inside another writable tree: a
+/// program of an earlier session could have planted it there to move the grant elsewhere
+/// (and bwrap would be asked to make its mount point through it). sbx-shell's own private
+/// home (in its state directory, which no session can write) and a dot entry at the top of
+/// a home workspace (which no session can make) are the host's own arrangement.
+fn check_grants_through_symlinks(
+    writable: &[ResolvedPath],
+    (workspace, mode, home): (&ResolvedPath, FsMode, &ResolvedPath),
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+) -> Result<(), PolicyError> {
+    let trees: Vec<&Path> = writable
+        .iter()
+        .map(|w| w.path.as_path())
+        .chain((mode == FsMode::WorkspaceWrite).then_some(workspace.path.as_path()))
+        .collect();
+    for w in writable.iter().filter(|w| !w.path.starts_with(&ctx.state)) {
+        for tree in trees
+            .iter()
+            .filter(|t| **t != w.path && w.path.starts_with(t))
+        {
+            let Some(link) = symlink_below(&w.path, tree, fs) else {
+                continue;
+            };
+            let dot_at_home_top = link.parent() == Some(home.path.as_path())
+                && link
+                    .file_name()
+                    .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."));
+            if !dot_at_home_top {
+                return Err(PolicyError::GrantThroughSymlink {
+                    path: w.path.display().to_string(),
+                    link: link.display().to_string(),
+                    real: w.real().display().to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first symlink on `path` below `tree` (`path` inside `tree`), as `fs` resolves
+/// them; `None` when there is none, or the rest is missing.
+fn symlink_below(path: &Path, tree: &Path, fs: &impl PathResolver) -> Option<PathBuf> {
+    let rest = path.strip_prefix(tree).ok()?;
+    let mut at = tree.to_path_buf();
+    let mut real = fs.real_path(tree)?;
+    for part in rest.components() {
+        at.push(part);
+        let next = fs.real_path(&at)?;
+        if next != real.join(part) {
+            return Some(at);
+        }
+        real = next;
+    }
+    None
+}
+
+/// `raw` with a leading `$NAME` or `${NAME}` replaced by its value in `vars`; `None` when
+/// that variable is unset or empty (the entry then names nothing).
+fn expand_variable(raw: &str, vars: &BTreeMap<String, String>) -> Option<String> {
+    let Some(rest) = raw.strip_prefix('$') else {
+        return Some(raw.to_string());
+    };
+    let (name, after) = match rest.strip_prefix('{') {
+        Some(braced) => braced.split_once('}')?,
+        None => {
+            let end = rest
+                .find(|c: char| c != '_' && !c.is_ascii_alphanumeric())
+                .unwrap_or(rest.len());
+            rest.split_at(end)
+        }
+    };
+    let value = vars.get(name).filter(|v| !v.is_empty())?;
+    Some(format!("{value}{after}"))
+}
+
+/// sbx-shell's own directories: configuration (with the profiles) and state.
+pub fn own_dirs(
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+) -> Result<Vec<ResolvedPath>, PolicyError> {
+    [&ctx.config, &ctx.state]
+        .into_iter()
+        .map(|dir| resolve_path(&dir.display().to_string(), "sbx-shell's own files", ctx, fs))
+        .collect()
+}
+
+/// Every layer's seeds; each must land inside a writable path (it is made before the
+/// sandbox starts, by sbx-shell, and must not widen what the program can write) and come
+/// from outside the denied paths (a copy would hand the program what it may not read).
+fn resolve_seeds(
+    layers: &[Layer],
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+    filesystem: &Filesystem,
+) -> Result<Vec<Seed>, PolicyError> {
+    let writable = &filesystem.writable;
+    let mut out = BTreeSet::new();
+    for layer in layers {
+        for entry in &layer.config.filesystem.seed {
+            let path = resolve_path(&entry.path, &layer.origin, ctx, fs)?;
+            let from = resolve_path(&entry.from, &layer.origin, ctx, fs)?;
+            if !writable
+                .iter()
+                .any(|w| path.path.starts_with(&w.path) && path.path != w.path)
+            {
+                return Err(PolicyError::SeedOutsideWritable {
+                    origin: layer.origin.clone(),
+                    path: path.path.display().to_string(),
+                });
+            }
+            if let Some(denial) = filesystem.denied.iter().find(|d| {
+                from.spellings()
+                    .iter()
+                    .any(|f| d.spellings().iter().any(|d| f.starts_with(d)))
+            }) {
+                return Err(PolicyError::GrantOfDenied {
+                    how: "seed from",
+                    path: from.path.display().to_string(),
+                    denied: denial.path.display().to_string(),
+                });
+            }
+            out.insert(Seed { path, from });
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
+fn resolve_network(layers: &[Layer]) -> Result<Network, PolicyError> {
+    let Some((origin, network)) = layers
+        .iter()
+        .rev()
+        .find_map(|l| l.config.network.as_ref().map(|n| (&l.origin, n)))
+    else {
+        return Ok(Network::None);
+    };
+    match network {
+        NetworkConfig::Mode(NetworkMode::None) => Ok(Network::None),
+        NetworkConfig::Mode(NetworkMode::Full) => Ok(Network::Full),
+        NetworkConfig::Allow(list) => {
+            let rules: BTreeSet<DomainRule> = list
+                .allow
+                .iter()
+                .map(|e| parse_domain_rule(e.value(), origin))
+                .collect::<Result<_, _>>()?;
+            Ok(Network::Allow(rules.into_iter().collect()))
+        }
+    }
+}
+
+fn resolve_limits(layers: &[Layer]) -> Limits {
+    fn last<T>(layers: &[Layer], pick: impl Fn(&Config) -> Option<T>) -> Option<T> {
+        layers.iter().rev().find_map(|l| pick(&l.config))
+    }
+    Limits {
+        open_files: last(layers, |c| c.limits.open_files)
+            .unwrap_or(OpenFiles::Mode(OpenFilesMode::Raise)),
+        cpu_seconds: last(layers, |c| c.limits.cpu_seconds),
+        memory_mib: last(layers, |c| c.limits.memory_mib),
+        session_processes: last(layers, |c| c.limits.session_processes),
+        session_memory_mib: last(layers, |c| c.limits.session_memory_mib),
+        tmp_mib: last(layers, |c| c.limits.tmp_mib)
+            .unwrap_or(DEFAULT_TMP_MIB)
+            .max(1),
+        processes: last(layers, |c| c.limits.processes),
+        core_dumps: last(layers, |c| c.limits.core_dumps).unwrap_or(false),
+        timeout_seconds: last(layers, |c| c.limits.timeout_seconds),
+        timeout_grace_seconds: last(layers, |c| c.limits.timeout_grace_seconds)
+            .unwrap_or(DEFAULT_TIMEOUT_GRACE),
+    }
+}
+
+/// Every layer's `git.allow_config`, each pattern checked.
+fn resolve_git_config_allow(layers: &[Layer]) -> Result<BTreeSet<String>, PolicyError> {
+    let mut all = BTreeSet::new();
+    for layer in layers {
+        for entry in &layer.config.git.allow_config {
+            let pattern = entry.value();
+            if !crate::policy::gitconfig::valid_pattern(pattern) {
+                return Err(PolicyError::BadGitKey {
+                    origin: layer.origin.clone(),
+                    key: pattern.to_string(),
+                });
+            }
+            all.insert(pattern.to_string());
+        }
+    }
+    Ok(all)
+}
+
+fn resolve_environment(layers: &[Layer], home: &Path) -> Result<Environment, PolicyError> {
+    let mut env = Environment {
+        allow: BTreeSet::new(),
+        drop: BTreeSet::new(),
+        set: BTreeMap::new(),
+    };
+    for layer in layers {
+        let c = &layer.config.environment;
+        let check = |name: &str, pattern_ok: bool| {
+            let bare = if pattern_ok {
+                name.strip_suffix('*').unwrap_or(name)
+            } else {
+                name
+            };
+            if is_variable_name(bare) {
+                Ok(name.to_string())
+            } else {
+                Err(PolicyError::BadVariable {
+                    origin: layer.origin.clone(),
+                    name: name.to_string(),
+                })
+            }
+        };
+        for entry in &c.allow {
+            env.allow.insert(check(entry.value(), false)?);
+        }
+        for entry in &c.drop {
+            env.drop.insert(check(entry.value(), true)?);
+        }
+        for (name, value) in &c.set {
+            let value = match value.strip_prefix("~/") {
+                Some(rest) => home.join(rest).display().to_string(),
+                None => value.clone(),
+            };
+            env.set.insert(check(name, false)?, value);
+        }
+    }
+    Ok(env)
+}
+
+fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// Resolve one path as written in `origin`.
+pub fn resolve_path(
+    raw: &str,
+    origin: &str,
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+) -> Result<ResolvedPath, PolicyError> {
+    let err_path = || raw.to_string();
+    if raw.is_empty() {
+        return Err(PolicyError::EmptyPath {
+            origin: origin.into(),
+        });
+    }
+    if raw.chars().any(char::is_control) {
+        return Err(PolicyError::ControlCharacter {
+            origin: origin.into(),
+            path: err_path(),
+        });
+    }
+    let absolute = if raw == "~" {
+        ctx.home.clone()
+    } else if let Some(rest) = raw.strip_prefix("~/") {
+        ctx.home.join(rest)
+    } else {
+        ctx.workspace.join(raw) // join keeps an absolute `raw` as it is
+    };
+    let mut path = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::ParentDir => {
+                return Err(PolicyError::ParentComponent {
+                    origin: origin.into(),
+                    path: err_path(),
+                })
+            }
+            Component::CurDir => {}
+            other => path.push(other),
+        }
+    }
+    let real = real_path_of(&path, fs).filter(|real| *real != path);
+    Ok(ResolvedPath { path, real })
+}
+
+/// The real path of `path`, even when it does not exist yet: its deepest existing ancestor
+/// resolved, and the rest appended.
+fn real_path_of(path: &Path, fs: &impl PathResolver) -> Option<PathBuf> {
+    let mut existing = path;
+    let mut rest = Vec::new();
+    loop {
+        if let Some(real) = fs.real_path(existing) {
+            return Some(
+                rest.iter()
+                    .rev()
+                    .fold(real, |acc: PathBuf, part| acc.join(part)),
+            );
+        }
+        rest.push(existing.file_name()?);
+        existing = existing.parent()?;
+    }
+}
+
+/// "example.com", "*.example.com", "1.2.3.4", "[::1]", each with an optional ":port".
+pub fn parse_domain_rule(entry: &str, origin: &str) -> Result<DomainRule, PolicyError> {
+    let bad = || PolicyError::BadDomain {
+        origin: origin.to_string(),
+        entry: entry.to_string(),
+    };
+    let (host, port) = split_port(entry).ok_or_else(bad)?;
+    let (wildcard, name) = match host.strip_prefix("*.") {
+        Some(name) => (true, name),
+        None => (false, host),
+    };
+    let name = name.to_ascii_lowercase();
+    let is_ip = name.parse::<std::net::IpAddr>().is_ok();
+    let is_domain = name.len() <= 253
+        && name.contains('.')
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
+    if (is_ip && wildcard) || !(is_ip || is_domain) {
+        return Err(bad());
+    }
+    Ok(DomainRule {
+        host: name,
+        wildcard,
+        port,
+    })
+}
+
+fn split_port(entry: &str) -> Option<(&str, Option<u16>)> {
+    if let Some(rest) = entry.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        return match after.strip_prefix(':') {
+            Some(port) => Some((host, Some(port.parse().ok().filter(|p| *p > 0)?))),
+            None if after.is_empty() => Some((host, None)),
+            None => None,
+        };
+    }
+    match entry.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => {
+            Some((host, Some(port.parse().ok().filter(|p| *p > 0)?)))
+        }
+        _ => Some((entry, None)),
+    }
+}
+
+#[cfg(test)]
+mod tests;
