@@ -555,7 +555,7 @@ fn mediated_rules(
     plan: &Plan,
     layers: &InProcess,
     (shm, net): (Option<&Path>, Option<&ProxySession>),
-) -> Option<crate::helper::mediator::Rules> {
+) -> Option<crate::helper::mediator::Scope> {
     let (true, Some(ruleset)) = (layers.mediate, &layers.landlock) else {
         return None;
     };
@@ -566,7 +566,7 @@ fn mediated_rules(
         .iter()
         .map(|p| p.real().to_path_buf())
         .collect();
-    Some(crate::helper::mediator::Rules::from_ruleset(
+    Some(crate::helper::mediator::Scope::from_ruleset(
         ruleset,
         protected,
         (

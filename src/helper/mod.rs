@@ -29,7 +29,7 @@
 //! Each step fails with its own `HelperError` variant. What differs per platform lives in
 //! one module, `os` (`linux.rs`, `other.rs`), gated once.
 
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code, unused_imports))]
 pub mod mediator;
 
 use std::ffi::{CString, OsString};

@@ -61,7 +61,7 @@ pub struct HelperSpec {
     /// Landlock alone: the calls Landlock cannot judge (`sandbox::mediated::table`) are
     /// answered by the guard (`mediator`), by these rules.
     #[serde(default)]
-    pub mediated: Option<crate::helper::mediator::Rules>,
+    pub mediated: Option<crate::helper::mediator::Scope>,
     /// Guard mode: the guard makes every name the program asks for, refusing these
     /// (`mediator::create`); the program's side installs the filter after Landlock.
     #[serde(default)]
@@ -233,7 +233,7 @@ mod tests {
                 channel_fd: 7,
                 lookups_fd: Some(8),
             }),
-            mediated: Some(crate::helper::mediator::Rules {
+            mediated: Some(crate::helper::mediator::Scope {
                 writable: vec!["/w".into()],
                 protected: vec!["/w/.git/hooks".into()],
                 shm: Some("/dev/shm/sbx-shell-0/session-9".into()),

@@ -76,7 +76,7 @@ pub fn is_host_name(name: &str) -> bool {
 
 /// Landlock alone, where no name server of sbx-shell's can be put in the program's way:
 /// glibc asks the name service cache daemon first, at these paths (`_PATH_NSCDSOCKET`),
-/// and the guard connects the program there to sbx-shell instead (`Rules::lookups`).
+/// and the guard connects the program there to sbx-shell instead (`mediator::Scope::lookups`).
 pub const NAME_SERVICE_SOCKETS: [&[u8]; 2] = [b"/var/run/nscd/socket", b"/run/nscd/socket"];
 
 /// The request header of that protocol: version, type and key length, native `i32`s.

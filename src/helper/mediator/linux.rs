@@ -10,7 +10,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
-use super::{in_session, Rules};
+use super::{in_session, Scope};
 use crate::sandbox::mediated::{syscall_name, IOPRIO_WHO_USER, PRIO_USER};
 
 /// What one notification gets.
@@ -153,7 +153,7 @@ pub(super) fn still_waiting(listener: &OwnedFd, id: u64) -> bool {
     }
 }
 
-pub(super) fn answer(listener: &OwnedFd, call: &Call, rules: &Rules, supervisor: u32) -> Answer {
+pub(super) fn answer(listener: &OwnedFd, call: &Call, rules: &Scope, supervisor: u32) -> Answer {
     let Some(name) = syscall_name(call.nr) else {
         return EPERM;
     };
@@ -201,13 +201,13 @@ pub(super) fn answer(listener: &OwnedFd, call: &Call, rules: &Rules, supervisor:
 }
 
 /// A name removed from `/dev/shm` (`shm_unlink`, `sem_unlink`): removed from the session's
-/// own directory for it (`Rules::shm`). Any other removal runs as asked: the kernel reads
+/// own directory for it (`Scope::shm`). Any other removal runs as asked: the kernel reads
 /// the path again, but Landlock judges it then, so a name another thread swapped in after
 /// this look reaches only what the program's own rules let it remove.
 fn unlink_in_shm(
     listener: &OwnedFd,
     call: &Call,
-    rules: &Rules,
+    rules: &Scope,
     (addr, flags): (u64, i32),
 ) -> Answer {
     let Some(dir) = &rules.shm else {
@@ -357,7 +357,7 @@ fn pty_peer(listener: &OwnedFd, call: &Call) -> Answer {
 /// names; abstract addresses are refused. A socket of any other family is let through:
 /// its family was fixed when it was made, so no address put in its place reaches a unix
 /// socket. A full listener's backlog blocks this thread as it would block the caller.
-fn unix_connect(listener: &OwnedFd, call: &Call, rules: &Rules) -> Answer {
+fn unix_connect(listener: &OwnedFd, call: &Call, rules: &Scope) -> Answer {
     let run = || -> io::Result<Answer> {
         let pidfd = pidfd_of(listener, call)?;
         let socket = their_fd(&pidfd, call.args[0])?;
@@ -449,7 +449,7 @@ fn unix_connect(listener: &OwnedFd, call: &Call, rules: &Rules) -> Answer {
 }
 
 /// Connect the program's `socket` to sbx-shell's abstract socket `name` (the name service,
-/// `Rules::lookups`).
+/// `Scope::lookups`).
 fn connect_abstract(socket: &OwnedFd, name: &str) -> Answer {
     // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
     let mut to: libc::sockaddr_un = unsafe { std::mem::zeroed() };
@@ -541,7 +541,7 @@ enum Target {
     },
 }
 
-fn metadata(listener: &OwnedFd, call: &Call, name: &str, rules: &Rules) -> io::Result<Answer> {
+fn metadata(listener: &OwnedFd, call: &Call, name: &str, rules: &Scope) -> io::Result<Answer> {
     let a = call.args;
     let int = |i: usize| a[i] as u32 as i32;
     let at = |dirfd: usize, path: usize, flags: i32| Target::Path {

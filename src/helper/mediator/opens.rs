@@ -42,6 +42,64 @@ pub fn writes(flags: i32) -> bool {
     flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0
 }
 
+/// At most this many symlinks are followed in the last component (as the kernel's 40).
+pub const MAX_LINKS: usize = 40;
+
+/// What the last component of an open's path names now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum There {
+    Nothing,
+    Symlink,
+    Fifo,
+    /// A file, a directory, a device, a socket.
+    Other,
+}
+
+impl There {
+    /// What a `st_mode` describes.
+    pub fn of(mode: u32) -> There {
+        match mode & libc::S_IFMT {
+            libc::S_IFLNK => There::Symlink,
+            libc::S_IFIFO => There::Fifo,
+            _ => There::Other,
+        }
+    }
+}
+
+/// The guard's next step in an open, by what is there, the flags, and how many symlinks
+/// it followed so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Answer this errno, as the kernel would.
+    Refuse(i32),
+    /// Follow the symlink.
+    Follow,
+    /// Open the FIFO with these flags (in a thread of its own: it waits for the other end).
+    OpenFifo(i32),
+    /// Open what is there with these flags, once it is judged.
+    OpenExisting(i32),
+    /// Make the name (`missing`), once it is judged.
+    Create,
+}
+
+/// The next step of an open with `flags` where the last component names `there`, after
+/// `links` symlinks followed: O_EXCL (with O_CREAT) refuses whatever exists, a symlink
+/// too; O_NOFOLLOW refuses a symlink (ELOOP), as does the 41st; without O_CREAT a missing
+/// name is ENOENT.
+pub fn step(there: There, flags: i32, links: usize) -> Step {
+    let how = existing(flags);
+    match (there, how) {
+        (There::Nothing, _) if flags & libc::O_CREAT == 0 => Step::Refuse(libc::ENOENT),
+        (There::Nothing, _) => Step::Create,
+        (_, Err(err)) => Step::Refuse(err),
+        (There::Symlink, _) if flags & libc::O_NOFOLLOW != 0 => Step::Refuse(libc::ELOOP),
+        (There::Symlink, _) if links >= MAX_LINKS => Step::Refuse(libc::ELOOP),
+        (There::Symlink, _) => Step::Follow,
+        (There::Fifo, Ok(how)) => Step::OpenFifo(how),
+        (There::Other, Ok(how)) => Step::OpenExisting(how),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +152,68 @@ mod tests {
         assert!(existing(O_RDONLY | O_EXCL).is_ok());
         assert!(writes(O_WRONLY) && writes(O_RDWR) && writes(O_RDONLY | O_TRUNC));
         assert!(!writes(O_RDONLY));
+    }
+
+    #[test]
+    fn an_open_follows_opens_makes_or_refuses_as_the_kernel_would() {
+        use libc::{EEXIST, ELOOP, ENOENT, O_NOFOLLOW};
+        let how = |f: i32| existing(f).unwrap();
+        // Nothing there: made only with O_CREAT.
+        assert_eq!(step(There::Nothing, O_RDONLY, 0), Step::Refuse(ENOENT));
+        assert_eq!(
+            step(There::Nothing, O_WRONLY | O_TRUNC, 0),
+            Step::Refuse(ENOENT)
+        );
+        assert_eq!(step(There::Nothing, O_WRONLY | O_CREAT, 0), Step::Create);
+        assert_eq!(
+            step(There::Nothing, O_WRONLY | O_CREAT | O_EXCL, 0),
+            Step::Create
+        );
+        // O_CREAT|O_EXCL: whatever is there, a dangling symlink too, is EEXIST.
+        for there in [There::Symlink, There::Fifo, There::Other] {
+            assert_eq!(
+                step(there, O_WRONLY | O_CREAT | O_EXCL, 0),
+                Step::Refuse(EEXIST)
+            );
+        }
+        // O_EXCL alone means nothing here.
+        assert_eq!(
+            step(There::Other, O_RDONLY | O_EXCL, 0),
+            Step::OpenExisting(how(O_RDONLY))
+        );
+        // Symlinks: followed, unless O_NOFOLLOW or the 41st.
+        assert_eq!(step(There::Symlink, O_RDONLY, 0), Step::Follow);
+        assert_eq!(step(There::Symlink, O_WRONLY | O_CREAT, 39), Step::Follow);
+        assert_eq!(
+            step(There::Symlink, O_RDONLY, MAX_LINKS),
+            Step::Refuse(ELOOP)
+        );
+        assert_eq!(
+            step(There::Symlink, O_RDONLY | O_NOFOLLOW, 0),
+            Step::Refuse(ELOOP)
+        );
+        // What exists is opened without O_CREAT, never following a symlink (done by hand).
+        let flags = O_WRONLY | O_CREAT | O_TRUNC;
+        assert_eq!(step(There::Other, flags, 0), Step::OpenExisting(how(flags)));
+        assert_eq!(how(flags) & (O_CREAT | O_NOFOLLOW), O_NOFOLLOW);
+        assert_eq!(
+            step(There::Fifo, O_WRONLY, 0),
+            Step::OpenFifo(how(O_WRONLY))
+        );
+    }
+
+    #[test]
+    fn what_is_there_is_read_from_the_mode() {
+        assert_eq!(There::of(libc::S_IFLNK | 0o777), There::Symlink);
+        assert_eq!(There::of(libc::S_IFIFO | 0o600), There::Fifo);
+        for other in [
+            libc::S_IFREG,
+            libc::S_IFDIR,
+            libc::S_IFCHR,
+            libc::S_IFSOCK,
+            libc::S_IFBLK,
+        ] {
+            assert_eq!(There::of(other | 0o644), There::Other);
+        }
     }
 }

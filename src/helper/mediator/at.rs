@@ -1,0 +1,82 @@
+//! The descriptor-relative calls the guard acts through, each answering an errno
+//! (`Res`), and what a descriptor names (`fd_path`).
+
+use super::acting::Res;
+use std::ffi::{CStr, OsStr};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+
+pub(super) fn last_errno() -> i32 {
+    os_errno(&io::Error::last_os_error())
+}
+
+pub(super) fn os_errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+pub(super) fn open_path(dirfd: RawFd, path: &CStr) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated path; openat returns a new descriptor or -1.
+    let fd = unsafe { libc::openat(dirfd, path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor of ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub(super) fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: i32, mode: u32) -> Res<OwnedFd> {
+    // SAFETY: our directory descriptor and a NUL-terminated name; a new descriptor or -1.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, mode) };
+    if fd < 0 {
+        return Err(last_errno());
+    }
+    // SAFETY: a new descriptor of ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub(super) fn fstatat(dir: BorrowedFd<'_>, name: &CStr) -> Res<libc::stat> {
+    // SAFETY: struct stat is plain data; all zeroes is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: our descriptor, a NUL-terminated name, one struct stat written.
+    if unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    } == -1
+    {
+        return Err(last_errno());
+    }
+    Ok(st)
+}
+
+pub(super) fn fstat(fd: BorrowedFd<'_>) -> Res<libc::stat> {
+    // SAFETY: struct stat is plain data; all zeroes is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: our descriptor (fstat works on O_PATH ones), one struct stat written.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == -1 {
+        return Err(last_errno());
+    }
+    Ok(st)
+}
+
+pub(super) fn readlink(dir: BorrowedFd<'_>, name: &CStr) -> Res<Vec<u8>> {
+    nix::fcntl::readlinkat(dir, OsStr::from_bytes(name.to_bytes()))
+        .map(|t| t.into_vec())
+        .map_err(|e| e as i32)
+}
+
+/// Whether the directory is on a procfs (its symlinks are magic links).
+pub(super) fn is_proc(dir: BorrowedFd<'_>) -> bool {
+    nix::sys::statfs::fstatfs(dir)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC)
+}
+
+/// The path of a descriptor's object as the kernel names it.
+pub(super) fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}

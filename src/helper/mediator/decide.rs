@@ -1,0 +1,245 @@
+//! The mediator's decisions that need no system call: what may change (`Scope`), what the
+//! program's own rules let it reach (`Reach`), a name in `/dev/shm`, and who belongs to
+//! the session. Pure.
+
+use std::path::{Path, PathBuf};
+
+/// The mediator's scope with Landlock alone: what may change, and the session's own places
+/// (its `/dev/shm`, the name service socket).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scope {
+    /// The writable trees (the Landlock ruleset's read-write rules).
+    pub writable: Vec<PathBuf>,
+    /// Protected paths: never changed, even inside a writable tree.
+    pub protected: Vec<PathBuf>,
+    /// The session's private directory standing for `/dev/shm` (`shm_name`).
+    #[serde(default)]
+    pub shm: Option<PathBuf>,
+    /// The abstract unix socket where sbx-shell answers name service requests: a connect
+    /// to the name service cache daemon's socket goes there
+    /// (`netproxy::lookups::NAME_SERVICE_SOCKETS`).
+    #[serde(default)]
+    pub lookups: Option<String>,
+}
+
+impl Scope {
+    /// The writable trees of a Landlock ruleset, and the policy's protected paths.
+    pub fn from_ruleset(
+        ruleset: &crate::sandbox::landlock::Ruleset,
+        protected: Vec<PathBuf>,
+        (shm, lookups): (Option<PathBuf>, Option<String>),
+    ) -> Scope {
+        use crate::sandbox::landlock::Access;
+        Scope {
+            writable: ruleset
+                .rules
+                .iter()
+                .filter(|r| r.access == Access::ReadWrite)
+                .map(|r| r.path.clone())
+                .collect(),
+            protected,
+            shm,
+            lookups,
+        }
+    }
+
+    /// Whether the metadata of an object may change: `path` is how the kernel names an
+    /// open descriptor of it (`/proc/self/fd/N`), `links` its link count.
+    pub fn may_change(&self, path: &Path, links: u64) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        if !path.as_os_str().as_bytes().starts_with(b"/") || links == 0 {
+            // pipe:[…], socket:[…], anon_inode:…, or unlinked (a memfd, O_TMPFILE, a file
+            // removed since it was opened): in no tree.
+            return true;
+        }
+        self.writable.iter().any(|w| path.starts_with(w))
+            && !self.protected.iter().any(|p| path.starts_with(p))
+    }
+}
+
+/// The name a path gives in `/dev/shm`, where POSIX shared memory and semaphores live
+/// (`shm_open`, `sem_open` and their unlink name `/dev/shm/NAME`): one component, neither
+/// `.` nor `..`. Landlock alone, the guard makes, opens, links and removes such a name in
+/// the session's private directory instead (`Scope::shm`), so the program has a
+/// `/dev/shm` of its own while the host's segments stay out of its reach. Any other
+/// spelling of the host's `/dev/shm` is the host's, which Landlock refuses.
+pub fn shm_name(path: &[u8]) -> Option<&[u8]> {
+    let name = path.strip_prefix(b"/dev/shm/")?;
+    let plain = !name.is_empty() && !name.contains(&b'/') && name != b"." && name != b"..";
+    plain.then_some(name)
+}
+
+/// Whether `pid` is a process of the session: `supervisor`'s descendant (and not
+/// `supervisor` itself). `parent` gives a process's parent (`None`: gone).
+pub fn in_session(pid: u32, supervisor: u32, parent: &dyn Fn(u32) -> Option<u32>) -> bool {
+    let mut p = pid;
+    for _ in 0..4096 {
+        if p <= 1 {
+            return false;
+        }
+        let Some(up) = parent(p) else { return false };
+        if up == supervisor {
+            return true;
+        }
+        p = up;
+    }
+    false
+}
+
+/// Where the program may make names and open files, as its Landlock ruleset says: what the
+/// guard, which acts for the program without Landlock of its own, checks before it acts
+/// (`create.rs`). `rules: None`: no Landlock, and the mount namespace the guard shares
+/// with the program decides for both.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reach {
+    pub rules: Option<Vec<crate::sandbox::landlock::PathRule>>,
+}
+
+impl Reach {
+    fn granted(&self, path: &Path, ok: &dyn Fn(crate::sandbox::landlock::Access) -> bool) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let Some(rules) = &self.rules else {
+            return true;
+        };
+        rules
+            .iter()
+            .any(|r| path.starts_with(&r.path) && ok(r.access))
+            // pipe:[…], socket:[…], anon_inode:… : in no tree, as for the kernel's check.
+            || !path.as_os_str().as_bytes().starts_with(b"/")
+    }
+
+    /// Whether the program may make (or remove, rename away) a name in the directory `dir`.
+    pub fn may_make_in(&self, dir: &Path) -> bool {
+        use crate::sandbox::landlock::Access;
+        self.granted(dir, &|a| a == Access::ReadWrite)
+    }
+
+    /// Whether the program may open the object at `path` with open `flags`.
+    pub fn may_open(&self, path: &Path, flags: i32) -> bool {
+        use crate::sandbox::landlock::Access;
+        let write = |a| {
+            matches!(
+                a,
+                Access::ReadWrite | Access::ReadWriteFiles | Access::Terminal
+            )
+        };
+        let read = |a| a != Access::List;
+        let writing = super::opens::writes(flags);
+        let reading = flags & libc::O_ACCMODE != libc::O_WRONLY;
+        (!writing || self.granted(path, &write)) && (!reading || self.granted(path, &read))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_objects_in_writable_trees_outside_protected_paths_change() {
+        let rules = Scope {
+            writable: vec!["/srv/ws".into(), "/tmp/sbx-shell-0/session-9".into()],
+            protected: vec!["/srv/ws/.git/hooks".into()],
+            shm: None,
+            lookups: None,
+        };
+        for yes in [
+            "/srv/ws/a.sh",
+            "/srv/ws",
+            "/tmp/sbx-shell-0/session-9/x",
+            "pipe:[1234]",
+            "socket:[99]",
+            "anon_inode:[eventfd]",
+        ] {
+            assert!(rules.may_change(Path::new(yes), 1), "{yes}");
+        }
+        assert!(rules.may_change(Path::new("/memfd:x (deleted)"), 0));
+        // A name that only looks unlinked: judged by its path.
+        assert!(!rules.may_change(Path::new("/etc/x (deleted)"), 1));
+        for no in [
+            "/home/u/.ssh",
+            "/etc/passwd",
+            "/srv/ws2/x",
+            "/srv/ws/.git/hooks/pre-commit",
+            "/tmp/x",
+        ] {
+            assert!(!rules.may_change(Path::new(no), 1), "{no}");
+        }
+    }
+
+    #[test]
+    fn only_plain_names_in_dev_shm_are_the_sessions_own() {
+        assert_eq!(shm_name(b"/dev/shm/sem.mp-1x"), Some(&b"sem.mp-1x"[..]));
+        assert_eq!(shm_name(b"/dev/shm/psm_0a1b"), Some(&b"psm_0a1b"[..]));
+        for other in [
+            &b"/dev/shm/"[..],
+            b"/dev/shm",
+            b"/dev/shm/.",
+            b"/dev/shm/..",
+            b"/dev/shm/a/b",
+            b"/dev/shm//x",
+            b"/dev//shm/x",
+            b"/dev/shm/../shm/x",
+            b"dev/shm/x",
+            b"/tmp/x",
+        ] {
+            assert_eq!(shm_name(other), None, "{}", String::from_utf8_lossy(other));
+        }
+    }
+
+    #[test]
+    fn the_session_is_the_supervisors_descendants() {
+        // 100 (sbx-shell) → 200 (guard) → 300 → 400; 500 is elsewhere.
+        let parent = |p: u32| match p {
+            200 => Some(100),
+            300 => Some(200),
+            400 => Some(300),
+            500 => Some(1),
+            100 => Some(50),
+            _ => None,
+        };
+        assert!(in_session(400, 100, &parent));
+        assert!(in_session(200, 100, &parent));
+        assert!(!in_session(100, 100, &parent), "sbx-shell itself");
+        assert!(!in_session(500, 100, &parent));
+        assert!(!in_session(999, 100, &parent), "gone");
+        assert!(!in_session(0, 100, &parent));
+    }
+}
+
+#[cfg(test)]
+mod reach_tests {
+    use super::*;
+    use crate::sandbox::landlock::{Access, PathRule};
+
+    #[test]
+    fn the_guard_makes_and_opens_only_where_the_programs_rules_let_it() {
+        let rule = |p: &str, access| PathRule {
+            path: p.into(),
+            access,
+        };
+        let reach = Reach {
+            rules: Some(vec![
+                rule("/", Access::Read),
+                rule("/ws", Access::ReadWrite),
+                rule("/dev/null", Access::ReadWriteFiles),
+                rule("/dev/pts/3", Access::Terminal),
+            ]),
+        };
+        assert!(reach.may_make_in(Path::new("/ws/src")));
+        assert!(!reach.may_make_in(Path::new("/etc")));
+        assert!(!reach.may_make_in(Path::new("/wsx")));
+        assert!(reach.may_open(Path::new("/dev/null"), libc::O_WRONLY | libc::O_TRUNC));
+        assert!(reach.may_open(Path::new("/dev/pts/3"), libc::O_RDWR));
+        assert!(!reach.may_open(Path::new("/etc/passwd"), libc::O_WRONLY));
+        assert!(!reach.may_open(Path::new("/etc/passwd (deleted)"), libc::O_RDWR));
+        assert!(reach.may_open(Path::new("/etc/passwd"), libc::O_RDONLY));
+        assert!(reach.may_open(Path::new("pipe:[42]"), libc::O_WRONLY));
+        let listed = Reach {
+            rules: Some(vec![rule("/home/u", Access::List)]),
+        };
+        assert!(!listed.may_open(Path::new("/home/u/x"), libc::O_RDONLY));
+        // No Landlock: the mounts decide.
+        assert!(Reach::default().may_make_in(Path::new("/etc")));
+    }
+}

@@ -1,0 +1,103 @@
+//! What the guard looks at in a directory to tell a git directory: the markers it holds,
+//! and what may not be in one (a config key git work does not write, `commondir`, hooks).
+
+use super::at::{fstatat, open_path, openat};
+use crate::policy::gitconfig::Kind;
+use crate::protect::names::{self, GitPlace, Names};
+use std::ffi::{CStr, CString, OsStr};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+
+/// Whether making `name` (one of `names::GIT_MARKERS`) in `dir` gives it all three.
+pub(super) fn completes_git(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
+    names::GIT_MARKERS
+        .iter()
+        .filter(|m| name != **m)
+        .all(|m| CString::new(*m).is_ok_and(|m| fstatat(dir, &m).is_ok()))
+}
+
+/// Whether `dir` holds what a git directory may not: a config with a key git work does
+/// not write (`Names::config_rename`), a `commondir`, or a hook other than a `*.sample`.
+pub(super) fn holds_plants(dir: BorrowedFd<'_>, names: &Names) -> bool {
+    use std::io::Read;
+    let read = |name: &CStr| {
+        let how = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let fd = openat(dir, name, how, 0).ok()?;
+        let mut text = Vec::new();
+        std::fs::File::from(fd)
+            .take(16 << 20)
+            .read_to_end(&mut text)
+            .ok()?;
+        Some(text)
+    };
+    let exists = |name: &CStr| fstatat(dir, name).is_ok();
+    let config = [c"config", c"config.worktree"].iter().any(|n| {
+        exists(n) && read(n).is_none_or(|t| names.config_rename(Kind::Config, &t).is_some())
+    });
+    let how = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let hooks = openat(dir, c"hooks", how, 0)
+        .ok()
+        .and_then(|fd| std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok())
+        .is_some_and(|mut entries| {
+            entries
+                .any(|e| e.is_ok_and(|e| !e.file_name().as_encoded_bytes().ends_with(b".sample")))
+        });
+    config || hooks || exists(c"commondir")
+}
+
+/// What the directory `dir` (at `path`) is among git's, as far as it matters for the name
+/// `name` made in it (the rules look at few names: the rest costs no look).
+pub(super) fn git_place(dir: BorrowedFd<'_>, path: &std::path::Path, name: &OsStr) -> GitPlace {
+    let file = |p: &std::path::Path| {
+        p.file_name()
+            .map(OsStr::as_encoded_bytes)
+            .unwrap_or_default()
+            .to_vec()
+    };
+    let up = |fd: BorrowedFd<'_>| open_path(fd.as_raw_fd(), c"..").ok();
+    let above = |p: &std::path::Path| p.parent().unwrap_or(p).to_path_buf();
+    // Whether the directory `n` levels up from `dir` is a git directory.
+    let git_up = |n: usize| {
+        let mut at = dir.try_clone_to_owned().ok();
+        let mut p = path.to_path_buf();
+        for _ in 0..n {
+            at = at.and_then(|fd| up(fd.as_fd()));
+            p = above(&p);
+        }
+        at.is_some_and(|fd| is_git(fd.as_fd(), &p))
+    };
+    if name == ".gitmodules" {
+        // Beside a `.git`: a work tree's, which git reads in every clone.
+        return match fstatat(dir, c".git") {
+            Ok(_) => GitPlace::WorkTree,
+            Err(_) => GitPlace::Plain,
+        };
+    }
+    match (file(path).as_slice(), name.as_encoded_bytes()) {
+        (_, b"commondir" | b"hooks" | b"config" | b"config.worktree") if git_up(0) => {
+            let parent = above(path);
+            GitPlace::GitDir {
+                linked: file(&parent) == b"worktrees" && git_up(2),
+            }
+        }
+        (b"hooks", _) if git_up(1) => GitPlace::Hooks,
+        _ => GitPlace::Plain,
+    }
+}
+
+/// Whether `dir` (at `path`) is `worktrees/NAME` of a git directory.
+pub(super) fn linked_worktree(dir: BorrowedFd<'_>, path: &std::path::Path) -> bool {
+    let Some(worktrees) = path.parent() else {
+        return false;
+    };
+    let git = worktrees.parent().unwrap_or(worktrees);
+    worktrees.file_name() == Some(OsStr::new("worktrees"))
+        && open_path(dir.as_raw_fd(), c"../..").is_ok_and(|g| is_git(g.as_fd(), git))
+}
+
+/// A git directory: named `.git`, or holding `HEAD` and either `objects` and `refs` or
+/// `commondir` (a linked worktree's, under `worktrees/`).
+pub(super) fn is_git(dir: BorrowedFd<'_>, path: &std::path::Path) -> bool {
+    let has = |n: &CStr| fstatat(dir, n).is_ok();
+    path.file_name() == Some(OsStr::new(".git"))
+        || (has(c"HEAD") && ((has(c"objects") && has(c"refs")) || has(c"commondir")))
+}

@@ -1,0 +1,266 @@
+//! Every other call that makes a name, done for the program through the directory's
+//! descriptor: `mkdir`, `mknod`, `symlink`, `link`, `rename` (and a git config renamed
+//! into place, judged by what it says).
+
+use super::acting::{Acting, Entry, Res, Where};
+use super::at::{fd_path, fstat, fstatat, last_errno, open_path, openat};
+use super::git::{git_place, is_git};
+use crate::policy::gitconfig::Kind;
+use crate::protect::names::{self, GitPlace, Made};
+use std::ffi::{CStr, CString, OsStr};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
+
+impl Acting<'_> {
+    pub(super) fn mkdir(&self, at: &Where, mode: u32) -> Res<i64> {
+        let e = self.new_entry(at)?;
+        self.check(&e, Made::Dir)?;
+        // SAFETY: our directory descriptor and a NUL-terminated name.
+        if unsafe {
+            libc::mkdirat(
+                e.dir.as_raw_fd(),
+                e.name.as_ptr(),
+                mode & !self.umask() & 0o7777,
+            )
+        } == -1
+        {
+            return Err(last_errno());
+        }
+        Ok(0)
+    }
+
+    pub(super) fn mknod(&self, at: &Where, mode: u32, dev: u64) -> Res<i64> {
+        let e = self.new_entry(at)?;
+        self.check(&e, Made::Other)?;
+        let perm = mode & 0o7777 & !self.umask();
+        // SAFETY: our directory descriptor and a NUL-terminated name.
+        if unsafe {
+            libc::mknodat(
+                e.dir.as_raw_fd(),
+                e.name.as_ptr(),
+                (mode & libc::S_IFMT) | perm,
+                dev,
+            )
+        } == -1
+        {
+            return Err(last_errno());
+        }
+        Ok(0)
+    }
+
+    pub(super) fn symlink(&self, target: &CStr, at: &Where) -> Res<i64> {
+        let e = self.new_entry(at)?;
+        self.check(&e, Made::Other)?;
+        // SAFETY: a NUL-terminated target, our directory descriptor and a name.
+        if unsafe { libc::symlinkat(target.as_ptr(), e.dir.as_raw_fd(), e.name.as_ptr()) } == -1 {
+            return Err(last_errno());
+        }
+        Ok(0)
+    }
+
+    pub(super) fn link(&self, old: &Where, new: &Where, flags: i32) -> Res<i64> {
+        if flags & !(libc::AT_SYMLINK_FOLLOW | libc::AT_EMPTY_PATH) != 0 {
+            return Err(libc::EINVAL);
+        }
+        let to = self.new_entry(new)?;
+        self.check(&to, Made::Other)?;
+        let rc = if old.path.is_empty() {
+            // The object itself: the program's descriptor with AT_EMPTY_PATH, or its own
+            // descriptor's magic link followed (`/proc/self/fd/N`, AT_SYMLINK_FOLLOW).
+            // Without either, the kernel would link the /proc symlink: another file system.
+            if flags & (libc::AT_EMPTY_PATH | libc::AT_SYMLINK_FOLLOW) == 0 {
+                return Err(libc::EXDEV);
+            }
+            // The program's descriptor itself (an O_TMPFILE file given a name): linked
+            // through its magic link, as an unprivileged caller does.
+            let base = self.base(old);
+            self.check_link_source(base)?;
+            let magic = CString::new(format!("/proc/self/fd/{}", base.as_raw_fd()))
+                .map_err(|_| libc::EINVAL)?;
+            // SAFETY: NUL-terminated paths and our descriptors.
+            unsafe {
+                libc::linkat(
+                    libc::AT_FDCWD,
+                    magic.as_ptr(),
+                    to.dir.as_raw_fd(),
+                    to.name.as_ptr(),
+                    libc::AT_SYMLINK_FOLLOW,
+                )
+            }
+        } else {
+            let from = self.entry(self.base(old), &old.path)?.ok_or(libc::EPERM)?;
+            // The object linked is opened and judged, then linked through that descriptor
+            // (nothing is looked up by name again): a second name of a protected file
+            // would let it be written through that name.
+            let nofollow = if flags & libc::AT_SYMLINK_FOLLOW != 0 {
+                0
+            } else {
+                libc::O_NOFOLLOW
+            };
+            let object = openat(
+                from.dir.as_fd(),
+                &from.name,
+                libc::O_PATH | libc::O_CLOEXEC | nofollow,
+                0,
+            )?;
+            self.check_link_source(object.as_fd())?;
+            let magic = CString::new(format!("/proc/self/fd/{}", object.as_raw_fd()))
+                .map_err(|_| libc::EINVAL)?;
+            // SAFETY: NUL-terminated paths and our descriptors.
+            unsafe {
+                libc::linkat(
+                    libc::AT_FDCWD,
+                    magic.as_ptr(),
+                    to.dir.as_raw_fd(),
+                    to.name.as_ptr(),
+                    libc::AT_SYMLINK_FOLLOW,
+                )
+            }
+        };
+        if rc == -1 {
+            return Err(last_errno());
+        }
+        Ok(0)
+    }
+
+    /// Refuse a new name for `object`: a protected path, a protected file
+    /// (`Names::objects`), a git directory's config, or one outside where the program may
+    /// make names.
+    pub(super) fn check_link_source(&self, object: BorrowedFd<'_>) -> Res<()> {
+        let st = fstat(object)?;
+        // Where the object itself lies (reached through a symlink or the program's
+        // descriptor, it may be anywhere): a new name for it needs the right to make and
+        // rename names there (Landlock's refer), as for the program.
+        let at = fd_path(object).map_err(|_| libc::EACCES)?;
+        let Some(dir) = at.parent().filter(|d| d.is_absolute()) else {
+            return Err(libc::EACCES);
+        };
+        if !self.reach.may_make_in(dir) {
+            return Err(libc::EACCES);
+        }
+        let config = at.file_name().is_some_and(names::is_config)
+            && CString::new(dir.as_os_str().as_bytes())
+                .ok()
+                .and_then(|d| open_path(libc::AT_FDCWD, &d).ok())
+                .is_some_and(|d| is_git(d.as_fd(), dir));
+        if config
+            || self.names.is_protected_object(st.st_dev, st.st_ino)
+            || self.names.protected.iter().any(|p| at.starts_with(p))
+        {
+            return Err(libc::EACCES);
+        }
+        Ok(())
+    }
+
+    pub(super) fn rename(&self, old: &Where, new: &Where, flags: u32) -> Res<i64> {
+        let from = self.entry(self.base(old), &old.path)?.ok_or(libc::EBUSY)?;
+        let to = self.entry(self.base(new), &new.path)?.ok_or(libc::EBUSY)?;
+        let made = |e: &Entry| match fstatat(e.dir.as_fd(), &e.name) {
+            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => Made::MovedDir,
+            _ => Made::Other,
+        };
+        let moved = made(&from);
+        let source = fd_path(from.dir.as_fd()).map_err(|_| libc::EACCES)?;
+        if !self.reach.may_make_in(&source)
+            || self
+                .names
+                .pinned(&source.join(OsStr::from_bytes(from.name.as_bytes())))
+        {
+            return Err(libc::EACCES);
+        }
+        // git never renames a config away (only `config.lock` over it).
+        let from_name = OsStr::from_bytes(from.name.as_bytes());
+        if names::is_config(from_name) {
+            let parent = fd_path(from.dir.as_fd()).map_err(|_| libc::EACCES)?;
+            if let GitPlace::GitDir { .. } = git_place(from.dir.as_fd(), &parent, from_name) {
+                return Err(libc::EACCES);
+            }
+        }
+        let to_name = OsStr::from_bytes(to.name.as_bytes());
+        if (names::is_config(to_name) || to_name == ".gitmodules")
+            && flags == 0
+            && moved == Made::Other
+        {
+            let parent = fd_path(to.dir.as_fd()).map_err(|_| libc::EACCES)?;
+            match git_place(to.dir.as_fd(), &parent, to_name) {
+                GitPlace::GitDir { .. } => return self.config_rename(Kind::Config, &from, &to),
+                GitPlace::WorkTree => return self.config_rename(Kind::Gitmodules, &from, &to),
+                _ => {}
+            }
+        }
+        self.check(&to, moved)?;
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        let back = made(&to);
+        if exchange {
+            self.check(&from, back)?;
+        }
+        // SAFETY: our descriptors and NUL-terminated names.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                from.dir.as_raw_fd(),
+                from.name.as_ptr(),
+                to.dir.as_raw_fd(),
+                to.name.as_ptr(),
+                flags,
+            )
+        };
+        if rc == -1 {
+            return Err(last_errno());
+        }
+        Ok(0)
+    }
+
+    /// git's way of writing a config (`config.lock` renamed over `config`): the new
+    /// content is read once, checked (`names::config_rename`), written into a file of the
+    /// guard's own, and that file renamed into place; the program's is removed. What the
+    /// program does to its file afterwards (it may still hold it open) reaches nothing.
+    pub(super) fn config_rename(&self, kind: Kind, from: &Entry, to: &Entry) -> Res<i64> {
+        use std::hash::BuildHasher;
+        use std::io::Read;
+        const LIMIT: u64 = 16 << 20;
+        let how = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let source = openat(from.dir.as_fd(), &from.name, how, 0)?;
+        let st = fstat(source.as_fd())?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_size as u64 > LIMIT {
+            return Err(libc::EACCES);
+        }
+        let mut text = Vec::new();
+        std::fs::File::from(source)
+            .take(LIMIT)
+            .read_to_end(&mut text)
+            .map_err(|_| libc::EACCES)?;
+        if let Some(why) = self.names.config_rename(kind, &text) {
+            // Said where the program's own error appears (its terminal), once per refusal.
+            let at = fd_path(to.dir.as_fd()).unwrap_or_default();
+            eprintln!(
+                "sbx-shell: refused {why} in {}: keys that ordinary git work does not write can make the host's git run code\nHint: to allow one, run with --allow-git-config KEY (or \"git\": {{\"allow_config\": [\"KEY\"]}} in the config)",
+                at.join(OsStr::from_bytes(to.name.as_bytes())).display()
+            );
+            return Err(libc::EACCES);
+        }
+        let temp = CString::new(format!(
+            ".sbx-shell-config.{:016x}",
+            std::collections::hash_map::RandomState::new().hash_one(self.call.id)
+        ))
+        .map_err(|_| libc::EINVAL)?;
+        let how =
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let file = openat(to.dir.as_fd(), &temp, how, st.st_mode & 0o7777)?;
+        let written = std::io::Write::write_all(&mut std::fs::File::from(file), &text);
+        let placed = written.is_ok()
+            // SAFETY: our directory descriptor and NUL-terminated names.
+            && unsafe {
+                libc::renameat(to.dir.as_raw_fd(), temp.as_ptr(), to.dir.as_raw_fd(), to.name.as_ptr())
+            } == 0;
+        if !placed {
+            let e = last_errno();
+            // SAFETY: our directory descriptor and a NUL-terminated name.
+            unsafe { libc::unlinkat(to.dir.as_raw_fd(), temp.as_ptr(), 0) };
+            return Err(e);
+        }
+        // SAFETY: our directory descriptor and a NUL-terminated name.
+        unsafe { libc::unlinkat(from.dir.as_raw_fd(), from.name.as_ptr(), 0) };
+        Ok(0)
+    }
+}

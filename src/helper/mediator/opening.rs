@@ -1,0 +1,235 @@
+//! Opens done for the program: the last component followed by hand (symlinks, a magic
+//! link, the program's own descriptor), each object judged before and after it is opened,
+//! a FIFO's waiting open in a thread of its own.
+
+use super::acting::{Acting, Entry, Res, Where};
+use super::at::{fd_path, fstat, fstatat, is_proc, open_path, openat, os_errno, readlink};
+use super::linux::{notif_sizes, respond, send_fd, Answer, Call};
+use super::opens::{self, Missing, Step, There};
+use crate::protect::names::{self, Made};
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+
+/// Where following a symlink one step led.
+enum Followed {
+    Entry(Entry),
+    Opened(Opened),
+}
+
+pub(super) enum Opened {
+    Now(OwnedFd),
+    /// Answered by a thread of its own (a FIFO).
+    Later,
+}
+
+impl Acting<'_> {
+    pub(super) fn open(&self, at: &Where, flags: i32, mode: u32) -> Res<Opened> {
+        let base = self.base(at);
+        if at.path.is_empty() {
+            // The program's own descriptor (`/dev/stdout`): opened again, as the kernel
+            // opens such a link.
+            return self.reopen(base, flags);
+        }
+        if at.path.ends_with(b"/") {
+            return Err(libc::EISDIR);
+        }
+        let Some(mut e) = self.entry(base, &at.path)? else {
+            let dir = open_path(
+                base.as_raw_fd(),
+                &CString::new(at.path.clone()).map_err(|_| libc::EINVAL)?,
+            )
+            .map_err(|e| os_errno(&e))?;
+            return self.reopen(dir.as_fd(), flags);
+        };
+        let mut links = 0;
+        loop {
+            let st = match fstatat(e.dir.as_fd(), &e.name) {
+                Ok(st) => Some(st),
+                Err(libc::ENOENT) => None,
+                Err(err) => return Err(err),
+            };
+            let there = st
+                .as_ref()
+                .map_or(There::Nothing, |st| There::of(st.st_mode));
+            match opens::step(there, flags, links) {
+                Step::Refuse(err) => return Err(err),
+                Step::Follow => {
+                    links += 1;
+                    match self.follow(e, flags)? {
+                        Followed::Entry(next) => e = next,
+                        Followed::Opened(opened) => return Ok(opened),
+                    }
+                }
+                Step::OpenFifo(how) => {
+                    let cloexec = flags & libc::O_CLOEXEC != 0;
+                    return self.open_fifo((e.dir, e.name), how, cloexec, None);
+                }
+                Step::OpenExisting(how) => {
+                    // (`st` is there for every step but `Create`.)
+                    let st = st.as_ref().ok_or(libc::ENOENT)?;
+                    self.check_reach(&e, flags)?;
+                    self.check_write(&e, flags)?;
+                    // Before the open, which may truncate; again on what was opened.
+                    self.check_identity(st, flags)?;
+                    match openat(e.dir.as_fd(), &e.name, how, 0) {
+                        // Replaced or removed since the look: look again.
+                        Err(libc::ENOENT) | Err(libc::ELOOP) => continue,
+                        Err(err) => return Err(err),
+                        Ok(fd) => return self.check_object(fd, flags).map(Opened::Now),
+                    }
+                }
+                Step::Create => match self.create(&e, flags, mode) {
+                    // Made meanwhile by someone else: open it as it is now.
+                    Err(libc::EEXIST) if opens::existing(flags).is_ok() => continue,
+                    other => return other,
+                },
+            }
+        }
+    }
+
+    /// The symlink `e` names, followed one step: to the entry its target names, or, for a
+    /// target that names its start (or a magic link: `/proc/PID/fd/N`, where the kernel
+    /// jumps to the object), to the object opened again.
+    fn follow(&self, e: Entry, flags: i32) -> Res<Followed> {
+        if is_proc(e.dir.as_fd()) {
+            let object = open_path(e.dir.as_raw_fd(), &e.name).map_err(|e| os_errno(&e))?;
+            return self.reopen(object.as_fd(), flags).map(Followed::Opened);
+        }
+        let target = readlink(e.dir.as_fd(), &e.name)?;
+        if let Some(next) = self.entry(e.dir.as_fd(), &target)? {
+            return Ok(Followed::Entry(next));
+        }
+        let start = if target.first() == Some(&b'/') {
+            self.root
+        } else {
+            e.dir.as_fd()
+        };
+        let target = CString::new(target).map_err(|_| libc::EINVAL)?;
+        let dir = open_path(start.as_raw_fd(), &target).map_err(|e| os_errno(&e))?;
+        self.reopen(dir.as_fd(), flags).map(Followed::Opened)
+    }
+
+    /// A missing file made (exclusively), its name judged first, with the mode asked less
+    /// the program's umask. A `.git` made here is remembered (`made`).
+    fn create(&self, e: &Entry, flags: i32, mode: u32) -> Res<Opened> {
+        let (how, mode) = match opens::missing(flags, mode, || self.umask()) {
+            Missing::Create { flags, mode } => (flags, mode),
+            Missing::Fail(err) => return Err(err),
+        };
+        self.check(e, Made::File)?;
+        let fd = openat(e.dir.as_fd(), &e.name, how, mode)?;
+        if e.name.as_bytes() == b".git" {
+            let st = fstat(fd.as_fd())?;
+            self.made.borrow_mut().push((st.st_dev, st.st_ino));
+        }
+        Ok(Opened::Now(fd))
+    }
+
+    /// Open an object the program reaches through a link or its own descriptor: again,
+    /// through this process's `/proc/self/fd` (its checks are the program's: Landlock
+    /// checks the object's path on open). O_CREAT and O_EXCL make nothing here.
+    pub(super) fn reopen(&self, object: BorrowedFd<'_>, flags: i32) -> Res<Opened> {
+        opens::existing(flags)?;
+        let how = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW)) | libc::O_CLOEXEC;
+        let object = object.try_clone_to_owned().map_err(|e| os_errno(&e))?;
+        if self.reach.rules.is_some() {
+            // Before it is opened again (an open may truncate).
+            let at = fd_path(object.as_fd()).map_err(|_| libc::EACCES)?;
+            if !self.reach.may_open(&at, flags) {
+                return Err(libc::EACCES);
+            }
+        }
+        self.check_identity(&fstat(object.as_fd())?, flags)?;
+        if opens::writes(flags) {
+            // A config reached through a descriptor's link: judged by where it is.
+            let at = fd_path(object.as_fd()).map_err(|_| libc::EACCES)?;
+            // (A pipe's or socket's link names no directory.)
+            let dir = at.parent().filter(|d| d.is_absolute());
+            if let (Some(dir), Some(name)) = (dir, at.file_name()) {
+                if names::write_judged(name) {
+                    let dir = CString::new(dir.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
+                    let dir = open_path(libc::AT_FDCWD, &dir).map_err(|_| libc::EACCES)?;
+                    let e = Entry {
+                        dir,
+                        name: CString::new(name.as_bytes()).map_err(|_| libc::EINVAL)?,
+                    };
+                    self.check_write(&e, flags)?;
+                }
+            }
+        }
+        let magic = CString::new(object.as_raw_fd().to_string()).map_err(|_| libc::EINVAL)?;
+        let fds = open_path(libc::AT_FDCWD, c"/proc/self/fd").map_err(|e| os_errno(&e))?;
+        if fstat(object.as_fd())?.st_mode & libc::S_IFMT == libc::S_IFIFO {
+            let cloexec = flags & libc::O_CLOEXEC != 0;
+            return self.open_fifo((fds, magic), how, cloexec, Some(object));
+        }
+        let fd = openat(fds.as_fd(), &magic, how, 0)?;
+        self.check_object(fd, flags).map(Opened::Now)
+    }
+
+    /// An opened file, unless the open writes and reached a protected file under another
+    /// of its names (`Names::objects`): judged on what was opened, not on a look before.
+    pub(super) fn check_object(&self, fd: OwnedFd, flags: i32) -> Res<OwnedFd> {
+        self.check_identity(&fstat(fd.as_fd())?, flags)?;
+        Ok(fd)
+    }
+
+    /// Refuse an open that writes the file `st` describes when it is a protected file
+    /// reached under another of its names (`Names::objects`).
+    pub(super) fn check_identity(&self, st: &libc::stat, flags: i32) -> Res<()> {
+        if opens::writes(flags)
+            && st.st_nlink > 1
+            && self.names.is_protected_object(st.st_dev, st.st_ino)
+        {
+            return Err(libc::EACCES);
+        }
+        Ok(())
+    }
+
+    /// A FIFO's open waits for the other end: done in a thread of its own (with this one's
+    /// credentials), which answers when it returns; what it opens is judged here first.
+    /// `keep`: what must stay open until then.
+    pub(super) fn open_fifo(
+        &self,
+        (dir, name): (OwnedFd, CString),
+        how: i32,
+        cloexec: bool,
+        keep: Option<OwnedFd>,
+    ) -> Res<Opened> {
+        if self.reach.rules.is_some() {
+            let at = fd_path(dir.as_fd()).map_err(|_| libc::EACCES)?;
+            let at = match keep {
+                // Reached through the program's descriptor: the object's own path.
+                Some(ref object) => fd_path(object.as_fd()).map_err(|_| libc::EACCES)?,
+                None => at.join(OsStr::from_bytes(name.as_bytes())),
+            };
+            if !self.reach.may_open(&at, how) {
+                return Err(libc::EACCES);
+            }
+        }
+        let listener = self.listener.try_clone().map_err(|e| os_errno(&e))?;
+        let id = self.call.id;
+        let answer = move || {
+            let _keep = keep;
+            let answer = match openat(dir.as_fd(), &name, how, 0) {
+                Ok(fd) => send_fd(&listener, id, &fd, cloexec),
+                Err(e) => Answer::Done(-i64::from(e)),
+            };
+            if let Ok(sizes) = notif_sizes() {
+                let call = Call {
+                    id,
+                    pid: 0,
+                    nr: 0,
+                    args: [0; 6],
+                };
+                respond(&listener, &sizes, &call, answer);
+            }
+        };
+        std::thread::Builder::new()
+            .name("sbx-names-fifo".into())
+            .spawn(answer)
+            .map_err(|e| os_errno(&e))?;
+        Ok(Opened::Later)
+    }
+}

@@ -1,0 +1,156 @@
+//! How the guard reads a path argument of a mediated call, decided from the path alone
+//! (pure; `create.rs` and `acting.rs` open what it says): where the path starts, and the
+//! directory and name its last component splits into.
+
+/// Where a path argument starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start<'a> {
+    /// A name in `/dev/shm` (`shm_name`), taken in the session's own directory for it.
+    Shm(&'a [u8]),
+    /// The program's own descriptor (`/dev/stdout`, `/proc/self/fd/N/…`) and what follows.
+    Descriptor(u32, &'a [u8]),
+    /// The root: the path is absolute.
+    Root,
+    /// The directory descriptor the call gave (`AT_FDCWD`: the working directory).
+    Dir(i32),
+}
+
+/// Where `path` starts for a call given the directory descriptor `dirfd`; `empty_ok`: the
+/// call allows an empty path (`AT_EMPTY_PATH`), else that is ENOENT; `shm`: the session
+/// has a `/dev/shm` of its own (Landlock alone).
+pub fn start_of(path: &[u8], dirfd: i32, empty_ok: bool, shm: bool) -> Result<Start<'_>, i32> {
+    if let Some(name) = super::shm_name(path).filter(|_| shm) {
+        return Ok(Start::Shm(name));
+    }
+    if path.is_empty() && !empty_ok {
+        return Err(libc::ENOENT);
+    }
+    if let Some((fd, rest)) = own_descriptor(path) {
+        return Ok(Start::Descriptor(fd, rest));
+    }
+    if path.first() == Some(&b'/') {
+        return Ok(Start::Root);
+    }
+    Ok(Start::Dir(dirfd))
+}
+
+/// `/dev/stdin`, `/dev/stdout`, `/dev/stderr`, `/dev/fd/N…`, `/proc/self/fd/N…`,
+/// `/proc/thread-self/fd/N…`: the descriptor and what follows it.
+pub fn own_descriptor(path: &[u8]) -> Option<(u32, &[u8])> {
+    for (name, fd) in [
+        (&b"/dev/stdin"[..], 0),
+        (b"/dev/stdout", 1),
+        (b"/dev/stderr", 2),
+    ] {
+        if path == name {
+            return Some((fd, b""));
+        }
+    }
+    let rest = [
+        &b"/dev/fd/"[..],
+        b"/proc/self/fd/",
+        b"/proc/thread-self/fd/",
+    ]
+    .iter()
+    .find_map(|prefix| path.strip_prefix(*prefix))?;
+    let end = rest.iter().position(|b| *b == b'/').unwrap_or(rest.len());
+    let fd = std::str::from_utf8(&rest[..end]).ok()?.parse().ok()?;
+    let after = rest[end..].strip_prefix(b"/").unwrap_or(&rest[end..]);
+    Some((fd, after))
+}
+
+/// The directory a path's last component is in, and that component (trailing slashes
+/// dropped); `None` for a path that names its start itself (empty, `.`, `..`, `/`): no
+/// name is made there.
+pub fn split_last(path: &[u8]) -> Option<(&[u8], &[u8])> {
+    let mut trimmed = path;
+    while trimmed.len() > 1 && trimmed.ends_with(b"/") {
+        trimmed = &trimmed[..trimmed.len() - 1];
+    }
+    let (dir, name): (&[u8], &[u8]) = match trimmed.iter().rposition(|b| *b == b'/') {
+        Some(0) => (b"/", &trimmed[1..]),
+        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+        None => (b".", trimmed),
+    };
+    let names_start = name.is_empty() || name == b"." || name == b"..";
+    (!names_start).then_some((dir, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_starts_at_the_shm_directory_a_descriptor_the_root_or_the_given_directory() {
+        assert_eq!(
+            start_of(b"/dev/shm/sem.x", -100, false, true),
+            Ok(Start::Shm(b"sem.x"))
+        );
+        // Without a /dev/shm of the session's own, the host's is an absolute path.
+        assert_eq!(
+            start_of(b"/dev/shm/sem.x", -100, false, false),
+            Ok(Start::Root)
+        );
+        assert_eq!(
+            start_of(b"/dev/shm/../x", -100, false, true),
+            Ok(Start::Root)
+        );
+        assert_eq!(start_of(b"", 3, false, true), Err(libc::ENOENT));
+        assert_eq!(start_of(b"", 3, true, true), Ok(Start::Dir(3)));
+        assert_eq!(
+            start_of(b"/dev/stdout", 3, false, true),
+            Ok(Start::Descriptor(1, b""))
+        );
+        assert_eq!(
+            start_of(b"/proc/self/fd/7/sub/x", 3, false, true),
+            Ok(Start::Descriptor(7, b"sub/x"))
+        );
+        assert_eq!(start_of(b"/etc/passwd", 3, false, true), Ok(Start::Root));
+        assert_eq!(
+            start_of(b"a/b", libc::AT_FDCWD, false, true),
+            Ok(Start::Dir(libc::AT_FDCWD))
+        );
+    }
+
+    #[test]
+    fn the_programs_own_descriptors_are_recognised_in_their_usual_spellings() {
+        assert_eq!(own_descriptor(b"/dev/stdin"), Some((0, &b""[..])));
+        assert_eq!(own_descriptor(b"/dev/stderr"), Some((2, &b""[..])));
+        assert_eq!(own_descriptor(b"/dev/fd/12"), Some((12, &b""[..])));
+        assert_eq!(
+            own_descriptor(b"/proc/thread-self/fd/4/a"),
+            Some((4, &b"a"[..]))
+        );
+        for not in [
+            &b"/dev/stdoutx"[..],
+            b"/dev/fd/x",
+            b"/dev/fd/",
+            b"/proc/1/fd/3",
+            b"dev/fd/1",
+        ] {
+            assert_eq!(
+                own_descriptor(not),
+                None,
+                "{}",
+                String::from_utf8_lossy(not)
+            );
+        }
+    }
+
+    #[test]
+    fn the_last_component_splits_from_its_directory_unless_the_path_names_its_start() {
+        assert_eq!(split_last(b"a"), Some((&b"."[..], &b"a"[..])));
+        assert_eq!(split_last(b"/a"), Some((&b"/"[..], &b"a"[..])));
+        assert_eq!(split_last(b"/a/b/c"), Some((&b"/a/b"[..], &b"c"[..])));
+        assert_eq!(split_last(b"a/b//"), Some((&b"a"[..], &b"b"[..])));
+        assert_eq!(split_last(b"x/.hidden"), Some((&b"x"[..], &b".hidden"[..])));
+        for start in [&b""[..], b".", b"..", b"/", b"//", b"a/.", b"a/..", b"/.."] {
+            assert_eq!(
+                split_last(start),
+                None,
+                "{}",
+                String::from_utf8_lossy(start)
+            );
+        }
+    }
+}
