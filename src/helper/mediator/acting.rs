@@ -3,10 +3,9 @@
 //! before anything is made or opened there. The acts themselves are `opening.rs` (opens)
 //! and `making.rs` (every other call that makes a name).
 
-use super::at::{fd_path, fstatat, open_path, os_errno};
+use super::at::{fd_path, fstatat, open_path, os_errno, Res};
 use super::git::{completes_git, git_place, holds_plants, is_git, linked_worktree};
-use super::linux::{send_fd, Answer, Call};
-use super::opening::Opened;
+use super::linux::Call;
 use super::opens::{self};
 use super::umasks::{self, Umasks};
 use crate::protect::names::{self, Made, Names};
@@ -48,15 +47,6 @@ pub(super) struct Entry {
     pub(super) name: CString,
 }
 
-pub(super) type Res<T> = Result<T, i32>;
-
-pub(super) fn done(r: Res<i64>) -> Answer {
-    match r {
-        Ok(v) => Answer::Done(v),
-        Err(e) => Answer::Done(-i64::from(e)),
-    }
-}
-
 /// What `/proc/PID/status` says of thread `pid` (`None`: it is gone).
 pub(super) fn status_of(pid: u32) -> Option<umasks::Status> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -64,26 +54,6 @@ pub(super) fn status_of(pid: u32) -> Option<umasks::Status> {
 }
 
 impl Acting<'_> {
-    pub(super) fn run(&self, op: Op) -> Answer {
-        match op {
-            Op::Open { at, flags, mode } => match self.open(&at, flags, mode) {
-                Ok(Opened::Now(fd)) => send_fd(
-                    self.listener,
-                    self.call.id,
-                    &fd,
-                    flags & libc::O_CLOEXEC != 0,
-                ),
-                Ok(Opened::Later) => Answer::Sent,
-                Err(e) => Answer::Done(-i64::from(e)),
-            },
-            Op::Mkdir { at, mode } => done(self.mkdir(&at, mode)),
-            Op::Mknod { at, mode, dev } => done(self.mknod(&at, mode, dev)),
-            Op::Symlink { target, at } => done(self.symlink(&target, &at)),
-            Op::Link { old, new, flags } => done(self.link(&old, &new, flags)),
-            Op::Rename { old, new, flags } => done(self.rename(&old, &new, flags)),
-        }
-    }
-
     /// The directory of the path's last component, resolved by the kernel (symlinks
     /// followed, as for the program), and that component; `None` for a path that names
     /// its start itself (empty, `.`, `..`, `/`: no name is made there).

@@ -1,12 +1,14 @@
 //! The descriptor-relative calls the guard acts through, each answering an errno
 //! (`Res`), and what a descriptor names (`fd_path`).
 
-use super::acting::Res;
 use std::ffi::{CStr, OsStr};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
+
+/// An errno on failure: what the program is answered.
+pub(super) type Res<T> = Result<T, i32>;
 
 pub(super) fn last_errno() -> i32 {
     os_errno(&io::Error::last_os_error())

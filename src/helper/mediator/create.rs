@@ -35,10 +35,12 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use super::acting::{status_of, Acting, Op, Where};
-use super::at::open_path;
+use super::at::{open_path, Res};
 use super::linux::{
-    errno, notif_sizes, read_cstr, receive, respond, still_waiting, sync_wake_up, Answer, Call,
+    errno, notif_sizes, read_cstr, receive, respond, send_fd, still_waiting, sync_wake_up, Answer,
+    Call,
 };
+use super::opening::Opened;
 use super::paths::{start_of, Start};
 use super::umasks::Umasks;
 use super::Scope;
@@ -135,16 +137,18 @@ fn serve(
         }
         let answer = match read_op(listener, &call, shm.as_ref()) {
             Err(e) => Answer::Done(e),
-            Ok(op) => Acting {
-                listener,
-                names,
-                reach,
-                made: &made,
-                umasks: &umasks,
-                root: root.as_fd(),
-                call: &call,
-            }
-            .run(op),
+            Ok(op) => act(
+                &Acting {
+                    listener,
+                    names,
+                    reach,
+                    made: &made,
+                    umasks: &umasks,
+                    root: root.as_fd(),
+                    call: &call,
+                },
+                op,
+            ),
         };
         respond(listener, &sizes, &call, answer);
     }
@@ -317,4 +321,32 @@ fn confine_this_thread() -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Do what the call asks, as `acting` (its checks first), and the answer to send.
+fn act(acting: &Acting<'_>, op: Op) -> Answer {
+    match op {
+        Op::Open { at, flags, mode } => match acting.open(&at, flags, mode) {
+            Ok(Opened::Now(fd)) => send_fd(
+                acting.listener,
+                acting.call.id,
+                &fd,
+                flags & libc::O_CLOEXEC != 0,
+            ),
+            Ok(Opened::Later) => Answer::Sent,
+            Err(e) => Answer::Done(-i64::from(e)),
+        },
+        Op::Mkdir { at, mode } => done(acting.mkdir(&at, mode)),
+        Op::Mknod { at, mode, dev } => done(acting.mknod(&at, mode, dev)),
+        Op::Symlink { target, at } => done(acting.symlink(&target, &at)),
+        Op::Link { old, new, flags } => done(acting.link(&old, &new, flags)),
+        Op::Rename { old, new, flags } => done(acting.rename(&old, &new, flags)),
+    }
+}
+
+fn done(r: Res<i64>) -> Answer {
+    match r {
+        Ok(v) => Answer::Done(v),
+        Err(e) => Answer::Done(-i64::from(e)),
+    }
 }

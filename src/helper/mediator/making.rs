@@ -2,8 +2,8 @@
 //! descriptor: `mkdir`, `mknod`, `symlink`, `link`, `rename` (and a git config renamed
 //! into place, judged by what it says).
 
-use super::acting::{Acting, Entry, Res, Where};
-use super::at::{fd_path, fstat, fstatat, last_errno, open_path, openat};
+use super::acting::{Acting, Entry, Where};
+use super::at::{fd_path, fstat, fstatat, last_errno, open_path, openat, Res};
 use super::git::{git_place, is_git};
 use crate::policy::gitconfig::Kind;
 use crate::protect::names::{self, GitPlace, Made};

@@ -2,8 +2,8 @@
 //! link, the program's own descriptor), each object judged before and after it is opened,
 //! a FIFO's waiting open in a thread of its own.
 
-use super::acting::{Acting, Entry, Res, Where};
-use super::at::{fd_path, fstat, fstatat, is_proc, open_path, openat, os_errno, readlink};
+use super::acting::{Acting, Entry, Where};
+use super::at::{fd_path, fstat, fstatat, is_proc, open_path, openat, os_errno, readlink, Res};
 use super::linux::{notif_sizes, respond, send_fd, Answer, Call};
 use super::opens::{self, Missing, Step, There};
 use crate::protect::names::{self, Made};
