@@ -27,8 +27,13 @@ LAYERS = ["sys", "policy", "host", "protect", "sandbox", "netproxy", "helper", "
 TEST_FILES = re.compile(r"(^|/)(tests|test_support)(\.rs|/)")
 
 
+PATHED = {}  # files named by a `#[path]` attribute -> their module
+
+
 def module_of(rel):
     """src-relative file path -> module path tuple."""
+    if rel in PATHED:
+        return PATHED[rel]
     parts = rel[:-3].split("/")
     if parts[-1] in ("mod", "lib", "main"):
         parts = parts[:-1]
@@ -171,6 +176,11 @@ def main():
     for rel in files():
         with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
             texts[rel] = strip_tests(f.read())
+    # `#[path = "x.rs"] mod name;`: the file is module `name` (one module, several files)
+    for rel, text in list(texts.items()) * 3:  # nested ones need their parent's first
+        for m in re.finditer(r'#\[path\s*=\s*"([^"]+)"\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;', text):
+            target = os.path.normpath(os.path.join(os.path.dirname(rel), m.group(1))).replace(os.sep, "/")
+            PATHED[target] = module_of(rel) + (m.group(2),)
     modules = {module_of(rel): rel for rel in texts}
     # the crate root's own items live in lib.rs: module ()
     reexports = {}
@@ -216,7 +226,7 @@ def main():
             t = resolve(absolute(mod + inner, p))
             if t is not None and t != mod and t != ():
                 targets.add(t)
-        edges[mod] = targets
+        edges[mod] = edges.get(mod, set()) | targets
 
     # strongly connected components (Tarjan)
     index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]

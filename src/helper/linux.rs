@@ -9,6 +9,7 @@ mod guard;
 #[path = "mounts.rs"]
 mod mounts;
 
+use super::parts::MountError;
 use std::io;
 
 pub use confine::ConfineError;
@@ -20,7 +21,7 @@ pub const NOFILE_CAP: Option<u64> = None;
 
 /// Guard mode: `Some(code)` in the guard once the program's tree is gone, `None` in the
 /// child that goes on to exec the program.
-pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::Split> {
+pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
     use std::os::fd::OwnedFd;
     // The guard makes the names the program asks for (`mediator::create`): a channel for
     // the listener, which the program's side installs in `confine`.
@@ -58,8 +59,8 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::Split> {
     };
     Ok(
         match guard::split(spec.stop_notify_fd, spec.lifeline_fd, on_guard)? {
-            Some(code) => super::Split::Guard(code),
-            None => super::Split::Program { names: theirs },
+            Some(code) => super::parts::Split::Guard(code),
+            None => super::parts::Split::Program { names: theirs },
         },
     )
 }
@@ -69,7 +70,7 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::Split> {
 /// the working directory again (it was entered before, under what is now covered).
 ///
 /// A planned path that is not what sbx-shell saw (another object, a symlink, gone) ends
-/// the helper (`HelperError::Changed`): something moved it while the sandbox started.
+/// the helper (`MountError::Changed`): something moved it while the sandbox started.
 /// Exceptions: what was missing when planned and is still missing has nothing to cover;
 /// a host object without a recorded identity (a socket, a root-only file found on the
 /// host) that is gone, or is a symlink now, is skipped; a twin that is not
@@ -79,21 +80,21 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::Split> {
 /// In a mount namespace of the helper's own: for an unprivileged user, bwrap puts the
 /// sandbox in a second user namespace that does not own bwrap's mount namespace, so mounts
 /// there fail; a new one is owned by ours (its mounts copied, locked, and mounted over).
-pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::HelperError> {
+pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), MountError> {
     use crate::sandbox::bwrap::{stays_writable, How};
     use mounts::Found;
     use std::os::fd::AsFd;
-    confine::private_mount_namespace().map_err(|source| super::HelperError::Mount {
+    confine::private_mount_namespace().map_err(|source| MountError::Failed {
         path: "/ (a mount namespace of its own)".into(),
         source,
     })?;
     for m in plan {
         let path = m.path.display().to_string();
-        let failed = |source: io::Error| super::HelperError::Mount {
+        let failed = |source: io::Error| MountError::Failed {
             path: path.clone(),
             source,
         };
-        let changed = || super::HelperError::Changed { path: path.clone() };
+        let changed = || MountError::Changed { path: path.clone() };
         if m.how == How::Resolves {
             if crate::sys::files::followed_identity_of(&m.path) != m.id {
                 return Err(changed());
@@ -169,11 +170,11 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::
             }
         }
     }
-    let cwd = std::env::current_dir().map_err(|source| super::HelperError::Mount {
+    let cwd = std::env::current_dir().map_err(|source| MountError::Failed {
         path: "the working directory".into(),
         source,
     })?;
-    std::env::set_current_dir(&cwd).map_err(|source| super::HelperError::Mount {
+    std::env::set_current_dir(&cwd).map_err(|source| MountError::Failed {
         path: cwd.display().to_string(),
         source,
     })
@@ -256,5 +257,5 @@ pub fn apply_cloexec_above_stderr() -> io::Result<()> {
         return Ok(());
     }
     // A kernel before 5.11: one fd at a time.
-    super::cloexec_each_fd_above_stderr()
+    crate::sys::files::cloexec_each_fd_above_stderr()
 }

@@ -47,6 +47,8 @@ use limits::LimitError;
 use spec::{parse_helper_args, read_spec, HelperSpec, ProxyListen, SpecError};
 
 mod limits;
+mod parts;
+pub use parts::MountError;
 pub mod spec;
 
 #[cfg(target_os = "linux")]
@@ -63,15 +65,8 @@ pub use os::ConfineError;
 pub enum HelperError {
     #[error("internal error: helper mode: {0}")]
     Spec(#[from] SpecError),
-    #[error("cannot set up {path} in the sandbox: {source}")]
-    Mount {
-        path: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path} changed while the sandbox started: it is not what sbx-shell saw a moment before, so it could not be protected as planned; nothing ran\nHint: run again; if this keeps happening, something is renaming or replacing files there")]
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    Changed { path: String },
+    #[error(transparent)]
+    Mount(#[from] MountError),
     #[error("cannot open the network proxy's port: {0}")]
     ProxyPort(#[source] io::Error),
     #[error("cannot start the process guard: {0}")]
@@ -142,8 +137,8 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
             apply_new_session().map_err(HelperError::NewSession)?;
         }
         match os::split_off_guard(&spec).map_err(HelperError::Guard)? {
-            Split::Guard(code) => return Ok(code),
-            Split::Program { names: channel } => names = channel,
+            parts::Split::Guard(code) => return Ok(code),
+            parts::Split::Program { names: channel } => names = channel,
         }
         if spec.new_session {
             apply_foreground_group().map_err(HelperError::NewSession)?;
@@ -186,17 +181,6 @@ fn prepare(spec: &HelperSpec, names: Option<OwnedFd>) -> Result<(), HelperError>
     limits::apply(&spec.limits)?;
     os::apply_cloexec_above_stderr().map_err(HelperError::CloseOnExec)?;
     Ok(os::confine(spec, names)?)
-}
-
-/// What `os::split_off_guard` leaves this process as (guard mode exists on Linux only).
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-pub enum Split {
-    /// The guard, once the program's tree is gone: its exit code.
-    Guard(ExitCode),
-    /// The process that goes on to exec the program. `names`: where it hands the guard
-    /// the listener of the calls that make names (`os::confine`), when the spec has
-    /// names to refuse (`HelperSpec::names`).
-    Program { names: Option<OwnedFd> },
 }
 
 /// A new session with fd 0 as its controlling terminal (this process only).
@@ -255,18 +239,4 @@ fn exec(program: &OsString, argv: &[OsString]) -> Errno {
         Err(errno) => errno,
         Ok(never) => match never {},
     }
-}
-
-/// Mark each open fd above 2 close-on-exec, as listed in /dev/fd.
-fn cloexec_each_fd_above_stderr() -> io::Result<()> {
-    let fds: Vec<i32> = std::fs::read_dir("/dev/fd")?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .filter(|fd| *fd > 2)
-        .collect();
-    for fd in fds {
-        // SAFETY: F_SETFD only changes the fd's flags; a stale fd gives EBADF, ignored.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    }
-    Ok(())
 }

@@ -1,6 +1,7 @@
 //! The helper's parts on platforms other than Linux (`helper::os` there; macOS in
 //! practice): no guard and no in-process layers — Seatbelt confines from outside.
 
+use super::parts::MountError;
 use std::io;
 
 use thiserror::Error;
@@ -17,12 +18,12 @@ pub enum ConfineError {
 /// macOS: setrlimit(RLIMIT_NOFILE) above OPEN_MAX fails, even as root.
 pub const NOFILE_CAP: Option<u64> = Some(10240);
 
-pub fn split_off_guard(_spec: &HelperSpec) -> io::Result<super::Split> {
+pub fn split_off_guard(_spec: &HelperSpec) -> io::Result<super::parts::Split> {
     Err(io::Error::other("guard mode exists on Linux only"))
 }
 
-pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), super::HelperError> {
-    Err(super::HelperError::Mount {
+pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), MountError> {
+    Err(MountError::Failed {
         path: plan
             .first()
             .map_or(String::new(), |m| m.path.display().to_string()),
@@ -58,5 +59,5 @@ pub fn set_default_disposition(signal: i32) {
 }
 
 pub fn apply_cloexec_above_stderr() -> io::Result<()> {
-    super::cloexec_each_fd_above_stderr()
+    crate::sys::files::cloexec_each_fd_above_stderr()
 }

@@ -214,6 +214,20 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     (year, month, day)
 }
 
+/// Mark each open fd above 2 close-on-exec, as listed in /dev/fd.
+pub fn cloexec_each_fd_above_stderr() -> io::Result<()> {
+    let fds: Vec<i32> = std::fs::read_dir("/dev/fd")?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: F_SETFD only changes the fd's flags; a stale fd gives EBADF, ignored.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
