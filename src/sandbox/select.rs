@@ -8,8 +8,8 @@
 
 use thiserror::Error;
 
+use super::backend::Backend;
 use super::landlock::MIN_ABI;
-use super::Backend;
 use crate::host::Machine;
 use crate::policy::config::{BackendChoice, Layer};
 

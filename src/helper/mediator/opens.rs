@@ -57,7 +57,7 @@ pub enum There {
 
 impl There {
     /// What a `st_mode` describes.
-    pub fn of(mode: u32) -> There {
+    pub fn of(mode: libc::mode_t) -> There {
         match mode & libc::S_IFMT {
             libc::S_IFLNK => There::Symlink,
             libc::S_IFIFO => There::Fifo,

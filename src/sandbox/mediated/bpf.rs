@@ -6,7 +6,7 @@
 //! their low 32 bits (pids and requests are ints; the kernel ignores the high ones), except
 //! prlimit64's pointer, compared whole.
 
-use super::{Mediated, When};
+use super::table::{creating, table, Mediated, When};
 
 pub type Instruction = libc::sock_filter;
 
@@ -222,9 +222,9 @@ pub fn number(name: &str) -> Option<i64> {
 pub fn syscall_name(nr: i64) -> Option<&'static str> {
     static NAMES: std::sync::OnceLock<Vec<(i64, &'static str)>> = std::sync::OnceLock::new();
     let names = NAMES.get_or_init(|| {
-        super::table()
+        table()
             .into_iter()
-            .chain(super::creating())
+            .chain(creating())
             .filter_map(|m| Some((number(m.syscall)?, m.syscall)))
             .collect()
     });

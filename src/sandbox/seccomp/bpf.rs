@@ -1,7 +1,7 @@
 //! The table compiled to classic BPF for this machine's architecture (seccompiler), with the
 //! x32 check seccompiler leaves out. Linux only; pure.
 
-use super::{Condition, Filter, SeccompError, SOCK_STREAM, SOCK_TYPE_MASK};
+use super::filter::{Condition, Filter, SeccompError, SOCK_STREAM, SOCK_TYPE_MASK};
 
 /// Compile `filter` and throw the program away: whether the helper will be able to.
 pub fn check(filter: &Filter) -> Result<(), SeccompError> {

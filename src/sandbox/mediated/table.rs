@@ -1,0 +1,204 @@
+//! The mediated calls as data: each syscall the filter hands to the guard, and when
+//! (`When`). Pure; `bpf.rs` compiles it.
+
+use serde::{Deserialize, Serialize};
+
+/// TIOCGPTPEER: open the peer (slave) of a pty master.
+pub const TIOCGPTPEER: u32 = 0x5441;
+
+/// prctl's PR_SET_DUMPABLE (Linux's value; the table is data on every platform).
+pub const PR_SET_DUMPABLE: u32 = 4;
+
+/// `which` values meaning "every process of a user".
+pub const PRIO_USER: u32 = 2;
+
+pub const IOPRIO_WHO_USER: u32 = 3;
+
+/// When a call goes to sbx-shell; otherwise it is allowed (this filter denies nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum When {
+    Always,
+    /// Unless the pid in argument `arg` is 0 (the caller itself).
+    PidNotZero {
+        arg: u8,
+    },
+    /// Unless `which` (argument 0) is not `user` and `who` (argument 1) is 0.
+    WhoNotSelf {
+        user: u32,
+    },
+    /// prlimit64: unless the pid is 0 or no new limit is given (argument 2 null).
+    SetsLimitOfPid,
+    /// ioctl: when the request (argument 1, low 32 bits) is this one.
+    IoctlRequest {
+        request: u32,
+    },
+    /// When argument `arg` (low 32 bits) is `value`: unlinkat's AT_FDCWD.
+    ArgIs {
+        arg: u8,
+        value: u32,
+    },
+    /// When any of `bits` is set in argument `arg` (low 32 bits): open's O_CREAT.
+    FlagSet {
+        arg: u8,
+        bits: u32,
+    },
+    /// Never asked: when arguments 0 and 1 (low 32 bits) are these, the call returns 0
+    /// without running; otherwise it runs.
+    Ignored {
+        arg0: u32,
+        arg1: u32,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mediated {
+    pub syscall: &'static str,
+    pub when: When,
+}
+
+/// The metadata calls, by path and by fd (`chmod`, `chown`, `lchown`, `utime`, `utimes`
+/// and `futimesat` exist on x86_64 only; `compile` leaves out what an architecture lacks).
+pub const METADATA: &[&str] = &[
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "lchown",
+    "fchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "futimesat",
+    "utimensat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "setxattrat",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "removexattrat",
+];
+
+/// Every mediated call with its condition.
+pub fn table() -> Vec<Mediated> {
+    let mut t: Vec<Mediated> = METADATA
+        .iter()
+        .map(|syscall| Mediated {
+            syscall,
+            when: When::Always,
+        })
+        .collect();
+    t.push(Mediated {
+        syscall: "setpriority",
+        when: When::WhoNotSelf { user: PRIO_USER },
+    });
+    t.push(Mediated {
+        syscall: "ioprio_set",
+        when: When::WhoNotSelf {
+            user: IOPRIO_WHO_USER,
+        },
+    });
+    t.push(Mediated {
+        syscall: "prlimit64",
+        when: When::SetsLimitOfPid,
+    });
+    for syscall in [
+        "sched_setaffinity",
+        "sched_setscheduler",
+        "sched_setparam",
+        "sched_setattr",
+    ] {
+        t.push(Mediated {
+            syscall,
+            when: When::PidNotZero { arg: 0 },
+        });
+    }
+    t.push(Mediated {
+        syscall: "ioctl",
+        when: When::IoctlRequest {
+            request: TIOCGPTPEER,
+        },
+    });
+    t.push(Mediated {
+        syscall: "connect",
+        when: When::Always,
+    });
+    // glibc's `unlink` (how shm_unlink and sem_unlink remove a name) is the `unlink` call
+    // on x86_64 and `unlinkat(AT_FDCWD, …)` elsewhere. A removal relative to a directory's
+    // descriptor (`rm -r`, python's `rmtree`) is never a name in /dev/shm: not asked.
+    t.push(Mediated {
+        syscall: "unlink",
+        when: When::Always,
+    });
+    t.push(Mediated {
+        syscall: "unlinkat",
+        when: When::ArgIs {
+            arg: 0,
+            value: libc::AT_FDCWD as u32,
+        },
+    });
+    t
+}
+
+/// The calls that make a name, and the opens that write: each is done by the helper's
+/// guard, which refuses the names nothing in the session may make (`mediator::names`). `open`,
+/// `creat`, `mkdir`, `mknod`, `symlink`, `link` and `rename` exist on x86_64 only.
+/// `openat2` is asked always (its flags are in memory, which another thread could change
+/// after a look): it is answered ENOSYS, as by kernels before 5.6, and callers fall back
+/// to `openat`.
+pub fn creating() -> Vec<Mediated> {
+    // An open that can make a name (O_CREAT), or write (a config is written by git's
+    // rename only: `mediator::names::refused_write`).
+    let bits = (libc::O_CREAT | libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC) as u32;
+    let mut t = vec![
+        Mediated {
+            syscall: "open",
+            when: When::FlagSet { arg: 1, bits },
+        },
+        Mediated {
+            syscall: "openat",
+            when: When::FlagSet { arg: 2, bits },
+        },
+    ];
+    // `prctl(PR_SET_DUMPABLE, 0)` (sftp-server, ssh-agent) would keep the guard from
+    // reading what the process's calls name (reading another process's memory needs it
+    // dumpable): it succeeds and changes nothing. Nothing in the sandbox may trace or read
+    // another process anyway (`seccomp`: ptrace, process_vm_*, pidfd_getfd).
+    t.push(Mediated {
+        syscall: "prctl",
+        when: When::Ignored {
+            arg0: PR_SET_DUMPABLE,
+            arg1: 0,
+        },
+    });
+    // The umask the guard applies to what it makes: it notes each change and lets the
+    // call run (`mediator::umasks`).
+    t.push(Mediated {
+        syscall: "umask",
+        when: When::Always,
+    });
+    for syscall in [
+        "creat",
+        "openat2",
+        "mkdir",
+        "mkdirat",
+        "mknod",
+        "mknodat",
+        "symlink",
+        "symlinkat",
+        "link",
+        "linkat",
+        "rename",
+        "renameat",
+        "renameat2",
+    ] {
+        t.push(Mediated {
+            syscall,
+            when: When::Always,
+        });
+    }
+    t
+}
