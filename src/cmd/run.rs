@@ -777,14 +777,14 @@ struct Watch {
     path_dirs: Vec<std::path::PathBuf>,
     /// `.git` symlinks and their targets at the start.
     links: Vec<(std::path::PathBuf, std::path::PathBuf)>,
-    /// Landlock alone: the paths the guard puts back as recorded (`guard::record`).
+    /// Landlock alone: the paths the watch puts back as recorded (`watch::record`).
     recorded: Vec<std::path::PathBuf>,
     /// The helper's guard judges every name made and every writing open
     /// (`mediator::names`): what it refuses cannot be planted, so the report covers only
     /// what it does not judge (executables in `$PATH`), and under bwrap nothing is watched.
     mediated: bool,
     #[cfg(target_os = "linux")]
-    guard: Option<crate::protect::watch::Guard>,
+    guard: Option<crate::protect::watch::Watch>,
 }
 
 impl Watch {
@@ -859,7 +859,7 @@ impl Watch {
         git: &crate::protect::repos::Found,
         before: &crate::protect::planted::Snapshot,
         (started, say): (SystemTime, Verbosity),
-    ) -> Result<(Option<crate::protect::watch::Guard>, Vec<PathBuf>), Failure> {
+    ) -> Result<(Option<crate::protect::watch::Watch>, Vec<PathBuf>), Failure> {
         let roots = crate::protect::repos::trees(&plan.policy);
         if matches!(backend, Backend::None) || roots.is_empty() {
             return Ok((None, Vec::new()));
@@ -896,7 +896,7 @@ impl Watch {
             git_config_allow: plan.policy.git_config_allow.iter().cloned().collect(),
             seal_journals: Some(crate::protect::watch::seal_journals(&plan.home)),
         };
-        match crate::protect::watch::Guard::start(rules) {
+        match crate::protect::watch::Watch::start(rules) {
             Ok(guard) => Ok((Some(guard), recorded_paths)),
             Err(e) if !recorded_paths.is_empty() => Err(anyhow!(
                 "cannot watch the writable trees ({e}), which Landlock alone needs to restore the protected paths in them\nHint: use the bwrap backend (`sbx-shell setup` enables it), or run read-only: --profile read-only"
@@ -934,10 +934,10 @@ impl Watch {
 
     /// What the guard moved aside, then what is new or changed since `start` (the writable
     /// trees scanned again, so that repositories made during the session count); each
-    /// list said on one line. Also whether the guard ended the session (`guard::END_AFTER`).
+    /// list said on one line. Also whether the watch ended the session (`watch::END_AFTER`).
     fn finish(self, policy: &Policy) -> (Vec<crate::protect::planted::Planted>, bool) {
         #[cfg(target_os = "linux")]
-        let (mut all, ended_by_guard) = match self.guard.map(crate::protect::watch::Guard::finish) {
+        let (mut all, ended_by_guard) = match self.guard.map(crate::protect::watch::Watch::finish) {
             Some(outcome) => {
                 if outcome.incomplete {
                     crate::sys::say::warning(&format!(

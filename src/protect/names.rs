@@ -5,7 +5,7 @@
 //! A mount protects what exists, and Landlock's rights are per hierarchy, not per name: a
 //! protected path missing at the start, or a hook of a repository made during the session,
 //! sits in a directory the program must be able to write. Here it is refused by name
-//! (EACCES), so it never exists — not even for the instant the guard (`guard`) would take
+//! (EACCES), so it never exists — not even for the instant the watch (`watch`) would take
 //! to move it aside.
 
 use std::ffi::OsStr;

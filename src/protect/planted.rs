@@ -198,7 +198,7 @@ fn listed(all: &[Planted]) -> String {
         .join("; ")
 }
 
-/// The line for what the guard moved aside (`guard`) and kept in `keep`, or `None` when it
+/// The line for what the watch moved aside (`watch`) and kept in `keep`, or `None` when it
 /// moved nothing.
 pub fn moved_line(moved: &[Planted], keep: &Path) -> Option<String> {
     if moved.is_empty() {
@@ -211,7 +211,7 @@ pub fn moved_line(moved: &[Planted], keep: &Path) -> Option<String> {
     ))
 }
 
-/// The line for the protected paths the guard restored (`guard::record`, Landlock alone),
+/// The line for the protected paths the watch restored (`watch::record`, Landlock alone),
 /// or `None` when it restored nothing.
 pub fn restored_line(restored: &[Planted], keep: &Path) -> Option<String> {
     if restored.is_empty() {

@@ -47,7 +47,7 @@ impl GitDir {
 pub struct Found {
     pub git_dirs: Vec<GitDir>,
     /// `.git` entries that are symlinks, with where each pointed: no mount holds a
-    /// symlink in place, so the guard (`guard`) puts one back when it is changed.
+    /// symlink in place, so the watch (`watch`) puts one back when it is changed.
     pub links: Vec<(PathBuf, PathBuf)>,
     /// The walk stopped at the entry budget: there may be more.
     pub incomplete: bool,

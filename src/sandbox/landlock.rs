@@ -393,7 +393,7 @@ fn around(
 /// socket can be granted (seccomp refuses unix sockets by path, `seccomp::build_filter`):
 /// such a policy is refused, never weakened — except a protected path inside a writable
 /// tree other than `/`, which the helper's guard refuses to change (Linux 5.14 and later,
-/// `mediator::names`) or restores when it changes (before, `guard::record`).
+/// `mediator::names`) or restores when it changes (before, `watch::record`).
 fn check_alone(
     fs: &Filesystem,
     writable: &[&Path],
@@ -431,7 +431,7 @@ fn check_alone(
 /// Alone: the protected paths inside the writable trees (not `/`), and each repository's
 /// sensitive paths there (`repos::sensitive`, as found, and its `.git` pointer file), each
 /// with its tree — what Landlock
-/// cannot refuse to change, so the guard restores it from a record (`guard::record`).
+/// cannot refuse to change, so the watch restores it from a record (`watch::record`).
 ///
 /// None when the helper's guard judges every write (`sandbox::names_judged`): it refuses
 /// at the call what a restore would undo afterwards (and a restore cannot tell the
@@ -639,7 +639,7 @@ mod tests {
             r#"{"filesystem": {"read": ["/data"]}, "network": "full", "nested_pty": false}"#,
         );
         // An existing protected path inside the writable workspace: the workspace is
-        // writable all the same (the guard restores it, `guard::record`).
+        // writable all the same (the watch restores it, `watch::record`).
         let r = build_ruleset(&p, Layering::Alone).unwrap();
         assert_eq!(access_of(&r, "/srv"), [Access::Read]);
         assert_eq!(access_of(&r, "/srv/proj"), [Access::ReadWrite]);

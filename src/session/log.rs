@@ -39,7 +39,7 @@ pub struct Record {
     /// made or changed (`planted`): "PATH (what)".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub planted: Vec<String>,
-    /// The guard ended the session: its program kept planting (`guard::END_AFTER`).
+    /// The watch ended the session: its program kept planting (`watch::END_AFTER`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ended_by_guard: bool,
 }

@@ -98,7 +98,7 @@ pub enum BackendOutput {
         seccomp_alone: seccomp::Filter,
         /// Alone: the protected paths inside the writable trees, which Landlock cannot
         /// protect and the guard restores from a record when they change — restored, not
-        /// prevented (`guard::record`).
+        /// prevented (`watch::record`).
         restored_alone: Vec<PathBuf>,
     },
     /// The backend would refuse this policy.

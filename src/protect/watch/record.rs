@@ -1,15 +1,15 @@
 //! Landlock alone: the protected paths inside the writable trees, recorded when the
-//! session starts and put back by the guard whenever they change. Landlock cannot refuse
+//! session starts and put back by the watch whenever they change. Landlock cannot refuse
 //! a change below a writable directory (its rights pass down, and a rename needs rights
 //! on the parent only), so these are *restored, not prevented*: a program outside that
 //! reads one in the instant between the change and the restore sees the change.
 //!
 //! Recorded: each path's bytes (a file), target (a symlink) or entries (a directory,
 //! recursively), with modes and owners. Restored: whatever differs is taken out (a copy
-//! kept, as the guard keeps what it moves aside) and made again from the record; what is
+//! kept, as the watch keeps what it moves aside) and made again from the record; what is
 //! new inside a recorded directory is taken out; a non-directory standing where one of a
 //! recorded path's ancestors was is taken out. A missing ancestor is not made again:
-//! without it nothing is at the path, and the guard restores the path when the ancestor
+//! without it nothing is at the path, and the watch restores the path when the ancestor
 //! reappears. Every step goes through descriptors and follows no symlink.
 
 use std::collections::BTreeMap;
@@ -79,7 +79,7 @@ struct Budget {
 }
 
 /// Record each `(path, root)` (absolute; `path` strictly inside the writable tree `root`);
-/// a path that does not exist is left out (the guard's `missing` covers it), and so is one
+/// a path that does not exist is left out (the watch's `missing` covers it), and so is one
 /// inside another recorded path.
 pub fn record(paths: &[(PathBuf, PathBuf)]) -> Result<Vec<Recorded>, RecordError> {
     let mut sorted: Vec<&(PathBuf, PathBuf)> = paths
@@ -194,7 +194,7 @@ fn read_flags() -> OFlag {
 
 /// The names in the directory `fd`.
 fn list(fd: &OwnedFd) -> io::Result<Vec<OsString>> {
-    Ok(std::fs::read_dir(super::proc_path(fd))?
+    Ok(std::fs::read_dir(super::files::proc_path(fd))?
         .flatten()
         .map(|e| e.file_name())
         .collect())
@@ -229,7 +229,7 @@ pub fn seal(recorded: &[Recorded], sealed: bool) {
 }
 
 impl Recorded {
-    /// The regular files of the record, by path: the guard watches each one itself (a
+    /// The regular files of the record, by path: the watch watches each one itself (a
     /// change through another name of the same file reaches no directory's watch).
     pub fn files(&self) -> Vec<PathBuf> {
         fn walk(item: &Item, path: &Path, out: &mut Vec<PathBuf>) {
@@ -433,7 +433,7 @@ impl Restorer<'_> {
     /// Take the entry out of the tree (a copy kept where `keep` says); how it went.
     fn take_out(&self, dir: BorrowedFd<'_>, name: &OsStr, path: &Path) -> String {
         let keep = (self.keep)(path);
-        match super::remove_keeping(dir, name, keep.as_deref(), 0) {
+        match super::files::remove_keeping(dir, name, keep.as_deref(), 0) {
             Ok(()) => "taken out".into(),
             Err(e) => format!("could not be taken out ({e})"),
         }
@@ -441,7 +441,7 @@ impl Restorer<'_> {
 
     /// Keep a copy of what is at the path (a file or a symlink), which `make` replaces.
     fn keep_copy(&self, dir: BorrowedFd<'_>, name: &OsStr, path: &Path) -> String {
-        match (self.keep)(path).map(|keep| super::keep_copy(dir, name, &keep)) {
+        match (self.keep)(path).map(|keep| super::files::keep_copy(dir, name, &keep)) {
             Some(Err(e)) => format!("changed (no copy kept: {e})"),
             _ => "changed".into(),
         }
