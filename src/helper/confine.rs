@@ -312,7 +312,7 @@ fn install_listened(
     }
     // SAFETY: seccomp returned a new descriptor, ours alone.
     let listener = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-    crate::netproxy::send_fd(channel.as_raw_fd(), listener.as_raw_fd())
+    crate::sys::fdpass::send_fd(channel.as_raw_fd(), listener.as_raw_fd())
         .map_err(ConfineError::Mediation)
 }
 

@@ -163,12 +163,12 @@ fn hand_over_proxy_port(listen: ProxyListen) -> io::Result<()> {
         os::private_network()?;
     }
     let listener = std::net::TcpListener::bind(("127.0.0.1", listen.port))?;
-    crate::netproxy::send_fd(channel.as_raw_fd(), listener.as_raw_fd())?;
+    crate::sys::fdpass::send_fd(channel.as_raw_fd(), listener.as_raw_fd())?;
     if let Some(fd) = listen.lookups_fd {
         // SAFETY: as above, the name server's channel.
         let channel = unsafe { OwnedFd::from_raw_fd(fd) };
         let socket = std::net::UdpSocket::bind(("127.0.0.1", 53))?;
-        crate::netproxy::send_fd(channel.as_raw_fd(), socket.as_raw_fd())?;
+        crate::sys::fdpass::send_fd(channel.as_raw_fd(), socket.as_raw_fd())?;
     }
     Ok(())
 }

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 
-use super::{request, Proxy, SANDBOX_PORT};
+use super::proxy::{Proxy, SANDBOX_PORT};
+use super::request;
 use crate::policy::{Network, Policy};
 use crate::sandbox::Backend;
 

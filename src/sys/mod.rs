@@ -3,6 +3,7 @@
 #[cfg(target_os = "linux")]
 pub mod capabilities;
 pub mod exit;
+pub mod fdpass;
 pub mod files;
 pub mod process;
 pub mod say;

@@ -60,7 +60,7 @@ pub fn start(
     let names = names.unwrap_or_default();
     crate::sys::process::spawn_quiet("sbx-mediator", move || {
         let run = || -> io::Result<()> {
-            let raw = crate::netproxy::handover::receive_fd(&channel)?;
+            let raw = crate::sys::fdpass::receive_fd(&channel)?;
             // SAFETY: receive_fd returned a descriptor that now belongs to us alone.
             let listener = unsafe { OwnedFd::from_raw_fd(raw) };
             serve(&listener, &names, mediated.as_ref(), &reach)

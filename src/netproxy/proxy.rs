@@ -1,0 +1,518 @@
+//! The proxy: an HTTP proxy (CONNECT tunnels and plain HTTP) that admits the allow-list's
+//! hosts and refuses the rest naming the option that allows them, and the answers to name
+//! lookups (`lookups`) made without network; each refusal counted for the end line.
+
+use super::lookups;
+use super::request;
+use super::request::{Refusal, Request, Target};
+use crate::policy::DomainRule;
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, SystemTime};
+
+/// How long a client may take to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long connecting to an upstream server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The loopback port the proxy has inside bwrap's private network namespace.
+pub const SANDBOX_PORT: u16 = 3128;
+
+/// The proxy for one session.
+#[derive(Clone)]
+pub struct Proxy {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// The session has no network: every request is refused (`Refusal::NoNetwork`).
+    no_network: bool,
+    rules: Vec<DomainRule>,
+    overrides: BTreeMap<String, IpAddr>,
+    log: Option<PathBuf>,
+    stats: Mutex<Stats>,
+}
+
+#[derive(Default)]
+struct Stats {
+    allowed: u64,
+    refused: u64,
+    /// The options that would have allowed the first few refusals (`Refusal::fix`).
+    fixes: Vec<String>,
+    /// The first few refusals, for the summary: "target reason".
+    examples: Vec<String>,
+    /// The names looked up through the sandbox's name server (`lookups`), each once.
+    looked_up: Vec<String>,
+}
+
+impl Proxy {
+    /// `log`: where each refusal is appended (the network log), if anywhere.
+    pub fn new(
+        rules: Vec<DomainRule>,
+        overrides: BTreeMap<String, IpAddr>,
+        log: Option<PathBuf>,
+    ) -> Proxy {
+        Proxy {
+            shared: Arc::new(Shared {
+                no_network: false,
+                rules,
+                overrides,
+                log,
+                stats: Mutex::new(Stats::default()),
+            }),
+        }
+    }
+
+    /// The proxy of a session with no network (bwrap): it refuses every request and
+    /// names what was asked, with the option that allows it.
+    pub fn no_network(log: Option<PathBuf>) -> Proxy {
+        Proxy {
+            shared: Arc::new(Shared {
+                no_network: true,
+                rules: Vec::new(),
+                overrides: BTreeMap::new(),
+                log,
+                stats: Mutex::new(Stats::default()),
+            }),
+        }
+    }
+
+    /// Answer the name lookups on the UDP socket the helper sends over `channel` (the
+    /// sandbox's name server, on its loopback: `lookups`): each is refused at once and its
+    /// name counted. Returns at once, like `serve_from_sandbox`.
+    pub fn serve_lookups_from_sandbox(&self, channel: OwnedFd) -> io::Result<()> {
+        let proxy = self.clone();
+        crate::sys::process::spawn_quiet("sbx-lookups", move || {
+            if let Ok(socket) = crate::sys::fdpass::receive_fd(&channel) {
+                use std::os::fd::FromRawFd;
+                // SAFETY: the fd was just received and is owned by nothing else.
+                let socket = unsafe { std::net::UdpSocket::from_raw_fd(socket) };
+                proxy.answer_lookups(&socket);
+            }
+        })?;
+        Ok(())
+    }
+
+    /// Listen on an abstract unix socket of a random name (returned) for the name service
+    /// requests the guard connects the program to (Landlock alone: `lookups`); answer each
+    /// as the host's `hosts` file does, else "no such host", naming it. Returns at once.
+    #[cfg(target_os = "linux")]
+    pub fn serve_name_service(&self) -> io::Result<String> {
+        use std::os::linux::net::SocketAddrExt;
+        let mut random = [0u8; 8];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
+        let name = format!(
+            "sbx-shell-names-{}-{}",
+            std::process::id(),
+            random
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        );
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+        let listener = std::os::unix::net::UnixListener::bind_addr(&addr)?;
+        let proxy = self.clone();
+        crate::sys::process::spawn_quiet("sbx-names", move || {
+            for client in listener.incoming() {
+                match client {
+                    Ok(client) => proxy.answer_name_service(client),
+                    Err(_) => thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        })?;
+        Ok(name)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn serve_name_service(&self) -> io::Result<String> {
+        Err(io::Error::other("Landlock exists on Linux only"))
+    }
+
+    /// One request on `client` (`lookups::nscd_asked`): a name of the `hosts` file is
+    /// answered with its addresses (getaddrinfo's) or left to the program's own look in the
+    /// file (gethostbyname's: closed, so it asks its other sources, which without network
+    /// fail at once); any other name is answered "no such host" and counted; any other
+    /// request is closed unanswered, as where no such daemon runs.
+    #[cfg(target_os = "linux")]
+    fn answer_name_service(&self, mut client: std::os::unix::net::UnixStream) {
+        let _ = client.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut header = [0u8; lookups::NSCD_HEADER];
+        if client.read_exact(&mut header).is_err() {
+            return;
+        }
+        let Some(len) = lookups::nscd_key_len(&header) else {
+            return;
+        };
+        let mut key = vec![0u8; len];
+        if client.read_exact(&mut key).is_err() {
+            return;
+        }
+        let lookups::Asked::Host { name, getai } = lookups::nscd_asked(&header, &key) else {
+            return;
+        };
+        let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+        let local = lookups::in_hosts_file(&hosts, &name);
+        let answer = match (local.is_empty(), getai) {
+            (false, true) => lookups::nscd_found(&name, &local),
+            (false, false) => return,
+            (true, _) => {
+                self.looked_up(&name);
+                lookups::nscd_not_found(getai)
+            }
+        };
+        let _ = client.write_all(&answer);
+    }
+
+    fn answer_lookups(&self, socket: &std::net::UdpSocket) {
+        let mut buf = [0u8; lookups::MAX_QUERY];
+        loop {
+            let (n, from) = match socket.recv_from(&mut buf) {
+                Ok(got) => got,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // The sandbox's network namespace is gone.
+                Err(_) => return,
+            };
+            let query = buf.get(..n).unwrap_or_default();
+            let (Some((name, _)), Some(answer)) =
+                (lookups::question(query), lookups::refused(query))
+            else {
+                continue;
+            };
+            let _ = socket.send_to(&answer, from);
+            self.looked_up(&name);
+        }
+    }
+
+    /// A name the program looked up: counted and logged once, with the option that allows
+    /// it when that is the allow-list (a listed host is reached through the proxy, which
+    /// resolves it: the program's own lookup is refused all the same).
+    fn looked_up(&self, name: &str) {
+        let target = Target {
+            host: name.to_string(),
+            port: 443,
+        };
+        let listed = request::check(&self.shared.rules, &target).is_ok();
+        {
+            let Ok(mut stats) = self.shared.stats.lock() else {
+                return;
+            };
+            if stats.looked_up.iter().any(|n| n == name) {
+                return;
+            }
+            stats.looked_up.push(name.to_string());
+            let fix = format!("--net allow={name}");
+            if lookups::is_host_name(name)
+                && !listed
+                && stats.fixes.len() < 5
+                && !stats.fixes.contains(&fix)
+            {
+                stats.fixes.push(fix);
+            }
+        }
+        let why = if listed {
+            "looked up: refused (names are resolved by the proxy only, HTTPS_PROXY)"
+        } else if self.shared.no_network {
+            "looked up: refused (the session has no network)"
+        } else {
+            "looked up: refused (not on the allow-list)"
+        };
+        self.log_line(name, why);
+    }
+
+    /// Listen on a loopback port of the host; returns the port. Serves until sbx-shell ends.
+    pub fn listen_on_host(&self) -> io::Result<u16> {
+        let listener = TcpListener::bind(("127.0.0.1", 0))?;
+        let port = listener.local_addr()?.port();
+        let proxy = self.clone();
+        crate::sys::process::spawn_quiet("sbx-proxy", move || proxy.accept_loop(listener))?;
+        Ok(port)
+    }
+
+    /// Serve the listening socket that the helper sends over `channel` (from inside bwrap's
+    /// network namespace: Linux). Returns at once; a helper that never sends leaves the
+    /// thread waiting until sbx-shell ends.
+    pub fn serve_from_sandbox(&self, channel: OwnedFd) -> io::Result<()> {
+        let proxy = self.clone();
+        crate::sys::process::spawn_quiet("sbx-proxy", move || {
+            if let Ok(listener) = crate::sys::fdpass::receive_fd(&channel) {
+                use std::os::fd::FromRawFd;
+                // SAFETY: the fd was just received and is owned by nothing else.
+                let listener = unsafe { TcpListener::from_raw_fd(listener) };
+                proxy.accept_loop(listener);
+            }
+        })?;
+        Ok(())
+    }
+
+    /// How many connections and names were refused so far.
+    pub fn refused(&self) -> u64 {
+        self.shared
+            .stats
+            .lock()
+            .map_or(0, |s| s.refused + s.looked_up.len() as u64)
+    }
+
+    /// The line for stderr at the end of the session, when something was refused.
+    pub fn summary(&self) -> Option<String> {
+        let stats = self.shared.stats.lock().ok()?;
+        if stats.refused == 0 && stats.looked_up.is_empty() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        if stats.refused > 0 {
+            parts.push(format!(
+                "{} connection{} refused ({}{})",
+                stats.refused,
+                if stats.refused == 1 { "" } else { "s" },
+                stats.examples.join("; "),
+                if stats.refused > stats.examples.len() as u64 {
+                    "; …"
+                } else {
+                    ""
+                },
+            ));
+        }
+        if !stats.looked_up.is_empty() {
+            let shown: Vec<&str> = stats.looked_up.iter().take(5).map(String::as_str).collect();
+            parts.push(format!(
+                "{} name{} looked up and refused ({}{})",
+                stats.looked_up.len(),
+                if stats.looked_up.len() == 1 { "" } else { "s" },
+                shown.join(", "),
+                if stats.looked_up.len() > shown.len() {
+                    ", …"
+                } else {
+                    ""
+                },
+            ));
+        }
+        let mut line = format!(
+            "sbx-shell: network{}: {}",
+            if self.shared.no_network {
+                " (none)"
+            } else {
+                ""
+            },
+            parts.join("; ")
+        );
+        if stats.allowed > 0 {
+            line.push_str(&format!(", {} allowed", stats.allowed));
+        }
+        if !stats.fixes.is_empty() {
+            line.push_str(&format!("; to allow: {}", stats.fixes.join(" ")));
+        }
+        if let Some(log) = &self.shared.log {
+            line.push_str(&format!("; log: {}", log.display()));
+        }
+        Some(line)
+    }
+
+    fn accept_loop(&self, listener: TcpListener) {
+        for client in listener.incoming() {
+            let Ok(client) = client else {
+                // Out of fds or memory: wait rather than spin.
+                thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            let proxy = self.clone();
+            let _ = crate::sys::process::spawn_quiet("sbx-proxy", move || proxy.handle(client));
+        }
+    }
+
+    fn handle(&self, mut client: TcpStream) {
+        let (head, extra) = match read_head(&mut client) {
+            Ok(read) => read,
+            Err(_) => return,
+        };
+        let request = match request::parse(&head) {
+            Ok(request) => request,
+            Err(rejected) => {
+                let unknown = Target {
+                    host: "?".into(),
+                    port: 0,
+                };
+                let target = rejected.target.unwrap_or(unknown);
+                return self.refuse(&mut client, &target, &rejected.refusal);
+            }
+        };
+        if self.shared.no_network {
+            return self.refuse(&mut client, &request.target, &Refusal::NoNetwork);
+        }
+        if let Err(refusal) = request::check(&self.shared.rules, &request.target) {
+            return self.refuse(&mut client, &request.target, &refusal);
+        }
+        let addrs = match self.resolve(&request.target) {
+            Ok(addrs) => addrs,
+            Err(refusal) => return self.refuse(&mut client, &request.target, &refusal),
+        };
+        let Some(upstream) = addrs
+            .iter()
+            .find_map(|a| TcpStream::connect_timeout(a, CONNECT_TIMEOUT).ok())
+        else {
+            self.log(&request.target, "failed: cannot connect");
+            let _ = respond(&mut client, "502 Bad Gateway", "sbx-shell: cannot connect");
+            return;
+        };
+        if let Ok(mut stats) = self.shared.stats.lock() {
+            stats.allowed += 1;
+        }
+        let _ = tunnel(client, upstream, &request, &extra);
+    }
+
+    /// The addresses to connect to: `--resolve`'s, the IP literal itself, or the public ones
+    /// that the name resolves to.
+    fn resolve(&self, target: &Target) -> Result<Vec<SocketAddr>, Refusal> {
+        if let Some(addr) = self.shared.overrides.get(&target.host) {
+            return Ok(vec![SocketAddr::new(*addr, target.port)]);
+        }
+        if let Ok(ip) = target.host.parse::<IpAddr>() {
+            return Ok(vec![SocketAddr::new(ip, target.port)]);
+        }
+        let all: Vec<SocketAddr> = (target.host.as_str(), target.port)
+            .to_socket_addrs()
+            .map_err(|_| Refusal::Unresolved)?
+            .collect();
+        let public: Vec<SocketAddr> = all
+            .iter()
+            .copied()
+            .filter(|a| request::is_public(a.ip()))
+            .collect();
+        match (public.is_empty(), all.first()) {
+            (false, _) => Ok(public),
+            (true, Some(first)) => Err(Refusal::NotPublic(first.ip())),
+            (true, None) => Err(Refusal::Unresolved),
+        }
+    }
+
+    fn refuse(&self, client: &mut TcpStream, target: &Target, refusal: &Refusal) {
+        let reason = refusal.reason();
+        self.log(target, &format!("refused: {reason}"));
+        if let Ok(mut stats) = self.shared.stats.lock() {
+            stats.refused += 1;
+            let example = format!("{target} {reason}");
+            if stats.examples.len() < 3 && !stats.examples.contains(&example) {
+                stats.examples.push(example);
+            }
+            if let Some(fix) = refusal.fix(target) {
+                if stats.fixes.len() < 5 && !stats.fixes.contains(&fix) {
+                    stats.fixes.push(fix);
+                }
+            }
+        }
+        let hint = refusal
+            .fix(target)
+            .map(|fix| format!("\nHint: {fix} allows it (sbx-shell's network allow-list)"))
+            .unwrap_or_default();
+        let _ = respond(
+            client,
+            refusal.status(),
+            &format!("sbx-shell: {target} {reason}{hint}"),
+        );
+    }
+
+    fn log(&self, target: &Target, what: &str) {
+        self.log_line(&target.to_string(), what);
+    }
+
+    fn log_line(&self, target: &str, what: &str) {
+        let Some(path) = &self.shared.log else { return };
+        let when = crate::sys::files::rfc3339(SystemTime::now());
+        let line = format!("{when} pid={} {target} {what}\n", std::process::id());
+        if let Ok(mut file) = crate::sys::files::append_private(path) {
+            let _ = file.write_all(line.as_bytes());
+        }
+    }
+}
+
+/// Read up to the end of the request head; returns the head and what came after it.
+fn read_head(client: &mut TcpStream) -> io::Result<(Vec<u8>, Vec<u8>)> {
+    client.set_read_timeout(Some(HEAD_TIMEOUT))?;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = client.read(&mut chunk)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
+        if let Some(end) = request::head_end(&buf) {
+            let extra = buf.split_off(end);
+            client.set_read_timeout(None)?;
+            return Ok((buf, extra));
+        }
+        if buf.len() > request::MAX_HEAD {
+            return Err(io::ErrorKind::InvalidData.into());
+        }
+    }
+}
+
+fn respond(client: &mut TcpStream, status: &str, body: &str) -> io::Result<()> {
+    let text = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}\n",
+        body.len() + 1
+    );
+    client.write_all(text.as_bytes())
+}
+
+/// Answer the client and move bytes both ways until both sides are done.
+fn tunnel(
+    mut client: TcpStream,
+    mut upstream: TcpStream,
+    request: &Request,
+    extra: &[u8],
+) -> io::Result<()> {
+    if request.connect {
+        client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")?;
+    } else {
+        upstream.write_all(&request.forward_head)?;
+    }
+    upstream.write_all(extra)?;
+    let (mut client_in, mut upstream_out) = (client.try_clone()?, upstream.try_clone()?);
+    let uplink = thread::Builder::new()
+        .name("sbx-proxy".into())
+        .spawn(move || {
+            let _ = pump(&mut client_in, &mut upstream_out);
+            let _ = upstream_out.shutdown(Shutdown::Write);
+        })?;
+    let _ = pump(&mut upstream, &mut client);
+    let _ = client.shutdown(Shutdown::Write);
+    let _ = uplink.join();
+    Ok(())
+}
+
+/// Copy until end of file, in large chunks (io::copy's 8 KiB cost a download half its speed).
+fn pump(from: &mut TcpStream, to: &mut TcpStream) -> io::Result<()> {
+    let mut buf = vec![0u8; 128 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(buf.get(..n).unwrap_or_default())?;
+    }
+}
+
+/// The environment that points the program's HTTP clients at the proxy.
+pub fn proxy_env(port: u16) -> Vec<(String, String)> {
+    let url = format!("http://127.0.0.1:{port}");
+    let mut env = Vec::new();
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        env.push((name.to_string(), url.clone()));
+        env.push((name.to_ascii_lowercase(), url.clone()));
+    }
+    env
+}
+
+/// With no network at all, the package managers' retries only delay the failure (npm
+/// waits 70 s over two retries of a lookup that cannot succeed, pip 8 s over five): the
+/// variables that turn them off, set unless the host or the policy sets them.
+pub const NO_NETWORK_ENV: [(&str, &str); 2] =
+    [("npm_config_fetch_retries", "0"), ("PIP_RETRIES", "0")];
