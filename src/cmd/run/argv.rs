@@ -1,0 +1,228 @@
+//! Steps 5 and 7 of a run: the in-process layers built (a policy a layer refuses fails
+//! here, before the terminal is touched), and the helper's argv built once, wrapped in
+//! the launcher, with the pipes that carry its spec and bwrap's options.
+
+use super::environment::{Places, SessionDirs};
+use super::prepare::Plan;
+use crate::helper::spec::{self as helper_spec, HelperSpec, ProcessLimits, ProxyListen};
+use crate::host::Host;
+use crate::netproxy;
+use crate::netproxy::session::ProxySession;
+use crate::policy::program;
+use crate::policy::Policy;
+use crate::sandbox::{self, Backend, InProcess};
+use crate::session::{Session, SessionOptions, Timeout};
+use crate::sys::exit::Failure;
+use crate::sys::process;
+use anyhow::Context as _;
+use std::ffi::OsString;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// Step 5: what the helper applies to itself before exec; a layer that refuses the policy
+/// fails here, before the terminal is touched. Landlock alone reads the allow-list of
+/// tools from the program's `PATH`.
+pub(super) fn confine(
+    plan: &Plan,
+    backend: &Backend,
+    host: &Host,
+    net: Option<&ProxySession>,
+    (places, env): (&Places, &[(OsString, OsString)]),
+) -> Result<InProcess, Failure> {
+    let tools = match backend {
+        Backend::Landlock => {
+            let path = env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.as_os_str());
+            program::tool_dirs(path, &plan.launch.program)
+        }
+        _ => Vec::new(),
+    };
+    let dirs = places.dirs();
+    let ctx = sandbox::Context {
+        place: &host.place,
+        tty: None,
+        proxy_port: net.and_then(|n| n.port),
+        helper_fd: None,
+        git_dirs: &places.git.git_dirs,
+        temp_dir: dirs.temp,
+        shm_dir: dirs.shm,
+        name_server: None,
+        tools: &tools,
+    };
+    Ok(sandbox::in_process(backend, &plan.policy, &ctx)?)
+}
+
+/// Landlock alone: the rules by which the guard answers the calls Landlock cannot judge
+/// (`mediator`).
+fn mediated_rules(
+    plan: &Plan,
+    layers: &InProcess,
+    (shm, net): (Option<&Path>, Option<&ProxySession>),
+) -> Option<crate::helper::mediator::Scope> {
+    let (true, Some(ruleset)) = (layers.mediate, &layers.landlock) else {
+        return None;
+    };
+    let protected = plan
+        .policy
+        .filesystem
+        .protected
+        .iter()
+        .map(|p| p.real().to_path_buf())
+        .collect();
+    Some(crate::helper::mediator::Scope::from_ruleset(
+        ruleset,
+        protected,
+        (
+            shm.map(Path::to_path_buf),
+            net.and_then(|n| n.name_service.clone()),
+        ),
+    ))
+}
+
+/// What runs the helper: its argv, wrapped in the backend's launcher, and what must stay
+/// open while the session runs — the executable's descriptor, the lifeline, and the pipes
+/// the launcher and the helper read the rest from (the spec; bwrap's options): nothing of
+/// the policy is in an argv.
+pub(super) struct Launcher {
+    pub(super) argv: Vec<OsString>,
+    _helper: HelperExe,
+    _lifeline: process::Lifeline,
+    _handovers: Vec<process::Handover>,
+}
+
+impl Launcher {
+    /// Step 7, once the session has its terminal.
+    pub(super) fn build(
+        plan: &Plan,
+        (backend, host, layers): (&Backend, &Host, &InProcess),
+        net: Option<&ProxySession>,
+        (session, helper): (&Session, HelperExe),
+        places: &Places,
+    ) -> Result<Launcher, Failure> {
+        let lifeline = process::Lifeline::new().context("cannot create the lifeline pipe")?;
+        let dirs = places.dirs();
+        let spec = helper_spec(plan, (host, layers), net, session, (&lifeline, dirs));
+        let spec = handover(helper_spec::spec_bytes(&spec)?)?;
+        let helper_argv =
+            helper_spec::build_helper_argv(&helper.path, spec.child_fd(), &plan.launch);
+        let resolv_conf = match net.and_then(|n| n.lookups.as_ref()) {
+            Some(_) => resolv_conf_over_host()
+                .map(|real| {
+                    Ok::<_, Failure>((handover(netproxy::lookups::RESOLV_CONF.into())?, real))
+                })
+                .transpose()?,
+            None => None,
+        };
+        let ctx = sandbox::Context {
+            place: &host.place,
+            tty: session.tty(),
+            proxy_port: net.and_then(|n| n.port),
+            helper_fd: helper.fd.as_ref().map(|(fd, copy)| match copy {
+                true => sandbox::bwrap::HelperFd::Copy(fd.as_raw_fd()),
+                false => sandbox::bwrap::HelperFd::Bind(fd.as_raw_fd()),
+            }),
+            git_dirs: &places.git.git_dirs,
+            temp_dir: dirs.temp,
+            shm_dir: dirs.shm,
+            name_server: net
+                .and_then(|n| n.lookups.as_ref())
+                .map(|_| sandbox::bwrap::NameServer {
+                    resolv_conf: resolv_conf
+                        .as_ref()
+                        .map(|(data, real)| (data.child_fd(), real.as_path())),
+                }),
+            tools: &[],
+        };
+        let argv = sandbox::wrap(backend, &plan.policy, &ctx, &helper_argv)?;
+        let mut handovers = vec![spec];
+        let argv = match backend {
+            Backend::Bwrap { .. } => {
+                let (options, rest) = sandbox::bwrap::split_options(argv);
+                let options = handover(options)?;
+                let argv = sandbox::bwrap::with_options_from(rest, options.child_fd());
+                handovers.push(options);
+                handovers.extend(resolv_conf.map(|(data, _)| data));
+                argv
+            }
+            _ => argv,
+        };
+        Ok(Launcher {
+            argv,
+            _helper: helper,
+            _lifeline: lifeline,
+            _handovers: handovers,
+        })
+    }
+}
+
+/// A pipe that hands `bytes` to the helper or the launcher (`process::Handover`).
+fn handover(bytes: Vec<u8>) -> Result<process::Handover, Failure> {
+    Ok(process::Handover::new(bytes).context("cannot create a pipe to the sandbox's helper")?)
+}
+
+/// The helper's instructions (`helper::spec`), built from the plan and the layers.
+fn helper_spec(
+    plan: &Plan,
+    (host, layers): (&Host, &InProcess),
+    net: Option<&ProxySession>,
+    session: &Session,
+    (lifeline, dirs): (&process::Lifeline, SessionDirs<'_>),
+) -> HelperSpec {
+    HelperSpec {
+        new_session: session.is_pty(),
+        limits: ProcessLimits::from_policy(
+            &plan.policy.limits,
+            host.machine.nofile.map(|(soft, _)| soft),
+        ),
+        drop_privileges: layers.drop_privileges,
+        landlock: layers.landlock.clone(),
+        seccomp: layers.seccomp.clone(),
+        guard: layers.guard,
+        stop_notify_fd: session
+            .stop_notify_fd()
+            .filter(|_| layers.launcher_depth > 0),
+        lifeline_fd: layers.guard.then(|| lifeline.child_fd()),
+        mounts: layers.mounts.clone(),
+        proxy_listen: net.and_then(|n| {
+            n.channel.as_ref().map(|fd| ProxyListen {
+                port: n.port.unwrap_or(netproxy::SANDBOX_PORT),
+                channel_fd: fd.as_raw_fd(),
+                lookups_fd: n.lookups.as_ref().map(AsRawFd::as_raw_fd),
+            })
+        }),
+        mediated: mediated_rules(plan, layers, (dirs.shm, net)),
+        names: layers.names.clone(),
+    }
+}
+
+/// The real path of the host's `/etc/resolv.conf` when it is a file (a symlink on many
+/// hosts: the sandbox's is put over its target), for the sandbox's name server.
+fn resolv_conf_over_host() -> Option<PathBuf> {
+    let real = std::fs::canonicalize("/etc/resolv.conf").ok()?;
+    real.metadata().ok()?.is_file().then_some(real)
+}
+
+/// The executable the helper runs from: the very file this process runs (an upgrade may
+/// have replaced or deleted its path since), reachable wherever the launcher puts the
+/// sandbox's view of the host — `/tmp` is private in bwrap, and the path may be denied.
+pub(super) struct HelperExe {
+    /// The path the launcher execs (bwrap is given `fd` and execs its own copy's path).
+    pub(super) path: PathBuf,
+    /// Linux: an fd of the running executable, inherited by the launcher, and whether its
+    /// path was deleted (then the launcher must copy it: there is no path left to bind).
+    pub(super) fd: Option<(std::os::fd::OwnedFd, bool)>,
+}
+
+pub(super) fn session_options(policy: &Policy, layers: &InProcess) -> SessionOptions {
+    SessionOptions {
+        timeout: policy.limits.timeout_seconds.map(|after| Timeout {
+            after: std::time::Duration::from_secs(after),
+            grace: std::time::Duration::from_secs(policy.limits.timeout_grace_seconds),
+        }),
+        launcher_depth: layers.launcher_depth,
+        cgroup: None,
+        clipboard: policy.clipboard,
+    }
+}

@@ -1,0 +1,152 @@
+//! What the program is given besides its policy: the session's own places (the state the
+//! policy makes writable, the repositories found in the writable trees, the session's
+//! private directories) and its environment.
+
+use super::prepare::Plan;
+use crate::host::Host;
+use crate::netproxy;
+use crate::netproxy::session::ProxySession;
+use crate::policy::launch::{self};
+use crate::sandbox::{self, Backend};
+use crate::session::temp::SessionTemp;
+use crate::sys::exit::Failure;
+use crate::sys::say::Verbosity;
+use anyhow::Context as _;
+use std::ffi::OsString;
+use std::path::Path;
+
+/// The private home's variables (`privatehome::variables`), except those the policy's
+/// `environment.set` names: an explicit setting wins.
+fn private_home_env(plan: &Plan) -> Vec<(String, std::ffi::OsString)> {
+    let Some(home) = &plan.policy.private_home else {
+        return Vec::new();
+    };
+    let mut vars = crate::policy::home::variables(home, &plan.launch.shell, &|name| {
+        std::env::var_os(name).is_some()
+    });
+    vars.retain(|(name, _)| !plan.policy.environment.set.contains_key(name));
+    vars
+}
+
+/// With no network, the package managers' retries turned off (`netproxy::NO_NETWORK_ENV`),
+/// unless the host's environment or the policy's `environment.set` names them.
+fn no_network_env(plan: &Plan) -> Vec<(String, std::ffi::OsString)> {
+    if plan.policy.network != crate::policy::Network::None {
+        return Vec::new();
+    }
+    netproxy::NO_NETWORK_ENV
+        .iter()
+        .filter(|(name, _)| {
+            std::env::var_os(name).is_none() && !plan.policy.environment.set.contains_key(*name)
+        })
+        .map(|(name, value)| (name.to_string(), value.into()))
+        .collect()
+}
+
+/// Landlock alone in workspace-write: the session's private temporary directory, in place
+/// of the private `/tmp` bwrap gives (`sessiontemp`).
+fn session_temp(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, Failure> {
+    if *backend != Backend::Landlock
+        || plan.policy.filesystem.mode != crate::policy::config::FsMode::WorkspaceWrite
+    {
+        return Ok(None);
+    }
+    let temp = SessionTemp::create().context(
+        "cannot create the session's private temporary directory under /tmp\nHint: remove what is in the way (`sbx-shell explain` shows the path), or use the bwrap backend",
+    )?;
+    Ok(Some(temp))
+}
+
+/// Landlock alone: the session's own directory standing for `/dev/shm` (`sessiontemp`),
+/// unless the policy makes the host's writable.
+fn session_shm(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, Failure> {
+    if *backend != Backend::Landlock
+        || sandbox::landlock::host_shm_writable(&plan.policy.filesystem)
+    {
+        return Ok(None);
+    }
+    let shm = SessionTemp::create_shm().context(
+        "cannot create the session's shared memory directory under /dev/shm\nHint: remove what is in the way (`sbx-shell explain` shows the path), or use the bwrap backend",
+    )?;
+    Ok(Some(shm))
+}
+
+/// The session's private directories, Landlock alone: its temporary directory (in
+/// workspace-write) and the one standing for `/dev/shm`.
+#[derive(Clone, Copy)]
+pub(super) struct SessionDirs<'a> {
+    pub(super) temp: Option<&'a Path>,
+    pub(super) shm: Option<&'a Path>,
+}
+
+/// The temporary-directory variables naming the session's directory, except those the
+/// policy's `environment.set` names.
+fn temp_env(plan: &Plan, temp: Option<&SessionTemp>) -> Vec<(String, std::ffi::OsString)> {
+    let mut vars = temp.map(SessionTemp::env).unwrap_or_default();
+    vars.retain(|(name, _)| !plan.policy.environment.set.contains_key(name));
+    vars
+}
+
+/// The session's own places, made before the sandbox starts: the state the policy makes
+/// writable (`prepare::create_state`), the repositories in the writable trees, and the
+/// session's private directories (Landlock alone).
+pub(super) struct Places {
+    pub(super) git: crate::protect::repos::Found,
+    temp: Option<SessionTemp>,
+    shm: Option<SessionTemp>,
+}
+
+impl Places {
+    pub(super) fn make(plan: &Plan, backend: &Backend, say: Verbosity) -> Result<Places, Failure> {
+        super::prepare::create_state(&plan.policy, say)?;
+        Ok(Places {
+            git: crate::protect::repos::scan_writable(&plan.policy),
+            temp: session_temp(plan, backend)?,
+            shm: session_shm(plan, backend)?,
+        })
+    }
+
+    pub(super) fn dirs(&self) -> SessionDirs<'_> {
+        SessionDirs {
+            temp: self.temp.as_ref().map(SessionTemp::path),
+            shm: self.shm.as_ref().map(SessionTemp::path),
+        }
+    }
+
+    /// The session's temporary directory, removed once the program's tree is gone.
+    pub(super) fn end_temp(&mut self) {
+        self.temp = None;
+    }
+}
+
+/// The program's environment: the host's, filtered by the policy (`Environment::apply`,
+/// sockets checked), with the proxy's variables, the private home's, the session's
+/// temporary directory and the no-network settings.
+pub(super) fn child_env(
+    plan: &Plan,
+    backend: &Backend,
+    host: &Host,
+    net: Option<&ProxySession>,
+    places: &Places,
+) -> Vec<(OsString, OsString)> {
+    let inherited: Vec<_> = std::env::vars_os().collect();
+    let sockets = crate::host::sockets::variable_check(
+        &plan.policy,
+        host.place.runtime_dir.as_deref(),
+        &inherited,
+        *backend != Backend::None,
+    );
+    launch::child_env(
+        plan.policy
+            .environment
+            .apply(inherited.iter().cloned(), backend.name(), &sockets),
+        net.and_then(|n| n.port).map(netproxy::proxy_env),
+        [
+            private_home_env(plan),
+            temp_env(plan, places.temp.as_ref()),
+            no_network_env(plan),
+        ]
+        .concat(),
+        &plan.launch.shell,
+    )
+}

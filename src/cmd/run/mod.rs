@@ -1,0 +1,136 @@
+//! What sbx-shell does without a subcommand: run the program in the sandbox. `main` is
+//! the steps, each one call with plain data in and out, read top to bottom:
+//!
+//! 1. resolve the request and the policy (`prepare::resolve`): the real shell, the launch
+//!    plan, the program checked, the profile, the configuration layers;
+//! 2. measure the host, once, with bwrap's probe when the policy may use it;
+//! 3. choose the backend, refuse a missing required layer, and name each layer `auto`
+//!    wanted but cannot run;
+//! 4. start the network: the proxy and the name server, for an allow-list or no network;
+//! 5. make the session's places (`environment::Places`) and the program's environment, and
+//!    build the in-process layers (`argv::confine`), so that a policy a layer refuses
+//!    fails before the terminal is touched; start the cgroup and the watch;
+//! 6. open the session (`Session::open`: the terminal raw, the inner pty);
+//! 7. build the argv once: the helper's, wrapped in the launcher (`argv::Launcher`);
+//! 8. run it until the end (`Session::run`);
+//! 9. report: the end lines and the session log (`report`).
+//!
+//! What runs on Linux only sits behind one gate (`os`: `linux.rs`, `other.rs`). Nothing
+//! below calls back up into this file.
+
+mod argv;
+mod environment;
+mod prepare;
+mod report;
+mod watch;
+
+#[cfg(target_os = "linux")]
+#[path = "linux.rs"]
+mod os;
+#[cfg(not(target_os = "linux"))]
+#[path = "other.rs"]
+mod os;
+
+use std::io::IsTerminal;
+use std::time::SystemTime;
+
+use anyhow::Context as _;
+
+use crate::cli::{Cli, PtyMode};
+use crate::session::pty;
+use crate::session::{Child, Session, SessionOptions};
+use crate::sys::exit::Failure;
+use crate::sys::process;
+use crate::sys::say::Verbosity;
+
+pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
+    let started = SystemTime::now();
+    let say = Verbosity {
+        quiet: cli.quiet,
+        verbose: cli.verbose,
+    };
+    process::install_subreaper();
+    pty::install_panic_hook();
+    let plan = prepare::resolve(&cli, login_arg0, say)?;
+    let host = prepare::measure_host(&plan);
+    let backend = prepare::choose_backend(&plan, &host, say)?;
+    let net = prepare::start_network(&plan, &backend, &cli.resolve, say)?;
+    let mut places = environment::Places::make(&plan, &backend, say)?;
+    let env = environment::child_env(&plan, &backend, &host, net.as_ref(), &places);
+    let layers = argv::confine(&plan, &backend, &host, net.as_ref(), (&places, &env))?;
+    os::note_linked(&plan.policy, (&layers, &places.git), say);
+    let cgroup = prepare::start_cgroup(&plan.policy, say)?;
+    let watch = watch::Watch::start(
+        &plan,
+        (&backend, &layers),
+        &places.git,
+        &env,
+        (started, say),
+    )?;
+    let session = Session::open(wants_pty(
+        cli.pty,
+        std::io::stdin().is_terminal(),
+        std::io::stdout().is_terminal(),
+    ))?;
+    let helper = os::helper_exe()?;
+    let launcher = argv::Launcher::build(
+        &plan,
+        (&backend, &host, &layers),
+        net.as_ref(),
+        (&session, helper),
+        &places,
+    )?;
+    let child = Child {
+        argv: launcher.argv.clone(),
+        env,
+        options: SessionOptions {
+            cgroup: cgroup
+                .as_ref()
+                .map(crate::session::cgroup::SessionCgroup::fds),
+            ..argv::session_options(&plan.policy, &layers)
+        },
+    };
+    let code = session
+        .run(&child)
+        .map(|ended| report::ended(&ended, plan.policy.clipboard, say));
+    if let Some(cgroup) = cgroup {
+        cgroup.end();
+    }
+    places.end_temp();
+    let (planted, ended_by_watch) = watch.finish(&plan.policy);
+    let summary = (&code, &planted[..], ended_by_watch);
+    report::record(
+        &plan,
+        (&backend, &host),
+        started,
+        summary,
+        net.as_ref(),
+        say,
+    );
+    drop(launcher);
+    code.with_context(|| format!("cannot run {}", plan.launch.program.to_string_lossy()))
+        .map_err(Failure::from)
+}
+
+/// `--pty auto` means a pty only when both stdin and stdout are terminals.
+pub fn wants_pty(mode: PtyMode, stdin_tty: bool, stdout_tty: bool) -> bool {
+    match mode {
+        PtyMode::Auto => stdin_tty && stdout_tty,
+        PtyMode::Always => true,
+        PtyMode::Never => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_wants_a_pty_only_between_two_terminals() {
+        assert!(wants_pty(PtyMode::Auto, true, true));
+        assert!(!wants_pty(PtyMode::Auto, false, true));
+        assert!(!wants_pty(PtyMode::Auto, true, false));
+        assert!(wants_pty(PtyMode::Always, false, false));
+        assert!(!wants_pty(PtyMode::Never, true, true));
+    }
+}

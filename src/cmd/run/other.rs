@@ -1,0 +1,51 @@
+//! Elsewhere than Linux (macOS), the run's Linux-only wiring stands in as nothing: the
+//! helper runs from the executable's path, and nothing is watched live.
+
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::Context as _;
+
+use super::argv::HelperExe;
+use super::prepare::Plan;
+use crate::protect::planted::{Planted, Snapshot};
+use crate::protect::repos::Found;
+use crate::sandbox::Backend;
+use crate::sys::exit::Failure;
+use crate::sys::say::Verbosity;
+
+/// The executable the helper runs from: its path.
+pub(super) fn helper_exe() -> Result<HelperExe, Failure> {
+    Ok(HelperExe {
+        path: std::env::current_exe().context("cannot locate the sbx-shell executable")?,
+        fd: None,
+    })
+}
+
+/// No live watch here: never made.
+pub(super) struct Live(Infallible);
+
+impl Live {
+    pub(super) fn start(
+        _plan: &Plan,
+        _on: (&Backend, &Found),
+        _whole: &dyn Fn() -> Snapshot,
+        _when: (SystemTime, Verbosity),
+    ) -> Result<(Option<Live>, Vec<PathBuf>), Failure> {
+        Ok((None, Vec::new()))
+    }
+
+    pub(super) fn finish(self) -> (Vec<Planted>, bool) {
+        match self.0 {}
+    }
+}
+
+pub(super) fn note_linked(
+    _policy: &crate::policy::Policy,
+    _on: (&crate::sandbox::InProcess, &Found),
+    _say: Verbosity,
+) {
+}
+
+pub(super) fn undo_left_seals(_home: &Path, _say: Verbosity) {}

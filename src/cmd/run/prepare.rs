@@ -1,0 +1,297 @@
+//! Steps 1 to 4 of a run: the request and the policy resolved (`Plan`), the host
+//! measured, the backend chosen, the network started.
+
+use crate::cli::Cli;
+use crate::cmd::inputs;
+use crate::host::{self, Host, Probes};
+use crate::netproxy;
+use crate::netproxy::session::ProxySession;
+use crate::policy::launch::{self, Launch, Request};
+use crate::policy::profiles;
+use crate::policy::program;
+use crate::policy::shell;
+use crate::policy::Policy;
+use crate::sandbox::{select, Backend};
+use crate::session::cgroup;
+use crate::sys::exit::Failure;
+use crate::sys::say::Verbosity;
+use anyhow::{anyhow, Context as _};
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// What the request and the policy resolved to.
+pub(super) struct Plan {
+    pub(super) home: PathBuf,
+    pub(super) launch: Launch,
+    pub(super) policy: Policy,
+}
+
+/// Step 1: the real shell, the launch plan (the program checked before anything else is
+/// touched), and the policy from the defaults, the user config, the profile and the flags.
+pub(super) fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Plan, Failure> {
+    let home = inputs::home_dir()?;
+    let config_dir = inputs::config_dir(&home);
+    let user_config = profiles::load_user_config(&config_dir).map_err(|e| {
+        // sbx-shell may be this account's login shell: say how to get back in.
+        anyhow!(
+            "{e}\nHint: until it is fixed, sbx-shell refuses to start, logins through it too; from another session, account or a root console, fix or move aside {} (sbx-shell runs with its defaults without it), or give the account another shell: chsh -s /bin/bash",
+            config_dir.join(profiles::CONFIG_FILE).display()
+        )
+    })?;
+    let request = Request {
+        login: cli.login || login_arg0,
+        interactive: cli.interactive,
+        command_string: cli.command_string.clone(),
+        shell_args: cli.stray.clone(),
+        command: cli.command.clone(),
+    };
+    let system = program::System::default();
+    let candidates = shell::Candidates {
+        explicit: cli.shell.clone(),
+        configured: user_config
+            .as_ref()
+            .and_then(|layer| layer.config.shell.clone()),
+        env: std::env::var_os("SHELL"),
+        passwd: program::passwd_shell(),
+    };
+    let shell = shell::resolve(&candidates, &system)?;
+    let launch = launch::plan(&request, &shell)?;
+    if shell::fell_back(&candidates, &shell) && launch.program == shell.as_os_str() {
+        say.note(&format!(
+            "sbx-shell: no real shell is known ($SHELL and the passwd entry name sbx-shell or nothing usable, and no \"shell\" is configured): running {}. Fix: sbx-shell login-shell --shell /bin/bash (records \"shell\" in {}), or run with --shell",
+            shell::FALLBACK_SHELL,
+            inputs::config_dir(&home).join(profiles::CONFIG_FILE).display()
+        ));
+    }
+    program::check(&launch.program, &system)?;
+    let (policy_args, picked) = inputs::with_agent_profile(&cli.policy, Some(&launch.program));
+    if let Some(agent) = picked {
+        say.detail(&format!(
+            "sbx-shell: profile {agent}, picked for the command {agent} (--profile chooses another)"
+        ));
+    }
+    let policy = inputs::resolve(&policy_args, &home, user_config)?;
+    let launch = launch.with_program_args(&policy.program_args);
+    create_own_dirs(&home)?;
+    Ok(Plan {
+        home,
+        launch,
+        policy,
+    })
+}
+
+/// Step 2 (after the policy, which says whether bwrap is wanted at all): the host, with
+/// bwrap's probe when the choice may fall on it (`auto`, `bwrap`). A success is remembered
+/// (`host::Probes::Cached`): the probe costs about 5 ms.
+pub(super) fn measure_host(plan: &Plan) -> Host {
+    use crate::policy::config::BackendChoice;
+    let cache = host::probe_cache(&plan.home);
+    let probes = match plan.policy.backend {
+        BackendChoice::Auto | BackendChoice::Bwrap => Probes::Cached(&cache),
+        BackendChoice::Landlock | BackendChoice::Seatbelt | BackendChoice::None => Probes::Skip,
+    };
+    Host::measure(probes)
+}
+
+/// Step 3: the backend for the policy's choice on this machine, or why none can run it.
+pub(super) fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result<Backend, Failure> {
+    let policy = &plan.policy;
+    if policy.limits.processes.is_some() && host.machine.root {
+        return Err(anyhow!(
+            "the processes limit cannot be enforced for root: the kernel exempts uid 0 from RLIMIT_NPROC\nHint: run sbx-shell as a normal user, or leave out --processes / limits.processes"
+        )
+        .into());
+    }
+    let backend = select::select(policy.backend, &host.machine)?;
+    select::check_required(&policy.require, &backend, &host.machine)?;
+    if backend == Backend::None {
+        say_unconfined(&plan.launch.program);
+    }
+    for (layer, why, fix) in select::missing_layers(policy.backend, &host.machine) {
+        say.note(&select::missing_line(layer, &why, &fix, &backend));
+    }
+    say.detail(&format!(
+        "sbx-shell: profile {}, backend {} (layers: {})",
+        policy.profile,
+        backend.name(),
+        backend.layers().join(", ")
+    ));
+    Ok(backend)
+}
+
+pub(super) fn say_unconfined(program: &OsStr) {
+    crate::sys::say::warning(&format!(
+        "--backend none: {} runs without any sandbox",
+        program.to_string_lossy()
+    ));
+}
+
+/// sbx-shell's own configuration and state directories, made (0700) when missing so that
+/// the sandbox can bind them read-only: a missing one could be created from inside.
+pub(super) fn create_own_dirs(home: &Path) -> Result<(), Failure> {
+    for dir in [
+        crate::cmd::inputs::config_dir(home),
+        crate::sys::files::state_dir(home),
+    ] {
+        crate::sys::files::create_private_dir(&dir).with_context(|| {
+            format!(
+                "cannot create {}, sbx-shell's own directory (the sandbox keeps it read-only)\nHint: check that its parent is writable",
+                dir.display()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Step 5a: the writable state paths in the home that are missing (an agent's first run),
+/// created as private directories (`policy::state_to_create`).
+pub(super) fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
+    for dir in crate::policy::state_to_create(&policy.filesystem, &|p| p.exists()) {
+        crate::sys::files::create_private_dir(&dir).with_context(|| {
+            format!(
+                "cannot create {}, which the policy makes writable\nHint: create it yourself, or drop it from the policy",
+                dir.display()
+            )
+        })?;
+        say.detail(&format!("sbx-shell: created {} (0700)", dir.display()));
+    }
+    for seed in &policy.filesystem.seed {
+        copy_seed(policy, seed, say)?;
+    }
+    if let Some(home) = &policy.private_home {
+        crate::sys::files::create_private_dir(&home.dir).with_context(|| {
+            format!(
+                "cannot create the private home {}\nHint: make its parent writable, or run with --no-private-home (\"private_home\": false)",
+                home.dir.display()
+            )
+        })?;
+        for dir in crate::policy::home::VIM_DIRS {
+            if let Err(e) = crate::sys::files::create_inside(&home.dir, Path::new(dir), true) {
+                say.detail(&format!(
+                    "sbx-shell: private home: cannot create {dir}: {e}"
+                ));
+            }
+        }
+        // Twins that cannot be made (a symlink the program left there) are covered by the
+        // helper, which then hides the host's path instead.
+        for kept in &home.kept {
+            // A layered cache's upper and work directories (bwrap only; made everywhere,
+            // as the private home is the same for every backend).
+            for layer in kept.layers.iter().flat_map(|(u, w)| [u, w]) {
+                let made = layer
+                    .strip_prefix(&home.dir)
+                    .map_err(|_| std::io::ErrorKind::InvalidInput.into())
+                    .and_then(|rel| crate::sys::files::create_inside(&home.dir, rel, true));
+                if let Err(e) = made {
+                    say.detail(&format!(
+                        "sbx-shell: private home: cannot create {}: {e}",
+                        layer.display()
+                    ));
+                }
+            }
+            let Ok(rel) = kept.twin.strip_prefix(&home.dir) else {
+                continue;
+            };
+            let dir = kept.kind == crate::policy::home::Kind::Dir;
+            // Made once: later starts only look (a look follows nothing it acts on).
+            if kept
+                .twin
+                .symlink_metadata()
+                .is_ok_and(|m| m.is_dir() == dir)
+            {
+                continue;
+            }
+            if let Err(e) = crate::sys::files::create_inside(&home.dir, rel, dir) {
+                say.detail(&format!(
+                    "sbx-shell: private home: cannot create {}: {e}",
+                    kept.twin.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Copy a seed (`policy::Seed`) when its path is missing, inside the writable path that
+/// holds it, following no symlink there.
+pub(super) fn copy_seed(
+    policy: &Policy,
+    seed: &crate::policy::Seed,
+    say: Verbosity,
+) -> Result<(), Failure> {
+    let target = seed.path.real();
+    let Some((base, rel)) = policy
+        .filesystem
+        .writable
+        .iter()
+        .map(|w| w.real())
+        .find_map(|w| target.strip_prefix(w).ok().map(|rel| (w, rel)))
+    else {
+        return Ok(());
+    };
+    let copied =
+        crate::sys::files::copy_once_inside(seed.from.real(), base, rel).with_context(|| {
+            format!(
+                "cannot copy {} to {}\nHint: copy it yourself, or drop the seed from the profile",
+                seed.from.path.display(),
+                seed.path.path.display()
+            )
+        })?;
+    if copied {
+        say.detail(&format!(
+            "sbx-shell: copied {} to {} (once: it was missing)",
+            seed.from.path.display(),
+            seed.path.path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Step 4: the allow-list proxy, when the policy has one.
+pub(super) fn start_network(
+    plan: &Plan,
+    backend: &Backend,
+    resolve: &[String],
+    say: Verbosity,
+) -> Result<Option<ProxySession>, Failure> {
+    let net = netproxy::session::start(&plan.policy, backend, resolve, &plan.home)?;
+    if let Some(net) = &net {
+        let proxy = match (net.port, net.channel.is_some()) {
+            (Some(port), true) => format!("the proxy is at 127.0.0.1:{port} inside the sandbox"),
+            (Some(port), false) => format!("the proxy is at 127.0.0.1:{port} on this host"),
+            (None, _) => "no proxy (no network)".to_string(),
+        };
+        say.detail(&format!(
+            "sbx-shell: network: {proxy}; refusals go to {}",
+            net.log
+                .as_ref()
+                .map_or("nowhere (no state directory)".into(), |p| p
+                    .display()
+                    .to_string())
+        ));
+    }
+    Ok(net)
+}
+
+/// The session's own cgroup, when the policy limits the session's processes or memory and
+/// this user may make one (`session::cgroup`).
+pub(super) fn start_cgroup(
+    policy: &Policy,
+    say: Verbosity,
+) -> Result<Option<cgroup::SessionCgroup>, Failure> {
+    let cgroup = cgroup::SessionCgroup::create(cgroup::SessionLimits {
+        pids: policy.limits.session_processes,
+        memory_bytes: policy
+            .limits
+            .session_memory_mib
+            .map(|m| m.saturating_mul(1024 * 1024)),
+    })
+    .map_err(anyhow::Error::from)?;
+    if let Some(cgroup) = &cgroup {
+        say.detail(&format!(
+            "sbx-shell: the session's cgroup is {}",
+            cgroup.dir().display()
+        ));
+    }
+    Ok(cgroup)
+}
