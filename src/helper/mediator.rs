@@ -1,8 +1,13 @@
 //! sbx-shell's answers to the calls a seccomp filter hands to the helper's guard
-//! (`sandbox::mediated`): every call that makes a name (`names`, done in `create`), and
-//! with Landlock alone the calls Landlock cannot judge. The decisions are pure and here and
-//! in `names`; reading the program's memory, resolving what it named and acting on it is
-//! `create.rs` and `linux.rs`.
+//! (`sandbox::mediated`): every call that makes a name (judged by `protect::names`, done
+//! in `create`), and with Landlock alone the calls Landlock cannot judge (`answer`,
+//! `metadata`).
+//!
+//! The decisions are pure functions with unit tests: what may change and what the program
+//! may reach (`decide`), where a path starts and how it splits (`paths`), what an open's
+//! flags mean and its next step (`opens`), the program's umask (`umasks`). The rest is
+//! plumbing: the notifications (`notify`), the calls received and dispatched (`create`),
+//! the acts done through descriptors (`acting`, `opening`, `making`, `at`, `git`).
 //!
 //! - A metadata call is done by the guard itself, on the object the program named, opened
 //!   once (never re-resolved by name afterwards: a path flipped meanwhile changes nothing),
@@ -17,15 +22,19 @@
 #[cfg(target_os = "linux")]
 mod acting;
 #[cfg(target_os = "linux")]
+mod answer;
+#[cfg(target_os = "linux")]
 mod at;
 #[cfg(target_os = "linux")]
 pub mod create;
 #[cfg(target_os = "linux")]
 mod git;
 #[cfg(target_os = "linux")]
-mod linux;
-#[cfg(target_os = "linux")]
 mod making;
+#[cfg(target_os = "linux")]
+mod metadata;
+#[cfg(target_os = "linux")]
+mod notify;
 #[cfg(target_os = "linux")]
 mod opening;
 pub mod opens;

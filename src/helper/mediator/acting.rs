@@ -5,7 +5,7 @@
 
 use super::at::{fd_path, fstatat, open_path, os_errno, Res};
 use super::git::{completes_git, git_place, holds_plants, is_git, linked_worktree};
-use super::linux::Call;
+use super::notify::Call;
 use super::opens::{self};
 use super::umasks::{self, Umasks};
 use crate::protect::names::{self, Made, Names};

@@ -1,7 +1,7 @@
 //! The calls that make a name, done by the helper's guard on the program's behalf (Linux):
 //! it makes the name unless `names::Names` refuses it (EACCES), so a protected path missing
 //! at the start, a hook, a `.git` pointer file or a `commondir` never exists. With Landlock
-//! alone the same listener also carries the calls Landlock cannot judge (`linux::answer`).
+//! alone the same listener also carries the calls Landlock cannot judge (`answer.rs`).
 //!
 //! One thread of the guard process, which is the program's ancestor (so it may read the
 //! program's memory where Yama's `ptrace_scope` 1 allows ancestors only) and shares its
@@ -36,7 +36,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use super::acting::{status_of, Acting, Op, Where};
 use super::at::{open_path, Res};
-use super::linux::{
+use super::notify::{
     errno, notif_sizes, read_cstr, receive, respond, send_fd, still_waiting, sync_wake_up, Answer,
     Call,
 };
@@ -73,7 +73,7 @@ pub fn start(
 
 /// Receive and answer each call, one at a time, in this one thread: a call that makes a
 /// name or opens for writing is done here (`Acting`); any other (Landlock alone's metadata
-/// and process calls, by `mediated`) is answered by `linux::answer`. One thread, so that
+/// and process calls, by `mediated`) is answered by `answer::answer`. One thread, so that
 /// the program's call hands the CPU to it and back (`sync_wake_up`) with no hop between
 /// threads (a hop cost 55 µs of a refused `mkdir`'s 74, measured).
 fn serve(
@@ -129,7 +129,7 @@ fn serve(
         }
         if !creating.contains(&call.nr) {
             let answer = match mediated {
-                Some(rules) => super::linux::answer(listener, &call, rules, guard),
+                Some(rules) => super::answer::answer(listener, &call, rules, guard),
                 None => Answer::Done(-i64::from(libc::EPERM)),
             };
             respond(listener, &sizes, &call, answer);
@@ -315,7 +315,7 @@ fn open_proc(call: &Call, what: &str) -> io::Result<OwnedFd> {
 fn confine_this_thread() -> io::Result<()> {
     // SAFETY: umask only sets the process's mask.
     unsafe { libc::umask(0) };
-    super::linux::drop_effective_capabilities()?;
+    super::notify::drop_effective_capabilities()?;
     // SAFETY: PR_SET_NO_NEW_PRIVS takes integers; it applies to this thread.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == -1 {
         return Err(io::Error::last_os_error());

@@ -4,7 +4,7 @@
 
 use super::acting::{Acting, Entry, Where};
 use super::at::{fd_path, fstat, fstatat, is_proc, open_path, openat, os_errno, readlink, Res};
-use super::linux::{notif_sizes, respond, send_fd, Answer, Call};
+use super::notify::{notif_sizes, respond, send_fd, Answer, Call};
 use super::opens::{self, Missing, Step, There};
 use crate::protect::names::{self, Made};
 use std::ffi::{CString, OsStr};

@@ -1,0 +1,344 @@
+//! The mediated calls other than those that make names (Linux), answered by the guard's
+//! listening thread (`create::listen`): reading what the program passed from its memory,
+//! opening what it named through its own descriptors (`/proc/PID/cwd`, `pidfd_getfd`),
+//! checking the object, and acting on it or refusing; and the seccomp plumbing both share.
+//! That thread runs with its effective capabilities dropped, so a root session's calls are
+//! checked by the kernel as the program's would be.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use super::metadata::{describe, metadata, open_path};
+use super::notify::{
+    errno, pidfd_of, read_cstr, read_mem, send_fd, still_waiting, their_fd, Answer, Call, EPERM,
+};
+use super::{in_session, Scope};
+use crate::sandbox::mediated::{syscall_name, IOPRIO_WHO_USER, PRIO_USER};
+
+pub(super) fn answer(listener: &OwnedFd, call: &Call, rules: &Scope, supervisor: u32) -> Answer {
+    let Some(name) = syscall_name(call.nr) else {
+        return EPERM;
+    };
+    let a = call.args;
+    // Ints the kernel reads from the low 32 bits.
+    let int = |i: usize| a[i] as u32 as i32;
+    match name {
+        "setpriority" | "ioprio_set" => {
+            let user = if name == "setpriority" {
+                PRIO_USER
+            } else {
+                IOPRIO_WHO_USER
+            };
+            let (which, who) = (int(0) as u32, int(1) as u32);
+            let group = if name == "setpriority" { 1 } else { 2 };
+            let ok = match which {
+                w if w == user => false,
+                w if w == group => group_in_session(who, supervisor),
+                _ => in_session(who, supervisor, &parent_of),
+            };
+            if ok {
+                Answer::Continue
+            } else {
+                EPERM
+            }
+        }
+        "prlimit64" | "sched_setaffinity" | "sched_setscheduler" | "sched_setparam"
+        | "sched_setattr" => {
+            if in_session(int(0) as u32, supervisor, &parent_of) {
+                Answer::Continue
+            } else {
+                EPERM
+            }
+        }
+        "ioctl" => pty_peer(listener, call),
+        "connect" => unix_connect(listener, call, rules),
+        "unlink" => unlink_in_shm(listener, call, rules, (a[0], 0)),
+        // An absolute path: the directory descriptor plays no part.
+        "unlinkat" => unlink_in_shm(listener, call, rules, (a[1], int(2))),
+        _ => match metadata(listener, call, name, rules) {
+            Ok(answer) => answer,
+            Err(e) => Answer::Done(errno(&e)),
+        },
+    }
+}
+
+/// A name removed from `/dev/shm` (`shm_unlink`, `sem_unlink`): removed from the session's
+/// own directory for it (`Scope::shm`). Any other removal runs as asked: the kernel reads
+/// the path again, but Landlock judges it then, so a name another thread swapped in after
+/// this look reaches only what the program's own rules let it remove.
+fn unlink_in_shm(
+    listener: &OwnedFd,
+    call: &Call,
+    rules: &Scope,
+    (addr, flags): (u64, i32),
+) -> Answer {
+    let Some(dir) = &rules.shm else {
+        return Answer::Continue;
+    };
+    let Ok(path) = read_cstr(call.pid, addr) else {
+        // The kernel gives the program its own EFAULT or ENAMETOOLONG.
+        return Answer::Continue;
+    };
+    let Some(name) = super::shm_name(path.as_bytes()) else {
+        return Answer::Continue;
+    };
+    if !still_waiting(listener, call.id) {
+        return Answer::Done(-i64::from(libc::ESRCH));
+    }
+    let (Ok(dir), Ok(name)) = (
+        CString::new(dir.as_os_str().as_encoded_bytes()),
+        CString::new(name),
+    ) else {
+        return Answer::Done(-i64::from(libc::ENOENT));
+    };
+    // SAFETY: two NUL-terminated paths.
+    let dirfd = unsafe {
+        libc::open(
+            dir.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if dirfd < 0 {
+        return Answer::Done(errno(&io::Error::last_os_error()));
+    }
+    // SAFETY: a new descriptor of ours.
+    let dirfd = unsafe { OwnedFd::from_raw_fd(dirfd) };
+    // SAFETY: a descriptor and a NUL-terminated name.
+    let r = unsafe { libc::unlinkat(dirfd.as_raw_fd(), name.as_ptr(), flags & libc::AT_REMOVEDIR) };
+    if r < 0 {
+        Answer::Done(errno(&io::Error::last_os_error()))
+    } else {
+        Answer::Done(0)
+    }
+}
+
+/// A process's parent, from /proc; `None` when it is gone. Threads count as their process.
+fn parent_of(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<u32>().ok())
+    };
+    let tgid = field("Tgid:")?;
+    if tgid != pid {
+        // A thread: its process's parent.
+        return parent_of(tgid);
+    }
+    field("PPid:")
+}
+
+/// Whether every process of group `pgid` is in the session (and there is one).
+fn group_in_session(pgid: u32, supervisor: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    let mut found = false;
+    for pid in entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After the command's closing parenthesis: state, ppid, pgrp.
+        let pgrp = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(2))
+            .and_then(|g| g.parse::<u32>().ok());
+        if pgrp == Some(pgid) {
+            if !in_session(pid, supervisor, &parent_of) {
+                return false;
+            }
+            found = true;
+        }
+    }
+    found
+}
+
+/// TIOCGPTPEER: open the peer of the caller's pty master and hand it over.
+fn pty_peer(listener: &OwnedFd, call: &Call) -> Answer {
+    let run = || -> io::Result<Answer> {
+        let pidfd = pidfd_of(listener, call)?;
+        let master = their_fd(&pidfd, call.args[0])?;
+        let asked = call.args[2] as u32 as i32;
+        let flags =
+            (asked & (libc::O_ACCMODE | libc::O_NONBLOCK)) | libc::O_NOCTTY | libc::O_CLOEXEC;
+        // SAFETY: TIOCGPTPEER takes open flags and returns a new descriptor.
+        let peer = unsafe { libc::ioctl(master.as_raw_fd(), 0x5441 as _, flags) };
+        if peer < 0 {
+            return Ok(Answer::Done(errno(&io::Error::last_os_error())));
+        }
+        // SAFETY: a new descriptor of ours.
+        let peer = unsafe { OwnedFd::from_raw_fd(peer) };
+        Ok(send_fd(
+            listener,
+            call.id,
+            &peer,
+            asked & libc::O_CLOEXEC != 0,
+        ))
+    };
+    run().unwrap_or_else(|e| Answer::Done(errno(&e)))
+}
+
+/// `connect`: a unix socket is connected here, to the socket file the address names
+/// (resolved once, from the caller's working directory, every symlink followed as the
+/// kernel follows them, and held open), when that file lies where the program may make
+/// names; abstract addresses are refused. A socket of any other family is let through:
+/// its family was fixed when it was made, so no address put in its place reaches a unix
+/// socket. A full listener's backlog blocks this thread as it would block the caller.
+fn unix_connect(listener: &OwnedFd, call: &Call, rules: &Scope) -> Answer {
+    let run = || -> io::Result<Answer> {
+        let pidfd = pidfd_of(listener, call)?;
+        let socket = their_fd(&pidfd, call.args[0])?;
+        let mut domain: libc::c_int = 0;
+        let mut size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: SO_DOMAIN writes one int into `domain`, whose size `size` gives.
+        let rc = unsafe {
+            libc::getsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_DOMAIN,
+                (&mut domain as *mut libc::c_int).cast(),
+                &mut size,
+            )
+        };
+        if rc == -1 {
+            return Ok(Answer::Done(errno(&io::Error::last_os_error())));
+        }
+        if domain != libc::AF_UNIX {
+            return Ok(Answer::Continue);
+        }
+        let len = (call.args[2] as u32 as usize).min(std::mem::size_of::<libc::sockaddr_un>());
+        let addr = read_mem(call.pid, call.args[1], len)?;
+        let Some(path) = unix_path(&addr) else {
+            return Ok(Answer::Done(-i64::from(libc::EINVAL)));
+        };
+        if path.is_empty() {
+            // Abstract: no file to judge it by.
+            return Ok(EPERM);
+        }
+        if let Some(name) = rules
+            .lookups
+            .as_deref()
+            .filter(|_| crate::netproxy::lookups::NAME_SERVICE_SOCKETS.contains(&path))
+        {
+            return Ok(connect_abstract(&socket, name));
+        }
+        let start = if path.first() == Some(&b'/') {
+            None
+        } else {
+            let cwd = open_path(
+                libc::AT_FDCWD,
+                &CString::new(format!("/proc/{}/cwd", call.pid))?,
+                true,
+            )?;
+            if !still_waiting(listener, call.id) {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Some(cwd)
+        };
+        let dirfd = start.as_ref().map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+        let object = open_path(dirfd, &CString::new(path)?, true)?;
+        let (real, links, _) = describe(&object)?;
+        // SAFETY: struct stat is plain data; all zeroes is a valid value.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes one struct stat (also for O_PATH descriptors).
+        if unsafe { libc::fstat(object.as_raw_fd(), &mut st) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+            return Ok(Answer::Done(-i64::from(libc::ECONNREFUSED)));
+        }
+        if !rules.may_change(&real, links) {
+            return Ok(Answer::Done(-i64::from(libc::EACCES)));
+        }
+        // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
+        let mut to: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        to.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let name = format!("/proc/self/fd/{}", object.as_raw_fd());
+        for (slot, byte) in to.sun_path.iter_mut().zip(name.bytes()) {
+            *slot = byte as libc::c_char;
+        }
+        let to_len = (std::mem::size_of::<libc::sa_family_t>() + name.len() + 1) as libc::socklen_t;
+        // SAFETY: `to` is a valid sockaddr_un of `to_len` bytes; connect reads it.
+        let rc = unsafe {
+            libc::connect(
+                socket.as_raw_fd(),
+                (&to as *const libc::sockaddr_un).cast(),
+                to_len,
+            )
+        };
+        Ok(Answer::Done(if rc == -1 {
+            errno(&io::Error::last_os_error())
+        } else {
+            0
+        }))
+    };
+    run().unwrap_or_else(|e| Answer::Done(errno(&e)))
+}
+
+/// Connect the program's `socket` to sbx-shell's abstract socket `name` (the name service,
+/// `Scope::lookups`).
+fn connect_abstract(socket: &OwnedFd, name: &str) -> Answer {
+    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
+    let mut to: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    to.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    // The leading NUL of an abstract name is the zeroed first byte.
+    for (slot, byte) in to.sun_path.iter_mut().skip(1).zip(name.bytes()) {
+        *slot = byte as libc::c_char;
+    }
+    let len = (std::mem::size_of::<libc::sa_family_t>() + 1 + name.len()) as libc::socklen_t;
+    // SAFETY: `to` is a valid sockaddr_un of `len` bytes; connect reads it.
+    let rc = unsafe {
+        libc::connect(
+            socket.as_raw_fd(),
+            (&to as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    };
+    Answer::Done(if rc == -1 {
+        errno(&io::Error::last_os_error())
+    } else {
+        0
+    })
+}
+
+/// The path of a unix socket address (`sockaddr_un` bytes): empty for an abstract one,
+/// `None` for another family or no path at all.
+fn unix_path(addr: &[u8]) -> Option<&[u8]> {
+    let family = u16::from_ne_bytes([*addr.first()?, *addr.get(1)?]);
+    if family != libc::AF_UNIX as u16 || addr.len() <= 2 {
+        return None;
+    }
+    let path = &addr[2..];
+    if path[0] == 0 {
+        return Some(&[]);
+    }
+    Some(&path[..path.iter().position(|b| *b == 0).unwrap_or(path.len())])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unix_path;
+
+    fn addr(family: u16, path: &[u8]) -> Vec<u8> {
+        [&family.to_ne_bytes()[..], path].concat()
+    }
+
+    #[test]
+    fn a_unix_address_gives_its_path_up_to_the_nul_or_empty_when_abstract() {
+        let unix = libc::AF_UNIX as u16;
+        assert_eq!(
+            unix_path(&addr(unix, b"/tmp/s\0junk")),
+            Some(&b"/tmp/s"[..])
+        );
+        assert_eq!(unix_path(&addr(unix, b"rel/s")), Some(&b"rel/s"[..]));
+        assert_eq!(unix_path(&addr(unix, b"\0abstract")), Some(&b""[..]));
+        assert_eq!(unix_path(&addr(unix, b"")), None, "unnamed");
+        assert_eq!(unix_path(&addr(libc::AF_INET as u16, b"1234")), None);
+        assert_eq!(unix_path(&[1]), None);
+    }
+}

@@ -1,0 +1,278 @@
+//! The metadata calls (Landlock alone): `chmod`, `chown`, times, extended attributes, done
+//! by the guard on the object the program named, opened once, when it lies in a writable
+//! tree outside the protected paths (`Scope::may_change`) — or refused.
+
+use super::notify::{
+    errno, pidfd_of, read_cstr, read_mem, still_waiting, their_fd, Answer, Call, EPERM,
+};
+use super::Scope;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+
+/// What a metadata call does to its object.
+pub(super) enum Change {
+    Mode(libc::mode_t),
+    Owner(libc::uid_t, libc::gid_t),
+    /// utimensat's pair; `None` for "now".
+    Times(Option<[libc::timespec; 2]>),
+    SetXattr {
+        name: CString,
+        value: Vec<u8>,
+        flags: i32,
+    },
+    RemoveXattr(CString),
+}
+
+/// Which object a metadata call names.
+pub(super) enum Target {
+    /// The caller's descriptor.
+    Fd(u64),
+    /// A path (in the caller's memory at `path`) relative to its descriptor `dirfd`
+    /// (AT_FDCWD: its working directory); `empty`: an empty path names `dirfd` itself.
+    Path {
+        dirfd: i32,
+        path: u64,
+        follow: bool,
+        empty: bool,
+    },
+}
+
+pub(super) fn metadata(
+    listener: &OwnedFd,
+    call: &Call,
+    name: &str,
+    rules: &Scope,
+) -> io::Result<Answer> {
+    let a = call.args;
+    let int = |i: usize| a[i] as u32 as i32;
+    let at = |dirfd: usize, path: usize, flags: i32| Target::Path {
+        dirfd: int(dirfd),
+        path: a[path],
+        follow: flags & libc::AT_SYMLINK_NOFOLLOW == 0,
+        empty: flags & libc::AT_EMPTY_PATH != 0,
+    };
+    let cwd = |path: usize, follow: bool| Target::Path {
+        dirfd: libc::AT_FDCWD,
+        path: a[path],
+        follow,
+        empty: false,
+    };
+    let pid = call.pid;
+    let (target, change) = match name {
+        "chmod" => (cwd(0, true), Change::Mode(a[1] as libc::mode_t)),
+        "fchmod" => (Target::Fd(a[0]), Change::Mode(a[1] as libc::mode_t)),
+        "fchmodat" => (at(0, 1, 0), Change::Mode(a[2] as libc::mode_t)),
+        "fchmodat2" => (at(0, 1, int(3)), Change::Mode(a[2] as libc::mode_t)),
+        "chown" => (cwd(0, true), Change::Owner(a[1] as u32, a[2] as u32)),
+        "lchown" => (cwd(0, false), Change::Owner(a[1] as u32, a[2] as u32)),
+        "fchown" => (Target::Fd(a[0]), Change::Owner(a[1] as u32, a[2] as u32)),
+        "fchownat" => (at(0, 1, int(4)), Change::Owner(a[2] as u32, a[3] as u32)),
+        "utime" => (cwd(0, true), Change::Times(utimbuf(pid, a[1])?)),
+        "utimes" => (cwd(0, true), Change::Times(timevals(pid, a[1])?)),
+        "futimesat" => (at(0, 1, 0), Change::Times(timevals(pid, a[2])?)),
+        "utimensat" => {
+            let times = timespecs(pid, a[2])?;
+            if a[1] == 0 {
+                (Target::Fd(a[0]), Change::Times(times))
+            } else {
+                (at(0, 1, int(3)), Change::Times(times))
+            }
+        }
+        "setxattr" | "lsetxattr" | "fsetxattr" => {
+            let change = Change::SetXattr {
+                name: read_cstr(pid, a[1])?,
+                value: read_mem(pid, a[2], usize::try_from(a[3]).unwrap_or(usize::MAX))?,
+                flags: int(4),
+            };
+            let target = match name {
+                "fsetxattr" => Target::Fd(a[0]),
+                "lsetxattr" => cwd(0, false),
+                _ => cwd(0, true),
+            };
+            (target, change)
+        }
+        "setxattrat" => {
+            // struct xattr_args { u64 value; u32 size; u32 flags; }
+            let args = read_mem(pid, a[4], 16)?;
+            let word = |r: std::ops::Range<usize>| args.get(r).unwrap_or_default().to_vec();
+            let value_ptr = u64::from_ne_bytes(word(0..8).try_into().unwrap_or([0; 8]));
+            let size = u32::from_ne_bytes(word(8..12).try_into().unwrap_or([0; 4]));
+            let flags = i32::from_ne_bytes(word(12..16).try_into().unwrap_or([0; 4]));
+            let change = Change::SetXattr {
+                name: read_cstr(pid, a[3])?,
+                value: read_mem(pid, value_ptr, size as usize)?,
+                flags,
+            };
+            (at(0, 1, int(2)), change)
+        }
+        "removexattr" | "lremovexattr" | "fremovexattr" => {
+            let change = Change::RemoveXattr(read_cstr(pid, a[1])?);
+            let target = match name {
+                "fremovexattr" => Target::Fd(a[0]),
+                "lremovexattr" => cwd(0, false),
+                _ => cwd(0, true),
+            };
+            (target, change)
+        }
+        "removexattrat" => (at(0, 1, int(2)), Change::RemoveXattr(read_cstr(pid, a[3])?)),
+        _ => return Ok(EPERM),
+    };
+    let object = open_target(listener, call, &target)?;
+    let (path, links, symlink) = describe(&object)?;
+    if !rules.may_change(&path, links) {
+        return Ok(EPERM);
+    }
+    Ok(Answer::Done(apply(&object, symlink, &change)))
+}
+
+/// The object a call names, opened here: the caller's descriptor copied, or its path
+/// resolved once from the caller's working directory or descriptor (O_PATH).
+pub(super) fn open_target(listener: &OwnedFd, call: &Call, target: &Target) -> io::Result<OwnedFd> {
+    let pidfd = pidfd_of(listener, call)?;
+    match *target {
+        Target::Fd(fd) => their_fd(&pidfd, fd),
+        Target::Path {
+            dirfd,
+            path,
+            follow,
+            empty,
+        } => {
+            let path = read_cstr(call.pid, path)?;
+            let base = if dirfd == libc::AT_FDCWD {
+                let cwd = CString::new(format!("/proc/{}/cwd", call.pid))?;
+                let base = open_path(libc::AT_FDCWD, &cwd, true)?;
+                // The cwd was the caller's if it still waits now.
+                if !still_waiting(listener, call.id) {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                base
+            } else {
+                their_fd(&pidfd, dirfd as u32 as u64)?
+            };
+            if path.as_bytes().is_empty() {
+                if !empty {
+                    return Err(io::Error::from_raw_os_error(libc::ENOENT));
+                }
+                return Ok(base);
+            }
+            open_path(base.as_raw_fd(), &path, follow)
+        }
+    }
+}
+
+pub(super) fn open_path(dirfd: RawFd, path: &CString, follow: bool) -> io::Result<OwnedFd> {
+    let flags = libc::O_PATH | libc::O_CLOEXEC | if follow { 0 } else { libc::O_NOFOLLOW };
+    // SAFETY: a NUL-terminated path; openat returns a new descriptor or -1.
+    let fd = unsafe { libc::openat(dirfd, path.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor of ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The object's path as the kernel names it, its link count, and whether it is a symlink.
+pub(super) fn describe(object: &OwnedFd) -> io::Result<(PathBuf, u64, bool)> {
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", object.as_raw_fd()))?;
+    // SAFETY: struct stat is plain data; all zeroes is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes one struct stat (also for O_PATH descriptors).
+    if unsafe { libc::fstat(object.as_raw_fd(), &mut st) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    let symlink = st.st_mode & libc::S_IFMT == libc::S_IFLNK;
+    Ok((path, st.st_nlink, symlink))
+}
+
+/// Do the change on the object; the call's result (0 or -errno).
+pub(super) fn apply(object: &OwnedFd, symlink: bool, change: &Change) -> i64 {
+    let fd = object.as_raw_fd();
+    let Ok(magic) = CString::new(format!("/proc/self/fd/{fd}")) else {
+        return -i64::from(libc::EINVAL);
+    };
+    let empty = c"";
+    let rc = match change {
+        Change::Mode(_) if symlink => return -i64::from(libc::EOPNOTSUPP),
+        // SAFETY: a NUL-terminated path.
+        Change::Mode(mode) => unsafe { libc::fchmodat(libc::AT_FDCWD, magic.as_ptr(), *mode, 0) },
+        // SAFETY: our descriptor and an empty NUL-terminated path.
+        Change::Owner(uid, gid) => unsafe {
+            libc::fchownat(fd, empty.as_ptr(), *uid, *gid, libc::AT_EMPTY_PATH)
+        },
+        Change::Times(times) => {
+            let ptr = times.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+            // SAFETY: our descriptor, an empty path, and null or two timespecs.
+            unsafe { libc::utimensat(fd, empty.as_ptr(), ptr, libc::AT_EMPTY_PATH) }
+        }
+        // user.* attributes are not allowed on symlinks, the others need capabilities.
+        Change::SetXattr { .. } | Change::RemoveXattr(_) if symlink => {
+            return -i64::from(libc::EPERM)
+        }
+        // SAFETY: NUL-terminated path and name; `value` is value.len() bytes.
+        Change::SetXattr { name, value, flags } => unsafe {
+            libc::setxattr(
+                magic.as_ptr(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                *flags,
+            )
+        },
+        // SAFETY: NUL-terminated path and name.
+        Change::RemoveXattr(name) => unsafe { libc::removexattr(magic.as_ptr(), name.as_ptr()) },
+    };
+    if rc == -1 {
+        errno(&io::Error::last_os_error())
+    } else {
+        0
+    }
+}
+
+pub(super) fn word(bytes: &[u8], i: usize) -> i64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(bytes.get(i * 8..i * 8 + 8).unwrap_or(&[0; 8]));
+    i64::from_ne_bytes(w)
+}
+
+pub(super) fn timespec(sec: i64, nsec: i64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: sec,
+        tv_nsec: nsec,
+    }
+}
+
+/// utimensat's `struct timespec[2]`, or `None` (now) for a null pointer.
+pub(super) fn timespecs(pid: u32, addr: u64) -> io::Result<Option<[libc::timespec; 2]>> {
+    if addr == 0 {
+        return Ok(None);
+    }
+    let b = read_mem(pid, addr, 32)?;
+    Ok(Some([
+        timespec(word(&b, 0), word(&b, 1)),
+        timespec(word(&b, 2), word(&b, 3)),
+    ]))
+}
+
+/// utimes' `struct timeval[2]` (microseconds), or `None` (now).
+pub(super) fn timevals(pid: u32, addr: u64) -> io::Result<Option<[libc::timespec; 2]>> {
+    if addr == 0 {
+        return Ok(None);
+    }
+    let b = read_mem(pid, addr, 32)?;
+    let usec = |i| word(&b, i).checked_mul(1000).unwrap_or(i64::MAX);
+    Ok(Some([
+        timespec(word(&b, 0), usec(1)),
+        timespec(word(&b, 2), usec(3)),
+    ]))
+}
+
+/// utime's `struct utimbuf` (seconds), or `None` (now).
+pub(super) fn utimbuf(pid: u32, addr: u64) -> io::Result<Option<[libc::timespec; 2]>> {
+    if addr == 0 {
+        return Ok(None);
+    }
+    let b = read_mem(pid, addr, 16)?;
+    Ok(Some([timespec(word(&b, 0), 0), timespec(word(&b, 1), 0)]))
+}
