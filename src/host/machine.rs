@@ -1,0 +1,306 @@
+//! The machine's facts (`Machine`): the kernel, Landlock's ABI, user namespaces, bwrap and
+//! why it cannot run, root or not, the open-file limit.
+
+use super::bwrap::{
+    bwrap_version, find_bwrap, probe, probe_bwrap_as_asked, Probes, BWRAP_PATHS, SANDBOX_EXEC,
+};
+use std::path::{Path, PathBuf};
+
+/// The facts a backend decision rests on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Machine {
+    pub os: &'static str,
+    /// The effective user is root.
+    pub root: bool,
+    /// The Landlock ABI version, or why there is none.
+    pub landlock_abi: Result<i64, String>,
+    /// The sysctls that close user namespaces, as read (absent files are `None`).
+    pub userns: UserNamespaces,
+    /// bwrap at a fixed system path, if any.
+    pub bwrap: Option<PathBuf>,
+    /// How a probe sandbox with the backend's namespaces and mounts ended (not run: `None`).
+    pub bwrap_probe: Option<Result<(), String>>,
+    /// What `bwrap --version` says (`doctor` only: `Probes::Fresh`).
+    pub bwrap_version: Option<String>,
+    /// The `Seccomp:` mode of this process, when the kernel has seccomp at all.
+    pub seccomp_mode: Option<String>,
+    /// Whether a filter with a listener (sbx-shell's guard) can be added to this process,
+    /// or why not: a process may have one listener among all its filters, so inside a
+    /// sandbox whose supervisor judges calls (sbx-shell inside sbx-shell) none can.
+    pub seccomp_listener: Result<(), String>,
+    /// `SBX_SANDBOX`, which sbx-shell sets for its program: this runs inside sbx-shell.
+    pub inside_sbx_shell: Option<String>,
+    /// dev.tty.legacy_tiocsti, when the sysctl exists.
+    pub legacy_tiocsti: Option<String>,
+    /// The open-file limit (soft, hard).
+    pub nofile: Option<(u64, u64)>,
+    /// macOS: how a probe run of /usr/bin/sandbox-exec ended (not run: `None`).
+    pub sandbox_exec_probe: Option<Result<(), String>>,
+    /// What says this process runs in a container (`/.dockerenv`, `/run/.containerenv`,
+    /// `$container`), if anything does.
+    pub container: Option<String>,
+}
+
+/// kernel.unprivileged_userns_clone, user.max_user_namespaces and (Ubuntu)
+/// kernel.apparmor_restrict_unprivileged_userns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserNamespaces {
+    pub unprivileged_clone: Option<String>,
+    pub max: Option<String>,
+    pub apparmor_restrict: Option<String>,
+}
+
+impl UserNamespaces {
+    /// Whether an unprivileged bwrap can create user namespaces (root always can).
+    pub fn open(&self, root: bool) -> bool {
+        let is = |v: &Option<String>, x: &str| v.as_deref().is_some_and(|v| v.trim() == x);
+        root || !(is(&self.unprivileged_clone, "0")
+            || is(&self.max, "0")
+            || is(&self.apparmor_restrict, "1"))
+    }
+}
+
+impl Machine {
+    /// The facts, measured now.
+    pub fn measure(probes: Probes) -> Machine {
+        let read = |path: &str| {
+            std::fs::read_to_string(path)
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let os = std::env::consts::OS;
+        let linux = os == "linux";
+        let bwrap = if linux { find_bwrap() } else { None };
+        Machine {
+            os,
+            root: nix::unistd::geteuid().is_root(),
+            landlock_abi: platform::landlock_abi(),
+            userns: UserNamespaces {
+                unprivileged_clone: read("/proc/sys/kernel/unprivileged_userns_clone"),
+                max: read("/proc/sys/user/max_user_namespaces"),
+                apparmor_restrict: read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
+            },
+            bwrap_probe: bwrap
+                .as_deref()
+                .and_then(|path| probe_bwrap_as_asked(path, probes)),
+            bwrap_version: bwrap
+                .as_deref()
+                .filter(|_| matches!(probes, Probes::Fresh(_)))
+                .and_then(bwrap_version),
+            bwrap,
+            seccomp_mode: read("/proc/self/status").and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Seccomp:").map(|v| v.trim().to_string()))
+            }),
+            seccomp_listener: if linux
+                && read("/proc/self/status").is_some_and(|s| {
+                    s.lines()
+                        .any(|l| l.starts_with("Seccomp:") && l.trim().ends_with('2'))
+                }) {
+                platform::listener_free()
+            } else {
+                Ok(())
+            },
+            inside_sbx_shell: std::env::var("SBX_SANDBOX").ok().filter(|v| !v.is_empty()),
+            legacy_tiocsti: read("/proc/sys/dev/tty/legacy_tiocsti"),
+            nofile: nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok(),
+            container: container_marker(),
+            sandbox_exec_probe: (os == "macos" && probes != Probes::Skip).then(|| {
+                probe(
+                    SANDBOX_EXEC,
+                    &["-p", "(version 1)(allow default)", "/usr/bin/true"],
+                )
+            }),
+        }
+    }
+
+    /// Whether bwrap can run its sandbox here: the probe's answer when it ran (it tries
+    /// exactly what a run needs), else what the sysctls say. The error is why not, as
+    /// `BwrapUnusable` (the cause and the fix).
+    pub fn bwrap_runs(&self) -> Result<&Path, BwrapUnusable> {
+        let Some(path) = &self.bwrap else {
+            return Err(BwrapUnusable {
+                cause: format!("bubblewrap is not installed ({})", BWRAP_PATHS.join(" or ")),
+                fix: "`sbx-shell setup` installs it (or: sudo apt-get install bubblewrap / sudo dnf install bubblewrap / sudo pacman -S bubblewrap)".into(),
+            });
+        };
+        match &self.bwrap_probe {
+            Some(Ok(())) => Ok(path),
+            Some(Err(why)) => Err(self.diagnose(path, Some(why))),
+            None if self.userns.open(self.root) => Ok(path),
+            None => Err(self.diagnose(path, None)),
+        }
+    }
+
+    /// Why bwrap at `path` cannot run: the first cause that the facts show, most specific
+    /// first; `probe` is the probe's failure, when it ran.
+    pub(super) fn diagnose(&self, path: &Path, probe: Option<&String>) -> BwrapUnusable {
+        let is = |v: &Option<String>, x: &str| v.as_deref().is_some_and(|v| v.trim() == x);
+        let failed = probe.map_or(String::new(), |why| format!(" (probe: {why})"));
+        let (cause, fix) = if probe.is_some_and(|why| why.contains("os error 13")) {
+            (
+                format!("{} is not executable", path.display()),
+                format!(
+                    "sudo chmod 755 {0} (or reinstall bubblewrap)",
+                    path.display()
+                ),
+            )
+        } else if !self.root && is(&self.userns.apparmor_restrict, "1") {
+            (
+                "AppArmor's restriction on unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1, Ubuntu 23.10 and later)".into(),
+                "`sbx-shell setup` installs an AppArmor profile that lets /usr/bin/bwrap create user namespaces (or, for every program: sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0)".into(),
+            )
+        } else if !self.root && is(&self.userns.unprivileged_clone, "0") {
+            (
+                "unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)".into(),
+                "sudo sysctl kernel.unprivileged_userns_clone=1 (persist it in /etc/sysctl.d/)"
+                    .into(),
+            )
+        } else if is(&self.userns.max, "0") {
+            (
+                "user namespaces are off (user.max_user_namespaces=0)".into(),
+                "sudo sysctl user.max_user_namespaces=15000 (persist it in /etc/sysctl.d/); inside a container the host decides".into(),
+            )
+        } else if let Some(outer) = &self.inside_sbx_shell {
+            (
+                format!("this runs inside an sbx-shell session (SBX_SANDBOX={outer}), whose seccomp filter refuses new namespaces"),
+                "the program here is sandboxed already: run it directly, or start sbx-shell outside that session".into(),
+            )
+        } else if let (Some(container), filtered) =
+            (&self.container, self.seccomp_mode.as_deref() == Some("2"))
+        {
+            (
+                format!(
+                    "a container ({container}) without the permissions bwrap needs: {}",
+                    if filtered {
+                        "a seccomp filter on this process (the container's profile) refuses new namespaces"
+                    } else {
+                        "it refuses new namespaces (missing capabilities, or its AppArmor profile)"
+                    }
+                ),
+                "start the container with --security-opt seccomp=unconfined --security-opt apparmor=unconfined (Docker, Podman), or use the Landlock backend inside it: --backend landlock".into(),
+            )
+        } else if self.seccomp_mode.as_deref() == Some("2") {
+            (
+                "a seccomp filter on this process (a sandbox around sbx-shell) refuses new namespaces".into(),
+                "run sbx-shell outside that sandbox, or use the Landlock backend inside it: --backend landlock".into(),
+            )
+        } else {
+            (
+                format!("{} cannot create its sandbox here", path.display()),
+                "`sbx-shell doctor` shows each check".into(),
+            )
+        };
+        BwrapUnusable {
+            cause: format!("{cause}{failed}"),
+            fix,
+        }
+    }
+}
+
+/// Why bwrap cannot run here, and what fixes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BwrapUnusable {
+    pub cause: String,
+    pub fix: String,
+}
+
+/// What says this process runs in a container, if anything does.
+pub(super) fn container_marker() -> Option<String> {
+    if let Some(value) = std::env::var_os("container") {
+        return Some(format!("container={}", value.to_string_lossy()));
+    }
+    [("/.dockerenv", "Docker"), ("/run/.containerenv", "Podman")]
+        .iter()
+        .find(|(path, _)| Path::new(path).exists())
+        .map(|(_, name)| name.to_string())
+}
+
+#[cfg(target_os = "linux")]
+mod platform {
+    /// The Landlock ABI version the kernel offers (landlock_create_ruleset, VERSION flag).
+    pub fn landlock_abi() -> Result<i64, String> {
+        const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+        // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the kernel only
+        // returns the ABI number; no memory is read or written.
+        let abi = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<u8>(),
+                0usize,
+                LANDLOCK_CREATE_RULESET_VERSION,
+            )
+        };
+        if abi >= 0 {
+            return Ok(abi);
+        }
+        let err = std::io::Error::last_os_error();
+        Err(match err.raw_os_error() {
+            Some(libc::ENOSYS) => "not in this kernel (ENOSYS)".to_string(),
+            Some(libc::EOPNOTSUPP) => "disabled at boot (EOPNOTSUPP)".to_string(),
+            _ => err.to_string(),
+        })
+    }
+
+    /// Whether a filter with a listener can be added here: tried in a child process, which
+    /// installs an allow-all filter with SECCOMP_FILTER_FLAG_NEW_LISTENER and exits.
+    pub fn listener_free() -> Result<(), String> {
+        // SAFETY: the child makes only async-signal-safe system calls, then _exit.
+        match unsafe { libc::fork() } {
+            -1 => Err(format!("cannot probe: {}", std::io::Error::last_os_error())),
+            0 => {
+                let allow = libc::sock_filter {
+                    code: (libc::BPF_RET | libc::BPF_K) as u16,
+                    jt: 0,
+                    jf: 0,
+                    k: libc::SECCOMP_RET_ALLOW,
+                };
+                let prog = libc::sock_fprog {
+                    len: 1,
+                    filter: &allow as *const _ as *mut _,
+                };
+                // SAFETY: prctl takes plain integers; seccomp reads `prog`, valid here.
+                let code = unsafe {
+                    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                    let r = libc::syscall(
+                        libc::SYS_seccomp,
+                        libc::SECCOMP_SET_MODE_FILTER,
+                        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                        &prog as *const libc::sock_fprog,
+                    );
+                    if r >= 0 {
+                        0
+                    } else {
+                        *libc::__errno_location()
+                    }
+                };
+                // SAFETY: leaves the child at once, running nothing of the parent's.
+                unsafe { libc::_exit(code.min(255)) }
+            }
+            child => {
+                let mut status = 0;
+                // SAFETY: waits for our own child; `status` is valid.
+                unsafe { libc::waitpid(child, &mut status, 0) };
+                match libc::WEXITSTATUS(status) {
+                    0 if libc::WIFEXITED(status) => Ok(()),
+                    libc::EBUSY => Err("this process already has a seccomp listener above it (it runs inside a sandbox whose supervisor judges its calls); sbx-shell's guard needs its own".into()),
+                    e => Err(format!(
+                        "a seccomp filter with a listener cannot be added: {}",
+                        std::io::Error::from_raw_os_error(e)
+                    )),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod platform {
+    pub fn landlock_abi() -> Result<i64, String> {
+        Err("not Linux".to_string())
+    }
+
+    pub fn listener_free() -> Result<(), String> {
+        Ok(())
+    }
+}
