@@ -29,6 +29,7 @@
 //! could change.
 
 pub mod record;
+pub mod seals;
 
 use std::collections::HashMap;
 use std::io;
@@ -89,9 +90,9 @@ impl Watch {
         // Sealed before the program starts, so it can never hold one open for writing; the
         // journal first, so that no kill leaves a seal no run can undo.
         let journal = match (&state.rules.seal_journals, state.rules.recorded.is_empty()) {
-            (Some(dir), false) => Some(record::write_journal(
+            (Some(dir), false) => Some(seals::write_journal(
                 dir,
-                &record::sealed_modes(&state.rules.recorded),
+                &seals::sealed_modes(&state.rules.recorded),
             )?),
             _ => None,
         };
@@ -174,13 +175,13 @@ impl Drop for Watch {
     }
 }
 
-/// Where the journals of seals are kept (`record::write_journal`).
+/// Where the journals of seals are kept (`seals::write_journal`).
 pub fn seal_journals(home: &Path) -> PathBuf {
     crate::sys::files::state_dir(home).join("sealed")
 }
 
 /// Give their own modes back to the files that a session killed while its seals held
-/// left sealed (`record::undo_left_seals`); the line that says so, if any were.
+/// left sealed (`seals::undo_left_seals`); the line that says so, if any were.
 pub fn undo_left_seals(home: &Path) -> Option<String> {
     let alive = |pid: u32| {
         i32::try_from(pid).is_ok_and(|pid| {
@@ -191,7 +192,7 @@ pub fn undo_left_seals(home: &Path) -> Option<String> {
             )
         })
     };
-    let undone = record::undo_left_seals(&seal_journals(home), &alive);
+    let undone = seals::undo_left_seals(&seal_journals(home), &alive);
     let named = crate::sys::say::first_and_more(&undone)?;
     Some(format!(
         "sbx-shell: gave {named} its own mode back: a session killed earlier left it sealed"

@@ -49,7 +49,7 @@ pub struct Rules {
     pub recorded: std::sync::Arc<[record::Recorded]>,
     /// git config keys the policy allows besides those git work writes (`gitconfig`).
     pub git_config_allow: Vec<String>,
-    /// Where the journal of the seals is written (`record::write_journal`), so that a
+    /// Where the journal of the seals is written (`seals::write_journal`), so that a
     /// session killed while they hold is undone by the next run; `None`: none kept.
     pub seal_journals: Option<PathBuf>,
     /// After `END_AFTER` answers, kill every process below sbx-shell (a session's guard);
