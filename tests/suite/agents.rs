@@ -178,9 +178,9 @@ fn drive(agent: &Agent, backend: &str) {
         100,
         30,
     );
-    expect(&bare, agent.marker);
 
-    // Sandboxed, from a job-control bash, as a user would start it.
+    // Sandboxed, from a job-control bash, as a user would start it; it starts while the
+    // bare one does.
     let boxed = Tmux::start(
         &format!(
             "cd {} && exec {} PS1='J> ' bash --norc --noprofile -i",
@@ -207,6 +207,7 @@ fn drive(agent: &Agent, backend: &str) {
         sbx(&agents),
         agent.name
     ));
+    expect(&bare, agent.marker);
     expect(&boxed, agent.marker);
     std::thread::sleep(Duration::from_millis(1500));
     assert_same_screen(

@@ -942,94 +942,116 @@ impl Drop for Flipper {
 /// start or runs with both configs read-only, so no write ever reaches either. The flipper
 /// is a host process, then a second sandbox (whose flips are refused: no `.git` but a
 /// directory is made there); enough starts to catch a one-in-a-hundred window.
-#[test]
-fn a_symlink_flipped_while_sessions_start_never_lets_a_write_through() {
+fn a_symlink_flipped_while_sessions_start(user: User, flipper: &str) {
     if !tools_present() {
         return;
     }
     const STARTS: usize = 200;
     let _machine = super::support::loading_the_machine();
-    for user in USERS {
-        for flipper in ["host", "sandbox"] {
-            let lab = repo_lab("flip", user);
-            fs::rename(lab.ws.join(".git"), lab.ws.join("git-a")).unwrap();
-            let out = Command::new("cp")
-                .args(["-a", "git-a", "git-b"])
-                .current_dir(&lab.ws)
-                .shown();
-            assert!(out.status.success());
-            std::os::unix::fs::symlink("git-a", lab.ws.join(".git")).unwrap();
-            if user == User::Nobody {
-                chown_tree(&lab.dir, NOBODY);
-            }
-            let configs = [lab.ws.join("git-a/config"), lab.ws.join("git-b/config")];
-            let before: Vec<String> = configs
-                .iter()
-                .map(|c| fs::read_to_string(c).unwrap())
-                .collect();
-            // Replaced atomically (a new link renamed over it), as fast as the kernel lets
-            // a loop that forks nothing.
-            let flip = "import os\nwhile True:\n for t in ('git-b', 'git-a'):\n  try:\n   os.symlink(t, '.git.new'); os.rename('.git.new', '.git')\n  except OSError:\n   pass\n  os.sched_yield()\n";
-            let flipping = match flipper {
-                "host" => {
-                    let (ws, user) = (lab.ws.clone(), user);
-                    Flipper::start(move || {
-                        let mut cmd = Command::new(super::sandbox::PYTHON);
-                        cmd.args(["-c", flip]).current_dir(&ws);
-                        if user == User::Nobody {
-                            cmd.uid(NOBODY).gid(NOBODY);
-                        }
-                        cmd
-                    })
+    let lab = repo_lab("flip", user);
+    fs::rename(lab.ws.join(".git"), lab.ws.join("git-a")).unwrap();
+    let out = Command::new("cp")
+        .args(["-a", "git-a", "git-b"])
+        .current_dir(&lab.ws)
+        .shown();
+    assert!(out.status.success());
+    std::os::unix::fs::symlink("git-a", lab.ws.join(".git")).unwrap();
+    if user == User::Nobody {
+        chown_tree(&lab.dir, NOBODY);
+    }
+    let configs = [lab.ws.join("git-a/config"), lab.ws.join("git-b/config")];
+    let before: Vec<String> = configs
+        .iter()
+        .map(|c| fs::read_to_string(c).unwrap())
+        .collect();
+    // Replaced atomically (a new link renamed over it), as fast as the kernel lets
+    // a loop that forks nothing.
+    let flip = "import os\nwhile True:\n for t in ('git-b', 'git-a'):\n  try:\n   os.symlink(t, '.git.new'); os.rename('.git.new', '.git')\n  except OSError:\n   pass\n  os.sched_yield()\n";
+    let flipping = match flipper {
+        "host" => {
+            let (ws, user) = (lab.ws.clone(), user);
+            Flipper::start(move || {
+                let mut cmd = Command::new(super::sandbox::PYTHON);
+                cmd.args(["-c", flip]).current_dir(&ws);
+                if user == User::Nobody {
+                    cmd.uid(NOBODY).gid(NOBODY);
                 }
-                _ => {
-                    let lab = lab.clone();
-                    Flipper::start(move || {
-                        lab.command("bwrap", &["--", super::sandbox::PYTHON, "-c", flip])
-                    })
-                }
-            };
-            let (mut ran, mut refused) = (0, 0);
-            let t0 = std::time::Instant::now();
-            for _ in 0..STARTS {
-                let out = lab
-                    .command(
-                        "bwrap",
-                        &["-c", "for c in .git/config git-a/config git-b/config; do echo pwned >> $c; done; echo RAN"],
-                    )
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .output()
-                    .unwrap();
-                if String::from_utf8_lossy(&out.stdout).contains("RAN") {
-                    ran += 1;
-                } else {
-                    refused += 1;
-                }
-            }
-            let (runs, ended) = flipping.stop();
-            let what = format!(
-                "{} flipped by {flipper} ({runs} flippers, {ended} ended by their guard): {ran} ran, {refused} refused",
-                lab.what("bwrap")
-            );
-            eprintln!("{what} in {:?}", t0.elapsed());
-            let after: Vec<String> = configs
-                .iter()
-                .map(|c| fs::read_to_string(c).unwrap())
-                .collect();
-            assert_eq!(after, before, "{what}");
-            assert!(ran > 0, "{what}: no session started at all");
-            if flipper == "sandbox" {
-                // Inside a sandbox the flip itself is refused (no `.git` but a directory
-                // is made there) or, raced past, ends that sandbox: `.git` is as it was.
-                assert!(
-                    ended > 0 || fs::read_link(lab.ws.join(".git")).unwrap() == Path::new("git-a"),
-                    "{what}: a flipping sandbox flipped `.git` and was not ended"
-                );
-            }
+                cmd
+            })
+        }
+        _ => {
+            let lab = lab.clone();
+            Flipper::start(move || {
+                lab.command("bwrap", &["--", super::sandbox::PYTHON, "-c", flip])
+            })
+        }
+    };
+    let (mut ran, mut refused) = (0, 0);
+    let t0 = std::time::Instant::now();
+    for _ in 0..STARTS {
+        let out = lab
+            .command(
+                "bwrap",
+                &["-c", "for c in .git/config git-a/config git-b/config; do echo pwned >> $c; done; echo RAN"],
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&out.stdout).contains("RAN") {
+            ran += 1;
+        } else {
+            refused += 1;
         }
     }
-    // Control: without the sandbox the same writes land.
+    let (runs, ended) = flipping.stop();
+    let what = format!(
+        "{} flipped by {flipper} ({runs} flippers, {ended} ended by their guard): {ran} ran, {refused} refused",
+        lab.what("bwrap")
+    );
+    eprintln!("{what} in {:?}", t0.elapsed());
+    let after: Vec<String> = configs
+        .iter()
+        .map(|c| fs::read_to_string(c).unwrap())
+        .collect();
+    assert_eq!(after, before, "{what}");
+    assert!(ran > 0, "{what}: no session started at all");
+    if flipper == "sandbox" {
+        // Inside a sandbox the flip itself is refused (no `.git` but a directory
+        // is made there) or, raced past, ends that sandbox: `.git` is as it was.
+        assert!(
+            ended > 0 || fs::read_link(lab.ws.join(".git")).unwrap() == Path::new("git-a"),
+            "{what}: a flipping sandbox flipped `.git` and was not ended"
+        );
+    }
+}
+
+#[test]
+fn a_symlink_flipped_by_the_host_while_sessions_start_never_lets_a_write_through_as_root() {
+    a_symlink_flipped_while_sessions_start(User::Root, "host");
+}
+
+#[test]
+fn a_symlink_flipped_by_the_sandbox_while_sessions_start_never_lets_a_write_through_as_root() {
+    a_symlink_flipped_while_sessions_start(User::Root, "sandbox");
+}
+
+#[test]
+fn a_symlink_flipped_by_the_host_while_sessions_start_never_lets_a_write_through_as_nobody() {
+    a_symlink_flipped_while_sessions_start(User::Nobody, "host");
+}
+
+#[test]
+fn a_symlink_flipped_by_the_sandbox_while_sessions_start_never_lets_a_write_through_as_nobody() {
+    a_symlink_flipped_while_sessions_start(User::Nobody, "sandbox");
+}
+
+/// Control for the flips: without the sandbox the same writes land.
+#[test]
+fn a_write_through_a_git_symlink_lands_without_the_sandbox() {
+    if !tools_present() {
+        return;
+    }
     let lab = repo_lab("flip-control", User::Root);
     let (_, out, _) = lab.sh("none", &[], "echo pwned >> .git/config; echo RAN");
     assert_lines(&out, &["RAN"], "control");
