@@ -82,7 +82,7 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
 /// there fail; a new one is owned by ours (its mounts copied, locked, and mounted over).
 pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), MountError> {
     use crate::sandbox::bwrap::{stays_writable, How};
-    use mounts::Found;
+    use mounts::Seen;
     use std::os::fd::AsFd;
     confine::private_mount_namespace().map_err(|source| MountError::Failed {
         path: "/ (a mount namespace of its own)".into(),
@@ -102,14 +102,14 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), MountEr
             continue;
         }
         let (fd, dir) = match mounts::find(&m.path).map_err(failed)? {
-            Found::Node(fd, id, dir) => {
+            Seen::Node(fd, id, dir) => {
                 if m.id.is_some_and(|want| want != id) {
                     return Err(changed());
                 }
                 (fd, dir)
             }
-            Found::Missing | Found::Symlink if m.id.is_none() => continue,
-            Found::Missing | Found::Symlink => return Err(changed()),
+            Seen::Missing | Seen::Symlink if m.id.is_none() => continue,
+            Seen::Missing | Seen::Symlink => return Err(changed()),
         };
         let fd = fd.as_fd();
         match &m.how {
@@ -142,7 +142,7 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), MountEr
             How::Layered { lower, upper, work } => {
                 // A cache's twin: left as it is when the host's cache or the layers are
                 // not what they were (a symlink) or the kernel refuses the overlay.
-                if let Ok(Found::Node(lower, _, true)) = mounts::find(lower) {
+                if let Ok(Seen::Node(lower, _, true)) = mounts::find(lower) {
                     let _ = mounts::overlay(lower.as_fd(), upper, work, fd);
                 }
             }

@@ -35,7 +35,7 @@ struct MountAttr {
 }
 
 /// What the helper found at a planned path.
-pub enum Found {
+pub enum Seen {
     /// Nothing there (or a symlink where a directory was on the way).
     Missing,
     /// A symlink itself.
@@ -133,7 +133,7 @@ fn legacy_mount(
 /// bind mount in a user namespace must keep its locked nosuid, nodev, noexec …).
 fn legacy_remount(path: &Path, set: u64) -> io::Result<()> {
     use nix::sys::statvfs::FsFlags;
-    let Found::Node(top, _, _) = find(path)? else {
+    let Seen::Node(top, _, _) = find(path)? else {
         return Err(io::Error::from_raw_os_error(libc::ESTALE));
     };
     if !mount_state(top.as_fd())?.0 {
@@ -168,17 +168,17 @@ fn legacy_remount(path: &Path, set: u64) -> io::Result<()> {
 }
 
 /// `path` opened without following a symlink anywhere in it.
-pub fn find(path: &Path) -> io::Result<Found> {
+pub fn find(path: &Path) -> io::Result<Seen> {
     let fd = match open_nofollow(path) {
         Ok(fd) => fd,
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
-            return Ok(Found::Missing)
+            return Ok(Seen::Missing)
         }
         Err(e) => return Err(e),
     };
     Ok(match identify(fd.as_fd())? {
-        (_, NodeKind::Symlink) => Found::Symlink,
-        (id, kind) => Found::Node(fd, id, kind == NodeKind::Dir),
+        (_, NodeKind::Symlink) => Seen::Symlink,
+        (id, kind) => Seen::Node(fd, id, kind == NodeKind::Dir),
     })
 }
 
@@ -274,7 +274,7 @@ pub fn seal(path: &Path, fd: BorrowedFd<'_>, keep: &dyn Fn(&OsStr) -> bool) -> i
     }
     read_only(path, fd)?;
     // The sealed directory as it is now, its new top mount.
-    let Found::Node(sealed, _, true) = find(path)? else {
+    let Seen::Node(sealed, _, true) = find(path)? else {
         return Err(io::Error::from_raw_os_error(libc::ESTALE));
     };
     for (name, tree) in kept {
@@ -338,7 +338,7 @@ pub fn hide(path: &Path, fd: BorrowedFd<'_>, dir: bool) -> io::Result<()> {
         let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY;
         return mount_new(c"tmpfs", fd, flags, c"mode=0755,size=4k");
     }
-    let Found::Node(null, _, false) = find(Path::new("/dev/null"))? else {
+    let Seen::Node(null, _, false) = find(Path::new("/dev/null"))? else {
         return Err(io::Error::from_raw_os_error(libc::ENOENT));
     };
     put(take(null.as_fd())?, fd, path, MOUNT_ATTR_RDONLY | hardened)
@@ -348,7 +348,7 @@ pub fn hide(path: &Path, fd: BorrowedFd<'_>, dir: bool) -> io::Result<()> {
 /// `fd` (at `path`), as it is (read-write). `ELOOP` when the twin is missing, a symlink or
 /// of the other kind.
 pub fn bind_twin(twin: &Path, dir: bool, path: &Path, fd: BorrowedFd<'_>) -> io::Result<()> {
-    let Found::Node(source, _, is_dir) = find(twin)? else {
+    let Seen::Node(source, _, is_dir) = find(twin)? else {
         return Err(io::Error::from_raw_os_error(libc::ELOOP));
     };
     if is_dir != dir {
@@ -369,7 +369,7 @@ pub fn overlay(
     target: BorrowedFd<'_>,
 ) -> io::Result<()> {
     let open_dir = |path: &Path| match find(path)? {
-        Found::Node(fd, _, true) => Ok(fd),
+        Seen::Node(fd, _, true) => Ok(fd),
         _ => Err(io::Error::from_raw_os_error(libc::ELOOP)),
     };
     let (upper, work) = (open_dir(upper)?, open_dir(work)?);

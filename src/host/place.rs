@@ -16,8 +16,8 @@ pub struct Place {
     pub temp_dir: Option<PathBuf>,
     /// `$XDG_RUNTIME_DIR` (real path), when it exists.
     pub runtime_dir: Option<PathBuf>,
-    /// The host's unix sockets and runtime directories (`sockets::Found`).
-    pub sockets: crate::host::sockets::Found,
+    /// The host's unix sockets and runtime directories (`sockets::HostSockets`).
+    pub sockets: crate::host::sockets::HostSockets,
     /// macOS: the terminals that exist now (`/dev/ttys*`, the outer one among them), which
     /// Seatbelt denies by name. Empty elsewhere.
     pub terminals: Vec<PathBuf>,
@@ -39,7 +39,7 @@ impl Place {
             cwd: std::env::current_dir()
                 .map_err(|e| format!("cannot read the current directory: {e}")),
             temp_dir: std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok()),
-            sockets: crate::host::sockets::Found::measure(runtime_dir.as_deref()),
+            sockets: crate::host::sockets::HostSockets::measure(runtime_dir.as_deref()),
             runtime_dir,
             terminals: darwin::terminals(),
             stdio_terminal: darwin::stdio_terminal(),

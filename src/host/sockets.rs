@@ -1,4 +1,4 @@
-//! The host's unix sockets: where they are (`Found::measure`), which of them a sandbox hides
+//! The host's unix sockets: where they are (`HostSockets::measure`), which of them a sandbox hides
 //! (`hidden`, pure), and which inherited variables point at them (`variable_target`, pure).
 //!
 //! A read-only bind does not stop `connect()` on a pathname unix socket, and whatever
@@ -32,7 +32,7 @@ const WALK_DEPTH: usize = 5;
 
 /// The host's sockets and runtime directories, real paths, each once, sorted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Found {
+pub struct HostSockets {
     /// Every directory in `/run/user`, and `$XDG_RUNTIME_DIR` wherever it is.
     pub runtime_dirs: Vec<PathBuf>,
     /// Socket files: the kernel's pathname sockets that are socket files here, and those
@@ -40,9 +40,9 @@ pub struct Found {
     pub sockets: Vec<PathBuf>,
 }
 
-impl Found {
+impl HostSockets {
     /// Measured now: the kernel's list, the walk, the runtime directories.
-    pub fn measure(xdg_runtime_dir: Option<&Path>) -> Found {
+    pub fn measure(xdg_runtime_dir: Option<&Path>) -> HostSockets {
         let mut runtime_dirs: Vec<PathBuf> = std::fs::read_dir(RUNTIME_PARENT)
             .into_iter()
             .flatten()
@@ -88,7 +88,7 @@ impl Found {
             list.sort();
             list.dedup();
         }
-        Found {
+        HostSockets {
             runtime_dirs,
             sockets,
         }
@@ -131,7 +131,7 @@ pub struct Hidden {
 /// Pure: `found` minus `grants` (socket grants, real paths). A runtime directory holding a
 /// grant, or a path the policy makes readable or writable (`reachable`), is not hidden
 /// whole: its sockets are, one by one.
-pub fn hidden(found: &Found, grants: &[&Path], reachable: &[&Path]) -> Hidden {
+pub fn hidden(found: &HostSockets, grants: &[&Path], reachable: &[&Path]) -> Hidden {
     let granted = |p: &Path| grants.iter().any(|g| p.starts_with(g));
     let dirs: Vec<PathBuf> = found
         .runtime_dirs
@@ -156,7 +156,7 @@ pub fn hidden(found: &Found, grants: &[&Path], reachable: &[&Path]) -> Hidden {
 }
 
 /// `hidden` for a policy: its socket grants, and the paths it makes readable or writable.
-pub fn for_policy(found: &Found, fs: &crate::policy::Filesystem) -> Hidden {
+pub fn for_policy(found: &HostSockets, fs: &crate::policy::Filesystem) -> Hidden {
     let grants: Vec<&Path> = fs.sockets.iter().map(|p| p.real()).collect();
     let reachable: Vec<&Path> = fs
         .writable
@@ -393,8 +393,8 @@ mod tests {
         );
     }
 
-    fn found() -> Found {
-        Found {
+    fn found() -> HostSockets {
+        HostSockets {
             runtime_dirs: vec!["/run/user/0".into(), "/run/user/1000".into()],
             sockets: vec![
                 "/home/u/.gnupg/S.gpg-agent".into(),

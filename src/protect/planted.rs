@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::protect::repos::Found;
+use crate::protect::repos::Repos;
 
 /// Files of a project that editors and agents run or obey when they open it.
 pub const PROJECT_FILES: &[&str] = &[
@@ -91,7 +91,7 @@ pub struct Planted {
 /// Record the places now: `git` from `repos::scan_writable`, the project files of
 /// `workspace` (when it is writable), the executables of `path_dirs` inside `roots`.
 pub fn snapshot(
-    git: &Found,
+    git: &Repos,
     workspace: Option<&Path>,
     path_dirs: &[PathBuf],
     roots: &[&Path],

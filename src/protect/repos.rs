@@ -44,7 +44,7 @@ impl GitDir {
 
 /// What a scan found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Found {
+pub struct Repos {
     pub git_dirs: Vec<GitDir>,
     /// `.git` entries that are symlinks, with where each pointed: no mount holds a
     /// symlink in place, so the watch (`watch`) puts one back when it is changed.
@@ -101,8 +101,8 @@ pub fn trees(policy: &crate::policy::Policy) -> Vec<(PathBuf, bool)> {
 }
 
 /// The git directories in the trees `policy` lets the program write (`trees`).
-pub fn scan_writable(policy: &crate::policy::Policy) -> Found {
-    let mut all = Found::default();
+pub fn scan_writable(policy: &crate::policy::Policy) -> Repos {
+    let mut all = Repos::default();
     for (root, skip_dots) in trees(policy) {
         let found = scan(&root, skip_dots);
         all.git_dirs.extend(found.git_dirs);
@@ -116,8 +116,8 @@ pub fn scan_writable(policy: &crate::policy::Policy) -> Found {
 
 /// The git directories under `root` (itself included), in path order; with `skip_dots`,
 /// the dot-directories at its top are not descended into (a sealed home's: read-only).
-pub fn scan(root: &Path, skip_dots: bool) -> Found {
-    let mut found = Found::default();
+pub fn scan(root: &Path, skip_dots: bool) -> Repos {
+    let mut found = Repos::default();
     let mut budget = ENTRY_BUDGET;
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -168,7 +168,7 @@ pub fn scan(root: &Path, skip_dots: bool) -> Found {
 }
 
 /// A git directory, and the ones git keeps inside it: linked worktrees' and submodules'.
-fn add_git_dir(found: &mut Found, dir: &Path, pointer: Option<PathBuf>) {
+fn add_git_dir(found: &mut Repos, dir: &Path, pointer: Option<PathBuf>) {
     found.git_dirs.push(GitDir::new(dir, pointer));
     for inner in ["worktrees", "modules"] {
         let mut stack = vec![dir.join(inner)];

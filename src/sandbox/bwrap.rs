@@ -604,7 +604,7 @@ mod tests {
     /// What `policy` hides of a host with these sockets and the runtime directory
     /// `/run/user/1000`.
     fn host(policy: &Policy, sockets: &[PathBuf]) -> crate::host::sockets::Hidden {
-        let found = crate::host::sockets::Found {
+        let found = crate::host::sockets::HostSockets {
             runtime_dirs: vec![PathBuf::from("/run/user/1000")],
             sockets: sockets.to_vec(),
         };

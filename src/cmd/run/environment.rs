@@ -91,7 +91,7 @@ fn temp_env(plan: &Plan, temp: Option<&SessionTemp>) -> Vec<(String, std::ffi::O
 /// writable (`prepare::create_state`), the repositories in the writable trees, and the
 /// session's private directories (Landlock alone).
 pub(super) struct Places {
-    pub(super) git: crate::protect::repos::Found,
+    pub(super) git: crate::protect::repos::Repos,
     temp: Option<SessionTemp>,
     shm: Option<SessionTemp>,
 }

@@ -10,7 +10,7 @@ use anyhow::{anyhow, Context as _};
 use super::argv::HelperExe;
 use super::prepare::Plan;
 use crate::protect::planted::{Planted, Snapshot};
-use crate::protect::repos::Found;
+use crate::protect::repos::Repos;
 use crate::sandbox::{self, Backend};
 use crate::sys::exit::Failure;
 use crate::sys::say::Verbosity;
@@ -46,7 +46,7 @@ impl Live {
     /// puts back as recorded; `None` where nothing is watched.
     pub(super) fn start(
         plan: &Plan,
-        (backend, git): (&Backend, &Found),
+        (backend, git): (&Backend, &Repos),
         whole: &dyn Fn() -> Snapshot,
         (started, say): (SystemTime, Verbosity),
     ) -> Result<(Option<Live>, Vec<PathBuf>), Failure> {
@@ -92,7 +92,7 @@ impl Live {
 /// The start line for protected files that have other names, when the guard judges names.
 pub(super) fn note_linked(
     policy: &crate::policy::Policy,
-    (layers, git): (&sandbox::InProcess, &Found),
+    (layers, git): (&sandbox::InProcess, &Repos),
     say: Verbosity,
 ) {
     if layers.names.is_none() {
@@ -108,7 +108,7 @@ pub(super) fn note_linked(
 pub(super) fn start_live(
     plan: &Plan,
     backend: &Backend,
-    git: &Found,
+    git: &Repos,
     before: &Snapshot,
     (started, say): (SystemTime, Verbosity),
 ) -> Result<(Option<Live>, Vec<PathBuf>), Failure> {
@@ -169,7 +169,7 @@ pub(super) fn start_live(
 fn record(
     plan: &Plan,
     backend: &Backend,
-    git: &Found,
+    git: &Repos,
 ) -> Result<Vec<crate::protect::watch::record::Recorded>, Failure> {
     if *backend != Backend::Landlock {
         return Ok(Vec::new());

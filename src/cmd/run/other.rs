@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use super::argv::HelperExe;
 use super::prepare::Plan;
 use crate::protect::planted::{Planted, Snapshot};
-use crate::protect::repos::Found;
+use crate::protect::repos::Repos;
 use crate::sandbox::Backend;
 use crate::sys::exit::Failure;
 use crate::sys::say::Verbosity;
@@ -29,7 +29,7 @@ pub(super) struct Live(Infallible);
 impl Live {
     pub(super) fn start(
         _plan: &Plan,
-        _on: (&Backend, &Found),
+        _on: (&Backend, &Repos),
         _whole: &dyn Fn() -> Snapshot,
         _when: (SystemTime, Verbosity),
     ) -> Result<(Option<Live>, Vec<PathBuf>), Failure> {
@@ -43,7 +43,7 @@ impl Live {
 
 pub(super) fn note_linked(
     _policy: &crate::policy::Policy,
-    _on: (&crate::sandbox::InProcess, &Found),
+    _on: (&crate::sandbox::InProcess, &Repos),
     _say: Verbosity,
 ) {
 }

@@ -10,7 +10,7 @@ use super::os::Live;
 use super::prepare::Plan;
 use crate::policy::Policy;
 use crate::protect::planted::{self, Planted, Snapshot};
-use crate::protect::repos::{self, Found};
+use crate::protect::repos::{self, Repos};
 use crate::sandbox::{Backend, InProcess};
 use crate::sys::exit::Failure;
 use crate::sys::say::{self, Verbosity};
@@ -33,7 +33,7 @@ impl Watch {
     pub(super) fn start(
         plan: &Plan,
         (backend, layers): (&Backend, &InProcess),
-        git: &Found,
+        git: &Repos,
         env: &[(OsString, OsString)],
         (started, say): (SystemTime, Verbosity),
     ) -> Result<Watch, Failure> {
@@ -72,7 +72,7 @@ impl Watch {
     pub(super) fn finish(self, policy: &Policy) -> (Vec<Planted>, bool) {
         let (mut all, ended_by_watch) = self.live.map_or((Vec::new(), false), Live::finish);
         let git = if self.mediated {
-            Found::default()
+            Repos::default()
         } else {
             repos::scan_writable(policy)
         };
@@ -99,7 +99,7 @@ impl Watch {
 /// (the rest is judged when it is made).
 fn snapshot(
     policy: &Policy,
-    git: &Found,
+    git: &Repos,
     path_dirs: &[std::path::PathBuf],
     mediated: bool,
 ) -> Snapshot {
@@ -111,7 +111,7 @@ fn snapshot(
         .collect();
     let workspace =
         Some(fs.workspace.real()).filter(|w| !mediated && roots.iter().any(|r| w.starts_with(r)));
-    let none = Found::default();
+    let none = Repos::default();
     let git = if mediated { &none } else { git };
     planted::snapshot(git, workspace, path_dirs, &roots)
 }
