@@ -118,6 +118,31 @@ fn assert_same_screen(agent: &Agent, bare: &[String], boxed: &[String], when: &s
     );
 }
 
+/// Whether the screens are alike by `assert_same_screen`'s rule.
+fn same_screen(agent: &Agent, bare: &[String], boxed: &[String]) -> bool {
+    let keys = agent.key_lines.iter().all(|key| {
+        [bare, boxed]
+            .iter()
+            .all(|lines| lines.iter().any(|l| l.contains(key)))
+    });
+    let shared = bare.iter().filter(|l| boxed.contains(l)).count();
+    keys && shared * 10 >= bare.len() * 8
+}
+
+/// Wait until both screens are alike, polling rather than sleeping a fixed time; then
+/// assert it, naming the last screens.
+fn expect_same_screen(agent: &Agent, bare: (&Tmux, &Path), boxed: (&Tmux, &Path), when: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        let (b, s) = (screen(bare.0, bare.1), screen(boxed.0, boxed.1));
+        if same_screen(agent, &b, &s) || start.elapsed() > AGENT_PATIENCE {
+            assert_same_screen(agent, &b, &s, when);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// Live processes whose environment holds `needle` (each run's HOME is its own).
 fn pids_with_env(needle: &str) -> Vec<i32> {
     std::fs::read_dir("/proc")
@@ -209,25 +234,17 @@ fn drive(agent: &Agent, backend: &str) {
     ));
     expect(&bare, agent.marker);
     expect(&boxed, agent.marker);
-    std::thread::sleep(Duration::from_millis(1500));
-    assert_same_screen(
-        agent,
-        &screen(&bare, &bare_home),
-        &screen(&boxed, &boxed_home),
-        "first screen",
-    );
+    let (bare_at, boxed_at) = ((&bare, bare_home.as_path()), (&boxed, boxed_home.as_path()));
+    expect_same_screen(agent, bare_at, boxed_at, "first screen");
 
     // A resize reaches it: both redraw at the new size, alike.
     bare.resize(80, 24);
     boxed.resize(80, 24);
+    // Time for both to redraw (tmux reflows the old screen at once: a poll could pass
+    // before either agent drew anything at the new size).
     std::thread::sleep(Duration::from_millis(2500));
     expect(&boxed, agent.marker);
-    assert_same_screen(
-        agent,
-        &screen(&bare, &bare_home),
-        &screen(&boxed, &boxed_home),
-        "after a resize to 80x24",
-    );
+    expect_same_screen(agent, bare_at, boxed_at, "after a resize to 80x24");
 
     if agent.suspends {
         boxed.send_keys(&["C-z"]);
