@@ -25,62 +25,7 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
             profile,
             params,
             mounts,
-        } => {
-            let _ = writeln!(out, "{}", argv.join(" "));
-            if !mounts.is_empty() {
-                let _ = writeln!(
-                    out,
-                    "then the helper, first, in order (each path opened without following a symlink; one that is not what sbx-shell saw ends the session, a vanished socket is skipped):"
-                );
-            }
-            // ", bin, …": the names besides dot entries a seal keeps read-only.
-            let besides =
-                |names: &[String]| -> String { names.iter().map(|r| format!(", {r}")).collect() };
-            for m in mounts {
-                use crate::sandbox::bwrap::How;
-                let how = match &m.how {
-                    How::Writable => "checked: bwrap's read-write bind".to_string(),
-                    How::InnerWritable => {
-                        "read-write, bound on itself (inside another writable path)".to_string()
-                    }
-                    How::Seal { readonly } => format!(
-                        "sealed: read-only, nothing can be created at its top; its entries stay writable except dot entries{}",
-                        besides(readonly)
-                    ),
-                    How::SealDots { readonly } => format!(
-                        "its dot entries{} read-only; new names at its top judged by the guard (no dot names)",
-                        besides(readonly)
-                    ),
-                    How::Pin => "pinned: cannot be renamed or removed".to_string(),
-                    How::ReadOnly => "read-only".to_string(),
-                    How::Resolves => "checked: still leads to what the policy resolved".to_string(),
-                    How::Twin {
-                        twin,
-                        layers: None,
-                        ..
-                    } => format!("its twin {} (read-write)", twin.display()),
-                    How::Twin {
-                        layers: Some((upper, _)), ..
-                    } => format!(
-                        "itself read-only beneath {} (read-write; an overlay)",
-                        upper.display()
-                    ),
-                    How::Layered { lower, .. } => format!(
-                        "{} read-only beneath it (an overlay)",
-                        lower.display()
-                    ),
-                    How::Hide { dir: true } => "an empty read-only directory".to_string(),
-                    How::Hide { dir: false } => "/dev/null".to_string(),
-                };
-                let _ = writeln!(out, "  {} -> {how}", m.path.display());
-            }
-            for (key, value) in params {
-                let _ = writeln!(out, "  -D {key}={value}");
-            }
-            if let Some(profile) = profile {
-                let _ = writeln!(out, "\nPROFILE:\n{profile}");
-            }
-        }
+        } => write_runs(&mut out, (argv, mounts), params, profile.as_deref()),
         BackendOutput::Applies {
             landlock_under_bwrap,
             landlock_alone,
@@ -96,28 +41,7 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
             write_landlock(&mut out, "Landlock alone (no bwrap)", landlock_alone);
             write_seccomp(&mut out, "seccomp, under bwrap", seccomp);
             write_seccomp(&mut out, "seccomp, Landlock alone", seccomp_alone);
-            let mediated: Vec<&str> = crate::sandbox::mediated::table()
-                .iter()
-                .map(|m| m.syscall)
-                .collect();
-            let _ = writeln!(
-                out,
-                "mediated by sbx-shell, Landlock alone (see docs/config.md, The mediator): {}",
-                mediated.join(" ")
-            );
-            let restored: Vec<String> = restored_alone
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            let _ = writeln!(
-                out,
-                "restored, not prevented, Landlock alone (put back from a record the moment they change): {}",
-                if restored.is_empty() {
-                    "none here (on Linux 5.14 and later sbx-shell's guard refuses every write to them when it is made)".to_string()
-                } else {
-                    restored.join(" ")
-                }
-            );
+            write_mediated(&mut out, restored_alone);
         }
         BackendOutput::Refuses { reason } => {
             let _ = writeln!(out, "{name} refuses this policy: {reason}");
@@ -130,6 +54,98 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
         );
     }
     out
+}
+
+/// A launcher's argv, then (bwrap) what the helper mounts, and (Seatbelt) the profile.
+fn write_runs(
+    out: &mut String,
+    (argv, mounts): (&[String], &[crate::sandbox::bwrap::Mount]),
+    params: &[(String, String)],
+    profile: Option<&str>,
+) {
+    let _ = writeln!(out, "{}", argv.join(" "));
+    if !mounts.is_empty() {
+        let _ = writeln!(
+            out,
+            "then the helper, first, in order (each path opened without following a symlink; one that is not what sbx-shell saw ends the session, a vanished socket is skipped):"
+        );
+    }
+    for m in mounts {
+        let _ = writeln!(out, "  {} -> {}", m.path.display(), describe_mount(&m.how));
+    }
+    for (key, value) in params {
+        let _ = writeln!(out, "  -D {key}={value}");
+    }
+    if let Some(profile) = profile {
+        let _ = writeln!(out, "\nPROFILE:\n{profile}");
+    }
+}
+
+/// What the helper does at one path of the mount plan, in words.
+fn describe_mount(how: &crate::sandbox::bwrap::How) -> String {
+    use crate::sandbox::bwrap::How;
+    // ", bin, …": the names besides dot entries a seal keeps read-only.
+    let besides = |names: &[String]| -> String { names.iter().map(|r| format!(", {r}")).collect() };
+    match how {
+        How::Writable => "checked: bwrap's read-write bind".to_string(),
+        How::InnerWritable => {
+            "read-write, bound on itself (inside another writable path)".to_string()
+        }
+        How::Seal { readonly } => format!(
+            "sealed: read-only, nothing can be created at its top; its entries stay writable except dot entries{}",
+            besides(readonly)
+        ),
+        How::SealDots { readonly } => format!(
+            "its dot entries{} read-only; new names at its top judged by the guard (no dot names)",
+            besides(readonly)
+        ),
+        How::Pin => "pinned: cannot be renamed or removed".to_string(),
+        How::ReadOnly => "read-only".to_string(),
+        How::Resolves => "checked: still leads to what the policy resolved".to_string(),
+        How::Twin {
+            twin,
+            layers: None,
+            ..
+        } => format!("its twin {} (read-write)", twin.display()),
+        How::Twin {
+            layers: Some((upper, _)), ..
+        } => format!(
+            "itself read-only beneath {} (read-write; an overlay)",
+            upper.display()
+        ),
+        How::Layered { lower, .. } => format!(
+            "{} read-only beneath it (an overlay)",
+            lower.display()
+        ),
+        How::Hide { dir: true } => "an empty read-only directory".to_string(),
+        How::Hide { dir: false } => "/dev/null".to_string(),
+    }
+}
+
+/// Landlock alone: the calls the guard answers, and the paths restored rather than kept.
+fn write_mediated(out: &mut String, restored_alone: &[std::path::PathBuf]) {
+    let mediated: Vec<&str> = crate::sandbox::mediated::table()
+        .iter()
+        .map(|m| m.syscall)
+        .collect();
+    let _ = writeln!(
+        out,
+        "mediated by sbx-shell, Landlock alone (see docs/config.md, The mediator): {}",
+        mediated.join(" ")
+    );
+    let restored: Vec<String> = restored_alone
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let _ = writeln!(
+        out,
+        "restored, not prevented, Landlock alone (put back from a record the moment they change): {}",
+        if restored.is_empty() {
+            "none here (on Linux 5.14 and later sbx-shell's guard refuses every write to them when it is made)".to_string()
+        } else {
+            restored.join(" ")
+        }
+    );
 }
 
 fn write_landlock(out: &mut String, title: &str, rules: &RulesOrRefusal) {
@@ -197,16 +213,53 @@ fn write_seccomp(out: &mut String, title: &str, filter: &seccomp::Filter) {
 /// The report as text.
 pub fn render_text(report: &Report<'_>) -> String {
     let p = report.policy;
-    let fs = &p.filesystem;
     let mut out = String::new();
-    let mut line = |key: &str, value: &str| {
-        let _ = writeln!(out, "{key:<13} {value}");
-    };
-    line("profile", &p.profile);
+    let out = &mut out;
+    line(out, "profile", &p.profile);
     if !report.command.is_empty() {
-        line("command", &report.command.join(" "));
+        line(out, "command", &report.command.join(" "));
     }
+    write_filesystem(out, report);
+    write_private_home(out, report);
+    write_sockets(out, report);
+    line(out, "network", &describe_network(&p.network));
+    line(out, "nested pty", yes_no(p.nested_pty));
+    line(out, "keychain", yes_no(p.keychain_access));
+    line(out, "gui", yes_no(p.gui));
     line(
+        out,
+        "clipboard",
+        match p.clipboard {
+            crate::policy::config::Clipboard::None => {
+                "none: the program can neither set nor read it (OSC 52)"
+            }
+            crate::policy::config::Clipboard::Write => {
+                "write: the program can set it, not read it (OSC 52)"
+            }
+            crate::policy::config::Clipboard::ReadWrite => {
+                "read-write: the program can set and read it (OSC 52)"
+            }
+        },
+    );
+    line(out, "limits", &describe_limits(&p.limits));
+    write_environment(out, report);
+    line(out, "runs with", &describe_selected(&report.selected));
+    for backend in &report.backends {
+        line(out, "backend", &describe_backend(backend));
+    }
+    std::mem::take(out)
+}
+
+/// One line of the report: the key in a column, then the value.
+fn line(out: &mut String, key: &str, value: &str) {
+    let _ = writeln!(out, "{key:<13} {value}");
+}
+
+/// The filesystem section: the mode, the workspace and each kind of path.
+fn write_filesystem(out: &mut String, report: &Report<'_>) {
+    let fs = &report.policy.filesystem;
+    line(
+        out,
         "filesystem",
         match fs.mode {
             FsMode::ReadOnly => "read-only",
@@ -214,8 +267,8 @@ pub fn render_text(report: &Report<'_>) -> String {
             FsMode::Unrestricted => "unrestricted",
         },
     );
-    line("  workspace", &show(&fs.workspace));
-    line("  writable", &list(&fs.writable));
+    line(out, "  workspace", &show(&fs.workspace));
+    line(out, "  writable", &list(&fs.writable));
     if !report.created_at_start.is_empty() {
         let created: Vec<String> = report
             .created_at_start
@@ -223,6 +276,7 @@ pub fn render_text(report: &Report<'_>) -> String {
             .map(|p| p.display().to_string())
             .collect();
         line(
+            out,
             "  created",
             &format!(
                 "{} (missing now: made at start, 0700)",
@@ -232,6 +286,7 @@ pub fn render_text(report: &Report<'_>) -> String {
     }
     for seed in &fs.seed {
         line(
+            out,
             "  seeded",
             &format!(
                 "{} (copied once from {} when missing)",
@@ -240,13 +295,21 @@ pub fn render_text(report: &Report<'_>) -> String {
             ),
         );
     }
-    line("  readable", &list(&fs.readable));
-    line("  denied", &list(&fs.denied));
-    line("  protected", &list(&fs.protected));
-    match &p.private_home {
-        None => line("private home", "none: nothing is kept between sessions"),
+    line(out, "  readable", &list(&fs.readable));
+    line(out, "  denied", &list(&fs.denied));
+    line(out, "  protected", &list(&fs.protected));
+}
+
+/// What the private home keeps, and how each kept path meets the host's.
+fn write_private_home(out: &mut String, report: &Report<'_>) {
+    match &report.policy.private_home {
+        None => line(
+            out,
+            "private home",
+            "none: nothing is kept between sessions",
+        ),
         Some(home) => {
-            line(
+            line(out,
                 "private home",
                 &format!(
                     "{} (this profile's; kept between sessions, never the host's files; `sbx-shell home --clear` empties it)",
@@ -265,76 +328,68 @@ pub fn render_text(report: &Report<'_>) -> String {
                     .map(|v| format!("; {v} points at the twin"))
                     .unwrap_or_default();
                 line(
+                    out,
                     "",
                     &format!("{}: {} ({host}{variable})", kept.path.display(), kept.what),
                 );
             }
         }
     }
+}
+
+/// The host's unix sockets: hidden, granted, reachable.
+fn write_sockets(out: &mut String, report: &Report<'_>) {
     let sockets = &report.sockets;
     let paths = |v: &[std::path::PathBuf]| words(v.iter().map(|p| p.display().to_string()));
     line(
+        out,
         "host sockets",
         "hidden unless granted: found from the kernel's list and the runtime directories",
     );
-    line("  hidden dirs", &paths(&sockets.dirs));
-    line("  hidden", &paths(&sockets.sockets));
+    line(out, "  hidden dirs", &paths(&sockets.dirs));
+    line(out, "  hidden", &paths(&sockets.sockets));
     line(
+        out,
         "  granted",
         &words(
-            p.filesystem
+            report
+                .policy
+                .filesystem
                 .sockets
                 .iter()
                 .map(|g| g.path.display().to_string()),
         ),
     );
-    line("  reachable", &paths(&sockets.granted));
-    line("network", &describe_network(&p.network));
-    line("nested pty", yes_no(p.nested_pty));
-    line("keychain", yes_no(p.keychain_access));
-    line("gui", yes_no(p.gui));
+    line(out, "  reachable", &paths(&sockets.granted));
+}
+
+/// The environment section: what is dropped, allowed, set, and dropped here.
+fn write_environment(out: &mut String, report: &Report<'_>) {
+    let e = &report.policy.environment;
     line(
-        "clipboard",
-        match p.clipboard {
-            crate::policy::config::Clipboard::None => {
-                "none: the program can neither set nor read it (OSC 52)"
-            }
-            crate::policy::config::Clipboard::Write => {
-                "write: the program can set it, not read it (OSC 52)"
-            }
-            crate::policy::config::Clipboard::ReadWrite => {
-                "read-write: the program can set and read it (OSC 52)"
-            }
-        },
-    );
-    line("limits", &describe_limits(&p.limits));
-    let e = &p.environment;
-    line(
+        out,
         "environment",
         &format!("always dropped: {}", ALWAYS_DROPPED.join(" ")),
     );
-    line("", "dropped when the name looks secret (*TOKEN* *SECRET* *PASSWORD* *_KEY *_PAT …), the value carries a credential (a URL with a password, a token), or it points at a hidden host socket; unless allowed");
-    line("  allowed", &words(e.allow.iter()));
-    line("  dropped", &words(e.drop.iter()));
+    line(out, "", "dropped when the name looks secret (*TOKEN* *SECRET* *PASSWORD* *_KEY *_PAT …), the value carries a credential (a URL with a password, a token), or it points at a hidden host socket; unless allowed");
+    line(out, "  allowed", &words(e.allow.iter()));
+    line(out, "  dropped", &words(e.drop.iter()));
     line(
+        out,
         "  set",
         &words(e.set.iter().map(|(k, v)| format!("{k}={v}"))),
     );
-    line("", "and SBX_SHELL=1, SBX_SANDBOX=<backend>");
+    line(out, "", "and SBX_SHELL=1, SBX_SANDBOX=<backend>");
     for (name, why) in &report.dropped_variables {
-        line("  drops here", &format!("{name}: {why}"));
+        line(out, "  drops here", &format!("{name}: {why}"));
     }
-    for (program, args) in &p.program_args {
+    for (program, args) in &report.policy.program_args {
         line(
+            out,
             "program args",
             &format!("{program} runs as: {program} {}", args.join(" ")),
         );
     }
-    line("runs with", &describe_selected(&report.selected));
-    for backend in &report.backends {
-        line("backend", &describe_backend(backend));
-    }
-    out
 }
 
 fn describe_network(network: &Network) -> String {
