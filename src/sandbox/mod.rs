@@ -16,6 +16,7 @@ use crate::policy::Policy;
 pub mod bwrap;
 pub mod landlock;
 pub mod mediated;
+pub mod plan;
 pub mod seatbelt;
 pub mod seccomp;
 pub mod select;
