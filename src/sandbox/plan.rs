@@ -458,8 +458,14 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
             covered.push(path);
         }
     }
-    // The caches a variable points at: the host's own beneath the twin, where the host
-    // has it as a directory that nothing above hides.
+    out.extend(layered_caches(inputs, &covered));
+    out
+}
+
+/// The caches a variable points at: the host's own beneath the twin, where the host has it
+/// as a directory that nothing above hides (`covered`).
+fn layered_caches(inputs: &Inputs<'_>, covered: &[&Path]) -> Vec<(PathBuf, How, bool)> {
+    let mut out = Vec::new();
     let layered = inputs
         .policy
         .private_home
