@@ -283,31 +283,7 @@ pub fn in_process(
         seccomp::check(&filter)?;
         Ok(filter)
     };
-    let names = names_judged(policy).then(|| crate::protect::names::Names {
-        protected: policy
-            .filesystem
-            .protected
-            .iter()
-            .map(|p| p.real().to_path_buf())
-            .collect(),
-        git_config_allow: policy.git_config_allow.iter().cloned().collect(),
-        objects: protected_objects(policy, ctx.git_dirs),
-        pinned: policy
-            .filesystem
-            .protected
-            .iter()
-            .map(|p| p.real().to_path_buf())
-            .filter(|p| p.symlink_metadata().is_ok())
-            .chain(ctx.git_dirs.iter().map(|g| g.dir.clone()))
-            .collect(),
-        home: None,
-        writable: policy
-            .filesystem
-            .writable_roots()
-            .into_iter()
-            .map(Path::to_path_buf)
-            .collect(),
-    });
+    let names = names_judged(policy).then(|| judged_names(policy, ctx));
     Ok(match backend {
         Backend::Seatbelt | Backend::None => InProcess::default(),
         Backend::Bwrap {
@@ -318,34 +294,7 @@ pub fn in_process(
                 what: "nested_pty: false",
             });
         }
-        Backend::Bwrap { landlock, path } => {
-            let mounts = with_bwrap_inputs(policy, ctx, path, bwrap::mounts)?;
-            let home = home_top(&mounts);
-            let landlock = landlock
-                .then(|| {
-                    landlock::build_ruleset(
-                        policy,
-                        landlock::Layering::UnderBwrap,
-                        (&exists, &crate::host::children),
-                        ctx.session_parts(),
-                    )
-                })
-                .transpose()?
-                .map(|mut ruleset| {
-                    landlock::allow_twins(&mut ruleset, &mounts);
-                    ruleset
-                });
-            InProcess {
-                mounts,
-                drop_privileges: true,
-                landlock,
-                seccomp: Some(filter(false)?),
-                guard: true,
-                launcher_depth: 1,
-                mediate: false,
-                names: names.map(|n| crate::protect::names::Names { home, ..n }),
-            }
-        }
+        Backend::Bwrap { landlock, path } => under_bwrap(policy, ctx, (*landlock, path), names)?,
         Backend::Landlock => InProcess {
             drop_privileges: true,
             landlock: Some(landlock::build_ruleset(
@@ -361,6 +310,73 @@ pub fn in_process(
             mediate: true,
             names,
         },
+    })
+}
+
+/// What the guard judges by name (`protect::names::Names`), from the policy and the
+/// repositories found.
+fn judged_names(policy: &Policy, ctx: &Context<'_>) -> crate::protect::names::Names {
+    let protected = || {
+        policy
+            .filesystem
+            .protected
+            .iter()
+            .map(|p| p.real().to_path_buf())
+    };
+    crate::protect::names::Names {
+        protected: protected().collect(),
+        git_config_allow: policy.git_config_allow.iter().cloned().collect(),
+        objects: protected_objects(policy, ctx.git_dirs),
+        pinned: protected()
+            .filter(|p| p.symlink_metadata().is_ok())
+            .chain(ctx.git_dirs.iter().map(|g| g.dir.clone()))
+            .collect(),
+        home: None,
+        writable: policy
+            .filesystem
+            .writable_roots()
+            .into_iter()
+            .map(Path::to_path_buf)
+            .collect(),
+    }
+}
+
+/// The layers inside bwrap: the mount plan, Landlock layered under it (when the kernel
+/// has it), the seccomp filter, the guard.
+fn under_bwrap(
+    policy: &Policy,
+    ctx: &Context<'_>,
+    (with_landlock, path): (bool, &Path),
+    names: Option<crate::protect::names::Names>,
+) -> Result<InProcess, SandboxError> {
+    let exists = |p: &Path| ctx.exists(p);
+    let mounts = with_bwrap_inputs(policy, ctx, path, bwrap::mounts)?;
+    let home = home_top(&mounts);
+    let landlock = with_landlock
+        .then(|| {
+            landlock::build_ruleset(
+                policy,
+                landlock::Layering::UnderBwrap,
+                (&exists, &crate::host::children),
+                ctx.session_parts(),
+            )
+        })
+        .transpose()?
+        .map(|mut ruleset| {
+            landlock::allow_twins(&mut ruleset, &mounts);
+            ruleset
+        });
+    let seccomp = seccomp::build_filter(policy, false);
+    seccomp::check(&seccomp)?;
+    Ok(InProcess {
+        mounts,
+        drop_privileges: true,
+        landlock,
+        seccomp: Some(seccomp),
+        guard: true,
+        launcher_depth: 1,
+        mediate: false,
+        names: names.map(|n| crate::protect::names::Names { home, ..n }),
     })
 }
 
