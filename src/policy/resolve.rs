@@ -133,19 +133,7 @@ fn resolve_filesystem(
     let mut denied = builtin(&home_relative, "default denied paths")?;
     let writable = collect(&|c| &c.filesystem.write)?;
     let readable = collect(&|c| &c.filesystem.read)?;
-    let mut found_denied = Vec::new();
-    for secret in &ctx.root_secrets {
-        let secret = resolve_path(&secret.display().to_string(), "root-only files", ctx, fs)?;
-        // Granted (or holding a grant): the grant says the program may have it.
-        let granted = writable.iter().chain(&readable).any(|g| {
-            let (g, s) = (g.real(), secret.real());
-            s.starts_with(g) || g.starts_with(s)
-        });
-        if !granted {
-            found_denied.push(secret.real().to_path_buf());
-            denied.insert(secret);
-        }
-    }
+    let found_denied = deny_root_secrets(&mut denied, (&writable, &readable), ctx, fs)?;
     denied.extend(collect(&|c| &c.filesystem.deny)?);
     for allowed in collect(&|c| &c.filesystem.allow_denied)? {
         denied.remove(&allowed);
@@ -156,30 +144,9 @@ fn resolve_filesystem(
     // writable grants deeper in).
     protected.extend(own_dirs(ctx, fs)?);
     protected.extend(collect(&|c| &c.filesystem.protect)?);
-    // A denial wins over a grant; granting a denied path would do nothing, so it is an
-    // error, never a silent no-op.
-    for (granted, how) in writable
-        .iter()
-        .map(|p| (p, "write"))
-        .chain(readable.iter().map(|p| (p, "read")))
-    {
-        if let Some(denial) = denied.iter().find(|d| granted.path.starts_with(&d.path)) {
-            return Err(PolicyError::GrantOfDenied {
-                how,
-                path: granted.path.display().to_string(),
-                denied: denial.path.display().to_string(),
-            });
-        }
-    }
+    check_no_grant_of_denied(&denied, (&writable, &readable))?;
     check_grants_through_symlinks(&writable, (&workspace, mode, &home), ctx, fs)?;
-    let mut sockets = BTreeSet::new();
-    for layer in layers {
-        for entry in &layer.config.filesystem.sockets {
-            if let Some(raw) = expand_variable(entry.value(), &ctx.vars) {
-                sockets.insert(resolve_path(&raw, &layer.origin, ctx, fs)?);
-            }
-        }
-    }
+    let sockets = resolve_sockets(layers, ctx, fs)?;
     Ok(Filesystem {
         mode,
         home,
@@ -192,6 +159,69 @@ fn resolve_filesystem(
         found_denied,
         seed: Vec::new(),
     })
+}
+
+/// Root's files found on the host (`ctx.root_secrets`) added to `denied`, unless granted
+/// (or holding a grant: the grant says the program may have it); those denied, as found.
+fn deny_root_secrets(
+    denied: &mut BTreeSet<ResolvedPath>,
+    (writable, readable): (&[ResolvedPath], &[ResolvedPath]),
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+) -> Result<Vec<PathBuf>, PolicyError> {
+    let mut found_denied = Vec::new();
+    for secret in &ctx.root_secrets {
+        let secret = resolve_path(&secret.display().to_string(), "root-only files", ctx, fs)?;
+        let granted = writable.iter().chain(readable).any(|g| {
+            let (g, s) = (g.real(), secret.real());
+            s.starts_with(g) || g.starts_with(s)
+        });
+        if !granted {
+            found_denied.push(secret.real().to_path_buf());
+            denied.insert(secret);
+        }
+    }
+    Ok(found_denied)
+}
+
+/// A denial wins over a grant; granting a denied path would do nothing, so it is an error,
+/// never a silent no-op.
+fn check_no_grant_of_denied(
+    denied: &BTreeSet<ResolvedPath>,
+    (writable, readable): (&[ResolvedPath], &[ResolvedPath]),
+) -> Result<(), PolicyError> {
+    let grants = writable
+        .iter()
+        .map(|p| (p, "write"))
+        .chain(readable.iter().map(|p| (p, "read")));
+    for (granted, how) in grants {
+        if let Some(denial) = denied.iter().find(|d| granted.path.starts_with(&d.path)) {
+            return Err(PolicyError::GrantOfDenied {
+                how,
+                path: granted.path.display().to_string(),
+                denied: denial.path.display().to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The sockets the layers grant, each variable expanded (one naming an unset variable is
+/// no grant).
+fn resolve_sockets(
+    layers: &[Layer],
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+) -> Result<BTreeSet<ResolvedPath>, PolicyError> {
+    let mut sockets = BTreeSet::new();
+    for layer in layers {
+        for entry in &layer.config.filesystem.sockets {
+            if let Some(raw) = expand_variable(entry.value(), &ctx.vars) {
+                sockets.insert(resolve_path(&raw, &layer.origin, ctx, fs)?);
+            }
+        }
+    }
+    Ok(sockets)
 }
 
 /// Refuse a writable grant that leads through a symlink inside another writable tree: a
