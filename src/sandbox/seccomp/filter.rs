@@ -84,7 +84,18 @@ fn always(syscalls: &[&str], why: &str) -> Rule {
 /// which Landlock judges. Datagram sockets and pairs are refused: `sendto` could name a
 /// host socket with every datagram.
 pub fn build_filter(policy: &Policy, alone: bool) -> Filter {
-    let mut rules = vec![
+    let mut rules = always_denied();
+    rules.extend(socket_rules(&policy.network, alone));
+    Filter {
+        rules,
+        reject_x32: true,
+    }
+}
+
+/// What no policy allows: typing into a terminal, other processes' memory and
+/// descriptors, io_uring, the kernel's programs and keyring, mounts.
+fn always_denied() -> Vec<Rule> {
+    vec![
         Rule {
             syscalls: vec!["ioctl".into()],
             condition: Condition::IoctlRequest {
@@ -128,7 +139,13 @@ pub fn build_filter(policy: &Policy, alone: bool) -> Filter {
             ],
             "changing what the filesystem looks like",
         ),
-    ];
+    ]
+}
+
+/// Which sockets the program may make, by the network policy; `alone`: Landlock alone
+/// (no network namespace of its own).
+fn socket_rules(network: &Network, alone: bool) -> Vec<Rule> {
+    let mut rules = Vec::new();
     let local = vec![(AF_UNIX, None), (AF_NETLINK, Some(NETLINK_ROUTE))];
     let created: Vec<String> = vec!["socket".into(), "socketpair".into()];
     if alone {
@@ -141,7 +158,7 @@ pub fn build_filter(policy: &Policy, alone: bool) -> Filter {
             why: "Landlock alone: unix datagram sockets (sendto could name a host socket)".into(),
         });
     }
-    match policy.network {
+    match network {
         Network::Full => {}
         _ if !alone => rules.push(Rule {
             syscalls: created,
@@ -168,10 +185,7 @@ pub fn build_filter(policy: &Policy, alone: bool) -> Filter {
             why: "network allow-list: local sockets, and TCP for the proxy".into(),
         }),
     }
-    Filter {
-        rules,
-        reject_x32: true,
-    }
+    rules
 }
 
 /// A filter that cannot be compiled for this machine.
