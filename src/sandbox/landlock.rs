@@ -186,41 +186,13 @@ pub fn build_ruleset(
     if layering == Layering::Alone {
         check_alone(fs, &writable, exists)?;
     }
-    let mut rules = Vec::new();
+    let mut rules = read_rules(fs, layering, readable, children);
     let mut add = |path: &Path, access| {
         rules.push(PathRule {
             path: path.to_path_buf(),
             access,
         })
     };
-    // Under bwrap the denied paths are hidden by mounts already.
-    let denied: Vec<&Path> = match layering {
-        Layering::Alone => fs.denied.iter().map(real).collect(),
-        Layering::UnderBwrap => Vec::new(),
-    };
-    let mut readable = readable;
-    readable.sort();
-    readable.dedup();
-    let mut denied_or_private = denied.clone();
-    denied_or_private.extend(HOST_PRIVATE.iter().map(Path::new));
-    for path in readable {
-        // `/` alone: all but the denied paths and the host's private trees.
-        let left_out = match (layering, path == Path::new("/")) {
-            (Layering::Alone, true) => &denied_or_private,
-            _ => &denied,
-        };
-        let (parts, carved) = around(path, left_out, children);
-        for part in parts {
-            add(&part, Access::Read);
-        }
-        for dir in carved {
-            // Listing is inherited down the tree: on `/` it would list the host's /tmp and
-            // /dev/shm (other sessions' and users' names). `/` itself is not listed.
-            if dir != Path::new("/") {
-                add(&dir, Access::List);
-            }
-        }
-    }
     for path in writable {
         add(path, Access::ReadWrite);
     }
@@ -262,6 +234,52 @@ pub fn build_ruleset(
         scoped: true,
         min_abi: MIN_ABI,
     })
+}
+
+/// The read rules: each readable root, carved around the denied paths (Landlock alone;
+/// under bwrap they are hidden by mounts already) and, for `/`, the host's private trees.
+fn read_rules(
+    fs: &crate::policy::Filesystem,
+    layering: Layering,
+    readable: Vec<&Path>,
+    children: &dyn Fn(&Path) -> Vec<PathBuf>,
+) -> Vec<PathRule> {
+    let mut rules = Vec::new();
+    let mut add = |path: &Path, access| {
+        rules.push(PathRule {
+            path: path.to_path_buf(),
+            access,
+        })
+    };
+    // Under bwrap the denied paths are hidden by mounts already.
+    let denied: Vec<&Path> = match layering {
+        Layering::Alone => fs.denied.iter().map(real).collect(),
+        Layering::UnderBwrap => Vec::new(),
+    };
+    let mut readable = readable;
+    readable.sort();
+    readable.dedup();
+    let mut denied_or_private = denied.clone();
+    denied_or_private.extend(HOST_PRIVATE.iter().map(Path::new));
+    for path in readable {
+        // `/` alone: all but the denied paths and the host's private trees.
+        let left_out = match (layering, path == Path::new("/")) {
+            (Layering::Alone, true) => &denied_or_private,
+            _ => &denied,
+        };
+        let (parts, carved) = around(path, left_out, children);
+        for part in parts {
+            add(&part, Access::Read);
+        }
+        for dir in carved {
+            // Listing is inherited down the tree: on `/` it would list the host's /tmp and
+            // /dev/shm (other sessions' and users' names). `/` itself is not listed.
+            if dir != Path::new("/") {
+                add(&dir, Access::List);
+            }
+        }
+    }
+    rules
 }
 
 /// Under bwrap, the paths where the helper binds a twin from the private home
