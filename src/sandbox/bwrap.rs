@@ -58,6 +58,29 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
         }
         None => {}
     }
+    bind_writable(&mut a, fs);
+    if let Some(NameServer {
+        resolv_conf: Some((fd, path)),
+    }) = inputs.name_server
+    {
+        a.flags(&["--ro-bind-data", &fd.to_string()]);
+        a.0.push(path.as_os_str().to_owned());
+    }
+    add_capabilities(&mut a, inputs);
+    a.0.extend(["--chdir".into(), inputs.cwd.into(), "--".into()]);
+    match (inputs.helper, command.split_first()) {
+        (Some(_), Some((_, rest))) => {
+            a.0.push(HELPER_PATH.into());
+            a.0.extend(rest.iter().cloned());
+        }
+        _ => a.0.extend(command.iter().cloned()),
+    }
+    a.0
+}
+
+/// The writable roots bwrap binds read-write, and the granted sockets in its private
+/// directories.
+fn bind_writable(a: &mut Args, fs: &crate::policy::Filesystem) {
     // A writable root inside another is writable through that one's bind; bwrap would
     // create its mount point below a directory the program could have written (in an
     // earlier session), and bubblewrap before 0.12.0 follows a symlink planted there
@@ -75,13 +98,10 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
             a.mount("--bind-try", path, path);
         }
     }
-    if let Some(NameServer {
-        resolv_conf: Some((fd, path)),
-    }) = inputs.name_server
-    {
-        a.flags(&["--ro-bind-data", &fd.to_string()]);
-        a.0.push(path.as_os_str().to_owned());
-    }
+}
+
+/// The capabilities the helper needs inside for what it does there, dropped right after.
+fn add_capabilities(a: &mut Args, inputs: &Inputs<'_>) {
     // The rest is the helper's, which needs CAP_SYS_ADMIN in the sandbox for it — and for
     // the name server's network namespace, CAP_NET_ADMIN to bring its loopback up and
     // CAP_NET_BIND_SERVICE for port 53 (`helper::confine::private_network_namespace`) —
@@ -100,15 +120,6 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
     if !mounts(inputs).is_empty() || inputs.name_server.is_some() {
         a.flags(&["--cap-add", "CAP_SETPCAP"]);
     }
-    a.0.extend(["--chdir".into(), inputs.cwd.into(), "--".into()]);
-    match (inputs.helper, command.split_first()) {
-        (Some(_), Some((_, rest))) => {
-            a.0.push(HELPER_PATH.into());
-            a.0.extend(rest.iter().cloned());
-        }
-        _ => a.0.extend(command.iter().cloned()),
-    }
-    a.0
 }
 
 /// Whether the entry `name` of a sealed directory stays writable: not a dotfile or
