@@ -124,7 +124,20 @@ fn linux_checks(m: &Machine) -> [Check; 5] {
         Ok(abi) => check("landlock", Status::Warn, format!("ABI {abi}"), &format!("ABI ≥ {MIN_ABI} for TCP rules and scoping"), Some("a newer kernel (6.12 or later) enforces more; older ABIs are used for what they cover, and a policy needing more is refused")),
         Err(why) => check("landlock", Status::Fail, why.clone(), "Landlock enabled", Some("boot with Landlock in the LSM list (lsm=landlock,… on the kernel command line) on a kernel ≥ 5.13")),
     };
-    let seccomp = match &m.seccomp_mode {
+    let seccomp = seccomp_check(m);
+    let userns = userns_check(m);
+    let bwrap = bwrap_check(m);
+    let tiocsti = match m.legacy_tiocsti.as_deref().map(str::trim) {
+        Some("0") => check("legacy TIOCSTI", Status::Ok, "dev.tty.legacy_tiocsti=0", "0: no typing into other terminals", None),
+        Some(value) => check("legacy TIOCSTI", Status::Warn, format!("dev.tty.legacy_tiocsti={value}"), "0: no typing into other terminals", Some("sysctl -w dev.tty.legacy_tiocsti=0 (otherwise a program that can open a terminal can type into it)")),
+        None => check("legacy TIOCSTI", Status::Ok, "sysctl absent (kernel before 6.2: TIOCSTI allowed)", "TIOCSTI denied inside the sandbox by seccomp", None),
+    };
+    [landlock, seccomp, userns, bwrap, tiocsti]
+}
+
+/// seccomp, with a listener for the guard (none inside another sbx-shell session).
+fn seccomp_check(m: &Machine) -> Check {
+    match &m.seccomp_mode {
         Some(mode) if m.seccomp_listener.is_err() => check(
             "seccomp",
             Status::Fail,
@@ -153,7 +166,11 @@ fn linux_checks(m: &Machine) -> [Check; 5] {
             "seccomp filters supported",
             Some("use a kernel built with CONFIG_SECCOMP_FILTER"),
         ),
-    };
+    }
+}
+
+/// User namespaces, as the sysctls say (or a bwrap probe that ran).
+fn userns_check(m: &Machine) -> Check {
     let userns_measured = format!(
         "kernel.unprivileged_userns_clone={}, user.max_user_namespaces={}, kernel.apparmor_restrict_unprivileged_userns={}, {}",
         m.userns.unprivileged_clone.as_deref().unwrap_or("(absent)"),
@@ -165,7 +182,7 @@ fn linux_checks(m: &Machine) -> [Check; 5] {
             "unprivileged"
         },
     );
-    let userns = if m.userns.open(m.root) || m.bwrap_probe == Some(Ok(())) {
+    if m.userns.open(m.root) || m.bwrap_probe == Some(Ok(())) {
         check(
             "user namespaces",
             Status::Ok,
@@ -181,12 +198,16 @@ fn linux_checks(m: &Machine) -> [Check; 5] {
             "available (bwrap needs them unless it is setuid)",
             Some("sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000 (and kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu)"),
         )
-    };
+    }
+}
+
+/// bwrap: found, and able to run its sandbox.
+fn bwrap_check(m: &Machine) -> Check {
     let expected = format!(
         "bubblewrap at {}, able to run its sandbox (a probe runs it)",
         BWRAP_PATHS.join(" or ")
     );
-    let bwrap = match (m.bwrap_runs(), &m.bwrap_probe) {
+    match (m.bwrap_runs(), &m.bwrap_probe) {
         (Ok(path), Some(Ok(()))) => check(
             "bwrap",
             Status::Ok,
@@ -210,13 +231,7 @@ fn linux_checks(m: &Machine) -> [Check; 5] {
             None,
         ),
         (Err(no), _) => check("bwrap", Status::Fail, no.cause, &expected, Some(&no.fix)),
-    };
-    let tiocsti = match m.legacy_tiocsti.as_deref().map(str::trim) {
-        Some("0") => check("legacy TIOCSTI", Status::Ok, "dev.tty.legacy_tiocsti=0", "0: no typing into other terminals", None),
-        Some(value) => check("legacy TIOCSTI", Status::Warn, format!("dev.tty.legacy_tiocsti={value}"), "0: no typing into other terminals", Some("sysctl -w dev.tty.legacy_tiocsti=0 (otherwise a program that can open a terminal can type into it)")),
-        None => check("legacy TIOCSTI", Status::Ok, "sysctl absent (kernel before 6.2: TIOCSTI allowed)", "TIOCSTI denied inside the sandbox by seccomp", None),
-    };
-    [landlock, seccomp, userns, bwrap, tiocsti]
+    }
 }
 
 /// What the installed bubblewrap does with a symlink where it makes a mount point, and why
