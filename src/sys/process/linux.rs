@@ -127,24 +127,8 @@ pub fn spawn_into_cgroup(
     own_group: bool,
     cgroup_dir: std::os::fd::RawFd,
 ) -> io::Result<Option<nix::unistd::Pid>> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let cstring =
-        |b: &[u8]| CString::new(b).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
     // Everything the child needs is made before the clone: it may not allocate.
-    let program = cstring(argv.first().ok_or(io::ErrorKind::InvalidInput)?.as_bytes())?;
-    let args: Vec<CString> = argv
-        .iter()
-        .map(|a| cstring(a.as_bytes()))
-        .collect::<io::Result<_>>()?;
-    let vars: Vec<CString> = env
-        .iter()
-        .map(|(k, v)| cstring(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
-        .collect::<io::Result<_>>()?;
-    let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-    arg_ptrs.push(std::ptr::null());
-    let mut env_ptrs: Vec<*const libc::c_char> = vars.iter().map(|v| v.as_ptr()).collect();
-    env_ptrs.push(std::ptr::null());
+    let exec = Exec::prepare(argv, env)?;
     let (err_read, err_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let err_write_fd = std::os::fd::AsRawFd::as_raw_fd(&err_write);
     let clone_args = CloneArgs {
@@ -174,7 +158,74 @@ pub fn spawn_into_cgroup(
         )
     };
     if pid == 0 {
-        // The child: only async-signal-safe calls on data prepared above, then exec.
+        // SAFETY: this is the child of the clone above, and `exec` was made before it.
+        unsafe { exec.run_in_child(tty, own_group, err_write_fd) }
+    }
+    let clone_error = io::Error::last_os_error();
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
+    if pid < 0 {
+        let e = clone_error;
+        return match e.raw_os_error() {
+            Some(libc::ENOSYS | libc::E2BIG | libc::EINVAL) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    drop(err_write);
+    exec_result(nix::unistd::Pid::from_raw(pid as i32), &err_read).map(Some)
+}
+
+/// What the child execs, as C strings and pointer arrays made before the clone.
+struct Exec {
+    program: std::ffi::CString,
+    _args: Vec<std::ffi::CString>,
+    _vars: Vec<std::ffi::CString>,
+    arg_ptrs: Vec<*const libc::c_char>,
+    env_ptrs: Vec<*const libc::c_char>,
+}
+
+impl Exec {
+    fn prepare(
+        argv: &[std::ffi::OsString],
+        env: &[(std::ffi::OsString, std::ffi::OsString)],
+    ) -> io::Result<Exec> {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let cstring =
+            |b: &[u8]| CString::new(b).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
+        let program = cstring(argv.first().ok_or(io::ErrorKind::InvalidInput)?.as_bytes())?;
+        let args: Vec<CString> = argv
+            .iter()
+            .map(|a| cstring(a.as_bytes()))
+            .collect::<io::Result<_>>()?;
+        let vars: Vec<CString> = env
+            .iter()
+            .map(|(k, v)| cstring(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
+            .collect::<io::Result<_>>()?;
+        let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+        arg_ptrs.push(std::ptr::null());
+        let mut env_ptrs: Vec<*const libc::c_char> = vars.iter().map(|v| v.as_ptr()).collect();
+        env_ptrs.push(std::ptr::null());
+        Ok(Exec {
+            program,
+            _args: args,
+            _vars: vars,
+            arg_ptrs,
+            env_ptrs,
+        })
+    }
+
+    /// The child: only async-signal-safe calls on data prepared before the clone, then
+    /// exec; its errno goes to `err_write_fd` when the exec fails.
+    ///
+    /// # Safety
+    /// Only in the child of a clone (or fork) made after `prepare`, in a copy of memory.
+    unsafe fn run_in_child(
+        &self,
+        tty: Option<std::os::fd::RawFd>,
+        own_group: bool,
+        err_write_fd: i32,
+    ) -> ! {
         // SAFETY: every pointer is valid (made before the clone, in our copy of memory);
         // sigaction, dup2, setpgid, sigprocmask, execve, write and _exit are
         // async-signal-safe.
@@ -200,31 +251,30 @@ pub fn spawn_into_cgroup(
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            libc::execve(program.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr());
+            libc::execve(
+                self.program.as_ptr(),
+                self.arg_ptrs.as_ptr(),
+                self.env_ptrs.as_ptr(),
+            );
             let errno = *libc::__errno_location();
             libc::write(err_write_fd, (&errno as *const i32).cast(), 4);
             libc::_exit(127);
         }
     }
-    let clone_error = io::Error::last_os_error();
-    // SAFETY: restores the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
-    if pid < 0 {
-        let e = clone_error;
-        return match e.raw_os_error() {
-            Some(libc::ENOSYS | libc::E2BIG | libc::EINVAL) => Ok(None),
-            _ => Err(e),
-        };
-    }
-    drop(err_write);
-    let pid = nix::unistd::Pid::from_raw(pid as i32);
+}
+
+/// The spawned child, or why its exec failed (its errno on the pipe; the child, which
+/// exits at once, reaped).
+fn exec_result(
+    pid: nix::unistd::Pid,
+    err_read: &std::os::fd::OwnedFd,
+) -> io::Result<nix::unistd::Pid> {
     let mut errno = [0u8; 4];
-    match nix::unistd::read(&err_read, &mut errno) {
+    match nix::unistd::read(err_read, &mut errno) {
         Ok(4) => {
-            // The exec failed: reap the child, which exits at once, and say why.
             let _ = nix::sys::wait::waitpid(pid, None);
             Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)))
         }
-        _ => Ok(Some(pid)),
+        _ => Ok(pid),
     }
 }
