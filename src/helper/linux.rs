@@ -81,7 +81,7 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
 /// sandbox in a second user namespace that does not own bwrap's mount namespace, so mounts
 /// there fail; a new one is owned by ours (its mounts copied, locked, and mounted over).
 pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), MountError> {
-    use crate::sandbox::bwrap::{stays_writable, How};
+    use crate::sandbox::bwrap::How;
     use mounts::Seen;
     use std::os::fd::AsFd;
     confine::private_mount_namespace().map_err(|source| MountError::Failed {
@@ -89,86 +89,23 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), MountEr
         source,
     })?;
     for m in plan {
-        let path = m.path.display().to_string();
-        let failed = |source: io::Error| MountError::Failed {
-            path: path.clone(),
-            source,
-        };
-        let changed = || MountError::Changed { path: path.clone() };
         if m.how == How::Resolves {
             if crate::sys::files::followed_identity_of(&m.path) != m.id {
-                return Err(changed());
+                return Err(changed(m));
             }
             continue;
         }
-        let (fd, dir) = match mounts::find(&m.path).map_err(failed)? {
+        let (fd, dir) = match mounts::find(&m.path).map_err(failed(m))? {
             Seen::Node(fd, id, dir) => {
                 if m.id.is_some_and(|want| want != id) {
-                    return Err(changed());
+                    return Err(changed(m));
                 }
                 (fd, dir)
             }
             Seen::Missing | Seen::Symlink if m.id.is_none() => continue,
-            Seen::Missing | Seen::Symlink => return Err(changed()),
+            Seen::Missing | Seen::Symlink => return Err(changed(m)),
         };
-        let fd = fd.as_fd();
-        match &m.how {
-            How::Writable => {
-                let (root, writable) = mounts::mount_state(fd).map_err(failed)?;
-                if !(root && writable) {
-                    return Err(changed());
-                }
-            }
-            How::Seal { readonly } => {
-                mounts::seal(&m.path, fd, &|name| stays_writable(name, readonly))
-                    .map_err(failed)?;
-            }
-            How::SealDots { readonly } => {
-                let writable: Vec<&std::path::Path> = plan
-                    .iter()
-                    .filter(|w| matches!(w.how, How::Writable | How::InnerWritable))
-                    .map(|w| w.path.as_path())
-                    .collect();
-                mounts::seal_entries(&m.path, fd, &|name| {
-                    !stays_writable(name, readonly)
-                        && !writable.contains(&m.path.join(name).as_path())
-                })
-                .map_err(failed)?;
-            }
-            How::Pin | How::InnerWritable => mounts::pin(&m.path, fd).map_err(failed)?,
-            How::ReadOnly => mounts::read_only(&m.path, fd).map_err(failed)?,
-            How::Resolves => {}
-            How::Hide { .. } => mounts::hide(&m.path, fd, dir).map_err(failed)?,
-            How::Layered { lower, upper, work } => {
-                // A cache's twin: left as it is when the host's cache or the layers are
-                // not what they were (a symlink) or the kernel refuses the overlay.
-                if let Ok(Seen::Node(lower, _, true)) = mounts::find(lower) {
-                    let _ = mounts::overlay(lower.as_fd(), upper, work, fd);
-                }
-            }
-            How::Twin {
-                twin,
-                dir: want,
-                layers,
-            } => {
-                if *want != dir {
-                    return Err(changed());
-                }
-                // The host's directory beneath the private layers; the twin when the
-                // kernel refuses (no overlay in a user namespace before Linux 5.11).
-                if let Some((upper, work)) = layers {
-                    if mounts::overlay(fd, upper, work, fd).is_ok() {
-                        continue;
-                    }
-                }
-                match mounts::bind_twin(twin, dir, &m.path, fd) {
-                    Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                        mounts::hide(&m.path, fd, dir).map_err(failed)?;
-                    }
-                    other => other.map_err(failed)?,
-                }
-            }
-        }
+        apply_mount(plan, m, (fd.as_fd(), dir))?;
     }
     let cwd = std::env::current_dir().map_err(|source| MountError::Failed {
         path: "the working directory".into(),
@@ -178,6 +115,87 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), MountEr
         path: cwd.display().to_string(),
         source,
     })
+}
+
+/// One mount of the plan, on the object the helper found at its path (`fd`, a directory
+/// or not).
+fn apply_mount(
+    plan: &[crate::sandbox::bwrap::Mount],
+    m: &crate::sandbox::bwrap::Mount,
+    (fd, dir): (std::os::fd::BorrowedFd<'_>, bool),
+) -> Result<(), MountError> {
+    use crate::sandbox::bwrap::{stays_writable, How};
+    use mounts::Seen;
+    use std::os::fd::AsFd;
+    match &m.how {
+        How::Writable => {
+            let (root, writable) = mounts::mount_state(fd).map_err(failed(m))?;
+            if !(root && writable) {
+                return Err(changed(m));
+            }
+        }
+        How::Seal { readonly } => {
+            mounts::seal(&m.path, fd, &|name| stays_writable(name, readonly)).map_err(failed(m))?;
+        }
+        How::SealDots { readonly } => {
+            let writable: Vec<&std::path::Path> = plan
+                .iter()
+                .filter(|w| matches!(w.how, How::Writable | How::InnerWritable))
+                .map(|w| w.path.as_path())
+                .collect();
+            mounts::seal_entries(&m.path, fd, &|name| {
+                !stays_writable(name, readonly) && !writable.contains(&m.path.join(name).as_path())
+            })
+            .map_err(failed(m))?;
+        }
+        How::Pin | How::InnerWritable => mounts::pin(&m.path, fd).map_err(failed(m))?,
+        How::ReadOnly => mounts::read_only(&m.path, fd).map_err(failed(m))?,
+        How::Resolves => {}
+        How::Hide { .. } => mounts::hide(&m.path, fd, dir).map_err(failed(m))?,
+        How::Layered { lower, upper, work } => {
+            // A cache's twin: left as it is when the host's cache or the layers are
+            // not what they were (a symlink) or the kernel refuses the overlay.
+            if let Ok(Seen::Node(lower, _, true)) = mounts::find(lower) {
+                let _ = mounts::overlay(lower.as_fd(), upper, work, fd);
+            }
+        }
+        How::Twin {
+            twin,
+            dir: want,
+            layers,
+        } => {
+            if *want != dir {
+                return Err(changed(m));
+            }
+            // The host's directory beneath the private layers; the twin when the
+            // kernel refuses (no overlay in a user namespace before Linux 5.11).
+            if let Some((upper, work)) = layers {
+                if mounts::overlay(fd, upper, work, fd).is_ok() {
+                    return Ok(());
+                }
+            }
+            match mounts::bind_twin(twin, dir, &m.path, fd) {
+                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                    mounts::hide(&m.path, fd, dir).map_err(failed(m))?;
+                }
+                other => other.map_err(failed(m))?,
+            }
+        }
+    }
+    Ok(())
+}
+
+fn failed(m: &crate::sandbox::bwrap::Mount) -> impl Fn(io::Error) -> MountError + '_ {
+    move |source| MountError::Failed {
+        path: m.path.display().to_string(),
+        source,
+    }
+}
+
+fn changed(m: &crate::sandbox::bwrap::Mount) -> MountError {
+    MountError::Changed {
+        path: m.path.display().to_string(),
+    }
 }
 
 /// Drop every capability and set no_new_privs (again later: it is idempotent).
