@@ -193,21 +193,10 @@ fn unix_connect(listener: &OwnedFd, call: &Call, rules: &Scope) -> Answer {
     let run = || -> io::Result<Answer> {
         let pidfd = pidfd_of(listener, call)?;
         let socket = their_fd(&pidfd, call.args[0])?;
-        let mut domain: libc::c_int = 0;
-        let mut size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: SO_DOMAIN writes one int into `domain`, whose size `size` gives.
-        let rc = unsafe {
-            libc::getsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_DOMAIN,
-                (&mut domain as *mut libc::c_int).cast(),
-                &mut size,
-            )
+        let domain = match socket_domain(&socket) {
+            Ok(domain) => domain,
+            Err(e) => return Ok(Answer::Done(errno(&e))),
         };
-        if rc == -1 {
-            return Ok(Answer::Done(errno(&io::Error::last_os_error())));
-        }
         if domain != libc::AF_UNIX {
             return Ok(Answer::Continue);
         }
@@ -255,29 +244,57 @@ fn unix_connect(listener: &OwnedFd, call: &Call, rules: &Scope) -> Answer {
         if !rules.may_change(&real, links) {
             return Ok(Answer::Done(-i64::from(libc::EACCES)));
         }
-        // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
-        let mut to: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-        to.sun_family = libc::AF_UNIX as libc::sa_family_t;
-        let name = format!("/proc/self/fd/{}", object.as_raw_fd());
-        for (slot, byte) in to.sun_path.iter_mut().zip(name.bytes()) {
-            *slot = byte as libc::c_char;
-        }
-        let to_len = (std::mem::size_of::<libc::sa_family_t>() + name.len() + 1) as libc::socklen_t;
-        // SAFETY: `to` is a valid sockaddr_un of `to_len` bytes; connect reads it.
-        let rc = unsafe {
-            libc::connect(
-                socket.as_raw_fd(),
-                (&to as *const libc::sockaddr_un).cast(),
-                to_len,
-            )
-        };
-        Ok(Answer::Done(if rc == -1 {
-            errno(&io::Error::last_os_error())
-        } else {
-            0
+        Ok(Answer::Done(match connect_through_fd(&socket, &object) {
+            Ok(()) => 0,
+            Err(e) => errno(&e),
         }))
     };
     run().unwrap_or_else(|e| Answer::Done(errno(&e)))
+}
+
+/// A socket's address family (`SO_DOMAIN`).
+fn socket_domain(socket: &OwnedFd) -> io::Result<libc::c_int> {
+    let mut domain: libc::c_int = 0;
+    let mut size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: SO_DOMAIN writes one int into `domain`, whose size `size` gives.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            (&mut domain as *mut libc::c_int).cast(),
+            &mut size,
+        )
+    };
+    if rc == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(domain)
+}
+
+/// Connect `socket` to the socket file `object` names, through this process's
+/// `/proc/self/fd`: never by a path the program could change meanwhile.
+fn connect_through_fd(socket: &OwnedFd, object: &OwnedFd) -> io::Result<()> {
+    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
+    let mut to: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    to.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let name = format!("/proc/self/fd/{}", object.as_raw_fd());
+    for (slot, byte) in to.sun_path.iter_mut().zip(name.bytes()) {
+        *slot = byte as libc::c_char;
+    }
+    let to_len = (std::mem::size_of::<libc::sa_family_t>() + name.len() + 1) as libc::socklen_t;
+    // SAFETY: `to` is a valid sockaddr_un of `to_len` bytes; connect reads it.
+    let rc = unsafe {
+        libc::connect(
+            socket.as_raw_fd(),
+            (&to as *const libc::sockaddr_un).cast(),
+            to_len,
+        )
+    };
+    if rc == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Connect the program's `socket` to sbx-shell's abstract socket `name` (the name service,
