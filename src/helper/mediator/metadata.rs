@@ -47,18 +47,8 @@ pub(super) fn metadata(
 ) -> io::Result<Answer> {
     let a = call.args;
     let int = |i: usize| a[i] as u32 as i32;
-    let at = |dirfd: usize, path: usize, flags: i32| Target::Path {
-        dirfd: int(dirfd),
-        path: a[path],
-        follow: flags & libc::AT_SYMLINK_NOFOLLOW == 0,
-        empty: flags & libc::AT_EMPTY_PATH != 0,
-    };
-    let cwd = |path: usize, follow: bool| Target::Path {
-        dirfd: libc::AT_FDCWD,
-        path: a[path],
-        follow,
-        empty: false,
-    };
+    let at = |dirfd: usize, path: usize, flags: i32| at(call, (dirfd, path), flags);
+    let cwd = |path: usize, follow: bool| cwd(call, path, follow);
     let pid = call.pid;
     let (target, change) = match name {
         "chmod" => (cwd(0, true), Change::Mode(a[1] as libc::mode_t)),
@@ -80,6 +70,54 @@ pub(super) fn metadata(
                 (at(0, 1, int(3)), Change::Times(times))
             }
         }
+        "setxattr" | "lsetxattr" | "fsetxattr" | "setxattrat" => set_xattr(call, name)?,
+        "removexattr" | "lremovexattr" | "fremovexattr" => {
+            let change = Change::RemoveXattr(read_cstr(pid, a[1])?);
+            let target = match name {
+                "fremovexattr" => Target::Fd(a[0]),
+                "lremovexattr" => cwd(0, false),
+                _ => cwd(0, true),
+            };
+            (target, change)
+        }
+        "removexattrat" => (at(0, 1, int(2)), Change::RemoveXattr(read_cstr(pid, a[3])?)),
+        _ => return Ok(EPERM),
+    };
+    let object = open_target(listener, call, &target)?;
+    let (path, links, symlink) = describe(&object)?;
+    if !rules.may_change(&path, links) {
+        return Ok(EPERM);
+    }
+    Ok(Answer::Done(apply(&object, symlink, &change)))
+}
+
+/// A path argument relative to a directory descriptor argument, with its `AT_*` flags.
+fn at(call: &Call, (dirfd, path): (usize, usize), flags: i32) -> Target {
+    Target::Path {
+        dirfd: call.args[dirfd] as u32 as i32,
+        path: call.args[path],
+        follow: flags & libc::AT_SYMLINK_NOFOLLOW == 0,
+        empty: flags & libc::AT_EMPTY_PATH != 0,
+    }
+}
+
+/// A path argument relative to the working directory.
+fn cwd(call: &Call, path: usize, follow: bool) -> Target {
+    Target::Path {
+        dirfd: libc::AT_FDCWD,
+        path: call.args[path],
+        follow,
+        empty: false,
+    }
+}
+
+/// What an extended attribute's setting names and sets, read from the program's memory.
+fn set_xattr(call: &Call, name: &str) -> io::Result<(Target, Change)> {
+    let (a, pid) = (call.args, call.pid);
+    let int = |i: usize| a[i] as u32 as i32;
+    let at = |dirfd: usize, path: usize, flags: i32| at(call, (dirfd, path), flags);
+    let cwd = |path: usize, follow: bool| cwd(call, path, follow);
+    Ok(match name {
         "setxattr" | "lsetxattr" | "fsetxattr" => {
             let change = Change::SetXattr {
                 name: read_cstr(pid, a[1])?,
@@ -107,24 +145,8 @@ pub(super) fn metadata(
             };
             (at(0, 1, int(2)), change)
         }
-        "removexattr" | "lremovexattr" | "fremovexattr" => {
-            let change = Change::RemoveXattr(read_cstr(pid, a[1])?);
-            let target = match name {
-                "fremovexattr" => Target::Fd(a[0]),
-                "lremovexattr" => cwd(0, false),
-                _ => cwd(0, true),
-            };
-            (target, change)
-        }
-        "removexattrat" => (at(0, 1, int(2)), Change::RemoveXattr(read_cstr(pid, a[3])?)),
-        _ => return Ok(EPERM),
-    };
-    let object = open_target(listener, call, &target)?;
-    let (path, links, symlink) = describe(&object)?;
-    if !rules.may_change(&path, links) {
-        return Ok(EPERM);
-    }
-    Ok(Answer::Done(apply(&object, symlink, &change)))
+        _ => return Err(io::Error::from_raw_os_error(libc::ENOSYS)),
+    })
 }
 
 /// The object a call names, opened here: the caller's descriptor copied, or its path
