@@ -157,6 +157,75 @@ fn serve(
 /// What the call asks, read from its arguments and the program's memory; a name in
 /// `/dev/shm` is taken in `shm`, the session's own directory for it (`mediator::shm_name`).
 fn read_op(listener: &OwnedFd, call: &Call, shm: Option<&OwnedFd>) -> Result<Op, i64> {
+    match syscall_name(call.nr) {
+        Some(name @ ("open" | "openat" | "creat" | "mkdir" | "mkdirat" | "mknod" | "mknodat")) => {
+            read_make(listener, call, shm, name)
+        }
+        Some(name) => read_link(listener, call, shm, name),
+        // (anything unexpected): as a kernel without it answers.
+        None => Err(-i64::from(libc::ENOSYS)),
+    }
+}
+
+/// An open, `mkdir` or `mknod`: the name it makes, or opens.
+fn read_make(
+    listener: &OwnedFd,
+    call: &Call,
+    shm: Option<&OwnedFd>,
+    name: &str,
+) -> Result<Op, i64> {
+    let a = call.args;
+    let int = |i: usize| a[i] as u32 as i32;
+    let err = |e: io::Error| errno(&e);
+    let at = |dirfd: i32, path: u64| -> Result<Where, i64> {
+        where_of(listener, call, (dirfd, path, false), shm).map_err(err)
+    };
+    let cwd = libc::AT_FDCWD;
+    Ok(match name {
+        "open" => Op::Open {
+            at: at(cwd, a[0])?,
+            flags: int(1),
+            mode: a[2] as u32,
+        },
+        "openat" => Op::Open {
+            at: at(int(0), a[1])?,
+            flags: int(2),
+            mode: a[3] as u32,
+        },
+        "creat" => Op::Open {
+            at: at(cwd, a[0])?,
+            flags: libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+            mode: a[1] as u32,
+        },
+        "mkdir" => Op::Mkdir {
+            at: at(cwd, a[0])?,
+            mode: a[1] as u32,
+        },
+        "mkdirat" => Op::Mkdir {
+            at: at(int(0), a[1])?,
+            mode: a[2] as u32,
+        },
+        "mknod" => Op::Mknod {
+            at: at(cwd, a[0])?,
+            mode: a[1] as u32,
+            dev: a[2],
+        },
+        "mknodat" => Op::Mknod {
+            at: at(int(0), a[1])?,
+            mode: a[2] as u32,
+            dev: a[3],
+        },
+        _ => return Err(-i64::from(libc::ENOSYS)),
+    })
+}
+
+/// A `symlink`, `link` or `rename`: the names it makes (and takes).
+fn read_link(
+    listener: &OwnedFd,
+    call: &Call,
+    shm: Option<&OwnedFd>,
+    name: &str,
+) -> Result<Op, i64> {
     let a = call.args;
     let int = |i: usize| a[i] as u32 as i32;
     let err = |e: io::Error| errno(&e);
@@ -165,54 +234,21 @@ fn read_op(listener: &OwnedFd, call: &Call, shm: Option<&OwnedFd>) -> Result<Op,
     };
     let cwd = libc::AT_FDCWD;
     let cstr = |addr: u64| read_cstr(call.pid, addr).map_err(err);
-    Ok(match syscall_name(call.nr) {
-        Some("open") => Op::Open {
-            at: at(cwd, a[0])?,
-            flags: int(1),
-            mode: a[2] as u32,
-        },
-        Some("openat") => Op::Open {
-            at: at(int(0), a[1])?,
-            flags: int(2),
-            mode: a[3] as u32,
-        },
-        Some("creat") => Op::Open {
-            at: at(cwd, a[0])?,
-            flags: libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
-            mode: a[1] as u32,
-        },
-        Some("mkdir") => Op::Mkdir {
-            at: at(cwd, a[0])?,
-            mode: a[1] as u32,
-        },
-        Some("mkdirat") => Op::Mkdir {
-            at: at(int(0), a[1])?,
-            mode: a[2] as u32,
-        },
-        Some("mknod") => Op::Mknod {
-            at: at(cwd, a[0])?,
-            mode: a[1] as u32,
-            dev: a[2],
-        },
-        Some("mknodat") => Op::Mknod {
-            at: at(int(0), a[1])?,
-            mode: a[2] as u32,
-            dev: a[3],
-        },
-        Some("symlink") => Op::Symlink {
+    Ok(match name {
+        "symlink" => Op::Symlink {
             target: cstr(a[0])?,
             at: at(cwd, a[1])?,
         },
-        Some("symlinkat") => Op::Symlink {
+        "symlinkat" => Op::Symlink {
             target: cstr(a[0])?,
             at: at(int(1), a[2])?,
         },
-        Some("link") => Op::Link {
+        "link" => Op::Link {
             old: at(cwd, a[0])?,
             new: at(cwd, a[1])?,
             flags: 0,
         },
-        Some("linkat") => Op::Link {
+        "linkat" => Op::Link {
             old: where_of(
                 listener,
                 call,
@@ -223,17 +259,17 @@ fn read_op(listener: &OwnedFd, call: &Call, shm: Option<&OwnedFd>) -> Result<Op,
             new: at(int(2), a[3])?,
             flags: int(4),
         },
-        Some("rename") => Op::Rename {
+        "rename" => Op::Rename {
             old: at(cwd, a[0])?,
             new: at(cwd, a[1])?,
             flags: 0,
         },
-        Some("renameat") => Op::Rename {
+        "renameat" => Op::Rename {
             old: at(int(0), a[1])?,
             new: at(int(2), a[3])?,
             flags: 0,
         },
-        Some("renameat2") => Op::Rename {
+        "renameat2" => Op::Rename {
             old: at(int(0), a[1])?,
             new: at(int(2), a[3])?,
             flags: a[4] as u32,
