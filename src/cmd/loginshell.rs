@@ -60,39 +60,13 @@ pub fn main(
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .context("cannot find this executable")?;
-    let config_dir = if account.other {
-        profiles::config_dir(None, &account.home)
-    } else {
-        crate::cmd::inputs::config_dir(&account.home)
-    };
-    let config = config_dir.join(profiles::CONFIG_FILE);
-    let existing = match std::fs::read_to_string(&config) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(anyhow!("cannot read {}: {e}", config.display()).into()),
-    };
+    let (config, existing) = read_config(&account)?;
     let recorded = existing
         .as_deref()
         .and_then(|t| crate::policy::config::from_str(t, "").ok())
         .and_then(|c| c.shell);
     let real = real_shell(shell_arg, recorded, &account)?;
-    let mut steps = Vec::new();
-    if let Some(text) = with_shell(existing.as_deref(), &real, &config)? {
-        steps.push(Step::Record {
-            config: config.clone(),
-            text,
-        });
-    }
-    let listed = std::fs::read_to_string(ETC_SHELLS).unwrap_or_default();
-    if !lists(&listed, &exe) {
-        steps.push(Step::ListInEtcShells { exe: exe.clone() });
-    }
-    if account.shell != exe {
-        steps.push(Step::Chsh {
-            user: account.name.clone(),
-            exe: exe.clone(),
-        });
-    }
+    let steps = plan_steps(&account, &exe, (&config, existing.as_deref()), &real)?;
     let mut report = format!(
         "sbx-shell {COMMAND}: {} logs in through {}, which runs {}\n",
         account.name,
@@ -135,6 +109,51 @@ pub fn main(
         )
         .as_bytes(),
     )
+}
+
+/// The account's config file, and its text when it has one.
+fn read_config(account: &Account) -> Result<(PathBuf, Option<String>), Failure> {
+    let config_dir = if account.other {
+        profiles::config_dir(None, &account.home)
+    } else {
+        crate::cmd::inputs::config_dir(&account.home)
+    };
+    let config = config_dir.join(profiles::CONFIG_FILE);
+    let existing = match std::fs::read_to_string(&config) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(anyhow!("cannot read {}: {e}", config.display()).into()),
+    };
+    Ok((config, existing))
+}
+
+/// What is left to do: record the real shell, list sbx-shell in /etc/shells, chsh.
+fn plan_steps(
+    account: &Account,
+    exe: &Path,
+    (config, existing): (&Path, Option<&str>),
+    real: &Path,
+) -> Result<Vec<Step>, Failure> {
+    let mut steps = Vec::new();
+    if let Some(text) = with_shell(existing, real, config)? {
+        steps.push(Step::Record {
+            config: config.to_path_buf(),
+            text,
+        });
+    }
+    let listed = std::fs::read_to_string(ETC_SHELLS).unwrap_or_default();
+    if !lists(&listed, exe) {
+        steps.push(Step::ListInEtcShells {
+            exe: exe.to_path_buf(),
+        });
+    }
+    if account.shell != exe {
+        steps.push(Step::Chsh {
+            user: account.name.clone(),
+            exe: exe.to_path_buf(),
+        });
+    }
+    Ok(steps)
 }
 
 fn account(user: Option<&str>) -> Result<Account, Failure> {
