@@ -205,40 +205,7 @@ impl Filter {
                     self.step(byte, out);
                 }
             }
-            State::Head => {
-                let ends = matches!(byte, BEL | ESC | CAN | SUB | C1_LEAD | C1_ST);
-                let verdict = if ends {
-                    // A request that ends in its head: malformed or empty, and not passed
-                    // when its kind is one the policy refuses.
-                    match self.verdict(true) {
-                        Verdict::NeedMore => Verdict::Drop,
-                        other => other,
-                    }
-                } else {
-                    self.head.push(byte);
-                    self.verdict(false)
-                };
-                match verdict {
-                    Verdict::NeedMore => self.held.push(byte),
-                    Verdict::Pass => {
-                        self.release(out);
-                        self.step(byte, out);
-                    }
-                    Verdict::Drop => {
-                        self.dropped += 1;
-                        // `ESC ESC ]`: a request inside tmux's passthrough, its ESC doubled;
-                        // the first ESC goes too, or tmux would read on as passthrough.
-                        if self.held.first() == Some(&ESC) && out.last() == Some(&ESC) {
-                            out.pop();
-                        }
-                        self.held.clear();
-                        self.state = State::Drop;
-                        if ends {
-                            self.step(byte, out);
-                        }
-                    }
-                }
-            }
+            State::Head => self.step_head(byte, out),
             State::Drop => match byte {
                 BEL | CAN | SUB | C1_ST => self.state = State::Ground,
                 ESC => self.state = State::DropIntro { c1: false },
@@ -257,6 +224,43 @@ impl Filter {
                     // Any other ESC ends the string and begins a sequence of its own.
                     self.state = State::Ground;
                     self.step(ESC, out);
+                    self.step(byte, out);
+                }
+            }
+        }
+    }
+
+    /// A byte of an OSC's head (its number, then the clipboard's parameters): held until
+    /// the request is known to pass or to be dropped.
+    fn step_head(&mut self, byte: u8, out: &mut Vec<u8>) {
+        let ends = matches!(byte, BEL | ESC | CAN | SUB | C1_LEAD | C1_ST);
+        let verdict = if ends {
+            // A request that ends in its head: malformed or empty, and not passed
+            // when its kind is one the policy refuses.
+            match self.verdict(true) {
+                Verdict::NeedMore => Verdict::Drop,
+                other => other,
+            }
+        } else {
+            self.head.push(byte);
+            self.verdict(false)
+        };
+        match verdict {
+            Verdict::NeedMore => self.held.push(byte),
+            Verdict::Pass => {
+                self.release(out);
+                self.step(byte, out);
+            }
+            Verdict::Drop => {
+                self.dropped += 1;
+                // `ESC ESC ]`: a request inside tmux's passthrough, its ESC doubled;
+                // the first ESC goes too, or tmux would read on as passthrough.
+                if self.held.first() == Some(&ESC) && out.last() == Some(&ESC) {
+                    out.pop();
+                }
+                self.held.clear();
+                self.state = State::Drop;
+                if ends {
                     self.step(byte, out);
                 }
             }
