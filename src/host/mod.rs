@@ -13,12 +13,14 @@ pub mod sockets;
 
 mod bwrap;
 pub use bwrap::{
-    find_bwrap, parse_bwrap_version, probe_cache, Probes, BWRAP_MOUNT_POINT_FIX, BWRAP_NAMESPACES,
-    BWRAP_PATHS, SANDBOX_EXEC,
+    parse_bwrap_version, probe_cache, Probes, BWRAP_MOUNT_POINT_FIX, BWRAP_NAMESPACES, BWRAP_PATHS,
+    SANDBOX_EXEC,
 };
 
-mod machine;
-pub use machine::{BwrapUnusable, Machine, UserNamespaces};
+pub(crate) mod machine;
+pub use machine::Machine;
+#[cfg(test)]
+use machine::UserNamespaces;
 
 mod place;
 pub use place::{children, PathKind, Place, RealFs};

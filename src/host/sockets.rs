@@ -213,11 +213,6 @@ const KNOWN: &[(&str, Form)] = &[
     ("GNOME_KEYRING_CONTROL", Form::Path),
 ];
 
-/// The names `variable_target` knows (for docs and `explain`).
-pub fn known_variables() -> impl Iterator<Item = &'static str> {
-    KNOWN.iter().map(|(name, _)| *name)
-}
-
 #[derive(Debug, Clone, Copy)]
 enum Form {
     /// The value is the socket's path.

@@ -20,4 +20,4 @@ pub mod request;
 pub mod session;
 
 mod proxy;
-pub use proxy::{proxy_env, Proxy, NO_NETWORK_ENV, SANDBOX_PORT};
+pub use proxy::{proxy_env, NO_NETWORK_ENV, SANDBOX_PORT};

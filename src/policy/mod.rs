@@ -17,16 +17,14 @@ pub mod profiles;
 pub mod program;
 pub mod shell;
 
-mod model;
+pub(crate) mod model;
 pub use model::{
-    looks_secret, state_to_create, DomainRule, Dropped, Environment, Filesystem, Layer, Limits,
-    Network, PathContext, PathResolver, Policy, PolicyError, ResolvedPath, Seed, ALWAYS_DROPPED,
-    DEFAULT_DENIED, DEFAULT_PROTECTED, DEFAULT_TIMEOUT_GRACE, DEFAULT_TMP_MIB, KEYCHAINS,
-    SECRET_SUBSTRINGS, SECRET_SUFFIXES,
+    state_to_create, DomainRule, Filesystem, Layer, Limits, Network, PathContext, PathResolver,
+    Policy, ResolvedPath, Seed, ALWAYS_DROPPED, DEFAULT_DENIED, KEYCHAINS,
 };
 
 mod resolve;
-pub use resolve::{defaults_layer, own_dirs, parse_domain_rule, resolve, resolve_path};
+pub use resolve::{defaults_layer, resolve};
 
 #[cfg(test)]
 pub mod test_support;

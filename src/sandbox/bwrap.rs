@@ -11,9 +11,7 @@
 //! controlling terminal (job control, resize and ^C then work; see DESIGN.md §4).
 
 use super::plan::PRIVATE_DIRS;
-pub use super::plan::{
-    mounts, nested_root, HelperFd, How, Inputs, Mount, NameServer, HOME_READONLY,
-};
+pub use super::plan::{mounts, nested_root, HelperFd, How, Inputs, Mount, NameServer};
 use std::ffi::OsString;
 use std::os::fd::RawFd;
 use std::path::Path;

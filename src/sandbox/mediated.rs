@@ -29,10 +29,7 @@
 #[cfg(target_os = "linux")]
 mod bpf;
 #[cfg(target_os = "linux")]
-pub use bpf::{compile, number, syscall_name, Instruction};
+pub use bpf::{compile, number, syscall_name};
 
-mod table;
-pub use table::{
-    creating, table, Mediated, When, IOPRIO_WHO_USER, METADATA, PRIO_USER, PR_SET_DUMPABLE,
-    TIOCGPTPEER,
-};
+pub(crate) mod table;
+pub use table::{creating, table, Mediated, IOPRIO_WHO_USER, PRIO_USER};

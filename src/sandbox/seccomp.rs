@@ -37,7 +37,4 @@ mod bpf {
 pub use bpf::*;
 
 mod filter;
-pub use filter::{
-    build_filter, Condition, Filter, Rule, SeccompError, AF_INET, AF_INET6, AF_NETLINK, AF_UNIX,
-    NETLINK_ROUTE, SOCK_DGRAM, SOCK_STREAM, SOCK_TYPE_MASK, TIOCLINUX, TIOCSTI,
-};
+pub use filter::{build_filter, Condition, Filter, SeccompError};

@@ -1,6 +1,6 @@
 use super::*;
 use crate::policy::config;
-use crate::policy::Dropped;
+use crate::policy::model::Dropped;
 use std::ffi::{OsStr, OsString};
 
 /// A filesystem where /tmp is a symlink to /private/tmp (as on macOS) and /home/u exists.

@@ -240,7 +240,8 @@ pub const SYS_REMOVEXATTRAT: i64 = 466;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::mediated::{creating, table, IOPRIO_WHO_USER, PRIO_USER, TIOCGPTPEER};
+    use crate::sandbox::mediated::table::TIOCGPTPEER;
+    use crate::sandbox::mediated::{creating, table, IOPRIO_WHO_USER, PRIO_USER};
 
     /// Run `program` on one call, as the kernel would: the action it returns.
     fn run(program: &[Instruction], nr: i64, args: [u64; 6]) -> u32 {

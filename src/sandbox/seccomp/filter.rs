@@ -196,6 +196,7 @@ pub enum SeccompError {
     #[error("seccomp: {0}")]
     Compile(String),
     #[error("seccomp exists on Linux only")]
+    #[cfg_attr(target_os = "linux", allow(dead_code))]
     Unsupported,
 }
 

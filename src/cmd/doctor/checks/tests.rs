@@ -70,7 +70,7 @@ fn without_landlock_and_bwrap_nothing_runs() {
         bwrap_probe: Some(Err(
             "exit status: 1: No permissions to create new namespace".into(),
         )),
-        userns: crate::host::UserNamespaces {
+        userns: crate::host::machine::UserNamespaces {
             unprivileged_clone: Some("0".into()),
             ..Default::default()
         },
