@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh — the one test command (README.md); CI runs exactly this via .ci/run.
 #
-# Installs what the tests need when it is missing, then checks formatting, lints for Linux
+# Installs what the tests need when it is missing, then checks formatting, the source
+# tree's shape (scripts/shape.py: layout, sizes, import graph), lints for Linux
 # and macOS (aarch64-apple-darwin, which cannot run here but must build clean), and runs
 # every test — unit tests and the end-to-end suite on real ptys and tmux.
 #
@@ -152,6 +153,9 @@ install_agents
 
 say "cargo fmt --check"
 cargo fmt --check
+
+say "the source tree's shape (scripts/shape.py)"
+python3 scripts/shape.py
 
 say "cargo clippy (linux)"
 cargo clippy --all-targets --locked -- -D warnings
