@@ -223,7 +223,7 @@ def startup():
                            check=True, capture_output=True, text=True).stdout.split()
     policy_bwrap = shown[:shown.index("--") + 1] + ["/bin/true"]
     # The helper mode with nothing to apply: the exec of sbx-shell that the design puts
-    # between the launcher and the program (src/launch.rs, HelperSpec).
+    # between the launcher and the program (src/policy/launch.rs, HelperSpec).
     helper = [SBX, "__sbx_helper", json.dumps({
         "new_session": False,
         "limits": {"raise_nofile": False, "open_files": None, "cpu_seconds": None,

@@ -147,7 +147,7 @@ pub struct SessionParts<'a> {
     /// Where the sandbox reaches the allow-list proxy (needed for an allow-list).
     pub proxy_port: Option<u16>,
     /// Alone, in workspace-write: the session's private temporary directory
-    /// (`sessiontemp`), writable where bwrap would give a private `/tmp`.
+    /// (`session::temp`), writable where bwrap would give a private `/tmp`.
     pub temp_dir: Option<&'a Path>,
     /// Alone: the session's own directory standing for `/dev/shm` (`mediator::shm_name`).
     pub shm_dir: Option<&'a Path>,
@@ -411,7 +411,7 @@ fn around(
 /// socket can be granted (seccomp refuses unix sockets by path, `seccomp::build_filter`):
 /// such a policy is refused, never weakened — except a protected path inside a writable
 /// tree other than `/`, which the helper's guard refuses to change (Linux 5.14 and later,
-/// `mediator::names`) or restores when it changes (before, `watch::record`).
+/// `protect::names`) or restores when it changes (before, `watch::record`).
 fn check_alone(
     fs: &Filesystem,
     writable: &[&Path],

@@ -143,7 +143,7 @@ fn with_bwrap_inputs<R>(
 }
 
 /// Whether the helper's guard judges every name the program makes and every writing open
-/// (`mediator::names`): when the program has writable trees, on Linux 5.14 and later —
+/// (`protect::names`): when the program has writable trees, on Linux 5.14 and later —
 /// handing an opened file over with the answer (SECCOMP_ADDFD_FLAG_SEND) is 5.14's; before
 /// it, names are left to the guard, which moves them aside.
 pub fn names_judged(policy: &Policy) -> bool {
@@ -160,7 +160,7 @@ fn home_top(mounts: &[bwrap::Mount]) -> Option<(PathBuf, Vec<String>)> {
     })
 }
 
-/// The protected files that exist now, by `(st_dev, st_ino)` (`mediator::names::Names`):
+/// The protected files that exist now, by `(st_dev, st_ino)` (`protect::names::Names`):
 /// the policy's protected paths that are files and the files directly in those that are
 /// directories (`.vscode/settings.json`), and in every git directory of the writable trees
 /// its config files, `commondir` and hooks. Read without following symlinks.
@@ -266,7 +266,7 @@ pub struct InProcess {
     pub launcher_depth: usize,
     /// Landlock alone: the calls Landlock cannot judge go to sbx-shell (`mediated`).
     pub mediate: bool,
-    /// The names the helper's guard refuses to make (`mediator::names`), when the program
+    /// The names the helper's guard refuses to make (`protect::names`), when the program
     /// has writable trees (`repos::trees`).
     pub names: Option<crate::protect::names::Names>,
 }

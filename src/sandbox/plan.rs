@@ -85,7 +85,7 @@ pub enum How {
     Seal { readonly: Vec<String> },
     /// Writable, but its dot entries and `readonly` (those that exist) bound read-only
     /// each, except a writable root among them: where the helper's guard judges every
-    /// name made (`mediator::names::Names::home`), which refuses new dot names and
+    /// name made (`protect::names::Names::home`), which refuses new dot names and
     /// `readonly` at the top while ordinary names can be made there.
     SealDots { readonly: Vec<String> },
     /// Bound on itself, so that it cannot be renamed or removed (EBUSY): an ancestor of a
@@ -110,7 +110,7 @@ pub enum How {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         layers: Option<(PathBuf, PathBuf)>,
     },
-    /// A cache's twin that a variable points at (`privatehome::Entry::layered`): the
+    /// A cache's twin that a variable points at (`policy::home::Entry::layered`): the
     /// host's directory `lower` beneath it read-only, an overlay with the private home's
     /// `upper` and `work`; left as it is when the kernel refuses the overlay.
     Layered {
@@ -149,10 +149,10 @@ pub fn nested_root(path: &Path, roots: &[&Path]) -> bool {
 ///    sockets (unless granted), each once, skipping what does not exist and what a private
 ///    or an already covered directory covers.
 ///
-/// A kept path that is mounted (`privatehome::Entry::mount`) gets its twin only where
+/// A kept path that is mounted (`policy::home::Entry::mount`) gets its twin only where
 /// the host has it, as the same kind (file or directory); one with a grant inside it stays
 /// the host's (the grant says the program should see it); the tools' variables cover the
-/// rest (`privatehome::variables`).
+/// rest (`policy::home::variables`).
 ///
 /// The helper does it, not bwrap: bwrap resolves a destination by name when it mounts (a
 /// symlink flipped meanwhile moves the mount elsewhere) and ends the session when one

@@ -143,6 +143,20 @@ fn expect_same_screen(agent: &Agent, bare: (&Tmux, &Path), boxed: (&Tmux, &Path)
     }
 }
 
+/// Until the screen stays the same for 300 ms (the agent done redrawing), `at_most` long.
+fn settle(tmux: &Tmux, at_most: Duration) {
+    let start = std::time::Instant::now();
+    let mut last = tmux.capture();
+    while start.elapsed() < at_most {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = tmux.capture();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
 /// Live processes whose environment holds `needle` (each run's HOME is its own).
 fn pids_with_env(needle: &str) -> Vec<i32> {
     std::fs::read_dir("/proc")
@@ -258,7 +272,7 @@ fn drive(agent: &Agent, backend: &str) {
         );
         boxed.type_line("fg");
         expect(&boxed, agent.marker);
-        std::thread::sleep(Duration::from_millis(1500));
+        settle(&boxed, Duration::from_millis(1500));
     }
 
     for key in agent.quit {

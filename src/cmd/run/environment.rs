@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use std::ffi::OsString;
 use std::path::Path;
 
-/// The private home's variables (`privatehome::variables`), except those the policy's
+/// The private home's variables (`policy::home::variables`), except those the policy's
 /// `environment.set` names: an explicit setting wins.
 fn private_home_env(plan: &Plan) -> Vec<(String, std::ffi::OsString)> {
     let Some(home) = &plan.policy.private_home else {
@@ -44,7 +44,7 @@ fn no_network_env(plan: &Plan) -> Vec<(String, std::ffi::OsString)> {
 }
 
 /// Landlock alone in workspace-write: the session's private temporary directory, in place
-/// of the private `/tmp` bwrap gives (`sessiontemp`).
+/// of the private `/tmp` bwrap gives (`session::temp`).
 fn session_temp(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, Failure> {
     if *backend != Backend::Landlock
         || plan.policy.filesystem.mode != crate::policy::config::FsMode::WorkspaceWrite
@@ -57,7 +57,7 @@ fn session_temp(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, F
     Ok(Some(temp))
 }
 
-/// Landlock alone: the session's own directory standing for `/dev/shm` (`sessiontemp`),
+/// Landlock alone: the session's own directory standing for `/dev/shm` (`session::temp`),
 /// unless the policy makes the host's writable.
 fn session_shm(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, Failure> {
     if *backend != Backend::Landlock

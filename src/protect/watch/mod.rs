@@ -2,7 +2,7 @@
 //! appears. A mount protects what exists; it cannot refuse one new name in a directory
 //! that must stay writable (`.mcp.json` at the top of a project, `commondir` in a git
 //! directory that needs its lock files, a repository made with `git init`). The program's
-//! own calls that make such names are refused when made (`mediator::names`); this is what
+//! own calls that make such names are refused when made (`protect::names`); this is what
 //! stays behind them, for what changes from outside the sandbox and what enters otherwise.
 //! While the session runs, sbx-shell watches the writable trees from outside the sandbox
 //! (inotify: no polling) and, as soon as one of these appears, moves it out of the tree

@@ -144,14 +144,14 @@ pub fn table() -> Vec<Mediated> {
 }
 
 /// The calls that make a name, and the opens that write: each is done by the helper's
-/// guard, which refuses the names nothing in the session may make (`mediator::names`). `open`,
+/// guard, which refuses the names nothing in the session may make (`protect::names`). `open`,
 /// `creat`, `mkdir`, `mknod`, `symlink`, `link` and `rename` exist on x86_64 only.
 /// `openat2` is asked always (its flags are in memory, which another thread could change
 /// after a look): it is answered ENOSYS, as by kernels before 5.6, and callers fall back
 /// to `openat`.
 pub fn creating() -> Vec<Mediated> {
     // An open that can make a name (O_CREAT), or write (a config is written by git's
-    // rename only: `mediator::names::refused_write`).
+    // rename only: `protect::names::refused_write`).
     let bits = (libc::O_CREAT | libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC) as u32;
     let mut t = vec![
         Mediated {
