@@ -31,7 +31,7 @@ impl OuterTerminal {
         &self.saved
     }
 
-    /// Put fd 0 into raw mode; the returned guard restores it when dropped.
+    /// Put fd 0 into raw mode; the returned `RawMode` restores it when dropped.
     pub fn enter_raw(self) -> io::Result<RawMode> {
         self.apply_raw()?;
         Ok(RawMode { terminal: self })
