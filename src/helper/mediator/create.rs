@@ -157,61 +157,55 @@ fn serve(
 /// What the call asks, read from its arguments and the program's memory; a name in
 /// `/dev/shm` is taken in `shm`, the session's own directory for it (`mediator::shm_name`).
 fn read_op(listener: &OwnedFd, call: &Call, shm: Option<&OwnedFd>) -> Result<Op, i64> {
+    let args = Args {
+        listener,
+        call,
+        shm,
+    };
     match syscall_name(call.nr) {
         Some(name @ ("open" | "openat" | "creat" | "mkdir" | "mkdirat" | "mknod" | "mknodat")) => {
-            read_make(listener, call, shm, name)
+            read_make(&args, name)
         }
-        Some(name) => read_link(listener, call, shm, name),
+        Some(name) => read_link(&args, name),
         // (anything unexpected): as a kernel without it answers.
         None => Err(-i64::from(libc::ENOSYS)),
     }
 }
 
 /// An open, `mkdir` or `mknod`: the name it makes, or opens.
-fn read_make(
-    listener: &OwnedFd,
-    call: &Call,
-    shm: Option<&OwnedFd>,
-    name: &str,
-) -> Result<Op, i64> {
-    let a = call.args;
-    let int = |i: usize| a[i] as u32 as i32;
-    let err = |e: io::Error| errno(&e);
-    let at = |dirfd: i32, path: u64| -> Result<Where, i64> {
-        where_of(listener, call, (dirfd, path, false), shm).map_err(err)
-    };
-    let cwd = libc::AT_FDCWD;
+fn read_make(args: &Args<'_>, name: &str) -> Result<Op, i64> {
+    let (a, cwd) = (args.call.args, libc::AT_FDCWD);
     Ok(match name {
         "open" => Op::Open {
-            at: at(cwd, a[0])?,
-            flags: int(1),
+            at: args.at(cwd, a[0])?,
+            flags: args.int(1),
             mode: a[2] as u32,
         },
         "openat" => Op::Open {
-            at: at(int(0), a[1])?,
-            flags: int(2),
+            at: args.at(args.int(0), a[1])?,
+            flags: args.int(2),
             mode: a[3] as u32,
         },
         "creat" => Op::Open {
-            at: at(cwd, a[0])?,
+            at: args.at(cwd, a[0])?,
             flags: libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
             mode: a[1] as u32,
         },
         "mkdir" => Op::Mkdir {
-            at: at(cwd, a[0])?,
+            at: args.at(cwd, a[0])?,
             mode: a[1] as u32,
         },
         "mkdirat" => Op::Mkdir {
-            at: at(int(0), a[1])?,
+            at: args.at(args.int(0), a[1])?,
             mode: a[2] as u32,
         },
         "mknod" => Op::Mknod {
-            at: at(cwd, a[0])?,
+            at: args.at(cwd, a[0])?,
             mode: a[1] as u32,
             dev: a[2],
         },
         "mknodat" => Op::Mknod {
-            at: at(int(0), a[1])?,
+            at: args.at(args.int(0), a[1])?,
             mode: a[2] as u32,
             dev: a[3],
         },
@@ -220,63 +214,72 @@ fn read_make(
 }
 
 /// A `symlink`, `link` or `rename`: the names it makes (and takes).
-fn read_link(
-    listener: &OwnedFd,
-    call: &Call,
-    shm: Option<&OwnedFd>,
-    name: &str,
-) -> Result<Op, i64> {
-    let a = call.args;
-    let int = |i: usize| a[i] as u32 as i32;
-    let err = |e: io::Error| errno(&e);
-    let at = |dirfd: i32, path: u64| -> Result<Where, i64> {
-        where_of(listener, call, (dirfd, path, false), shm).map_err(err)
-    };
-    let cwd = libc::AT_FDCWD;
-    let cstr = |addr: u64| read_cstr(call.pid, addr).map_err(err);
+fn read_link(args: &Args<'_>, name: &str) -> Result<Op, i64> {
+    let (a, cwd) = (args.call.args, libc::AT_FDCWD);
     Ok(match name {
         "symlink" => Op::Symlink {
-            target: cstr(a[0])?,
-            at: at(cwd, a[1])?,
+            target: args.cstr(a[0])?,
+            at: args.at(cwd, a[1])?,
         },
         "symlinkat" => Op::Symlink {
-            target: cstr(a[0])?,
-            at: at(int(1), a[2])?,
+            target: args.cstr(a[0])?,
+            at: args.at(args.int(1), a[2])?,
         },
         "link" => Op::Link {
-            old: at(cwd, a[0])?,
-            new: at(cwd, a[1])?,
+            old: args.at(cwd, a[0])?,
+            new: args.at(cwd, a[1])?,
             flags: 0,
         },
         "linkat" => Op::Link {
-            old: where_of(
-                listener,
-                call,
-                (int(0), a[1], int(4) & libc::AT_EMPTY_PATH != 0),
-                shm,
-            )
-            .map_err(err)?,
-            new: at(int(2), a[3])?,
-            flags: int(4),
+            old: args.at_or_empty(args.int(0), a[1], args.int(4) & libc::AT_EMPTY_PATH != 0)?,
+            new: args.at(args.int(2), a[3])?,
+            flags: args.int(4),
         },
         "rename" => Op::Rename {
-            old: at(cwd, a[0])?,
-            new: at(cwd, a[1])?,
+            old: args.at(cwd, a[0])?,
+            new: args.at(cwd, a[1])?,
             flags: 0,
         },
         "renameat" => Op::Rename {
-            old: at(int(0), a[1])?,
-            new: at(int(2), a[3])?,
+            old: args.at(args.int(0), a[1])?,
+            new: args.at(args.int(2), a[3])?,
             flags: 0,
         },
         "renameat2" => Op::Rename {
-            old: at(int(0), a[1])?,
-            new: at(int(2), a[3])?,
+            old: args.at(args.int(0), a[1])?,
+            new: args.at(args.int(2), a[3])?,
             flags: a[4] as u32,
         },
         // openat2 (and anything unexpected): as a kernel without it answers.
         _ => return Err(-i64::from(libc::ENOSYS)),
     })
+}
+
+/// A call's arguments as the guard reads them: numbers, strings and paths (each read from
+/// where it starts, `where_of`).
+struct Args<'a> {
+    listener: &'a OwnedFd,
+    call: &'a Call,
+    shm: Option<&'a OwnedFd>,
+}
+
+impl Args<'_> {
+    fn int(&self, i: usize) -> i32 {
+        self.call.args[i] as u32 as i32
+    }
+
+    fn at(&self, dirfd: i32, path: u64) -> Result<Where, i64> {
+        self.at_or_empty(dirfd, path, false)
+    }
+
+    /// `empty`: an empty path names `dirfd` itself (`AT_EMPTY_PATH`).
+    fn at_or_empty(&self, dirfd: i32, path: u64, empty: bool) -> Result<Where, i64> {
+        where_of(self.listener, self.call, (dirfd, path, empty), self.shm).map_err(|e| errno(&e))
+    }
+
+    fn cstr(&self, addr: u64) -> Result<CString, i64> {
+        read_cstr(self.call.pid, addr).map_err(|e| errno(&e))
+    }
 }
 
 /// The start of the path at `addr` relative to the program's descriptor `dirfd`: the

@@ -64,7 +64,7 @@ impl Acting<'_> {
         }
         let to = self.new_entry(new)?;
         self.check(&to, Made::Other)?;
-        let rc = if old.path.is_empty() {
+        if old.path.is_empty() {
             // The object itself: the program's descriptor with AT_EMPTY_PATH, or its own
             // descriptor's magic link followed (`/proc/self/fd/N`, AT_SYMLINK_FOLLOW).
             // Without either, the kernel would link the /proc symlink: another file system.
@@ -75,52 +75,21 @@ impl Acting<'_> {
             // through its magic link, as an unprivileged caller does.
             let base = self.base(old);
             self.check_link_source(base)?;
-            let magic = CString::new(format!("/proc/self/fd/{}", base.as_raw_fd()))
-                .map_err(|_| libc::EINVAL)?;
-            // SAFETY: NUL-terminated paths and our descriptors.
-            unsafe {
-                libc::linkat(
-                    libc::AT_FDCWD,
-                    magic.as_ptr(),
-                    to.dir.as_raw_fd(),
-                    to.name.as_ptr(),
-                    libc::AT_SYMLINK_FOLLOW,
-                )
-            }
-        } else {
-            let from = self.entry(self.base(old), &old.path)?.ok_or(libc::EPERM)?;
-            // The object linked is opened and judged, then linked through that descriptor
-            // (nothing is looked up by name again): a second name of a protected file
-            // would let it be written through that name.
-            let nofollow = if flags & libc::AT_SYMLINK_FOLLOW != 0 {
-                0
-            } else {
-                libc::O_NOFOLLOW
-            };
-            let object = openat(
-                from.dir.as_fd(),
-                &from.name,
-                libc::O_PATH | libc::O_CLOEXEC | nofollow,
-                0,
-            )?;
-            self.check_link_source(object.as_fd())?;
-            let magic = CString::new(format!("/proc/self/fd/{}", object.as_raw_fd()))
-                .map_err(|_| libc::EINVAL)?;
-            // SAFETY: NUL-terminated paths and our descriptors.
-            unsafe {
-                libc::linkat(
-                    libc::AT_FDCWD,
-                    magic.as_ptr(),
-                    to.dir.as_raw_fd(),
-                    to.name.as_ptr(),
-                    libc::AT_SYMLINK_FOLLOW,
-                )
-            }
-        };
-        if rc == -1 {
-            return Err(last_errno());
+            return link_through(base, &to);
         }
-        Ok(0)
+        let from = self.entry(self.base(old), &old.path)?.ok_or(libc::EPERM)?;
+        // The object linked is opened and judged, then linked through that descriptor
+        // (nothing is looked up by name again): a second name of a protected file would let
+        // it be written through that name.
+        let nofollow = if flags & libc::AT_SYMLINK_FOLLOW != 0 {
+            0
+        } else {
+            libc::O_NOFOLLOW
+        };
+        let how = libc::O_PATH | libc::O_CLOEXEC | nofollow;
+        let object = openat(from.dir.as_fd(), &from.name, how, 0)?;
+        self.check_link_source(object.as_fd())?;
+        link_through(object.as_fd(), &to)
     }
 
     /// Refuse a new name for `object`: a protected path, a protected file
@@ -263,4 +232,25 @@ impl Acting<'_> {
         unsafe { libc::unlinkat(from.dir.as_raw_fd(), from.name.as_ptr(), 0) };
         Ok(0)
     }
+}
+
+/// A new name `to` for the object `object` is open on, made through its magic link
+/// (`/proc/self/fd/N`, followed): never by a name looked up again.
+fn link_through(object: BorrowedFd<'_>, to: &Entry) -> Res<i64> {
+    let magic =
+        CString::new(format!("/proc/self/fd/{}", object.as_raw_fd())).map_err(|_| libc::EINVAL)?;
+    // SAFETY: NUL-terminated paths and our descriptors.
+    let rc = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            magic.as_ptr(),
+            to.dir.as_raw_fd(),
+            to.name.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if rc == -1 {
+        return Err(last_errno());
+    }
+    Ok(0)
 }
