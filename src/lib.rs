@@ -46,7 +46,15 @@ pub fn main_entry() -> ExitCode {
         Some(Action::Doctor { json }) => cmd::doctor::main(json),
         Some(Action::Setup { check, yes }) => cmd::setup::main(check, yes),
         Some(Action::Explain(ref explain)) => cmd::explain::main(explain),
-        Some(Action::Log { count, json }) => cmd::log::main(count, json),
+        Some(Action::Why(ref why)) => cmd::why::main(why),
+        Some(Action::Log {
+            count,
+            json,
+            follow,
+        }) => match follow {
+            true => cmd::log::follow(json),
+            false => cmd::log::main(count, json),
+        },
         Some(Action::LoginShell {
             ref shell,
             ref user,

@@ -129,6 +129,10 @@ pub enum Action {
         #[arg(long, conflicts_with = "yes")]
         print: bool,
     },
+    /// Say whether the sandbox allows a path, host, variable or host socket, the rule that
+    /// decides it, where the rule comes from, and the option that changes it (exit 1 when
+    /// refused).
+    Why(Box<WhyArgs>),
     /// Show the recent sessions from the session log.
     Log {
         /// How many sessions, newest last.
@@ -137,6 +141,11 @@ pub enum Action {
         /// Print the log's JSON lines as they are.
         #[arg(long)]
         json: bool,
+        /// Show what the sandbox refuses in the running sessions, as it happens, until
+        /// interrupted (each refused path, host or variable once, with the option that
+        /// allows it).
+        #[arg(short = 'f', long, conflicts_with = "count")]
+        follow: bool,
     },
     /// List the private homes (history, viminfo, caches kept between sessions, one per
     /// profile), or empty one with --clear.
@@ -173,6 +182,38 @@ pub struct ExplainArgs {
     /// The command it would run (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct WhyArgs {
+    /// A path (~/.ssh/id_ed25519, ./build), a host (registry.npmjs.org, example.com:8443),
+    /// a variable (GH_TOKEN) or a host socket ("$SSH_AUTH_SOCK").
+    #[arg(value_name = "PATH|HOST|VARIABLE|SOCKET")]
+    pub subject: String,
+
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+
+    /// What SUBJECT is, when its spelling does not say.
+    #[arg(long = "as", value_enum, value_name = "WHAT")]
+    pub what: Option<WhyKind>,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The command a run would start (after `--`): its agent profile applies.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// What `why` is asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WhyKind {
+    Path,
+    Host,
+    Variable,
+    Socket,
 }
 
 /// A backend whose output `explain` can show.

@@ -78,6 +78,15 @@ pub fn resolve(
     home: &Path,
     user_config: Option<Layer>,
 ) -> anyhow::Result<Policy> {
+    resolve_with_layers(args, home, user_config).map(|(policy, _, _)| policy)
+}
+
+/// The same, with the layers and the paths' context it was resolved from (`why`).
+pub fn resolve_with_layers(
+    args: &PolicyArgs,
+    home: &Path,
+    user_config: Option<Layer>,
+) -> anyhow::Result<(Policy, Vec<Layer>, PathContext)> {
     let workspace = match &args.workspace {
         Some(dir) => {
             std::path::absolute(dir).with_context(|| format!("--workspace {}", dir.display()))?
@@ -98,7 +107,7 @@ pub fn resolve(
     let fs = RealFs::default();
     let policy = policy::resolve(&name, &layers, &ctx, &fs)?;
     if !nix::unistd::geteuid().is_root() {
-        return Ok(policy);
+        return Ok((policy, layers, ctx));
     }
     // Root: the walk for root-only files goes around what the session has anyway — its
     // home, its workspace and what the policy grants (sockets too) — so it is resolved
@@ -112,7 +121,8 @@ pub fn resolve(
         .map(|p| p.real().to_path_buf())
         .collect();
     ctx.root_secrets = crate::host::rootsecrets::found(&kept, home, policy::DEFAULT_DENIED);
-    Ok(policy::resolve(&name, &layers, &ctx, &fs)?)
+    let policy = policy::resolve(&name, &layers, &ctx, &fs)?;
+    Ok((policy, layers, ctx))
 }
 
 /// The command-line flags as a configuration layer (the highest).

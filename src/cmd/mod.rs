@@ -12,3 +12,4 @@ pub mod man;
 pub mod run;
 pub mod schema;
 pub mod setup;
+pub mod why;

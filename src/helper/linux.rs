@@ -49,11 +49,20 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
             rules
         }),
     };
+    // The pipe the guard reports its refusals on (`mediator::report`), inherited for it
+    // alone: the program's side closes it with every other descriptor before exec.
+    let reports = spec.refusals_fd.filter(|_| listened).map(|fd| {
+        use std::os::fd::FromRawFd;
+        // SAFETY: sbx-shell made this pipe end for the guard; nothing else here owns it.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    });
     let on_guard = move || {
         let Some(channel) = ours else {
             return;
         };
-        if let Err(e) = crate::helper::mediator::create::start(channel, names, mediated, reach) {
+        let guard_side = (reach, reports);
+        if let Err(e) = crate::helper::mediator::create::start(channel, names, mediated, guard_side)
+        {
             eprintln!("sbx-shell: the guard cannot answer the program's mediated calls: {e}");
         }
     };

@@ -39,6 +39,8 @@ mod notify;
 mod opening;
 pub mod opens;
 pub mod paths;
+#[cfg(target_os = "linux")]
+mod report;
 pub mod umasks;
 
 mod decide;

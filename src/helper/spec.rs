@@ -66,6 +66,10 @@ pub struct HelperSpec {
     /// (`mediator::create`); the program's side installs the filter after Landlock.
     #[serde(default)]
     pub names: Option<crate::protect::names::Names>,
+    /// The write end of a non-blocking pipe on which the guard reports each refusal of
+    /// its mediator (`mediator::report`, read by sbx-shell's `session::journal`).
+    #[serde(default)]
+    pub refusals_fd: Option<i32>,
 }
 
 /// Where the helper opens the proxy's port, and how it hands it over.
@@ -227,6 +231,7 @@ mod tests {
             guard: false,
             stop_notify_fd: None,
             lifeline_fd: None,
+            refusals_fd: None,
             mounts: Vec::new(),
             proxy_listen: Some(ProxyListen {
                 port: 3128,

@@ -5,6 +5,7 @@
 use super::lookups;
 use super::request;
 use super::request::{Refusal, Request, Target};
+use crate::policy::refusal::{self, Kind, Sink};
 use crate::policy::DomainRule;
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
@@ -36,27 +37,25 @@ struct Shared {
     rules: Vec<DomainRule>,
     overrides: BTreeMap<String, IpAddr>,
     log: Option<PathBuf>,
+    /// Where each refusal is recorded as it happens (the session's journal).
+    sink: Sink,
     stats: Mutex<Stats>,
 }
 
 #[derive(Default)]
 struct Stats {
-    allowed: u64,
     refused: u64,
-    /// The options that would have allowed the first few refusals (`Refusal::fix`).
-    fixes: Vec<String>,
-    /// The first few refusals, for the summary: "target reason".
-    examples: Vec<String>,
     /// The names looked up through the sandbox's name server (`lookups`), each once.
-    looked_up: Vec<String>,
+    looked_up: std::collections::BTreeSet<String>,
 }
 
 impl Proxy {
-    /// `log`: where each refusal is appended (the network log), if anywhere.
+    /// `log`: where each refusal is appended (the network log), if anywhere; `sink`: where
+    /// it is recorded for the session.
     pub fn new(
         rules: Vec<DomainRule>,
         overrides: BTreeMap<String, IpAddr>,
-        log: Option<PathBuf>,
+        (log, sink): (Option<PathBuf>, Sink),
     ) -> Proxy {
         Proxy {
             shared: Arc::new(Shared {
@@ -64,6 +63,7 @@ impl Proxy {
                 rules,
                 overrides,
                 log,
+                sink,
                 stats: Mutex::new(Stats::default()),
             }),
         }
@@ -71,13 +71,14 @@ impl Proxy {
 
     /// The proxy of a session with no network (bwrap): it refuses every request and
     /// names what was asked, with the option that allows it.
-    pub fn no_network(log: Option<PathBuf>) -> Proxy {
+    pub fn no_network(log: Option<PathBuf>, sink: Sink) -> Proxy {
         Proxy {
             shared: Arc::new(Shared {
                 no_network: true,
                 rules: Vec::new(),
                 overrides: BTreeMap::new(),
                 log,
+                sink,
                 stats: Mutex::new(Stats::default()),
             }),
         }
@@ -198,31 +199,24 @@ impl Proxy {
             port: 443,
         };
         let listed = request::check(&self.shared.rules, &target).is_ok();
-        {
-            let Ok(mut stats) = self.shared.stats.lock() else {
-                return;
-            };
-            if stats.looked_up.iter().any(|n| n == name) {
-                return;
-            }
-            stats.looked_up.push(name.to_string());
-            let fix = format!("--net allow={name}");
-            if lookups::is_host_name(name)
-                && !listed
-                && stats.fixes.len() < 5
-                && !stats.fixes.contains(&fix)
-            {
-                stats.fixes.push(fix);
-            }
+        let new = (self.shared.stats.lock()).is_ok_and(|mut s| s.looked_up.insert(name.into()));
+        if !new {
+            return;
         }
         let why = if listed {
-            "looked up: refused (names are resolved by the proxy only, HTTPS_PROXY)"
+            "names are resolved by the proxy only (HTTPS_PROXY)"
         } else if self.shared.no_network {
-            "looked up: refused (the session has no network)"
+            "the session has no network"
         } else {
-            "looked up: refused (not on the allow-list)"
+            "not on the allow-list"
         };
-        self.log_line(name, why);
+        self.log_line(name, &format!("looked up: refused ({why})"));
+        (self.shared.sink)(refusal::Refusal {
+            kind: Kind::Lookup,
+            subject: name.to_string(),
+            why: why.into(),
+            fix: (lookups::is_host_name(name) && !listed).then(|| format!("--net allow={name}")),
+        });
     }
 
     /// Listen on a loopback port of the host; returns the port. Serves until sbx-shell ends.
@@ -256,61 +250,6 @@ impl Proxy {
             .stats
             .lock()
             .map_or(0, |s| s.refused + s.looked_up.len() as u64)
-    }
-
-    /// The line for stderr at the end of the session, when something was refused.
-    pub fn summary(&self) -> Option<String> {
-        let stats = self.shared.stats.lock().ok()?;
-        if stats.refused == 0 && stats.looked_up.is_empty() {
-            return None;
-        }
-        let mut parts = Vec::new();
-        if stats.refused > 0 {
-            parts.push(format!(
-                "{} connection{} refused ({}{})",
-                stats.refused,
-                if stats.refused == 1 { "" } else { "s" },
-                stats.examples.join("; "),
-                if stats.refused > stats.examples.len() as u64 {
-                    "; …"
-                } else {
-                    ""
-                },
-            ));
-        }
-        if !stats.looked_up.is_empty() {
-            let shown: Vec<&str> = stats.looked_up.iter().take(5).map(String::as_str).collect();
-            parts.push(format!(
-                "{} name{} looked up and refused ({}{})",
-                stats.looked_up.len(),
-                if stats.looked_up.len() == 1 { "" } else { "s" },
-                shown.join(", "),
-                if stats.looked_up.len() > shown.len() {
-                    ", …"
-                } else {
-                    ""
-                },
-            ));
-        }
-        let mut line = format!(
-            "sbx-shell: network{}: {}",
-            if self.shared.no_network {
-                " (none)"
-            } else {
-                ""
-            },
-            parts.join("; ")
-        );
-        if stats.allowed > 0 {
-            line.push_str(&format!(", {} allowed", stats.allowed));
-        }
-        if !stats.fixes.is_empty() {
-            line.push_str(&format!("; to allow: {}", stats.fixes.join(" ")));
-        }
-        if let Some(log) = &self.shared.log {
-            line.push_str(&format!("; log: {}", log.display()));
-        }
-        Some(line)
     }
 
     fn accept_loop(&self, listener: TcpListener) {
@@ -359,9 +298,6 @@ impl Proxy {
             let _ = respond(&mut client, "502 Bad Gateway", "sbx-shell: cannot connect");
             return;
         };
-        if let Ok(mut stats) = self.shared.stats.lock() {
-            stats.allowed += 1;
-        }
         let _ = tunnel(client, upstream, &request, &extra);
     }
 
@@ -395,16 +331,13 @@ impl Proxy {
         self.log(target, &format!("refused: {reason}"));
         if let Ok(mut stats) = self.shared.stats.lock() {
             stats.refused += 1;
-            let example = format!("{target} {reason}");
-            if stats.examples.len() < 3 && !stats.examples.contains(&example) {
-                stats.examples.push(example);
-            }
-            if let Some(fix) = refusal.fix(target) {
-                if stats.fixes.len() < 5 && !stats.fixes.contains(&fix) {
-                    stats.fixes.push(fix);
-                }
-            }
         }
+        (self.shared.sink)(refusal::Refusal {
+            kind: Kind::Host,
+            subject: target.to_string(),
+            why: reason.clone(),
+            fix: refusal.fix(target),
+        });
         let hint = refusal
             .fix(target)
             .map(|fix| format!("\nHint: {fix} allows it (sbx-shell's network allow-list)"))

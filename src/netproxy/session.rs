@@ -36,7 +36,7 @@ pub fn start(
     policy: &Policy,
     backend: &Backend,
     resolve: &[String],
-    home: &Path,
+    (home, sink): (&Path, crate::policy::refusal::Sink),
 ) -> anyhow::Result<Option<ProxySession>> {
     let bwrap = matches!(backend, Backend::Bwrap { .. });
     let rules = match &policy.network {
@@ -50,8 +50,8 @@ pub fn start(
     let overrides = request::parse_resolve(resolve).map_err(|e| anyhow!(e))?;
     let log = network_log(home);
     let proxy = match rules {
-        Some(rules) => Proxy::new(rules.clone(), overrides, log.clone()),
-        None => Proxy::no_network(log.clone()),
+        Some(rules) => Proxy::new(rules.clone(), overrides, (log.clone(), sink)),
+        None => Proxy::no_network(log.clone(), sink),
     };
     if bwrap {
         let channel = || {

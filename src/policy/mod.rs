@@ -15,6 +15,7 @@ pub mod home;
 pub mod launch;
 pub mod profiles;
 pub mod program;
+pub mod refusal;
 pub mod shell;
 
 pub(crate) mod model;
@@ -24,7 +25,7 @@ pub use model::{
 };
 
 mod resolve;
-pub use resolve::{defaults_layer, resolve};
+pub use resolve::{defaults_layer, parse_domain_rule, resolve, resolve_path};
 
 #[cfg(test)]
 pub mod test_support;

@@ -69,6 +69,14 @@ pub fn load_user_config(dir: &Path) -> Result<Option<Layer>, ConfigError> {
     }))
 }
 
+/// The text of a shipped profile.
+pub fn shipped_text(name: &str) -> Option<&'static str> {
+    SHIPPED
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| *text)
+}
+
 /// A profile by shipped name, user profile name, or path (anything with a '/' or ending in
 /// `.json`). Returns its display name and its layer.
 pub fn load(name_or_path: &str, dir: &Path) -> Result<(String, Layer), ProfileError> {

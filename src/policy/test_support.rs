@@ -15,6 +15,11 @@ impl PathResolver for SameFs {
 
 /// Home /home/u, the given workspace, defaults plus `extra` (JSON).
 pub fn policy_with(workspace: &str, extra: &str) -> Policy {
+    layers_with(workspace, extra).0
+}
+
+/// The same, with its layers (the extra one's origin is `test`) and the paths' context.
+pub fn layers_with(workspace: &str, extra: &str) -> (Policy, Vec<Layer>, PathContext) {
     let layer = Layer {
         origin: "test".into(),
         config: crate::policy::config::from_str(extra, "test").unwrap(),
@@ -27,5 +32,7 @@ pub fn policy_with(workspace: &str, extra: &str) -> Policy {
         vars: Default::default(),
         root_secrets: Vec::new(),
     };
-    resolve("test", &[defaults_layer(), layer], &ctx, &SameFs).unwrap()
+    let layers = vec![defaults_layer(), layer];
+    let policy = resolve("test", &layers, &ctx, &SameFs).unwrap();
+    (policy, layers, ctx)
 }

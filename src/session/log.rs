@@ -15,6 +15,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::policy::refusal::Tally;
 use crate::policy::Policy;
 use crate::sandbox::Backend;
 
@@ -42,6 +43,10 @@ pub struct Record {
     /// The watch ended the session: its program kept planting (`watch::END_AFTER`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ended_by_guard: bool,
+    /// What the sandbox refused, by kind: each subject with its count, and the options
+    /// that allow them (`policy::refusal`).
+    #[serde(default, skip_serializing_if = "Tally::is_empty")]
+    pub refusals: Tally,
 }
 
 impl Record {
@@ -72,6 +77,7 @@ impl Record {
             network_refused,
             planted: Vec::new(),
             ended_by_guard: false,
+            refusals: Tally::default(),
         }
     }
 
@@ -83,6 +89,12 @@ impl Record {
     ) -> Record {
         self.planted = planted.iter().map(ToString::to_string).collect();
         self.ended_by_guard = ended_by_guard;
+        self
+    }
+
+    /// With what the sandbox refused.
+    pub fn with_refusals(mut self, refusals: Tally) -> Record {
+        self.refusals = refusals;
         self
     }
 }
@@ -119,8 +131,9 @@ pub fn last(text: &str, count: usize) -> Vec<Record> {
     all.into_iter().skip(skip).collect()
 }
 
-/// `sbx-shell log` as a table.
-pub fn render(records: &[Record]) -> String {
+/// `sbx-shell log` as a table; under each session, what the sandbox refused (paths under
+/// `home` spelled `~`).
+pub fn render(records: &[Record], home: &Path) -> String {
     let mut out = String::from(
         "START                 DURATION  EXIT  BACKEND   PROFILE   REFUSED  CWD  COMMAND\n",
     );
@@ -132,10 +145,17 @@ pub fn render(records: &[Record]) -> String {
             r.exit_status,
             r.backend,
             r.profile,
-            r.network_refused,
+            match r.refusals.is_empty() {
+                true => r.network_refused,
+                false => r.refusals.total(),
+            },
             r.cwd,
             r.command.join(" ")
         ));
+        for line in r.refusals.detail(home) {
+            out.push_str(&line);
+            out.push('\n');
+        }
     }
     out
 }
@@ -168,6 +188,7 @@ mod tests {
             network_refused: 2,
             planted: Vec::new(),
             ended_by_guard: false,
+            refusals: Tally::default(),
         }
     }
 
@@ -200,7 +221,7 @@ mod tests {
         );
         let got = last(&text, 2);
         assert_eq!(got, [record(3), record(4)]);
-        let table = render(&got);
+        let table = render(&got, Path::new("/home/u"));
         assert!(
             table.contains("1m05s") && table.contains("claude"),
             "{table}"

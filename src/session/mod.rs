@@ -8,6 +8,7 @@
 //! (`supervise`): reaping, the timeout, termination and the exit code.
 
 pub mod cgroup;
+pub mod journal;
 pub mod log;
 pub mod pty;
 pub mod signals;

@@ -340,6 +340,7 @@ mod tests {
             proxy_listen: None,
             mediated: None,
             names: None,
+            refusals_fd: Some(9),
         };
         let handover = Handover::new(crate::helper::spec::spec_bytes(&spec).unwrap()).unwrap();
         let fd = std::os::fd::IntoRawFd::into_raw_fd(handover.read.try_clone().unwrap());

@@ -21,6 +21,14 @@ impl Verbosity {
     }
 
     /// What sbx-shell decided (profile, backend, proxy): only with `--verbose`.
+    /// Said even with `--quiet` (the one line it keeps of the end summary).
+    /// A terminal that went away (a hangup) loses it, nothing else.
+    pub fn always(&self, text: &str) {
+        use std::io::Write;
+        let line = paint_prefix(text, "sbx-shell:", BOLD, colored());
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+
     pub fn detail(&self, text: &str) {
         if self.verbose {
             eprintln!("{}", paint_prefix(text, "sbx-shell:", BOLD, colored()));

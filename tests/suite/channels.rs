@@ -648,7 +648,12 @@ fn the_terminal_clipboard_follows_the_policy() {
         );
         if !asks {
             assert!(
-                text.contains("asked for the terminal's clipboard"),
+                text.contains("  clipboard requests: ")
+                    && text.contains(if sets {
+                        "→ --clipboard read-write"
+                    } else {
+                        "→ --clipboard write"
+                    }),
                 "{what}: no end line:\n{text}"
             );
         }

@@ -500,8 +500,15 @@ fn a_repository_works_and_its_protected_paths_are_refused() {
                         "{what}: not refused: {out}"
                     );
                     assert!(!err.contains("restored"), "{what}: {err}");
+                    // (Named among the refusals, not among what was planted.)
+                    let planted = session_log
+                        .lines()
+                        .last()
+                        .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                        .map(|v| v["planted"].to_string())
+                        .unwrap_or_default();
                     assert!(
-                        !session_log.contains(config.to_str().unwrap()),
+                        !planted.contains(config.to_str().unwrap()),
                         "{what}: {session_log}"
                     );
                 }

@@ -9,6 +9,7 @@ mod nontty;
 mod policy;
 mod privatehome;
 mod protections;
+mod refusals;
 mod sandbox;
 mod ssh;
 mod support;

@@ -9,14 +9,16 @@ use crate::host::Host;
 use crate::netproxy;
 use crate::netproxy::session::ProxySession;
 use crate::policy::program;
+use crate::policy::refusal;
 use crate::policy::Policy;
 use crate::sandbox::{self, Backend, InProcess};
+use crate::session::journal::Journal;
 use crate::session::{Session, SessionOptions, Timeout};
 use crate::sys::exit::Failure;
 use crate::sys::process;
 use anyhow::Context as _;
 use std::ffi::OsString;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 
 /// Step 5: what the helper applies to itself before exec; a layer that refuses the policy
@@ -90,6 +92,8 @@ pub(super) struct Launcher {
     _helper: HelperExe,
     _lifeline: process::Lifeline,
     _handovers: Vec<process::Handover>,
+    /// The write end of the pipe the guard reports its refusals on (inherited by it).
+    _reports: Option<std::os::fd::OwnedFd>,
 }
 
 impl Launcher {
@@ -99,11 +103,16 @@ impl Launcher {
         (backend, host, layers): (&Backend, &Host, &InProcess),
         net: Option<&ProxySession>,
         (session, helper): (&Session, HelperExe),
-        places: &Places,
+        (places, journal): (&Places, &Journal),
     ) -> Result<Launcher, Failure> {
         let lifeline = process::Lifeline::new().context("cannot create the lifeline pipe")?;
+        let reports = match layers.guard {
+            true => Some(reports_pipe(plan, journal)?),
+            false => None,
+        };
         let dirs = places.dirs();
-        let spec = helper_spec(plan, (host, layers), net, session, (&lifeline, dirs));
+        let mut spec = helper_spec(plan, (host, layers), net, session, (&lifeline, dirs));
+        spec.refusals_fd = reports.as_ref().map(AsRawFd::as_raw_fd);
         let spec = handover(helper_spec::spec_bytes(&spec)?)?;
         let helper_argv =
             helper_spec::build_helper_argv(&helper.path, spec.child_fd(), &plan.launch);
@@ -153,8 +162,30 @@ impl Launcher {
             _helper: helper,
             _lifeline: lifeline,
             _handovers: handovers,
+            _reports: reports,
         })
     }
+}
+
+/// The pipe the guard reports its refusals on: its read end to the journal (each report
+/// judged by the policy, `refusal::of_write`); its write end returned, non-blocking, for
+/// the guard to inherit.
+fn reports_pipe(plan: &Plan, journal: &Journal) -> Result<std::os::fd::OwnedFd, Failure> {
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
+    let pipe = || -> nix::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        fcntl(write.as_fd(), FcntlArg::F_SETFD(FdFlag::empty()))?;
+        fcntl(write.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+        Ok((read, write))
+    };
+    let (read, write) = pipe().context("cannot create the pipe for the guard's refusals")?;
+    let (policy, home) = (plan.policy.clone(), plan.home.clone());
+    journal
+        .listen(read, move |cause, path| {
+            refusal::of_write(cause, path, &policy, &home)
+        })
+        .context("cannot start reading the guard's refusals")?;
+    Ok(write)
 }
 
 /// A pipe that hands `bytes` to the helper or the launcher (`process::Handover`).
@@ -194,6 +225,7 @@ fn helper_spec(
         }),
         mediated: mediated_rules(plan, layers, (dirs.shm, net)),
         names: layers.names.clone(),
+        refusals_fd: None,
     }
 }
 

@@ -7,7 +7,9 @@ use crate::host::Host;
 use crate::netproxy;
 use crate::netproxy::session::ProxySession;
 use crate::policy::launch::{self};
+use crate::policy::refusal;
 use crate::sandbox::{self, Backend};
+use crate::session::journal::{self, Journal};
 use crate::session::temp::SessionTemp;
 use crate::sys::exit::Failure;
 use crate::sys::say::Verbosity;
@@ -41,6 +43,23 @@ fn no_network_env(plan: &Plan) -> Vec<(String, std::ffi::OsString)> {
         })
         .map(|(name, value)| (name.to_string(), value.into()))
         .collect()
+}
+
+/// Each inherited variable the policy keeps from the program, recorded as refused with the
+/// option that passes it (`refusal::of_variable`).
+fn record_dropped(
+    policy: &crate::policy::Policy,
+    inherited: &[(OsString, OsString)],
+    hidden_socket: &dyn Fn(&str, &std::ffi::OsStr) -> bool,
+    journal: &Journal,
+) {
+    for (name, value) in inherited {
+        let Some(name) = name.to_str() else { continue };
+        if let Some(dropped) = policy.environment.verdict(name, value, hidden_socket) {
+            let value = value.to_string_lossy();
+            journal.record(&refusal::of_variable(name, dropped, &value), 1);
+        }
+    }
 }
 
 /// Landlock alone in workspace-write: the session's private temporary directory, in place
@@ -124,10 +143,10 @@ impl Places {
 /// temporary directory and the no-network settings.
 pub(super) fn child_env(
     plan: &Plan,
-    backend: &Backend,
-    host: &Host,
+    (backend, host): (&Backend, &Host),
     net: Option<&ProxySession>,
     places: &Places,
+    journal: &Journal,
 ) -> Vec<(OsString, OsString)> {
     let inherited: Vec<_> = std::env::vars_os().collect();
     let sockets = crate::host::sockets::variable_check(
@@ -136,6 +155,12 @@ pub(super) fn child_env(
         &inherited,
         *backend != Backend::None,
     );
+    record_dropped(&plan.policy, &inherited, &sockets, journal);
+    let refusals: Vec<(String, OsString)> = journal
+        .path()
+        .map(|p| (journal::VARIABLE.to_string(), p.as_os_str().to_owned()))
+        .into_iter()
+        .collect();
     launch::child_env(
         plan.policy
             .environment
@@ -145,6 +170,7 @@ pub(super) fn child_env(
             private_home_env(plan),
             temp_env(plan, places.temp.as_ref()),
             no_network_env(plan),
+            refusals,
         ]
         .concat(),
         &plan.launch.shell,

@@ -13,7 +13,11 @@
 //! 6. open the session (`Session::open`: the terminal raw, the inner pty);
 //! 7. build the argv once: the helper's, wrapped in the launcher (`argv::Launcher`);
 //! 8. run it until the end (`Session::run`);
-//! 9. report: the end lines and the session log (`report`).
+//! 9. report: the refusals' summary and the session log (`report`).
+//!
+//! Every refusal goes, as it happens, to the session's journal (`session::journal`): the
+//! proxy's and the name lookups' from step 4, the dropped variables from step 5, the
+//! guard's through a pipe from step 7, the clipboard's at the end.
 //!
 //! What runs on Linux only sits behind one gate (`os`: `linux.rs`, `other.rs`). Nothing
 //! below calls back up into this file.
@@ -37,6 +41,7 @@ use std::time::SystemTime;
 use anyhow::Context as _;
 
 use crate::cli::{Cli, PtyMode};
+use crate::session::journal::{self, Journal};
 use crate::session::pty;
 use crate::session::{Child, Session, SessionOptions};
 use crate::sys::exit::Failure;
@@ -54,9 +59,10 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let plan = prepare::resolve(&cli, login_arg0, say)?;
     let host = prepare::measure_host(&plan);
     let backend = prepare::choose_backend(&plan, &host, say)?;
-    let net = prepare::start_network(&plan, &backend, &cli.resolve, say)?;
+    let (journal, _journal_file) = Journal::open(&journal::dir(&plan.home));
+    let net = prepare::start_network(&plan, &backend, (&cli.resolve, journal.sink()), say)?;
     let mut places = environment::Places::make(&plan, &backend, say)?;
-    let env = environment::child_env(&plan, &backend, &host, net.as_ref(), &places);
+    let env = environment::child_env(&plan, (&backend, &host), net.as_ref(), &places, &journal);
     let layers = argv::confine(&plan, &backend, &host, net.as_ref(), (&places, &env))?;
     os::note_linked(&plan.policy, (&layers, &places.git), say);
     let cgroup = prepare::start_cgroup(&plan.policy, say)?;
@@ -78,7 +84,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         (&backend, &host, &layers),
         net.as_ref(),
         (&session, helper),
-        &places,
+        (&places, &journal),
     )?;
     let child = Child {
         argv: launcher.argv.clone(),
@@ -92,22 +98,23 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     };
     let code = session
         .run(&child)
-        .map(|ended| report::ended(&ended, plan.policy.clipboard, say));
+        .map(|ended| report::ended(&ended, plan.policy.clipboard, &journal));
     if let Some(cgroup) = cgroup {
         cgroup.end();
     }
     places.end_temp();
     let (planted, ended_by_watch) = watch.finish(&plan.policy);
+    drop(launcher);
+    journal.drain(std::time::Duration::from_millis(500));
     let summary = (&code, &planted[..], ended_by_watch);
     report::record(
         &plan,
         (&backend, &host),
         started,
         summary,
-        net.as_ref(),
+        (net.as_ref(), &journal),
         say,
     );
-    drop(launcher);
     code.with_context(|| format!("cannot run {}", plan.launch.program.to_string_lossy()))
         .map_err(Failure::from)
 }

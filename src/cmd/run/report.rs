@@ -1,14 +1,18 @@
-//! Step 9 of a run: the end lines on stderr and the session's line in the session log.
+//! Step 9 of a run: the summary of what the sandbox refused, on stderr once the terminal is
+//! restored, and the session's line in the session log with every refusal.
 
 use super::prepare::Plan;
 use crate::host::Host;
 use crate::netproxy::session::ProxySession;
+use crate::policy::refusal;
 use crate::sandbox::Backend;
+use crate::session::journal::Journal;
 use crate::session::log;
 use crate::sys::say::Verbosity;
 use std::time::SystemTime;
 
-/// Step 9: the network summary on stderr and the session's line in the session log.
+/// Step 9: the refusals' summary on stderr (one line with `--quiet`, nothing when nothing
+/// was refused) and the session's line in the session log.
 pub(super) fn record(
     plan: &Plan,
     (backend, host): (&Backend, &Host),
@@ -18,11 +22,18 @@ pub(super) fn record(
         &[crate::protect::planted::Planted],
         bool,
     ),
-    net: Option<&ProxySession>,
+    (net, journal): (Option<&ProxySession>, &Journal),
     say: Verbosity,
 ) {
-    if let Some(line) = net.and_then(|n| n.proxy.summary()) {
-        say.note(&line);
+    let tally = journal.tally();
+    if say.quiet {
+        if let Some(line) = tally.one_line() {
+            say.always(&line);
+        }
+    } else {
+        for line in tally.summary(&plan.policy.filesystem.home.path) {
+            say.always(&line);
+        }
     }
     let Ok(code) = code else { return };
     let launch = &plan.launch;
@@ -35,37 +46,21 @@ pub(super) fn record(
         *code,
         net.map_or(0, |n| n.proxy.refused()),
     )
-    .with_planted(planted, ended_by_guard);
+    .with_planted(planted, ended_by_guard)
+    .with_refusals(tally);
     if let Err(e) = log::append(&plan.home, &record) {
         say.detail(&format!("sbx-shell: cannot write the session log: {e}"));
     }
 }
 
-/// The end line for clipboard requests the relay refused.
-fn clipboard_line(refused: u64, policy: crate::policy::config::Clipboard) -> String {
-    let times = if refused == 1 {
-        "once".to_string()
-    } else {
-        format!("{refused} times")
-    };
-    let fix = match policy {
-        crate::policy::config::Clipboard::None => "--clipboard write lets it set the clipboard",
-        _ => "--clipboard read-write lets it read the clipboard too",
-    };
-    format!(
-        "sbx-shell: the program asked for the terminal's clipboard {times}: refused (clipboard: {}). {fix}",
-        policy.name()
-    )
-}
-
-/// The session's exit code, once the clipboard requests the relay refused are said.
+/// The session's exit code, once the clipboard requests the relay refused are recorded.
 pub(super) fn ended(
     ended: &crate::session::Ended,
     clipboard: crate::policy::config::Clipboard,
-    say: Verbosity,
+    journal: &Journal,
 ) -> u8 {
     if ended.clipboard_refused > 0 {
-        say.note(&clipboard_line(ended.clipboard_refused, clipboard));
+        journal.record(&refusal::of_clipboard(clipboard), ended.clipboard_refused);
     }
     ended.code
 }

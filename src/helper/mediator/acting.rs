@@ -8,6 +8,7 @@ use super::git::{completes_git, git_place, holds_plants, is_git, linked_worktree
 use super::notify::Call;
 use super::opens::{self};
 use super::umasks::{self, Umasks};
+use crate::policy::refusal::Cause;
 use crate::protect::names::{self, Made, Names};
 use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -45,6 +46,12 @@ pub(super) struct Acting<'a> {
 pub(super) struct Entry {
     pub(super) dir: OwnedFd,
     pub(super) name: CString,
+}
+
+/// EACCES, once the refusal of `path` is reported (`report`).
+pub(super) fn refuse(cause: Cause, path: &std::path::Path) -> i32 {
+    super::report::refused(cause, path);
+    libc::EACCES
 }
 
 /// What `/proc/PID/status` says of thread `pid` (`None`: it is gone).
@@ -97,13 +104,13 @@ impl Acting<'_> {
     /// with it: names made there before were not asked as a git directory's).
     pub(super) fn check(&self, e: &Entry, made: Made) -> Res<()> {
         let parent = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
-        if !self.reach.may_make_in(&parent) {
-            return Err(libc::EACCES);
-        }
         let name = OsStr::from_bytes(e.name.as_bytes());
+        if !self.reach.may_make_in(&parent) {
+            return Err(refuse(Cause::Outside, &parent.join(name)));
+        }
         let git = git_place(e.dir.as_fd(), &parent, name);
         if self.names.refused(&parent, name, made, git).is_some() {
-            return Err(libc::EACCES);
+            return Err(refuse(Cause::Protected, &parent.join(name)));
         }
         let marker = names::GIT_MARKERS.iter().any(|m| name == *m);
         if marker
@@ -111,14 +118,14 @@ impl Acting<'_> {
             && completes_git(e.dir.as_fd(), name)
             && holds_plants(e.dir.as_fd(), self.names)
         {
-            return Err(libc::EACCES);
+            return Err(refuse(Cause::Protected, &parent.join(name)));
         }
         // `HEAD` with `commondir` is a git directory too (a linked worktree's): outside
         // `worktrees/` of a git directory, neither completes the other.
         let has = |n: &CStr| fstatat(e.dir.as_fd(), n).is_ok();
         let pair = (name == "commondir" && has(c"HEAD")) || (name == "HEAD" && has(c"commondir"));
         if pair && !linked_worktree(e.dir.as_fd(), &parent) {
-            return Err(libc::EACCES);
+            return Err(refuse(Cause::Protected, &parent.join(name)));
         }
         Ok(())
     }
@@ -131,7 +138,7 @@ impl Acting<'_> {
         }
         let parent = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
         if !self.names.protected.is_empty() && self.names.guards(&parent.join(name)) {
-            return Err(libc::EACCES);
+            return Err(refuse(Cause::Protected, &parent.join(name)));
         }
         if !names::write_judged(name) {
             return Ok(());
@@ -139,7 +146,7 @@ impl Acting<'_> {
         match names::refused_write(name, git_place(e.dir.as_fd(), &parent, name)) {
             // A `.git` file this session made (git writes a submodule's twice).
             Some(_) if name == ".git" && self.made_here(e) => Ok(()),
-            Some(_) => Err(libc::EACCES),
+            Some(_) => Err(refuse(Cause::Protected, &parent.join(name))),
             None => Ok(()),
         }
     }
@@ -151,12 +158,10 @@ impl Acting<'_> {
             return Ok(());
         }
         let dir = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
-        match self
-            .reach
-            .may_open(&dir.join(OsStr::from_bytes(e.name.as_bytes())), flags)
-        {
+        let path = dir.join(OsStr::from_bytes(e.name.as_bytes()));
+        match self.reach.may_open(&path, flags) {
             true => Ok(()),
-            false => Err(libc::EACCES),
+            false => Err(refuse(Cause::Outside, &path)),
         }
     }
 

@@ -242,6 +242,7 @@ fn unix_connect(listener: &OwnedFd, call: &Call, rules: &Scope) -> Answer {
             return Ok(Answer::Done(-i64::from(libc::ECONNREFUSED)));
         }
         if !rules.may_change(&real, links) {
+            super::report::refused(crate::policy::refusal::Cause::Socket, &real);
             return Ok(Answer::Done(-i64::from(libc::EACCES)));
         }
         Ok(Answer::Done(match connect_through_fd(&socket, &object) {

@@ -55,9 +55,12 @@ pub fn start(
     channel: OwnedFd,
     names: Option<Names>,
     mediated: Option<Scope>,
-    reach: super::Reach,
+    (reach, reports): (super::Reach, Option<OwnedFd>),
 ) -> io::Result<()> {
     let names = names.unwrap_or_default();
+    if let Some(fd) = reports {
+        super::report::to(fd);
+    }
     crate::sys::process::spawn_quiet("sbx-mediator", move || {
         let run = || -> io::Result<()> {
             let raw = crate::sys::fdpass::receive_fd(&channel)?;
@@ -137,8 +140,8 @@ fn serve(
         }
         let answer = match read_op(listener, &call, shm.as_ref()) {
             Err(e) => Answer::Done(e),
-            Ok(op) => act(
-                &Acting {
+            Ok(op) => {
+                let acting = Acting {
                     listener,
                     names,
                     reach,
@@ -146,9 +149,9 @@ fn serve(
                     umasks: &umasks,
                     root: root.as_fd(),
                     call: &call,
-                },
-                op,
-            ),
+                };
+                act_and_report(&acting, &op)
+            }
         };
         respond(listener, &sizes, &call, answer);
     }
@@ -363,9 +366,9 @@ fn confine_this_thread() -> io::Result<()> {
 }
 
 /// Do what the call asks, as `acting` (its checks first), and the answer to send.
-fn act(acting: &Acting<'_>, op: Op) -> Answer {
+fn act(acting: &Acting<'_>, op: &Op) -> Answer {
     match op {
-        Op::Open { at, flags, mode } => match acting.open(&at, flags, mode) {
+        Op::Open { at, flags, mode } => match acting.open(at, *flags, *mode) {
             Ok(Opened::Now(fd)) => send_fd(
                 acting.listener,
                 acting.call.id,
@@ -375,12 +378,44 @@ fn act(acting: &Acting<'_>, op: Op) -> Answer {
             Ok(Opened::Later) => Answer::Sent,
             Err(e) => Answer::Done(-i64::from(e)),
         },
-        Op::Mkdir { at, mode } => done(acting.mkdir(&at, mode)),
-        Op::Mknod { at, mode, dev } => done(acting.mknod(&at, mode, dev)),
-        Op::Symlink { target, at } => done(acting.symlink(&target, &at)),
-        Op::Link { old, new, flags } => done(acting.link(&old, &new, flags)),
-        Op::Rename { old, new, flags } => done(acting.rename(&old, &new, flags)),
+        Op::Mkdir { at, mode } => done(acting.mkdir(at, *mode)),
+        Op::Mknod { at, mode, dev } => done(acting.mknod(at, *mode, *dev)),
+        Op::Symlink { target, at } => done(acting.symlink(target, at)),
+        Op::Link { old, new, flags } => done(acting.link(old, new, *flags)),
+        Op::Rename { old, new, flags } => done(acting.rename(old, new, *flags)),
     }
+}
+
+/// `act`, and a refusal the kernel made (EROFS) reported; the guard's own refusals are
+/// reported where they are decided (`acting::refuse`).
+fn act_and_report(acting: &Acting<'_>, op: &Op) -> Answer {
+    let answer = act(acting, op);
+    if let Answer::Done(e) = answer {
+        if e == -i64::from(libc::EROFS) {
+            report_read_only(op);
+        }
+    }
+    answer
+}
+
+/// The kernel refused the act with EROFS (a read-only mount, under bwrap): reported with
+/// the path the call named, made absolute from where it started.
+fn report_read_only(op: &Op) {
+    use std::os::unix::ffi::OsStrExt as _;
+    let at = match op {
+        Op::Open { at, .. } | Op::Mkdir { at, .. } | Op::Mknod { at, .. } => at,
+        Op::Symlink { at, .. } => at,
+        Op::Link { new, .. } | Op::Rename { new, .. } => new,
+    };
+    let path = std::ffi::OsStr::from_bytes(&at.path);
+    let path = match &at.base {
+        Some(base) if !at.path.starts_with(b"/") => match super::at::fd_path(base.as_fd()) {
+            Ok(dir) => dir.join(path),
+            Err(_) => return,
+        },
+        _ => std::path::PathBuf::from(path),
+    };
+    super::report::refused(crate::policy::refusal::Cause::ReadOnly, &path);
 }
 
 fn done(r: Res<i64>) -> Answer {

@@ -2,10 +2,11 @@
 //! descriptor: `mkdir`, `mknod`, `symlink`, `link`, `rename` (and a git config renamed
 //! into place, judged by what it says).
 
-use super::acting::{Acting, Entry, Where};
+use super::acting::{refuse, Acting, Entry, Where};
 use super::at::{fd_path, fstat, fstatat, last_errno, open_path, openat, Res};
 use super::git::{git_place, is_git};
 use crate::policy::gitconfig::Kind;
+use crate::policy::refusal::Cause;
 use crate::protect::names::{self, GitPlace, Made};
 use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -105,7 +106,7 @@ impl Acting<'_> {
             return Err(libc::EACCES);
         };
         if !self.reach.may_make_in(dir) {
-            return Err(libc::EACCES);
+            return Err(refuse(Cause::Outside, &at));
         }
         let config = at.file_name().is_some_and(names::is_config)
             && CString::new(dir.as_os_str().as_bytes())
@@ -116,7 +117,7 @@ impl Acting<'_> {
             || self.names.is_protected_object(st.st_dev, st.st_ino)
             || self.names.protected.iter().any(|p| at.starts_with(p))
         {
-            return Err(libc::EACCES);
+            return Err(refuse(Cause::Protected, &at));
         }
         Ok(())
     }
@@ -130,19 +131,19 @@ impl Acting<'_> {
         };
         let moved = made(&from);
         let source = fd_path(from.dir.as_fd()).map_err(|_| libc::EACCES)?;
-        if !self.reach.may_make_in(&source)
-            || self
-                .names
-                .pinned(&source.join(OsStr::from_bytes(from.name.as_bytes())))
-        {
-            return Err(libc::EACCES);
+        let old_path = source.join(OsStr::from_bytes(from.name.as_bytes()));
+        if !self.reach.may_make_in(&source) {
+            return Err(refuse(Cause::Outside, &old_path));
+        }
+        if self.names.pinned(&old_path) {
+            return Err(refuse(Cause::Protected, &old_path));
         }
         // git never renames a config away (only `config.lock` over it).
         let from_name = OsStr::from_bytes(from.name.as_bytes());
         if names::is_config(from_name) {
             let parent = fd_path(from.dir.as_fd()).map_err(|_| libc::EACCES)?;
             if let GitPlace::GitDir { .. } = git_place(from.dir.as_fd(), &parent, from_name) {
-                return Err(libc::EACCES);
+                return Err(refuse(Cause::Protected, &parent.join(from_name)));
             }
         }
         let to_name = OsStr::from_bytes(to.name.as_bytes());
@@ -206,7 +207,10 @@ impl Acting<'_> {
                 "sbx-shell: refused {why} in {}: keys that ordinary git work does not write can make the host's git run code\nHint: to allow one, run with --allow-git-config KEY (or \"git\": {{\"allow_config\": [\"KEY\"]}} in the config)",
                 at.join(OsStr::from_bytes(to.name.as_bytes())).display()
             );
-            return Err(libc::EACCES);
+            return Err(refuse(
+                Cause::Protected,
+                &at.join(OsStr::from_bytes(to.name.as_bytes())),
+            ));
         }
         let temp = CString::new(format!(
             ".sbx-shell-config.{:016x}",

@@ -2,10 +2,11 @@
 //! link, the program's own descriptor), each object judged before and after it is opened,
 //! a FIFO's waiting open in a thread of its own.
 
-use super::acting::{Acting, Entry, Where};
+use super::acting::{refuse, Acting, Entry, Where};
 use super::at::{fd_path, fstat, fstatat, is_proc, open_path, openat, os_errno, readlink, Res};
 use super::notify::{notif_sizes, respond, send_fd, Answer, Call};
 use super::opens::{self, Missing, Step, There};
+use crate::policy::refusal::Cause;
 use crate::protect::names::{self, Made};
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -137,7 +138,7 @@ impl Acting<'_> {
             // Before it is opened again (an open may truncate).
             let at = fd_path(object.as_fd()).map_err(|_| libc::EACCES)?;
             if !self.reach.may_open(&at, flags) {
-                return Err(libc::EACCES);
+                return Err(refuse(Cause::Outside, &at));
             }
         }
         self.check_identity(&fstat(object.as_fd())?, flags)?;
@@ -205,7 +206,7 @@ impl Acting<'_> {
                 None => at.join(OsStr::from_bytes(name.as_bytes())),
             };
             if !self.reach.may_open(&at, how) {
-                return Err(libc::EACCES);
+                return Err(refuse(Cause::Outside, &at));
             }
         }
         let listener = self.listener.try_clone().map_err(|e| os_errno(&e))?;

@@ -1,0 +1,566 @@
+//! What the sandbox refused, as one kind of record from every place that refuses: the
+//! guard's mediator (names made and writing opens, unix sockets with Landlock alone), the
+//! proxy and the name lookups, the clipboard filter and the environment filter. Each
+//! refusal names its kind, its subject (a path, a host, a variable), why, and the option
+//! that would allow it. The tally of a session gives the end-of-session summary and the
+//! session log's complete list. Pure: the records arrive through a `Sink`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// What kind of thing was refused; the order is the summary's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// A name made or a file opened for writing outside the writable places.
+    Write,
+    /// A name or write inside a writable place that would run code outside (hooks, git
+    /// config's command keys, rc files).
+    Protected,
+    /// A write into a denied (hidden) path.
+    Hidden,
+    /// A host unix socket not granted (Landlock alone, where the guard answers connects).
+    Socket,
+    /// A connection through the proxy.
+    Host,
+    /// A name looked up inside the sandbox (it has no network of its own).
+    Lookup,
+    /// An inherited variable kept from the program.
+    Variable,
+    /// The terminal's clipboard (OSC 52).
+    Clipboard,
+}
+
+impl Kind {
+    /// The kind's name in JSON and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Write => "write",
+            Kind::Protected => "protected",
+            Kind::Hidden => "hidden",
+            Kind::Socket => "socket",
+            Kind::Host => "host",
+            Kind::Lookup => "lookup",
+            Kind::Variable => "variable",
+            Kind::Clipboard => "clipboard",
+        }
+    }
+
+    /// The summary's heading for the kind.
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::Write => "writes outside the writable places",
+            Kind::Protected => "protected places written",
+            Kind::Hidden => "hidden paths written",
+            Kind::Socket => "host sockets",
+            Kind::Host => "connections",
+            Kind::Lookup => "names looked up",
+            Kind::Variable => "variables kept out",
+            Kind::Clipboard => "clipboard requests",
+        }
+    }
+}
+
+/// One refusal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    pub kind: Kind,
+    /// The path, `host:port`, name or variable refused.
+    pub subject: String,
+    /// Why, in a few words.
+    pub why: String,
+    /// The option or config key that would allow it, when one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+/// Where refusals go as they happen (the session's journal, `session::journal`).
+pub type Sink = Arc<dyn Fn(Refusal) + Send + Sync>;
+
+/// Why the guard refused a name or a writing open, as it reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// The program's own rules do not reach there (Landlock alone).
+    Outside,
+    /// A protected name or write (`protect::names`).
+    Protected,
+    /// The kernel answered EROFS: a read-only mount (bwrap).
+    ReadOnly,
+    /// A unix socket the program may not connect to.
+    Socket,
+}
+
+impl Cause {
+    pub fn code(self) -> char {
+        match self {
+            Cause::Outside => 'o',
+            Cause::Protected => 'p',
+            Cause::ReadOnly => 'r',
+            Cause::Socket => 's',
+        }
+    }
+
+    pub fn from_code(c: char) -> Option<Cause> {
+        Some(match c {
+            'o' => Cause::Outside,
+            'p' => Cause::Protected,
+            'r' => Cause::ReadOnly,
+            's' => Cause::Socket,
+            _ => return None,
+        })
+    }
+}
+
+/// One report of the guard: a cause letter and a path, up to the newline.
+pub fn parse_report(line: &[u8]) -> Option<(Cause, std::path::PathBuf)> {
+    use std::os::unix::ffi::OsStrExt;
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let (&code, path) = line.split_first()?;
+    let cause = Cause::from_code(char::from(code))?;
+    (path.first() == Some(&b'/')).then(|| {
+        (
+            cause,
+            std::path::PathBuf::from(std::ffi::OsStr::from_bytes(path)),
+        )
+    })
+}
+
+/// The report the guard writes: at most `PIPE_BUF` bytes (one atomic write), a newline in
+/// the path shown as `?`.
+pub fn report_line(cause: Cause, path: &[u8]) -> Vec<u8> {
+    const PIPE_BUF: usize = 4096;
+    let mut line = Vec::with_capacity(path.len().min(PIPE_BUF - 2) + 2);
+    line.push(cause.code() as u8);
+    line.extend(
+        path.iter()
+            .take(PIPE_BUF - 2)
+            .map(|&b| if b == b'\n' { b'?' } else { b }),
+    );
+    line.push(b'\n');
+    line
+}
+
+/// `path` with the home directory spelled `~`, as the user types it.
+pub fn tilde(path: &Path, home: &Path) -> String {
+    match path.strip_prefix(home) {
+        Ok(rest) if rest.as_os_str().is_empty() => "~".into(),
+        Ok(rest) => format!("~/{}", rest.display()),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+/// Quote a value for a shell command line, only when it needs it.
+pub fn shell_word(value: &str) -> String {
+    let plain = !value.is_empty()
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-~=,:@+*".contains(&b));
+    if plain {
+        value.to_string()
+    } else {
+        format!("'{}'", value.replace('\'', r"'\''"))
+    }
+}
+
+/// What the guard reported (`cause`, `path`), judged by where it points: a denied path is
+/// hidden, a protected refusal is protected, anything else is a write outside the writable
+/// places, allowed by `--write` of its directory.
+pub fn of_write(cause: Cause, path: &Path, policy: &super::Policy, home: &Path) -> Refusal {
+    let fs = &policy.filesystem;
+    if cause == Cause::Socket {
+        return Refusal {
+            kind: Kind::Socket,
+            subject: path.display().to_string(),
+            why: "host sockets are closed unless granted (Landlock alone grants none)".into(),
+            fix: Some(format!(
+                "--backend bwrap --allow-socket {}",
+                shell_word(&tilde(path, home))
+            )),
+        };
+    }
+    if let Some(denied) = fs
+        .denied
+        .iter()
+        .find(|d| path.starts_with(d.real()) || path.starts_with(&d.path))
+    {
+        return Refusal {
+            kind: Kind::Hidden,
+            subject: path.display().to_string(),
+            why: "a denied path".into(),
+            fix: Some(format!(
+                "\"filesystem\": {{\"allow_denied\": [\"{}\"]}} in a config file",
+                tilde(&denied.path, home)
+            )),
+        };
+    }
+    if cause == Cause::Protected || fs.protected.iter().any(|p| path.starts_with(p.real())) {
+        let git_config = path.file_name().is_some_and(|n| n == "config")
+            && path
+                .parent()
+                .is_some_and(|p| p.file_name().is_some_and(|n| n == ".git"));
+        return Refusal {
+            kind: Kind::Protected,
+            subject: path.display().to_string(),
+            why: "protected: it would run code outside the sandbox, or loosen it".into(),
+            fix: Some(match git_config {
+                true => "--allow-git-config KEY (the key refused, as said when it was)".into(),
+                false => "none: only you change it, outside the sandbox".into(),
+            }),
+        };
+    }
+    let dir = path.parent().unwrap_or(path);
+    Refusal {
+        kind: Kind::Write,
+        subject: path.display().to_string(),
+        why: "outside the writable places".into(),
+        fix: Some(format!("--write {}", shell_word(&tilde(dir, home)))),
+    }
+}
+
+/// An inherited variable the environment filter dropped, and why.
+pub fn of_variable(name: &str, dropped: super::model::Dropped, value: &str) -> Refusal {
+    use super::model::Dropped;
+    let fix = match dropped {
+        Dropped::Always => None,
+        Dropped::Configured => Some(format!("remove {name} from \"environment\": {{\"drop\"}}")),
+        Dropped::SecretName | Dropped::SecretValue(_) => Some(format!("--allow-env {name}")),
+        Dropped::Socket => Some(format!("--allow-socket {}", shell_word(value))),
+    };
+    Refusal {
+        kind: Kind::Variable,
+        subject: name.to_string(),
+        why: dropped.why(),
+        fix,
+    }
+}
+
+/// Clipboard requests the relay refused under the policy's `clipboard`.
+pub fn of_clipboard(policy: super::config::Clipboard) -> Refusal {
+    let (subject, fix) = match policy {
+        super::config::Clipboard::None => ("set or read", "--clipboard write"),
+        _ => ("read", "--clipboard read-write"),
+    };
+    Refusal {
+        kind: Kind::Clipboard,
+        subject: subject.into(),
+        why: format!("clipboard: {}", policy.name()),
+        fix: Some(fix.into()),
+    }
+}
+
+/// How many distinct subjects a kind keeps, and how many the summary shows.
+const KEPT: usize = 1000;
+const SHOWN: usize = 3;
+
+/// One kind's refusals in a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindTally {
+    pub count: u64,
+    /// Each subject and how often (at most `KEPT` subjects).
+    pub subjects: BTreeMap<String, u64>,
+    /// The options that would allow them, each once, in the order first seen.
+    pub fixes: Vec<String>,
+}
+
+/// A session's refusals by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally(pub BTreeMap<Kind, KindTally>);
+
+impl Tally {
+    /// Count `times` refusals like `r`; whether its subject is new for its kind.
+    pub fn add(&mut self, r: &Refusal, times: u64) -> bool {
+        let k = self.0.entry(r.kind).or_default();
+        k.count += times;
+        let new = !k.subjects.contains_key(&r.subject);
+        if new && k.subjects.len() >= KEPT {
+            return false;
+        }
+        *k.subjects.entry(r.subject.clone()).or_default() += times;
+        if let Some(fix) = &r.fix {
+            if !k.fixes.contains(fix) {
+                k.fixes.push(fix.clone());
+            }
+        }
+        new
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.values().map(|k| k.count).sum()
+    }
+
+    /// The kinds the program asked for and was refused: all but the variables kept from
+    /// it, which it never asked for (they are in the journal and the session log).
+    fn asked(&self) -> impl Iterator<Item = (&Kind, &KindTally)> {
+        self.0.iter().filter(|(kind, _)| **kind != Kind::Variable)
+    }
+
+    /// The end-of-session summary of what the program asked for and was refused: a
+    /// heading line and one line per kind, each with its count, its most frequent subjects
+    /// and the options that allow them; nothing when nothing was refused.
+    pub fn summary(&self, home: &Path) -> Vec<String> {
+        let total: u64 = self.asked().map(|(_, k)| k.count).sum();
+        if total == 0 {
+            return Vec::new();
+        }
+        let mut lines = vec![format!(
+            "sbx-shell: the sandbox refused {} (the option after → allows it; sbx-shell log -n 1 lists every one):",
+            plural(total, "request")
+        )];
+        for (kind, k) in self.asked() {
+            let top = by_count(k);
+            let shown: Vec<String> = top
+                .iter()
+                .take(SHOWN)
+                .map(|(s, n)| counted(shown_subject(*kind, s, home), *n))
+                .collect();
+            let more = if top.len() > SHOWN { ", …" } else { "" };
+            let fixes: Vec<&str> = k.fixes.iter().take(SHOWN).map(String::as_str).collect();
+            let fix = if fixes.is_empty() {
+                String::new()
+            } else {
+                format!(" → {}", fixes.join("  "))
+            };
+            lines.push(format!(
+                "  {}: {} ({}{more}){fix}",
+                kind.title(),
+                k.count,
+                shown.join(", ")
+            ));
+        }
+        lines
+    }
+
+    /// Every refusal kept, a line per kind: all its subjects, most frequent first, and the
+    /// options that allow them (`sbx-shell log`).
+    pub fn detail(&self, home: &Path) -> Vec<String> {
+        self.0
+            .iter()
+            .map(|(kind, k)| {
+                let subjects: Vec<String> = by_count(k)
+                    .into_iter()
+                    .map(|(s, n)| counted(shown_subject(*kind, s, home), n))
+                    .collect();
+                let fix = match k.fixes.is_empty() {
+                    true => String::new(),
+                    false => format!(" → {}", k.fixes.join("  ")),
+                };
+                format!(
+                    "  {}: {} ({}){fix}",
+                    kind.title(),
+                    k.count,
+                    subjects.join(", ")
+                )
+            })
+            .collect()
+    }
+
+    /// The summary in one line (`--quiet`).
+    pub fn one_line(&self) -> Option<String> {
+        let total: u64 = self.asked().map(|(_, k)| k.count).sum();
+        if total == 0 {
+            return None;
+        }
+        let kinds: Vec<String> = self
+            .asked()
+            .map(|(kind, k)| format!("{} {}", kind.name(), k.count))
+            .collect();
+        Some(format!(
+            "sbx-shell: the sandbox refused {} ({}); sbx-shell log -n 1 names each with its option",
+            plural(total, "request"),
+            kinds.join(", ")
+        ))
+    }
+}
+
+/// A kind's subjects, most frequent first.
+fn by_count(k: &KindTally) -> Vec<(&str, u64)> {
+    let mut top: Vec<(&str, u64)> = k.subjects.iter().map(|(s, n)| (s.as_str(), *n)).collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    top
+}
+
+fn counted(subject: String, n: u64) -> String {
+    match n {
+        1 => subject,
+        n => format!("{subject} ×{n}"),
+    }
+}
+
+/// A subject as the user reads it: a path under the home spelled `~`.
+pub fn shown_subject(kind: Kind, subject: &str, home: &Path) -> String {
+    match kind {
+        Kind::Write | Kind::Protected | Kind::Hidden | Kind::Socket => {
+            tilde(Path::new(subject), home)
+        }
+        _ => subject.to_string(),
+    }
+}
+
+fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::test_support::policy_with;
+
+    fn home() -> &'static Path {
+        Path::new("/home/u")
+    }
+
+    #[test]
+    fn a_write_is_judged_by_where_it_points() {
+        let policy = policy_with("/w", "{}");
+        let w = of_write(
+            Cause::ReadOnly,
+            Path::new("/home/u/notes/a"),
+            &policy,
+            home(),
+        );
+        assert_eq!(w.kind, Kind::Write);
+        assert_eq!(w.fix.as_deref(), Some("--write ~/notes"));
+        let h = of_write(
+            Cause::ReadOnly,
+            Path::new("/home/u/.ssh/x"),
+            &policy,
+            home(),
+        );
+        assert_eq!(h.kind, Kind::Hidden);
+        assert!(h.fix.unwrap().contains("\"allow_denied\": [\"~/.ssh\"]"));
+        let p = of_write(
+            Cause::Protected,
+            Path::new("/w/.git/hooks/pre-commit"),
+            &policy,
+            home(),
+        );
+        assert_eq!(p.kind, Kind::Protected);
+        assert!(p.fix.unwrap().starts_with("none: "));
+        let c = of_write(
+            Cause::Protected,
+            Path::new("/w/.git/config"),
+            &policy,
+            home(),
+        );
+        assert!(c.fix.unwrap().starts_with("--allow-git-config"));
+        let s = of_write(Cause::Socket, Path::new("/run/user/0/bus"), &policy, home());
+        assert_eq!(
+            (s.kind, s.fix.as_deref()),
+            (
+                Kind::Socket,
+                Some("--backend bwrap --allow-socket /run/user/0/bus")
+            )
+        );
+    }
+
+    #[test]
+    fn a_report_is_a_cause_and_an_absolute_path() {
+        let line = report_line(Cause::ReadOnly, b"/home/u/a\nb");
+        assert_eq!(line, b"r/home/u/a?b\n");
+        assert_eq!(
+            parse_report(&line),
+            Some((Cause::ReadOnly, std::path::PathBuf::from("/home/u/a?b")))
+        );
+        assert_eq!(parse_report(b"x/a\n"), None);
+        assert_eq!(parse_report(b"rrelative\n"), None);
+        assert_eq!(report_line(Cause::Outside, &[b'a'; 9000]).len(), 4096);
+    }
+
+    #[test]
+    fn a_dropped_variable_names_the_option_that_passes_it() {
+        use crate::policy::model::Dropped;
+        let r = of_variable("GH_TOKEN", Dropped::SecretName, "x");
+        assert_eq!(r.fix.as_deref(), Some("--allow-env GH_TOKEN"));
+        assert_eq!(of_variable("LD_PRELOAD", Dropped::Always, "x").fix, None);
+        let s = of_variable("SSH_AUTH_SOCK", Dropped::Socket, "/tmp/ssh-x/agent.1");
+        assert_eq!(s.fix.as_deref(), Some("--allow-socket /tmp/ssh-x/agent.1"));
+    }
+
+    #[test]
+    fn words_are_quoted_only_when_a_shell_would_change_them() {
+        assert_eq!(shell_word("~/notes"), "~/notes");
+        assert_eq!(shell_word("/a b"), "'/a b'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word("*.example.org"), "*.example.org");
+    }
+
+    fn refusal(kind: Kind, subject: &str, fix: Option<&str>) -> Refusal {
+        Refusal {
+            kind,
+            subject: subject.into(),
+            why: String::new(),
+            fix: fix.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_each_kind_with_its_top_subjects_and_options() {
+        let mut t = Tally::default();
+        assert!(t.summary(home()).is_empty());
+        assert_eq!(t.one_line(), None);
+        for _ in 0..3 {
+            t.add(&refusal(Kind::Write, "/home/u/f", Some("--write ~")), 1);
+        }
+        assert!(!t.add(&refusal(Kind::Write, "/home/u/f", Some("--write ~")), 1));
+        assert!(t.add(&refusal(Kind::Write, "/etc/x", Some("--write /etc")), 1));
+        t.add(
+            &refusal(
+                Kind::Host,
+                "example.com:443",
+                Some("--net allow=example.com"),
+            ),
+            1,
+        );
+        let lines = t.summary(home());
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].contains("refused 6 requests"));
+        assert_eq!(
+            lines[1],
+            "  writes outside the writable places: 5 (~/f ×4, /etc/x) → --write ~  --write /etc"
+        );
+        assert_eq!(
+            lines[2],
+            "  connections: 1 (example.com:443) → --net allow=example.com"
+        );
+        assert_eq!(
+            t.one_line().unwrap(),
+            "sbx-shell: the sandbox refused 6 requests (write 5, host 1); sbx-shell log -n 1 names each with its option"
+        );
+    }
+
+    #[test]
+    fn variables_kept_out_are_not_in_the_summary_of_what_was_asked() {
+        let mut t = Tally::default();
+        t.add(
+            &refusal(Kind::Variable, "GH_TOKEN", Some("--allow-env GH_TOKEN")),
+            1,
+        );
+        assert!(t.summary(home()).is_empty());
+        assert_eq!(t.one_line(), None);
+        assert_eq!(
+            t.detail(home()),
+            ["  variables kept out: 1 (GH_TOKEN) → --allow-env GH_TOKEN"]
+        );
+    }
+
+    #[test]
+    fn a_kind_keeps_a_bounded_number_of_subjects_and_counts_them_all() {
+        let mut t = Tally::default();
+        for i in 0..(KEPT + 10) {
+            t.add(&refusal(Kind::Lookup, &format!("h{i}"), None), 1);
+        }
+        let k = &t.0[&Kind::Lookup];
+        assert_eq!((k.count, k.subjects.len()), ((KEPT + 10) as u64, KEPT));
+    }
+}

@@ -1,0 +1,236 @@
+//! The session's refusals, as they happen: every place that refuses records into one
+//! `Journal` (through `policy::refusal::Sink`), which keeps the tally for the end of the
+//! session and appends each new subject, once, to the session's journal file —
+//! `$XDG_STATE_HOME/sbx-shell/refusals/PID.jsonl`, PID being the supervisor's. `sbx-shell
+//! log --follow` reads those files while their sessions run, and the program itself reads
+//! its own through `SBX_REFUSALS` (read-only, as sbx-shell's state directory is). The file
+//! is removed when the session ends; the session log keeps the complete tally.
+//!
+//! The guard's reports arrive on a pipe (`listen`): one line per refusal, a cause letter
+//! (`refusal::Cause::code`) and the path; the guard never waits on it (a full pipe drops
+//! the report, not the program's call).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::policy::refusal::{parse_report, Cause, Refusal, Sink, Tally};
+
+/// The environment variable that names the journal file inside the sandbox.
+pub const VARIABLE: &str = "SBX_REFUSALS";
+
+/// The directory of the running sessions' journal files.
+pub fn dir(home: &Path) -> PathBuf {
+    crate::sys::files::state_dir(home).join("refusals")
+}
+
+#[derive(Default)]
+struct Inner {
+    tally: Tally,
+    file: Option<File>,
+    /// One per reader of the guard's reports: disconnected once it read to the end.
+    readers: Vec<std::sync::mpsc::Receiver<()>>,
+}
+
+/// One session's refusals.
+#[derive(Clone, Default)]
+pub struct Journal {
+    inner: Arc<Mutex<Inner>>,
+    path: Option<PathBuf>,
+}
+
+impl Journal {
+    /// The journal of this session, its file made in `dir` (a session runs without one
+    /// when it cannot be made: the tally is kept all the same), and what removes the file
+    /// when dropped, however the run ends. Files of sessions that are gone (killed with
+    /// SIGKILL) are removed.
+    pub fn open(dir: &Path) -> (Journal, Removal) {
+        remove_stale(dir);
+        let path = dir.join(format!("{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        match crate::sys::files::append_private(&path) {
+            Ok(file) => (
+                Journal {
+                    inner: Arc::new(Mutex::new(Inner {
+                        file: Some(file),
+                        ..Inner::default()
+                    })),
+                    path: Some(path.clone()),
+                },
+                Removal(Some(path)),
+            ),
+            Err(_) => (Journal::default(), Removal(None)),
+        }
+    }
+
+    /// The journal file, when there is one.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Count `times` refusals like `r`; a subject new for its kind goes to the file.
+    pub fn record(&self, r: &Refusal, times: u64) {
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        if !inner.tally.add(r, times) {
+            return;
+        }
+        if let Some(file) = inner.file.as_mut() {
+            let mut line = serde_json::json!({
+                "time": crate::sys::files::rfc3339(std::time::SystemTime::now()),
+                "session": std::process::id(),
+            });
+            if let (Some(map), Ok(serde_json::Value::Object(r))) =
+                (line.as_object_mut(), serde_json::to_value(r))
+            {
+                map.extend(r);
+            }
+            let mut text = line.to_string();
+            text.push('\n');
+            // One write per line: a reader never sees half of one.
+            let _ = file.write_all(text.as_bytes());
+        }
+    }
+
+    /// Where the refusing places send theirs.
+    pub fn sink(&self) -> Sink {
+        let journal = self.clone();
+        Arc::new(move |r| journal.record(&r, 1))
+    }
+
+    /// The session's refusals so far.
+    pub fn tally(&self) -> Tally {
+        self.inner
+            .lock()
+            .map(|i| i.tally.clone())
+            .unwrap_or_default()
+    }
+
+    /// Read the guard's reports from `reports` until every writer is gone, each judged by
+    /// `judge` (`refusal::of_write` with the session's policy). Returns at once.
+    pub fn listen(
+        &self,
+        reports: OwnedFd,
+        judge: impl Fn(Cause, &Path) -> Refusal + Send + 'static,
+    ) -> std::io::Result<()> {
+        let journal = self.clone();
+        let (done, drained) = std::sync::mpsc::channel::<()>();
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.readers.push(drained);
+        }
+        crate::sys::process::spawn_quiet("sbx-refusals", move || {
+            let _done = done;
+            let mut lines = BufReader::new(File::from(reports));
+            let mut line = Vec::new();
+            while lines.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                if let Some((cause, path)) = parse_report(&line) {
+                    journal.record(&judge(cause, &path), 1);
+                }
+                line.clear();
+            }
+        })
+    }
+
+    /// Wait, at most `limit`, until the guard's reports are read to their end (every
+    /// writer gone): the last refusals come in before the summary.
+    pub fn drain(&self, limit: std::time::Duration) {
+        let readers = match self.inner.lock() {
+            Ok(mut inner) => std::mem::take(&mut inner.readers),
+            Err(_) => return,
+        };
+        let until = std::time::Instant::now() + limit;
+        for r in readers {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            let _ = r.recv_timeout(left);
+        }
+    }
+}
+
+/// Removes the session's journal file when dropped (the session log keeps the tally).
+pub struct Removal(Option<PathBuf>);
+
+impl Drop for Removal {
+    fn drop(&mut self) {
+        if let Some(path) = &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The journal files of sessions still running, by their supervisor's pid.
+pub fn running(dir: &Path) -> Vec<(u32, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(u32, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let pid: u32 = name.to_str()?.strip_suffix(".jsonl")?.parse().ok()?;
+            alive(pid).then(|| (pid, e.path()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    // Signal 0 only asks whether the process exists; EPERM says it does.
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        Err(e) => e == nix::errno::Errno::EPERM,
+    }
+}
+
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".jsonl"))
+            .and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !alive(pid)) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::refusal::Kind;
+
+    #[test]
+    fn a_journal_writes_each_subject_once_and_counts_every_one() {
+        let dir = std::env::temp_dir().join(format!("sbx-journal-test-{}", std::process::id()));
+        let (journal, removal) = Journal::open(&dir);
+        let r = Refusal {
+            kind: Kind::Lookup,
+            subject: "example.com".into(),
+            why: "no network".into(),
+            fix: Some("--net allow=example.com".into()),
+        };
+        journal.record(&r, 1);
+        (journal.sink())(r.clone());
+        let path = journal.path().unwrap().to_path_buf();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        let line: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(line["kind"], "lookup");
+        assert_eq!(line["fix"], "--net allow=example.com");
+        assert_eq!(journal.tally().total(), 2);
+        assert_eq!(running(&dir), [(std::process::id(), path.clone())]);
+        drop(removal);
+        assert!(!path.exists());
+        std::fs::remove_dir(&dir).unwrap();
+    }
+}

@@ -1,0 +1,445 @@
+//! What the sandbox refused, explained: the end-of-session summary names each kind with
+//! its option (and the option given, the action succeeds), the session log keeps every
+//! one, the program reads its own through `SBX_REFUSALS`, `sbx-shell log --follow` shows
+//! them live from another terminal, and `sbx-shell why` names each rule's source.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::sandbox::{tools_present, Lab, User};
+use super::support::{OuterPty, Shown};
+
+/// Writes outside, into a protected place and into a hidden one, and what the program
+/// reads of its own refusals (then tries to write to them).
+const ACTIONS: &str = r#"
+touch "$LAB_OUT/made" && echo MADE-OUTSIDE
+echo x > .git/hooks/post-checkout && echo MADE-HOOK
+touch ~/.ssh/new && echo MADE-HIDDEN
+test -n "$GH_TOKEN" && echo HAS-TOKEN
+echo "JOURNAL $SBX_REFUSALS"
+cat "$SBX_REFUSALS"
+echo tampered >> "$SBX_REFUSALS" || echo JOURNAL-READ-ONLY
+"#;
+
+fn run(lab: &Lab, backend: &str, args: &[&str]) -> (String, String) {
+    let mut all = args.to_vec();
+    all.extend(["--", "/bin/sh", "-c", ACTIONS]);
+    let mut cmd = lab.command(backend, &all);
+    cmd.env("GH_TOKEN", "ghp_not_a_real_token_for_tests");
+    let out = cmd.shown();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// sbx-shell with the lab's home, for a subcommand (no `--backend` before it).
+fn subcommand(lab: &Lab, args: &[&str]) -> Command {
+    let mut cmd = Command::new(super::support::bin());
+    cmd.args(args)
+        .current_dir(&lab.ws)
+        .env_clear()
+        .env("HOME", &lab.home)
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn summary_line<'a>(err: &'a str, title: &str) -> &'a str {
+    err.lines()
+        .find(|l| l.starts_with(&format!("  {title}: ")))
+        .unwrap_or("")
+}
+
+fn each_refusal_is_summed_up(backend: &str, user: User) {
+    if !tools_present() {
+        return;
+    }
+    let lab = Lab::new("refusals", user, true);
+    let out = lab.outside.display().to_string();
+    // Control: the same actions bare succeed (the refusals below are the sandbox's).
+    std::fs::create_dir_all(lab.outside.join("bare")).unwrap();
+    let bare = Command::new("/bin/sh")
+        .args(["-c", ACTIONS])
+        .current_dir(&lab.ws)
+        .env("HOME", &lab.home)
+        .env("LAB_OUT", lab.outside.join("bare"))
+        .env("GH_TOKEN", "x")
+        .output()
+        .unwrap();
+    let bare = String::from_utf8_lossy(&bare.stdout).into_owned();
+    for line in ["MADE-OUTSIDE", "MADE-HOOK", "MADE-HIDDEN", "HAS-TOKEN"] {
+        assert!(bare.contains(line), "control: {bare}");
+    }
+    std::fs::remove_file(lab.ws.join(".git/hooks/post-checkout")).unwrap();
+    std::fs::remove_file(lab.home.join(".ssh/new")).unwrap();
+    std::fs::remove_dir_all(lab.outside.join("bare")).unwrap();
+
+    let (text, err) = run(&lab, backend, &[]);
+    let what = format!("{}\nstdout:\n{text}\nstderr:\n{err}", lab.what(backend));
+    for line in ["MADE-OUTSIDE", "MADE-HOOK", "MADE-HIDDEN", "HAS-TOKEN"] {
+        assert!(!text.contains(line), "{what}");
+    }
+    assert!(
+        err.contains("sbx-shell: the sandbox refused 4 requests"),
+        "{what}"
+    );
+    assert_eq!(
+        summary_line(&err, "writes outside the writable places"),
+        format!("  writes outside the writable places: 1 ({out}/made) → --write {out}"),
+        "{what}"
+    );
+    // The hook, and the program's own journal, which it tried to write.
+    let protected = summary_line(&err, "protected places written");
+    assert!(
+        protected.starts_with("  protected places written: 2 (~/.local/state/sbx-shell/refusals/")
+            && protected.contains(&format!(
+                ".jsonl, {}/.git/hooks/post-checkout) → none: ",
+                lab.ws.display()
+            )),
+        "{what}"
+    );
+    assert_eq!(
+        summary_line(&err, "hidden paths written"),
+        r#"  hidden paths written: 1 (~/.ssh/new) → "filesystem": {"allow_denied": ["~/.ssh"]} in a config file"#,
+        "{what}"
+    );
+    // A variable kept from the program is not something it asked for: in the journal and
+    // the session log, not in the summary.
+    assert_eq!(summary_line(&err, "variables kept out"), "", "{what}");
+    // The program read its own refusals, as they happened, and could not change them.
+    let journal = text
+        .lines()
+        .find_map(|l| l.strip_prefix("JOURNAL "))
+        .unwrap_or_default();
+    assert!(journal.ends_with(".jsonl"), "{what}");
+    let kinds: Vec<String> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| v["kind"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["variable", "write", "protected", "hidden"],
+        "{what}"
+    );
+    assert!(text.contains("JOURNAL-READ-ONLY"), "{what}");
+    assert!(
+        !std::path::Path::new(journal).exists(),
+        "{what}: left behind"
+    );
+    // The session log keeps every one, by kind.
+    let (log, shown) = log_of(&lab);
+    let refusals = &log["refusals"];
+    for (kind, count) in [
+        ("write", 1),
+        ("protected", 2),
+        ("hidden", 1),
+        ("variable", 1),
+    ] {
+        assert_eq!(refusals[kind]["count"], count, "{what}: {kind} in {log}");
+    }
+    assert!(
+        shown.contains("  variables kept out: 1 (GH_TOKEN) → --allow-env GH_TOKEN"),
+        "{what}: {shown}"
+    );
+
+    // Each option given: the action succeeds and is no longer named.
+    std::fs::create_dir_all(lab.home.join(".config/sbx-shell")).unwrap();
+    std::fs::write(
+        lab.home.join(".config/sbx-shell/config.json"),
+        "{\"filesystem\": {\"allow_denied\": [\"~/.ssh\"]}}\n",
+    )
+    .unwrap();
+    if user == User::Nobody {
+        super::sandbox::chown_tree(&lab.home.join(".config"), super::sandbox::NOBODY);
+    }
+    // Lifting the denial leaves ~/.ssh read-only like the rest of ~: now a write, with its own option.
+    let (_, err) = run(&lab, backend, &["--write", &out, "--allow-env", "GH_TOKEN"]);
+    assert_eq!(
+        summary_line(&err, "writes outside the writable places"),
+        "  writes outside the writable places: 1 (~/.ssh/new) → --write ~/.ssh",
+        "{}: {err}",
+        lab.what(backend)
+    );
+    let ssh = lab.home.join(".ssh").display().to_string();
+    let (text, err) = run(
+        &lab,
+        backend,
+        &["--write", &out, "--allow-env", "GH_TOKEN", "--write", &ssh],
+    );
+    let what = format!("{}\nstdout:\n{text}\nstderr:\n{err}", lab.what(backend));
+    for line in ["MADE-OUTSIDE", "MADE-HIDDEN", "HAS-TOKEN"] {
+        assert!(text.contains(line), "{what}");
+    }
+    assert!(
+        err.contains("sbx-shell: the sandbox refused 2 requests"),
+        "{what}"
+    );
+    assert!(!err.contains("writes outside"), "{what}");
+}
+
+/// The last record of the lab's session log, and the text `sbx-shell log -n 1` shows.
+fn log_of(lab: &Lab) -> (serde_json::Value, String) {
+    let path = lab.home.join(".local/state/sbx-shell/sessions.jsonl");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let last = text.lines().last().unwrap_or("{}");
+    let record = serde_json::from_str(last).unwrap_or_default();
+    let shown = subcommand(lab, &["log", "-n", "1"]).shown();
+    (record, String::from_utf8_lossy(&shown.stdout).into_owned())
+}
+
+#[test]
+fn each_refusal_is_summed_up_with_its_option_bwrap_root() {
+    each_refusal_is_summed_up("bwrap", User::Root);
+}
+
+#[test]
+fn each_refusal_is_summed_up_with_its_option_bwrap_nobody() {
+    each_refusal_is_summed_up("bwrap", User::Nobody);
+}
+
+#[test]
+fn each_refusal_is_summed_up_with_its_option_landlock_root() {
+    each_refusal_is_summed_up("landlock", User::Root);
+}
+
+#[test]
+fn each_refusal_is_summed_up_with_its_option_landlock_nobody() {
+    each_refusal_is_summed_up("landlock", User::Nobody);
+}
+
+#[test]
+fn log_lists_every_refusal_of_a_session() {
+    if !tools_present() {
+        return;
+    }
+    let lab = Lab::new("refusals-log", User::Root, false);
+    let script =
+        "for i in 1 2 3; do touch /etc/sbx-refused-$i; done; touch /etc/sbx-refused-1; true";
+    lab.command("bwrap", &["--", "/bin/sh", "-c", script])
+        .shown();
+    let (record, shown) = log_of(&lab);
+    assert_eq!(record["refusals"]["write"]["count"], 4, "{record}");
+    assert!(
+        shown.contains(
+            "  writes outside the writable places: 4 (/etc/sbx-refused-1 ×2, /etc/sbx-refused-2, /etc/sbx-refused-3) → --write /etc"
+        ),
+        "{shown}"
+    );
+}
+
+/// Landlock alone, where the guard answers connects: a host socket not granted is named
+/// with its option (bwrap's: Landlock alone grants none), and with it, it connects.
+#[test]
+fn a_host_socket_refused_is_named_and_its_option_connects() {
+    if !tools_present() {
+        return;
+    }
+    let lab = Lab::new("refusals-socket", User::Root, false);
+    let path = lab.outside.join("service.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            drop(stream);
+        }
+    });
+    let script = format!(
+        "import socket; s = socket.socket(socket.AF_UNIX); s.connect({:?}); print('CONNECTED')",
+        path.display().to_string()
+    );
+    let connect = |backend: &str, extra: &[&str]| {
+        let mut args = extra.to_vec();
+        args.extend(["--", "/usr/bin/python3", "-c", &script]);
+        let out = lab.command(backend, &args).shown();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Control: bare, it connects.
+    let bare = Command::new("/usr/bin/python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&bare.stdout).contains("CONNECTED"));
+    let (text, err) = connect("landlock", &[]);
+    let shown = path.display().to_string();
+    assert!(!text.contains("CONNECTED"), "{text}{err}");
+    assert_eq!(
+        summary_line(&err, "host sockets"),
+        format!("  host sockets: 1 ({shown}) → --backend bwrap --allow-socket {shown}"),
+        "{err}"
+    );
+    let (text, err) = connect("bwrap", &["--allow-socket", &shown]);
+    assert!(text.contains("CONNECTED"), "{text}{err}");
+    assert!(!err.contains("host sockets"), "{err}");
+}
+
+/// `sbx-shell log --follow`, in another process on another terminal's behalf, shows a
+/// refusal of a running session within a second.
+#[test]
+fn the_live_view_shows_a_refusal_within_a_second() {
+    if !tools_present() {
+        return;
+    }
+    let lab = Lab::new("refusals-live", User::Root, false);
+    let mut follow = subcommand(&lab, &["log", "--follow"]);
+    follow.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut follower = follow.spawn().unwrap();
+    let stdout = follower.stdout.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel::<(Instant, String)>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines.send((Instant::now(), line));
+        }
+    });
+    let mut launch = super::support::Launch::new(&[
+        "--backend",
+        "bwrap",
+        "--",
+        "/bin/sh",
+        "-c",
+        "read go; touch /etc/sbx-live-refused; echo TOUCHED; read done",
+    ]);
+    launch.cwd = Some(lab.ws.clone());
+    // (The suite's own XDG_STATE_HOME replaced by the lab's, where the follower looks.)
+    let state = lab.home.join(".local/state").display().to_string();
+    launch
+        .env
+        .push(("HOME".into(), lab.home.display().to_string()));
+    launch.env.push(("XDG_STATE_HOME".into(), state));
+    let mut pty = OuterPty::launch(launch);
+    std::thread::sleep(Duration::from_millis(500));
+    pty.write(b"\r");
+    pty.expect("TOUCHED");
+    let touched = Instant::now();
+    let (at, line) = loop {
+        let (at, line) = seen
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the live view showed nothing within 5 s");
+        if line.contains("sbx-live-refused") {
+            break (at, line);
+        }
+    };
+    pty.write(b"\r");
+    pty.wait();
+    let _ = follower.kill();
+    let _ = follower.wait();
+    assert!(
+        line.contains("write: /etc/sbx-live-refused (outside the writable places) → --write /etc"),
+        "{line}"
+    );
+    let late = at.saturating_duration_since(touched);
+    assert!(
+        late < Duration::from_secs(1),
+        "shown {late:?} after the refusal"
+    );
+}
+
+/// `why` names the rule, where it comes from (the defaults, a profile's line, a config
+/// file's line, the flags) and the option that changes it; exit 1 when refused.
+#[test]
+fn why_names_each_rule_and_its_source() {
+    let lab = Lab::new("refusals-why", User::Root, false);
+    std::fs::create_dir_all(lab.home.join(".config/sbx-shell")).unwrap();
+    std::fs::write(
+        lab.home.join(".config/sbx-shell/config.json"),
+        "{\n  \"filesystem\": {\n    \"write\": [\"~/notes\"],\n    \"deny\": [\"~/private\"]\n  }\n}\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(lab.home.join("notes")).unwrap();
+    let config = lab.home.join(".config/sbx-shell/config.json");
+    let why = |args: &[&str]| {
+        let mut all = vec!["why"];
+        all.extend(args);
+        let out = subcommand(&lab, &all).shown();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let json = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let (code, text) = why(&all);
+        (
+            code,
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+        )
+    };
+    // A default.
+    let (code, a) = json(&["~/.ssh/id_ed25519"]);
+    assert_eq!(
+        (code, &a["read"], &a["write"]),
+        (Some(1), &false.into(), &false.into()),
+        "{a}"
+    );
+    assert_eq!(a["source"]["origin"], "built-in defaults", "{a}");
+    assert_eq!(
+        a["fix"],
+        r#""filesystem": {"allow_denied": ["~/.ssh"]} in a config file"#
+    );
+    // The user's config file, and its line.
+    let (code, a) = json(&["~/notes/todo"]);
+    assert_eq!((code, &a["write"]), (Some(0), &true.into()), "{a}");
+    assert_eq!(a["source"]["origin"], config.display().to_string(), "{a}");
+    assert_eq!(a["source"]["line"], 3, "{a}");
+    let (code, a) = json(&["~/private/x"]);
+    assert_eq!((code, &a["source"]["line"]), (Some(1), &4.into()), "{a}");
+    // A shipped profile, and its line.
+    let (code, a) = json(&["--profile", "claude", "api.anthropic.com"]);
+    assert_eq!(code, Some(0), "{a}");
+    assert_eq!(a["source"]["origin"], "profile claude", "{a}");
+    let profile = include_str!("../../profiles/claude.json");
+    let line = profile
+        .lines()
+        .position(|l| l.contains("\"api.anthropic.com\""))
+        .unwrap()
+        + 1;
+    assert_eq!(a["source"]["line"], line, "{a}");
+    // A flag.
+    let (code, a) = json(&["--net", "allow=*.example.org", "api.example.org"]);
+    assert_eq!(code, Some(0), "{a}");
+    assert_eq!(
+        (&a["source"]["origin"], &a["source"]["entry"]),
+        (&"command line".into(), &"*.example.org".into())
+    );
+    let (code, a) = json(&["example.org"]);
+    assert_eq!(
+        (code, &a["fix"]),
+        (Some(1), &"--net allow=example.org".into())
+    );
+    // A variable, and a socket.
+    let (code, a) = json(&["GH_TOKEN"]);
+    assert_eq!(
+        (code, &a["fix"]),
+        (Some(1), &"--allow-env GH_TOKEN".into()),
+        "{a}"
+    );
+    let (code, a) = json(&["--as", "socket", "/run/some.sock"]);
+    assert_eq!(
+        (code, &a["fix"]),
+        (Some(1), &"--allow-socket /run/some.sock".into()),
+        "{a}"
+    );
+    let (code, a) = json(&[
+        "--allow-socket",
+        "/run/some.sock",
+        "--as",
+        "socket",
+        "/run/some.sock",
+    ]);
+    assert_eq!((code, &a["allowed"]), (Some(0), &true.into()), "{a}");
+    // In words.
+    let (_, text) = why(&["/etc/hosts"]);
+    assert!(
+        text.starts_with("/etc/hosts (path): readable, not writable\n")
+            && text.contains("  to change it: --write /etc\n"),
+        "{text}"
+    );
+}
