@@ -291,8 +291,9 @@ impl Tally {
         self.0.is_empty()
     }
 
-    pub fn total(&self) -> u64 {
-        self.0.values().map(|k| k.count).sum()
+    /// How many requests of the program were refused (the variables kept from it aside).
+    pub fn refused(&self) -> u64 {
+        self.asked().map(|(_, k)| k.count).sum()
     }
 
     /// The kinds the program asked for and was refused: all but the variables kept from
@@ -305,7 +306,7 @@ impl Tally {
     /// heading line and one line per kind, each with its count, its most frequent subjects
     /// and the options that allow them; nothing when nothing was refused.
     pub fn summary(&self, home: &Path) -> Vec<String> {
-        let total: u64 = self.asked().map(|(_, k)| k.count).sum();
+        let total = self.refused();
         if total == 0 {
             return Vec::new();
         }
@@ -363,7 +364,7 @@ impl Tally {
 
     /// The summary in one line (`--quiet`).
     pub fn one_line(&self) -> Option<String> {
-        let total: u64 = self.asked().map(|(_, k)| k.count).sum();
+        let total = self.refused();
         if total == 0 {
             return None;
         }

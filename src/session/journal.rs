@@ -227,7 +227,7 @@ mod tests {
         let line: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
         assert_eq!(line["kind"], "lookup");
         assert_eq!(line["fix"], "--net allow=example.com");
-        assert_eq!(journal.tally().total(), 2);
+        assert_eq!(journal.tally().refused(), 2);
         assert_eq!(running(&dir), [(std::process::id(), path.clone())]);
         drop(removal);
         assert!(!path.exists());

@@ -147,7 +147,7 @@ pub fn render(records: &[Record], home: &Path) -> String {
             r.profile,
             match r.refusals.is_empty() {
                 true => r.network_refused,
-                false => r.refusals.total(),
+                false => r.refusals.refused(),
             },
             r.cwd,
             r.command.join(" ")

@@ -107,7 +107,12 @@ fn the_session_log_records_each_session_without_environment_values() {
     assert_ne!(first["policy_digest"], records[1]["policy_digest"]);
     assert!(!first["layers"].as_array().unwrap().is_empty());
     let (_, table, _) = run_in(&dir, &path, &["log", "-n", "1"]);
-    assert_eq!(table.lines().count(), 2, "{table}");
+    // The session, and the variable kept from it, by name only.
+    assert_eq!(table.lines().count(), 3, "{table}");
+    assert!(
+        table.contains("\n  variables kept out: 1 (SECRET_TOKEN) → --allow-env SECRET_TOKEN\n"),
+        "{table}"
+    );
     assert!(
         table.contains("exit 3") && table.contains("shell"),
         "{table}"

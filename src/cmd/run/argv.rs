@@ -173,8 +173,8 @@ impl Launcher {
 fn reports_pipe(plan: &Plan, journal: &Journal) -> Result<std::os::fd::OwnedFd, Failure> {
     use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
     let pipe = || -> nix::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
-        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
-        fcntl(write.as_fd(), FcntlArg::F_SETFD(FdFlag::empty()))?;
+        let (read, write) = nix::unistd::pipe()?;
+        fcntl(read.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
         fcntl(write.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
         Ok((read, write))
     };
