@@ -85,11 +85,14 @@ fn render_live(line: &str, home: &std::path::Path) -> String {
     let time = v["time"].as_str().unwrap_or_default();
     let clock = time.get(11..19).unwrap_or(time);
     let subject = refusal::shown_subject(r.kind, &r.subject, home);
-    let fix = r.fix.map(|f| format!(" → {f}")).unwrap_or_default();
+    let fix = r
+        .fix
+        .map(|f| format!(" → {}", refusal::printable(&f)))
+        .unwrap_or_default();
     format!(
         "{clock} [{}] {}: {subject} ({}){fix}\n",
         v["session"],
         r.kind.name(),
-        r.why
+        refusal::printable(&r.why)
     )
 }

@@ -322,7 +322,7 @@ impl Tally {
                 .map(|(s, n)| counted(shown_subject(*kind, s, home), *n))
                 .collect();
             let more = if top.len() > SHOWN { ", …" } else { "" };
-            let fixes: Vec<&str> = k.fixes.iter().take(SHOWN).map(String::as_str).collect();
+            let fixes: Vec<String> = k.fixes.iter().take(SHOWN).map(|f| printable(f)).collect();
             let fix = if fixes.is_empty() {
                 String::new()
             } else {
@@ -350,7 +350,7 @@ impl Tally {
                     .collect();
                 let fix = match k.fixes.is_empty() {
                     true => String::new(),
-                    false => format!(" → {}", k.fixes.join("  ")),
+                    false => format!(" → {}", printable(&k.fixes.join("  "))),
                 };
                 format!(
                     "  {}: {} ({}){fix}",
@@ -394,13 +394,30 @@ fn counted(subject: String, n: u64) -> String {
     }
 }
 
-/// A subject as the user reads it: a path under the home spelled `~`.
+/// A subject as the user reads it: a path under the home spelled `~`, and every control
+/// character escaped — the program chose the name, and it is shown on the user's own
+/// terminal, outside the sandbox.
 pub fn shown_subject(kind: Kind, subject: &str, home: &Path) -> String {
-    match kind {
+    let shown = match kind {
         Kind::Write | Kind::Protected | Kind::Hidden | Kind::Socket => {
             tilde(Path::new(subject), home)
         }
         _ => subject.to_string(),
+    };
+    printable(&shown)
+}
+
+/// `text` with each control character as its escape (`\u{1b}`, `\n`).
+pub fn printable(text: &str) -> String {
+    match text.chars().any(char::is_control) {
+        false => text.to_string(),
+        true => text
+            .chars()
+            .map(|c| match c.is_control() {
+                true => c.escape_default().to_string(),
+                false => c.to_string(),
+            })
+            .collect(),
     }
 }
 
@@ -538,6 +555,22 @@ mod tests {
             t.one_line().unwrap(),
             "sbx-shell: the sandbox refused 6 requests (write 5, host 1); sbx-shell log -n 1 names each with its option"
         );
+    }
+
+    #[test]
+    fn a_subject_the_program_named_cannot_drive_the_terminal() {
+        let mut t = Tally::default();
+        let name = "/etc/\u{1b}]0;owned\u{7}x";
+        t.add(
+            &refusal(Kind::Write, name, Some(&format!("--write {name}"))),
+            1,
+        );
+        let text = t.summary(home()).join("\n") + &t.detail(home()).join("\n");
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.contains(r"/etc/\u{1b}]0;owned\u{7}x"), "{text}");
     }
 
     #[test]

@@ -209,6 +209,35 @@ fn each_refusal_is_summed_up_with_its_option_landlock_nobody() {
     each_refusal_is_summed_up("landlock", User::Nobody);
 }
 
+/// A name the program chose is shown on the user's own terminal, outside the sandbox:
+/// its control characters arrive escaped, in the summary and in `log`.
+#[test]
+fn a_refused_name_cannot_drive_the_users_terminal() {
+    if !tools_present() {
+        return;
+    }
+    let lab = Lab::new("refusals-escape", User::Root, false);
+    let script = r#"name="/etc/$(printf '\033]0;OWNED\007')x"; printf '%s' "$name" > "$LAB_OUT/name"; touch "$name""#;
+    let out = lab
+        .command("bwrap", &["--", "/bin/sh", "-c", script])
+        .shown();
+    // Control: the name the program made really holds the escape sequence.
+    let name = std::fs::read(lab.outside.join("name")).unwrap();
+    assert!(name.contains(&0x1b) && name.contains(&0x07), "{name:?}");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let summary = err
+        .lines()
+        .find(|l| l.starts_with("  writes outside"))
+        .unwrap_or_default();
+    assert!(summary.contains(r"/etc/\u{1b}]0;OWNED\u{7}x"), "{err}");
+    let (_, shown) = log_of(&lab);
+    assert!(shown.contains(r"\u{1b}]0;OWNED"), "{shown}");
+    // Only the touch's own error line (the program's stderr) carries the raw bytes.
+    let raw = err.lines().filter(|l| l.contains('\u{1b}')).count();
+    assert_eq!(raw, 1, "{err:?}");
+    assert!(!shown.contains('\u{1b}'), "{shown:?}");
+}
+
 #[test]
 fn log_lists_every_refusal_of_a_session() {
     if !tools_present() {
