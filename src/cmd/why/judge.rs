@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::netproxy::request::{self, Target};
-use crate::policy::config::{Config, FsMode, NetworkConfig, NetworkMode};
+use crate::policy::config::{Config, FsMode, NetworkConfig, NetworkMode, PathEntry};
 use crate::policy::refusal::{shell_word, tilde};
 use crate::policy::{Layer, Network, Policy, ResolvedPath};
 
@@ -65,6 +65,35 @@ fn find_source(
     })
 }
 
+/// The layer whose path list `pick` names `target` (each entry resolved as the policy
+/// resolved it).
+fn path_source(
+    layers: &[Layer],
+    resolve: ResolveEntry<'_>,
+    pick: fn(&Config) -> &Vec<PathEntry>,
+    target: &ResolvedPath,
+) -> Option<Source> {
+    find_source(
+        layers,
+        &|c| pick(c).iter().map(|e| e.value().to_string()).collect(),
+        &|layer, entry| resolve(entry, &layer.origin).is_some_and(|r| r == *target),
+    )
+}
+
+/// The layer that set the filesystem mode, as `mode`.
+fn mode_source(layers: &[Layer], mode: &str) -> Option<Source> {
+    find_source(
+        layers,
+        &|c| {
+            c.filesystem
+                .mode
+                .map(|_| vec![mode.to_string()])
+                .unwrap_or_default()
+        },
+        &|_, _| true,
+    )
+}
+
 fn builtin(entry: &str) -> Option<Source> {
     Some(Source {
         origin: "built-in defaults".into(),
@@ -80,8 +109,14 @@ fn under(path: &Path, p: &ResolvedPath) -> bool {
     path.starts_with(p.real()) || path.starts_with(&p.path)
 }
 
-/// A path: denied, protected, in the private home, writable, or read-only.
-pub fn path(policy: &Policy, layers: &[Layer], resolve: ResolveEntry<'_>, at: &Path) -> Answer {
+/// A path (`is_dir`: a directory now, which `--write` would name itself): denied,
+/// protected, in the private home, writable, or read-only.
+pub fn path(
+    policy: &Policy,
+    layers: &[Layer],
+    resolve: ResolveEntry<'_>,
+    (at, is_dir): (&Path, bool),
+) -> Answer {
     let fs = &policy.filesystem;
     let home = fs.home.path.as_path();
     let shown = tilde(at, home);
@@ -120,7 +155,7 @@ pub fn path(policy: &Policy, layers: &[Layer], resolve: ResolveEntry<'_>, at: &P
     match writable {
         Some((rule, source)) => answer(true, (true, true), rule, source, None),
         None => {
-            let dir = if at.is_dir() {
+            let dir = if is_dir {
                 at
             } else {
                 at.parent().unwrap_or(at)
@@ -130,16 +165,7 @@ pub fn path(policy: &Policy, layers: &[Layer], resolve: ResolveEntry<'_>, at: &P
                 FsMode::WorkspaceWrite => "workspace-write",
                 FsMode::Unrestricted => "unrestricted",
             };
-            let source = find_source(
-                layers,
-                &|c| {
-                    c.filesystem
-                        .mode
-                        .map(|_| vec![mode.to_string()])
-                        .unwrap_or_default()
-                },
-                &|_, _| true,
-            );
+            let source = mode_source(layers, mode);
             let rule = format!("read-only: outside the writable places (filesystem mode {mode})");
             let fix = format!("--write {}", shell_word(&tilde(dir, home)));
             answer(false, (true, false), rule, source, Some(fix))
@@ -157,11 +183,7 @@ fn denied(
 ) -> (String, Option<Source>, String) {
     let fs = &policy.filesystem;
     let home = fs.home.path.as_path();
-    let named = find_source(
-        layers,
-        &|c| c.filesystem.deny.iter().map(|e| e.value().into()).collect(),
-        &|layer, entry| resolve(entry, &layer.origin).is_some_and(|r| r == *d),
-    );
+    let named = path_source(layers, resolve, |c| &c.filesystem.deny, d);
     let found = fs.found_denied.iter().any(|f| f == d.real());
     let (source, fix) = match (named, found) {
         (Some(s), _) => {
@@ -194,17 +216,7 @@ fn writable_by(
     let fs = &policy.filesystem;
     let home = fs.home.path.as_path();
     if let Some(w) = fs.writable.iter().find(|w| under(at, w)) {
-        let source = find_source(
-            layers,
-            &|c| {
-                c.filesystem
-                    .write
-                    .iter()
-                    .map(|e| e.value().into())
-                    .collect()
-            },
-            &|layer, entry| resolve(entry, &layer.origin).is_some_and(|r| r == *w),
-        );
+        let source = path_source(layers, resolve, |c| &c.filesystem.write, w);
         return Some((
             format!("writable: {} is a writable place", tilde(&w.path, home)),
             source,
@@ -220,16 +232,7 @@ fn writable_by(
         )),
         FsMode::Unrestricted => Some((
             "writable: filesystem mode unrestricted".into(),
-            find_source(
-                layers,
-                &|c| {
-                    c.filesystem
-                        .mode
-                        .map(|_| vec!["unrestricted".into()])
-                        .unwrap_or_default()
-                },
-                &|_, _| true,
-            ),
+            mode_source(layers, "unrestricted"),
         )),
         _ => None,
     }
@@ -249,18 +252,8 @@ fn protected(
         false => "none: it would run outside the sandbox, so only you change it, outside".into(),
     };
     if let Some(p) = policy.filesystem.protected.iter().find(|p| under(at, p)) {
-        let source = find_source(
-            layers,
-            &|c| {
-                c.filesystem
-                    .protect
-                    .iter()
-                    .map(|e| e.value().into())
-                    .collect()
-            },
-            &|layer, entry| resolve(entry, &layer.origin).is_some_and(|r| r == *p),
-        )
-        .or_else(|| builtin("protected paths"));
+        let source = path_source(layers, resolve, |c| &c.filesystem.protect, p)
+            .or_else(|| builtin("protected paths"));
         let rule = format!(
             "protected: {} would run code outside the sandbox",
             tilde(&p.path, home)
@@ -428,17 +421,7 @@ pub fn socket(policy: &Policy, layers: &[Layer], resolve: ResolveEntry<'_>, at: 
         Some(g) => (
             true,
             format!("granted: {}", tilde(&g.path, home)),
-            find_source(
-                layers,
-                &|c| {
-                    c.filesystem
-                        .sockets
-                        .iter()
-                        .map(|e| e.value().into())
-                        .collect()
-                },
-                &|layer, entry| resolve(entry, &layer.origin).is_some_and(|r| r == *g),
-            ),
+            path_source(layers, resolve, |c| &c.filesystem.sockets, g),
             None,
         ),
         None => (
@@ -477,7 +460,7 @@ mod tests {
         let (policy, layers, ctx) = layers_with("/w", extra);
         let resolve =
             |raw: &str, origin: &str| crate::policy::resolve_path(raw, origin, &ctx, &SameFs).ok();
-        path(&policy, &layers, &resolve, Path::new(at))
+        path(&policy, &layers, &resolve, (Path::new(at), false))
     }
 
     #[test]

@@ -22,13 +22,15 @@ pub fn main(args: &WhyArgs) -> Result<u8, Failure> {
         |raw: &str, origin: &str| crate::policy::resolve_path(raw, origin, &ctx, &fs).ok();
     let kind = args.what.unwrap_or_else(|| kind_of(&args.subject));
     let as_path = || {
-        let path = crate::policy::resolve_path(&args.subject, "why", &ctx, &fs)
+        crate::policy::resolve_path(&args.subject, "why", &ctx, &fs)
             .map(|p| p.real().to_path_buf())
-            .unwrap_or_else(|_| std::path::absolute(&args.subject).unwrap_or_default());
-        path
+            .unwrap_or_else(|_| std::path::absolute(&args.subject).unwrap_or_default())
     };
     let mut answer = match kind {
-        WhyKind::Path => judge::path(&policy, &layers, &resolve, &as_path()),
+        WhyKind::Path => {
+            let at = as_path();
+            judge::path(&policy, &layers, &resolve, (&at, at.is_dir()))
+        }
         WhyKind::Socket => judge::socket(&policy, &layers, &resolve, &as_path()),
         WhyKind::Host => judge::host(&policy, &layers, &args.subject),
         WhyKind::Variable => {
