@@ -81,7 +81,7 @@ pub struct Refusal {
 pub type Sink = Arc<dyn Fn(Refusal) + Send + Sync>;
 
 /// Why the guard refused a name or a writing open, as it reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Cause {
     /// The program's own rules do not reach there (Landlock alone).
     Outside,

@@ -217,7 +217,8 @@ fn a_refused_name_cannot_drive_the_users_terminal() {
         return;
     }
     let lab = Lab::new("refusals-escape", User::Root, false);
-    let script = r#"name="/etc/$(printf '\033]0;OWNED\007')x"; printf '%s' "$name" > name; touch "$name""#;
+    let script =
+        r#"name="/etc/$(printf '\033]0;OWNED\007')x"; printf '%s' "$name" > name; touch "$name""#;
     let out = lab
         .command("bwrap", &["--", "/bin/sh", "-c", script])
         .shown();
