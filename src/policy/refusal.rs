@@ -220,14 +220,16 @@ pub fn of_write(cause: Cause, path: &Path, policy: &super::Policy, home: &Path) 
     }
 }
 
-/// An inherited variable the environment filter dropped, and why.
-pub fn of_variable(name: &str, dropped: super::model::Dropped, value: &str) -> Refusal {
+/// An inherited variable the environment filter dropped, and why — by its name only: the
+/// program reads its refusals, and a value is never handed to it (a socket's path is
+/// named as `"$NAME"`, as the user types it).
+pub fn of_variable(name: &str, dropped: super::model::Dropped) -> Refusal {
     use super::model::Dropped;
     let fix = match dropped {
         Dropped::Always => None,
         Dropped::Configured => Some(format!("remove {name} from \"environment\": {{\"drop\"}}")),
         Dropped::SecretName | Dropped::SecretValue(_) => Some(format!("--allow-env {name}")),
-        Dropped::Socket => Some(format!("--allow-socket {}", shell_word(value))),
+        Dropped::Socket => Some(format!("--allow-socket \"${name}\"")),
     };
     Refusal {
         kind: Kind::Variable,
@@ -498,11 +500,11 @@ mod tests {
     #[test]
     fn a_dropped_variable_names_the_option_that_passes_it() {
         use crate::policy::model::Dropped;
-        let r = of_variable("GH_TOKEN", Dropped::SecretName, "x");
+        let r = of_variable("GH_TOKEN", Dropped::SecretName);
         assert_eq!(r.fix.as_deref(), Some("--allow-env GH_TOKEN"));
-        assert_eq!(of_variable("LD_PRELOAD", Dropped::Always, "x").fix, None);
-        let s = of_variable("SSH_AUTH_SOCK", Dropped::Socket, "/tmp/ssh-x/agent.1");
-        assert_eq!(s.fix.as_deref(), Some("--allow-socket /tmp/ssh-x/agent.1"));
+        assert_eq!(of_variable("LD_PRELOAD", Dropped::Always).fix, None);
+        let s = of_variable("SSH_AUTH_SOCK", Dropped::Socket);
+        assert_eq!(s.fix.as_deref(), Some("--allow-socket \"$SSH_AUTH_SOCK\""));
     }
 
     #[test]

@@ -56,8 +56,7 @@ fn record_dropped(
     for (name, value) in inherited {
         let Some(name) = name.to_str() else { continue };
         if let Some(dropped) = policy.environment.verdict(name, value, hidden_socket) {
-            let value = value.to_string_lossy();
-            journal.record(&refusal::of_variable(name, dropped, &value), 1);
+            journal.record(&refusal::of_variable(name, dropped), 1);
         }
     }
 }

@@ -407,7 +407,7 @@ pub fn variable(
                 Dropped::SecretValue(_) => builtin("values that carry a credential"),
                 Dropped::Socket => builtin("host sockets are hidden unless granted"),
             };
-            let r = crate::policy::refusal::of_variable(name, dropped, &value.to_string_lossy());
+            let r = crate::policy::refusal::of_variable(name, dropped);
             answer(false, format!("dropped: {}", dropped.why()), source, r.fix)
         }
     }
