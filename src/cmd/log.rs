@@ -43,8 +43,9 @@ pub fn follow(json: bool) -> Result<u8, Failure> {
         "following what the sandbox refuses in running sessions ({}); Ctrl-C ends it",
         dir.display()
     ));
-    let mut open: BTreeMap<std::path::PathBuf, BufReader<std::fs::File>> = BTreeMap::new();
-    let mut line = String::new();
+    // Each file with what was read of a line not yet whole.
+    let mut open: BTreeMap<std::path::PathBuf, (BufReader<std::fs::File>, String)> =
+        BTreeMap::new();
     loop {
         let running = journal::running(&dir);
         open.retain(|path, _| running.iter().any(|(_, p)| p == path));
@@ -52,16 +53,16 @@ pub fn follow(json: bool) -> Result<u8, Failure> {
             if let (std::collections::btree_map::Entry::Vacant(slot), Ok(file)) =
                 (open.entry(path.clone()), std::fs::File::open(&path))
             {
-                slot.insert(BufReader::new(file));
+                slot.insert((BufReader::new(file), String::new()));
             }
         }
         let mut out = std::io::stdout().lock();
-        for reader in open.values_mut() {
+        for (reader, line) in open.values_mut() {
             // A line is whole once it ends in a newline (each is one write).
-            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line.ends_with('\n') {
+            while reader.read_line(line).is_ok_and(|n| n > 0) && line.ends_with('\n') {
                 let shown = match json {
                     true => line.clone(),
-                    false => render_live(&line, &home),
+                    false => render_live(line, &home),
                 };
                 out.write_all(shown.as_bytes())
                     .and_then(|()| out.flush())

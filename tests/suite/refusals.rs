@@ -14,9 +14,11 @@ use super::support::{OuterPty, Shown};
 const ACTIONS: &str = r#"
 touch "$LAB_OUT/made" && echo MADE-OUTSIDE
 echo x > .git/hooks/post-checkout && echo MADE-HOOK
-touch ~/.ssh/new && echo MADE-HIDDEN
+touch ~/.ssh/new && echo MADE-HIDDEN || wait=1
 test -n "$GH_TOKEN" && echo HAS-TOKEN
 echo "JOURNAL $SBX_REFUSALS"
+# The refusals arrive within milliseconds: wait for the last one (two seconds at most).
+for i in $(seq 40); do test -z "$wait" && break; grep -q '/.ssh/new"' "$SBX_REFUSALS" && break; sleep 0.05; done
 cat "$SBX_REFUSALS"
 echo tampered >> "$SBX_REFUSALS" || echo JOURNAL-READ-ONLY
 "#;
