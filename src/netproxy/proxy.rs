@@ -211,7 +211,7 @@ impl Proxy {
             "not on the allow-list"
         };
         self.log_line(name, &format!("looked up: refused ({why})"));
-        (self.shared.sink)(refusal::Refusal {
+        self.shared.sink.record(refusal::Refusal {
             kind: Kind::Lookup,
             subject: name.to_string(),
             why: why.into(),
@@ -332,7 +332,7 @@ impl Proxy {
         if let Ok(mut stats) = self.shared.stats.lock() {
             stats.refused += 1;
         }
-        (self.shared.sink)(refusal::Refusal {
+        self.shared.sink.record(refusal::Refusal {
             kind: Kind::Host,
             subject: target.to_string(),
             why: reason.clone(),

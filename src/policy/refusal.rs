@@ -78,7 +78,24 @@ pub struct Refusal {
 }
 
 /// Where refusals go as they happen (the session's journal, `session::journal`).
-pub type Sink = Arc<dyn Fn(Refusal) + Send + Sync>;
+#[derive(Clone)]
+pub struct Sink(Arc<dyn Fn(Refusal) + Send + Sync>);
+
+impl Sink {
+    pub fn new(record: impl Fn(Refusal) + Send + Sync + 'static) -> Sink {
+        Sink(Arc::new(record))
+    }
+
+    pub fn record(&self, r: Refusal) {
+        (self.0)(r);
+    }
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sink")
+    }
+}
 
 /// Why the guard refused a name or a writing open, as it reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -41,7 +41,9 @@ impl Session {
 
     /// Run `argv` on the inherited stdio until it ends (no relay: no clipboard to filter).
     pub fn run(self, child: &Child) -> io::Result<super::supervise::Ended> {
-        let Child { argv, env, options } = child;
+        let Child {
+            argv, env, options, ..
+        } = child;
         let options = *options;
         let pid = process::spawn_child(argv, env, None, false, options.cgroup)?;
         let mut supervisor = Supervisor::new(pid, options, None);
@@ -79,7 +81,6 @@ impl Session {
         }
         Ok(super::supervise::Ended {
             code: supervisor.exit_code(),
-            clipboard_refused: 0,
         })
     }
 }

@@ -106,7 +106,7 @@ impl Journal {
     /// Where the refusing places send theirs.
     pub fn sink(&self) -> Sink {
         let journal = self.clone();
-        Arc::new(move |r| journal.record(&r, 1))
+        Sink::new(move |r| journal.record(&r, 1))
     }
 
     /// The session's refusals so far.
@@ -241,7 +241,7 @@ mod tests {
             fix: Some("--net allow=example.com".into()),
         };
         journal.record(&r, 1);
-        (journal.sink())(r.clone());
+        journal.sink().record(r.clone());
         let path = journal.path().unwrap().to_path_buf();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.lines().count(), 1, "{text}");

@@ -48,8 +48,6 @@ pub struct SessionOptions {
 pub struct Ended {
     /// The exit code, as the shell reports the child's end.
     pub code: u8,
-    /// Clipboard requests the relay refused (`pty::clipboard`).
-    pub clipboard_refused: u64,
 }
 
 impl SessionOptions {
@@ -246,4 +244,6 @@ pub struct Child {
     pub argv: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
     pub options: SessionOptions,
+    /// Where the relay records the clipboard requests it refuses, as it does.
+    pub refusals: Option<crate::policy::refusal::Sink>,
 }

@@ -580,9 +580,22 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// (what reached the terminal, what reached the program) for one run on an outer pty.
-fn clipboard_run(mut outer: OuterPty) -> (Vec<u8>, String) {
+/// (what reached the terminal, what reached the program, the session's journal while it
+/// ran) for one run on an outer pty.
+fn clipboard_run(mut outer: OuterPty, journaled: bool) -> (Vec<u8>, String, String) {
     outer.expect("READY");
+    // Recorded as it happened: in the session's journal while the program still runs
+    // (waiting for its input); two seconds at most.
+    let journal = std::path::PathBuf::from(std::env::var_os("XDG_STATE_HOME").unwrap())
+        .join(format!("sbx-shell/refusals/{}.jsonl", outer.pid()));
+    let mut seen = String::new();
+    for _ in 0..(if journaled { 40 } else { 0 }) {
+        seen = std::fs::read_to_string(&journal).unwrap_or_default();
+        if seen.contains("\"kind\":\"clipboard\"") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     outer.write(ANSWER);
     let text = outer.expect("END");
     outer.wait();
@@ -592,7 +605,7 @@ fn clipboard_run(mut outer: OuterPty) -> (Vec<u8>, String) {
         .and_then(|rest| rest.split(' ').next())
         .unwrap_or("")
         .to_string();
-    (outer.output(), got)
+    (outer.output(), got, seen)
 }
 
 #[test]
@@ -609,7 +622,7 @@ fn the_terminal_clipboard_follows_the_policy() {
     };
     // Control: the same program on a terminal without sbx-shell.
     let control = OuterPty::launch_program(PYTHON, launch(&["-c", CLIPBOARD_PROGRAM]));
-    let (shown, got) = clipboard_run(control);
+    let (shown, got, _) = clipboard_run(control, false);
     assert!(
         find(&shown, SET).is_some() && find(&shown, ASK).is_some(),
         "control"
@@ -625,7 +638,7 @@ fn the_terminal_clipboard_follows_the_policy() {
         let mut args = vec!["--backend", backend];
         args.extend(flags);
         args.extend(["--", PYTHON, "-c", CLIPBOARD_PROGRAM]);
-        let (shown, got) = clipboard_run(OuterPty::launch(launch(&args)));
+        let (shown, got, journal) = clipboard_run(OuterPty::launch(launch(&args)), !asks);
         let what = format!("{backend} {flags:?}");
         assert_eq!(find(&shown, SET).is_some(), sets, "{what}: the set request");
         assert_eq!(
@@ -647,6 +660,10 @@ fn the_terminal_clipboard_follows_the_policy() {
             "{what}: {text}"
         );
         if !asks {
+            assert!(
+                journal.contains("\"kind\":\"clipboard\""),
+                "{what}: not in the journal while it ran: {journal}"
+            );
             assert!(
                 text.contains("  clipboard requests: ")
                     && text.contains(if sets {

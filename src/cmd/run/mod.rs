@@ -17,7 +17,7 @@
 //!
 //! Every refusal goes, as it happens, to the session's journal (`session::journal`): the
 //! proxy's and the name lookups' from step 4, the dropped variables from step 5, the
-//! guard's through a pipe from step 7, the clipboard's at the end.
+//! guard's through a pipe from step 7, the relay's clipboard requests from step 8.
 //!
 //! What runs on Linux only sits behind one gate (`os`: `linux.rs`, `other.rs`). Nothing
 //! below calls back up into this file.
@@ -95,10 +95,9 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
                 .map(crate::session::cgroup::SessionCgroup::fds),
             ..argv::session_options(&plan.policy, &layers)
         },
+        refusals: Some(journal.sink()),
     };
-    let code = session
-        .run(&child)
-        .map(|ended| report::ended(&ended, plan.policy.clipboard, &journal));
+    let code = session.run(&child).map(|ended| ended.code);
     if let Some(cgroup) = cgroup {
         cgroup.end();
     }

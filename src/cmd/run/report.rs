@@ -4,7 +4,6 @@
 use super::prepare::Plan;
 use crate::host::Host;
 use crate::netproxy::session::ProxySession;
-use crate::policy::refusal;
 use crate::sandbox::Backend;
 use crate::session::journal::Journal;
 use crate::session::log;
@@ -51,16 +50,4 @@ pub(super) fn record(
     if let Err(e) = log::append(&plan.home, &record) {
         say.detail(&format!("sbx-shell: cannot write the session log: {e}"));
     }
-}
-
-/// The session's exit code, once the clipboard requests the relay refused are recorded.
-pub(super) fn ended(
-    ended: &crate::session::Ended,
-    clipboard: crate::policy::config::Clipboard,
-    journal: &Journal,
-) -> u8 {
-    if ended.clipboard_refused > 0 {
-        journal.record(&refusal::of_clipboard(clipboard), ended.clipboard_refused);
-    }
-    ended.code
 }

@@ -98,7 +98,12 @@ impl Session {
 
     /// Spawn `argv` on the inner pty and relay until the session ends.
     pub fn run(self, child: &Child) -> io::Result<crate::session::Ended> {
-        let Child { argv, env, options } = child;
+        let Child {
+            argv,
+            env,
+            options,
+            refusals,
+        } = child;
         let options = *options;
         let Session {
             signals,
@@ -129,7 +134,7 @@ impl Session {
         let outer = raw.as_ref().map(raw_mode::RawMode::terminal);
         let ended = relay::Relay::new(master, supervisor, outer, &signals, winch)
             .with_stop_notices(stops)
-            .with_clipboard(options.clipboard)
+            .with_clipboard(options.clipboard, refusals.clone())
             .run();
         // `raw` restores the outer terminal when it goes out of scope, after the relay.
         Ok(ended)

@@ -23,6 +23,7 @@ use super::modes::ModeTracker;
 use super::raw_mode::OuterTerminal;
 use super::winsize;
 use crate::policy::config::Clipboard;
+use crate::policy::refusal::{self, Sink};
 use crate::session::signals::{self, SignalPipes};
 use crate::session::supervise::{self, Supervisor};
 
@@ -53,9 +54,11 @@ pub struct Relay<'a> {
     drain_until: Option<Instant>,
     /// The helper's guard writes here when the program stopped itself (see `pty::Session`).
     stop_notices: Option<OwnedFd>,
-    /// The terminal clipboard's policy, on the program's output and on its input.
+    /// The terminal clipboard's policy, on the program's output and on its input, and
+    /// where each request refused is recorded.
     clipboard_out: Filter,
     clipboard_in: Filter,
+    clipboard: (Clipboard, Option<Sink>),
 }
 
 impl<'a> Relay<'a> {
@@ -81,14 +84,27 @@ impl<'a> Relay<'a> {
             stop_notices: None,
             clipboard_out: Filter::new(Clipboard::None, Direction::Output),
             clipboard_in: Filter::new(Clipboard::None, Direction::Input),
+            clipboard: (Clipboard::None, None),
         }
     }
 
-    /// Let the terminal's clipboard requests through as `policy` says.
-    pub fn with_clipboard(mut self, policy: Clipboard) -> Self {
+    /// Let the terminal's clipboard requests through as `policy` says; record each
+    /// refused in `refusals`.
+    pub fn with_clipboard(mut self, policy: Clipboard, refusals: Option<Sink>) -> Self {
         self.clipboard_out = Filter::new(policy, Direction::Output);
         self.clipboard_in = Filter::new(policy, Direction::Input);
+        self.clipboard = (policy, refusals);
         self
+    }
+
+    /// Record the clipboard requests refused since the filters had dropped `before`.
+    fn clipboard_refused(&self, before: u64) {
+        let now = self.clipboard_out.dropped + self.clipboard_in.dropped;
+        if let (Some(sink), true) = (&self.clipboard.1, now > before) {
+            for _ in before..now {
+                sink.record(refusal::of_clipboard(self.clipboard.0));
+            }
+        }
     }
 
     /// Also watch `fd` (non-blocking) for the guard's notices that the program stopped.
@@ -102,7 +118,9 @@ impl<'a> Relay<'a> {
         while let Some(timeout) = self.next_timeout() {
             self.turn(timeout);
         }
+        let before = self.clipboard_out.dropped + self.clipboard_in.dropped;
         let unfinished = self.clipboard_out.finish();
+        self.clipboard_refused(before);
         self.write_stdout(&unfinished);
         let reset = self.modes.reset_sequence();
         if !reset.is_empty() {
@@ -110,7 +128,6 @@ impl<'a> Relay<'a> {
         }
         crate::session::Ended {
             code: self.supervisor.exit_code(),
-            clipboard_refused: self.clipboard_out.dropped + self.clipboard_in.dropped,
         }
     }
 
@@ -312,7 +329,9 @@ impl<'a> Relay<'a> {
                 }
                 Ok(n) => {
                     self.modes.feed(&buf[..n]);
+                    let before = self.clipboard_out.dropped + self.clipboard_in.dropped;
                     let shown = self.clipboard_out.filter(&buf[..n]);
+                    self.clipboard_refused(before);
                     self.write_stdout(&shown);
                     if n < buf.len() {
                         return; // drained: no need for a read that says EAGAIN
@@ -331,7 +350,9 @@ impl<'a> Relay<'a> {
         let mut buf = [0u8; 16 * 1024];
         match nix::unistd::read(std::io::stdin().as_fd(), &mut buf) {
             Ok(n @ 1..) => {
+                let before = self.clipboard_out.dropped + self.clipboard_in.dropped;
                 let typed = self.clipboard_in.filter(&buf[..n]);
+                self.clipboard_refused(before);
                 self.to_child.extend_from_slice(&typed);
                 // Straight on, not at the next turn: a keystroke should cost one wakeup.
                 self.write_master();
