@@ -252,6 +252,9 @@ pub fn apply_landlock(ruleset: &Ruleset) -> Result<(), ConfineError> {
             .add_rule(PathBeneath::new(fd, rights(rule.access, abi, is_dir)))
             .map_err(landlock_err)?;
     }
+    if ruleset.log_denials {
+        created = created.log_new_exec(true).map_err(landlock_err)?;
+    }
     let status = created.restrict_self().map_err(landlock_err)?;
     if status.ruleset != RulesetStatus::FullyEnforced {
         return Err(ConfineError::PartlyEnforced(status.ruleset));

@@ -20,8 +20,10 @@ pub enum Kind {
     /// A name or write inside a writable place that would run code outside (hooks, git
     /// config's command keys, rc files).
     Protected,
-    /// A write into a denied (hidden) path.
+    /// A denied (hidden) path written, or read where Landlock's audit records show it.
     Hidden,
+    /// A read outside the readable places (Landlock's audit records).
+    Read,
     /// A host unix socket not granted (Landlock alone, where the guard answers connects).
     Socket,
     /// A connection through the proxy.
@@ -41,6 +43,7 @@ impl Kind {
             Kind::Write => "write",
             Kind::Protected => "protected",
             Kind::Hidden => "hidden",
+            Kind::Read => "read",
             Kind::Socket => "socket",
             Kind::Host => "host",
             Kind::Lookup => "lookup",
@@ -54,7 +57,8 @@ impl Kind {
         match self {
             Kind::Write => "writes outside the writable places",
             Kind::Protected => "protected places written",
-            Kind::Hidden => "hidden paths written",
+            Kind::Hidden => "hidden paths",
+            Kind::Read => "reads outside the readable places",
             Kind::Socket => "host sockets",
             Kind::Host => "connections",
             Kind::Lookup => "names looked up",
@@ -235,6 +239,31 @@ pub fn of_write(cause: Cause, path: &Path, policy: &super::Policy, home: &Path) 
         why: "outside the writable places".into(),
         fix: Some(format!("--write {}", shell_word(&tilde(dir, home)))),
     }
+}
+
+/// What Landlock refused (`blockers`, from its audit records) at `path`: a denied path is
+/// hidden; a read elsewhere is outside the readable places (`--read`); a write is judged
+/// as the guard's are. `None` for what is not about files.
+pub fn of_landlock(
+    reads: bool,
+    blockers: &[String],
+    path: &Path,
+    (policy, home): (&super::Policy, &Path),
+) -> Option<Refusal> {
+    if !blockers.iter().all(|b| b.starts_with("fs.")) {
+        return None;
+    }
+    let hidden = of_write(Cause::Outside, path, policy, home);
+    if hidden.kind == Kind::Hidden || !reads {
+        return Some(hidden);
+    }
+    let dir = path.parent().unwrap_or(path);
+    Some(Refusal {
+        kind: Kind::Read,
+        subject: path.display().to_string(),
+        why: "outside the readable places (Landlock)".into(),
+        fix: Some(format!("--read {}", shell_word(&tilde(dir, home)))),
+    })
 }
 
 /// An inherited variable the environment filter dropped, and why — by its name only: the
@@ -418,7 +447,7 @@ fn counted(subject: String, n: u64) -> String {
 /// terminal, outside the sandbox.
 pub fn shown_subject(kind: Kind, subject: &str, home: &Path) -> String {
     let shown = match kind {
-        Kind::Write | Kind::Protected | Kind::Hidden | Kind::Socket => {
+        Kind::Write | Kind::Protected | Kind::Hidden | Kind::Read | Kind::Socket => {
             tilde(Path::new(subject), home)
         }
         _ => subject.to_string(),
@@ -590,6 +619,28 @@ mod tests {
             "{text:?}"
         );
         assert!(text.contains(r"/etc/\u{1b}]0;owned\u{7}x"), "{text}");
+    }
+
+    #[test]
+    fn what_landlock_refused_is_judged_by_where_it_points() {
+        let policy = policy_with("/w", "{}");
+        let read = vec!["fs.read_file".to_string()];
+        let at = |p: &str, reads| of_landlock(reads, &read, Path::new(p), (&policy, home()));
+        assert_eq!(
+            at("/home/u/.aws/credentials", true).unwrap().kind,
+            Kind::Hidden
+        );
+        let r = at("/srv/data/x", true).unwrap();
+        assert_eq!(
+            (r.kind, r.fix.as_deref()),
+            (Kind::Read, Some("--read /srv/data"))
+        );
+        assert_eq!(at("/srv/data/x", false).unwrap().kind, Kind::Write);
+        let net = vec!["net.connect_tcp".to_string()];
+        assert_eq!(
+            of_landlock(false, &net, Path::new("/x"), (&policy, home())),
+            None
+        );
     }
 
     #[test]

@@ -109,6 +109,10 @@ pub struct Ruleset {
     pub scoped: bool,
     /// The Landlock ABI these rules need in full (a lower one is refused, not weakened).
     pub min_abi: u32,
+    /// Ask the kernel to log the program's refusals to the audit after its exec (ABI 7):
+    /// set only where sbx-shell reads them (`session::audit`).
+    #[serde(default)]
+    pub log_denials: bool,
 }
 
 /// What the bwrap backend gives that Landlock alone does not, on any machine: listed by
@@ -233,6 +237,7 @@ pub fn build_ruleset(
         connect_port,
         scoped: true,
         min_abi: MIN_ABI,
+        log_denials: false,
     })
 }
 

@@ -36,6 +36,8 @@ pub fn dir(home: &Path) -> PathBuf {
 
 #[derive(Default)]
 struct Inner {
+    /// The session is over: readers that wait for quiet may stop.
+    ending: bool,
     tally: Tally,
     file: Option<File>,
     /// One per reader of the guard's reports: disconnected once it read to the end.
@@ -155,11 +157,34 @@ impl Journal {
         })
     }
 
+    /// Read Landlock's refusals of this session from the audit (`session::audit`), each
+    /// judged by `judge`, until the session ends and the records go quiet. Returns at once.
+    #[cfg(target_os = "linux")]
+    pub fn read_landlock(
+        &self,
+        reader: super::audit::Reader,
+        judge: impl Fn(&[String], &Path) -> Option<Refusal> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let journal = self.clone();
+        let (done, drained) = std::sync::mpsc::channel::<()>();
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.readers.push(drained);
+        }
+        crate::sys::process::spawn_quiet("sbx-landlock-audit", move || {
+            let _done = done;
+            let ending = || journal.inner.lock().map_or(true, |i| i.ending);
+            reader.run(&ending, &judge, &|r| journal.record(&r, 1));
+        })
+    }
+
     /// Wait, at most `limit`, until the guard's reports are read to their end (every
     /// writer gone): the last refusals come in before the summary.
     pub fn drain(&self, limit: std::time::Duration) {
         let readers = match self.inner.lock() {
-            Ok(mut inner) => std::mem::take(&mut inner.readers),
+            Ok(mut inner) => {
+                inner.ending = true;
+                std::mem::take(&mut inner.readers)
+            }
             Err(_) => return,
         };
         let until = std::time::Instant::now() + limit;

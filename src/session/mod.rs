@@ -7,6 +7,8 @@
 //! argv once; `run` spawns it and supervises until the end. Both kinds share the supervision
 //! (`supervise`): reaping, the timeout, termination and the exit code.
 
+#[cfg(target_os = "linux")]
+pub mod audit;
 pub mod cgroup;
 pub mod journal;
 pub mod log;

@@ -102,8 +102,8 @@ fn each_refusal_is_summed_up(backend: &str, user: User) {
         "{what}"
     );
     assert_eq!(
-        summary_line(&err, "hidden paths written"),
-        r#"  hidden paths written: 1 (~/.ssh/new) → "filesystem": {"allow_denied": ["~/.ssh"]} in a config file"#,
+        summary_line(&err, "hidden paths"),
+        r#"  hidden paths: 1 (~/.ssh/new) → "filesystem": {"allow_denied": ["~/.ssh"]} in a config file"#,
         "{what}"
     );
     // A variable kept from the program is not something it asked for: in the journal and
@@ -472,4 +472,109 @@ fn why_names_each_rule_and_its_source() {
             && text.contains("  to change it: --write /etc\n"),
         "{text}"
     );
+}
+
+/// The kernel's audit switched on (`AUDIT_SET`) for as long as this lives, then put back
+/// as it was: root only, and only around one run (it is system-wide).
+struct AuditOn(bool);
+
+const AUDIT_SET: &str = r#"
+import socket, struct, sys
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 9)
+s.bind((0, 0))
+if sys.argv[1] == "get":
+    s.send(struct.pack("=IHHII", 16, 1000, 1, 1, 0))
+    while True:
+        d = s.recv(8192)
+        if struct.unpack("=H", d[4:6])[0] == 1000:
+            print(struct.unpack("=I", d[20:24])[0]); break
+else:
+    body = struct.pack("=II", 1, int(sys.argv[1]))
+    s.send(struct.pack("=IHHII", 16 + len(body), 1001, 1 | 4, 1, 0) + body)
+    err = struct.unpack("=i", s.recv(8192)[16:20])[0]
+    sys.exit(1 if err else 0)
+"#;
+
+fn audit(arg: &str) -> String {
+    let out = Command::new("/usr/bin/python3")
+        .args(["-c", AUDIT_SET, arg])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "audit {arg}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl AuditOn {
+    fn new() -> AuditOn {
+        let was = audit("get") != "0";
+        audit("1");
+        AuditOn(was)
+    }
+}
+
+impl Drop for AuditOn {
+    fn drop(&mut self) {
+        audit(if self.0 { "1" } else { "0" });
+    }
+}
+
+/// Landlock alone refuses reads the guard never sees: where the kernel's audit is on and
+/// sbx-shell may read it (root), they are named too; where it is off, `--verbose` says so
+/// and nothing else changes.
+#[test]
+fn reads_landlock_refuses_are_named_from_the_audit() {
+    if !tools_present() || !super::support::require_root("the kernel's audit is root's") {
+        return;
+    }
+    let lab = Lab::new("refusals-audit", User::Root, false);
+    std::fs::write(lab.outside.join("other"), "x\n").unwrap();
+    let script = format!(
+        "cat ~/.ssh/id_ed25519; cat {}/other; true",
+        lab.outside.display()
+    );
+    // Control: bare, both are read.
+    let bare = Command::new("/bin/sh")
+        .args(["-c", &script])
+        .env("HOME", &lab.home)
+        .output()
+        .unwrap();
+    let bare = String::from_utf8_lossy(&bare.stdout).into_owned();
+    assert!(
+        bare.contains(super::sandbox::CANARY) && bare.contains("x\n"),
+        "{bare}"
+    );
+    let out = {
+        let _on = AuditOn::new();
+        lab.command("landlock", &["--", "/bin/sh", "-c", &script])
+            .shown()
+    };
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!text.contains(super::sandbox::CANARY), "{text}");
+    assert_eq!(
+        summary_line(&err, "hidden paths"),
+        r#"  hidden paths: 1 (~/.ssh/id_ed25519) → "filesystem": {"allow_denied": ["~/.ssh"]} in a config file"#,
+        "{err}"
+    );
+    // What the policy lets it read is read, and not named.
+    assert!(text.contains("x\n"), "{text}");
+    assert_eq!(
+        summary_line(&err, "reads outside the readable places"),
+        "",
+        "{err}"
+    );
+    // The audit off (as this machine has it): said with --verbose, nothing named.
+    let out = lab
+        .command("landlock", &["-v", "--", "/bin/sh", "-c", &script])
+        .shown();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if audit("get") == "0" {
+        assert!(
+            err.contains("Landlock's refusals (reads) are not listed: the kernel's audit is off"),
+            "{err}"
+        );
+        assert_eq!(summary_line(&err, "hidden paths"), "", "{err}");
+    }
 }

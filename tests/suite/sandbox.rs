@@ -24,7 +24,7 @@ use super::support::{pids_with, require, require_root, wait_until, Launch, Outer
 
 const BACKENDS: [&str; 2] = ["bwrap", "landlock"];
 pub(super) const PYTHON: &str = "/usr/bin/python3";
-const CANARY: &str = "CANARY-7f3a9c";
+pub(super) const CANARY: &str = "CANARY-7f3a9c";
 pub(super) const NOBODY: u32 = 65534;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

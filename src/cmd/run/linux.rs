@@ -38,6 +38,42 @@ pub(super) fn helper_exe() -> Result<HelperExe, Failure> {
     })
 }
 
+/// Where Landlock runs and can log (ABI 7), and the kernel's audit is on and readable
+/// here: read the program's refusals from it (`session::audit`), the ruleset asking the
+/// kernel to log them after the program's exec. Elsewhere, `--verbose` says why not.
+pub(super) fn read_landlock_refusals(
+    plan: &Plan,
+    (host, layers): (&crate::host::Host, &mut crate::sandbox::InProcess),
+    journal: &crate::session::journal::Journal,
+    say: Verbosity,
+) {
+    let Some(ruleset) = layers.landlock.as_mut() else {
+        return;
+    };
+    if host.machine.landlock_abi.as_ref().is_ok_and(|abi| *abi < 7) {
+        return say.detail(
+            "sbx-shell: Landlock's refusals are not listed: it logs none before Linux 6.15 (ABI 7)",
+        );
+    }
+    let reader = match crate::session::audit::Reader::open() {
+        Ok(reader) => reader,
+        Err(why) => {
+            return say.detail(&format!(
+                "sbx-shell: Landlock's refusals (reads) are not listed: {why}"
+            ))
+        }
+    };
+    let (policy, home) = (plan.policy.clone(), plan.home.clone());
+    let judge = move |blockers: &[String], path: &std::path::Path| {
+        let reads = crate::session::audit::reads(blockers);
+        crate::policy::refusal::of_landlock(reads, blockers, path, (&policy, &home))
+    };
+    match journal.read_landlock(reader, judge) {
+        Ok(()) => ruleset.log_denials = true,
+        Err(e) => say.detail(&format!("sbx-shell: cannot read Landlock's refusals: {e}")),
+    }
+}
+
 /// The supervisor's live watch on the writable trees (`protect::watch::Watch`).
 pub(super) struct Live(crate::protect::watch::Watch);
 

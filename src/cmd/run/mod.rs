@@ -63,7 +63,8 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let net = prepare::start_network(&plan, &backend, (&cli.resolve, journal.sink()), say)?;
     let mut places = environment::Places::make(&plan, &backend, say)?;
     let env = environment::child_env(&plan, (&backend, &host), net.as_ref(), &places, &journal);
-    let layers = argv::confine(&plan, &backend, &host, net.as_ref(), (&places, &env))?;
+    let mut layers = argv::confine(&plan, &backend, &host, net.as_ref(), (&places, &env))?;
+    os::read_landlock_refusals(&plan, (&host, &mut layers), &journal, say);
     os::note_linked(&plan.policy, (&layers, &places.git), say);
     let cgroup = prepare::start_cgroup(&plan.policy, say)?;
     let watch = watch::Watch::start(

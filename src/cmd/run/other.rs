@@ -49,3 +49,12 @@ pub(super) fn note_linked(
 }
 
 pub(super) fn undo_left_seals(_home: &Path, _say: Verbosity) {}
+
+/// No Landlock here.
+pub(super) fn read_landlock_refusals(
+    _plan: &Plan,
+    _on: (&crate::host::Host, &mut crate::sandbox::InProcess),
+    _journal: &crate::session::journal::Journal,
+    _say: Verbosity,
+) {
+}

@@ -1,0 +1,373 @@
+//! Landlock's own refusals, from the kernel's audit records (Linux 6.15 and later): the
+//! reads Landlock refuses are seen nowhere else (the guard sees writes only). Read where
+//! the kernel's audit is on and sbx-shell may read its records (CAP_AUDIT_READ: root);
+//! elsewhere `open` says why not, and nothing is read. sbx-shell never turns the audit
+//! on (it is system-wide).
+//!
+//! The records arrive on the audit's read-only multicast group: an `AUDIT_LANDLOCK_ACCESS`
+//! per refusal (its domain, what blocked it, the path), and once per domain an
+//! `AUDIT_LANDLOCK_DOMAIN` record `status=allocated` naming the process that made it. A
+//! domain is the session's when that process descends from this one; records of a domain
+//! not known yet wait for it (they come first). Parsing is pure (`parse`).
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// The record types (`linux/audit.h`).
+const AUDIT_GET: u16 = 1000;
+const LANDLOCK_ACCESS: u16 = 1423;
+const LANDLOCK_DOMAIN: u16 = 1424;
+/// The group that reads the audit's records without being its daemon.
+const AUDIT_NLGRP_READLOG: u32 = 1;
+
+/// One record, as far as sbx-shell reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// A refusal: its domain, what blocked it (`fs.read_file`, …) and the path, if any.
+    Access {
+        domain: String,
+        blockers: Vec<String>,
+        path: Option<PathBuf>,
+    },
+    /// A domain allocated by process `pid`.
+    Allocated { domain: String, pid: u32 },
+}
+
+/// The value of `key=` in an audit record's text: a quoted string, hex (audit's spelling of
+/// a value with spaces or odd bytes), or a bare word.
+fn field(text: &str, key: &str) -> Option<Vec<u8>> {
+    let at = text
+        .match_indices(key)
+        .find(|(i, _)| *i == 0 || text.as_bytes()[i - 1] == b' ')
+        .map(|(i, _)| i + key.len())?;
+    let rest = text[at..].strip_prefix('=')?;
+    if let Some(quoted) = rest.strip_prefix('"') {
+        return Some(quoted.split('"').next()?.as_bytes().to_vec());
+    }
+    let word = rest.split(' ').next()?;
+    let hex = word.len() % 2 == 0
+        && word.len() >= 2
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_lowercase());
+    if hex && key == "path" {
+        return (0..word.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&word[i..i + 2], 16).ok())
+            .collect();
+    }
+    Some(word.as_bytes().to_vec())
+}
+
+/// A record of type `kind` with `text`, when it is one of Landlock's that sbx-shell reads.
+pub fn parse(kind: u16, text: &str) -> Option<Record> {
+    use std::os::unix::ffi::OsStrExt;
+    let string = |key| field(text, key).and_then(|v| String::from_utf8(v).ok());
+    match kind {
+        LANDLOCK_ACCESS => Some(Record::Access {
+            domain: string("domain")?,
+            blockers: string("blockers")?.split(',').map(String::from).collect(),
+            path: field(text, "path")
+                .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(&p)))
+                .filter(|p| p.is_absolute()),
+        }),
+        LANDLOCK_DOMAIN if string("status").as_deref() == Some("allocated") => {
+            Some(Record::Allocated {
+                domain: string("domain")?,
+                pid: string("pid")?.parse().ok()?,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Whether a refusal's blockers are about reading (else writing, or not the filesystem).
+pub fn reads(blockers: &[String]) -> bool {
+    blockers
+        .iter()
+        .all(|b| b == "fs.read_file" || b == "fs.read_dir" || b == "fs.execute")
+}
+
+/// A socket on the audit's read-only group, once the audit is known to be on.
+pub struct Reader(OwnedFd);
+
+/// A netlink socket of the audit's, bound to `groups`.
+fn audit_socket(groups: u32) -> io::Result<OwnedFd> {
+    // SAFETY: socket() takes integers and returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_AUDIT,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor of ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_nl is plain data; zeroes are valid.
+    let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    addr.nl_groups = groups;
+    let len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+    // SAFETY: `addr` is a valid sockaddr_nl of `len` bytes.
+    if unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_nl).cast(),
+            len,
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// Each netlink message in `buf`: its type and payload.
+fn messages(buf: &[u8]) -> Vec<(u16, &[u8])> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 16 <= buf.len() {
+        let len = u32::from_ne_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;
+        let kind = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
+        if len < 16 || at + len > buf.len() {
+            break;
+        }
+        out.push((kind, &buf[at + 16..at + len]));
+        at += (len + 3) & !3;
+    }
+    out
+}
+
+fn receive(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for its length; recv writes at most that many bytes.
+    let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// Whether the kernel's audit is on (`AUDIT_GET`; root may ask).
+fn audit_enabled() -> io::Result<bool> {
+    let fd = audit_socket(0)?;
+    let mut request = [0u8; 16];
+    request[0..4].copy_from_slice(&16u32.to_ne_bytes());
+    request[4..6].copy_from_slice(&AUDIT_GET.to_ne_bytes());
+    request[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+    // SAFETY: `request` is valid for its length.
+    let sent = unsafe { libc::send(fd.as_raw_fd(), request.as_ptr().cast(), request.len(), 0) };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut buf = vec![0u8; 8192];
+    for _ in 0..4 {
+        let n = receive(&fd, &mut buf)?;
+        for (kind, payload) in messages(&buf[..n]) {
+            if kind == AUDIT_GET && payload.len() >= 8 {
+                return Ok(
+                    u32::from_ne_bytes([payload[4], payload[5], payload[6], payload[7]]) != 0,
+                );
+            }
+            if kind == libc::NLMSG_ERROR as u16 && payload.len() >= 4 {
+                let errno = i32::from_ne_bytes([payload[0], payload[1], payload[2], payload[3]]);
+                if errno != 0 {
+                    return Err(io::Error::from_raw_os_error(-errno));
+                }
+            }
+        }
+    }
+    Err(io::Error::other("no answer from the audit"))
+}
+
+impl Reader {
+    /// The reader, or why Landlock's refusals cannot be read here.
+    pub fn open() -> Result<Reader, String> {
+        match audit_enabled() {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err("the kernel's audit is off (it is system-wide: `auditctl -e 1`)".into())
+            }
+            Err(e) => {
+                return Err(format!(
+                    "the kernel's audit cannot be asked ({e}; root may)"
+                ))
+            }
+        }
+        let fd = audit_socket(AUDIT_NLGRP_READLOG)
+            .map_err(|e| format!("its records cannot be read ({e}; CAP_AUDIT_READ is needed)"))?;
+        let timeout = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 100_000,
+        };
+        // SAFETY: SO_RCVTIMEO reads one timeval of the given size.
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&timeout as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        Ok(Reader(fd))
+    }
+
+    /// Read until `ending` says the session is over and 100 ms pass without a record,
+    /// recording each refusal of this session's domains through `judge` (`None`: not one
+    /// sbx-shell names). `done` is dropped at the end.
+    pub fn run(
+        self,
+        ending: &dyn Fn() -> bool,
+        judge: &dyn Fn(&[String], &Path) -> Option<crate::policy::refusal::Refusal>,
+        record: &dyn Fn(crate::policy::refusal::Refusal),
+    ) {
+        let me = std::process::id();
+        let mut ours: HashSet<String> = HashSet::new();
+        let mut theirs: HashSet<String> = HashSet::new();
+        let mut waiting: HashMap<String, Vec<(Vec<String>, PathBuf)>> = HashMap::new();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = match receive(&self.0, &mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && ending() => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+            for (kind, payload) in messages(&buf[..n]) {
+                let text = String::from_utf8_lossy(payload);
+                match parse(kind, &text) {
+                    Some(Record::Allocated { domain, pid }) => {
+                        let held = waiting.remove(&domain).unwrap_or_default();
+                        if descends(pid, me) {
+                            for (blockers, path) in held {
+                                record_one(judge, record, &blockers, &path);
+                            }
+                            ours.insert(domain);
+                        } else if theirs.len() < 4096 {
+                            theirs.insert(domain);
+                        }
+                    }
+                    Some(Record::Access {
+                        domain,
+                        blockers,
+                        path: Some(path),
+                    }) => {
+                        if ours.contains(&domain) {
+                            record_one(judge, record, &blockers, &path);
+                        } else if !theirs.contains(&domain) && waiting.len() < 256 {
+                            let held = waiting.entry(domain).or_default();
+                            if held.len() < 64 {
+                                held.push((blockers, path));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+fn record_one(
+    judge: &dyn Fn(&[String], &Path) -> Option<crate::policy::refusal::Refusal>,
+    record: &dyn Fn(crate::policy::refusal::Refusal),
+    blockers: &[String],
+    path: &Path,
+) {
+    if let Some(r) = judge(blockers, path) {
+        record(r);
+    }
+}
+
+/// Whether process `pid` descends from `ancestor` (by `/proc`'s parents).
+fn descends(pid: u32, ancestor: u32) -> bool {
+    let mut at = pid;
+    for _ in 0..64 {
+        if at == ancestor {
+            return true;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{at}/stat")) else {
+            return false;
+        };
+        // The parent is the second field after the command's closing parenthesis.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        match parent {
+            Some(p) if p > 1 => at = p,
+            _ => return false,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn landlock_records_are_read_with_their_domain_blockers_and_path() {
+        let access = "audit(1732480000.123:456): domain=195ba459b blockers=fs.read_file path=\"/root/.ssh/id_ed25519\" dev=\"vda\" ino=12";
+        assert_eq!(
+            parse(LANDLOCK_ACCESS, access),
+            Some(Record::Access {
+                domain: "195ba459b".into(),
+                blockers: vec!["fs.read_file".into()],
+                path: Some("/root/.ssh/id_ed25519".into()),
+            })
+        );
+        // A path with a space is hex.
+        let hex = "domain=1a blockers=fs.make_reg,fs.refer path=2F612062 dev=\"vda\" ino=3";
+        let Some(Record::Access { path, blockers, .. }) = parse(LANDLOCK_ACCESS, hex) else {
+            panic!("not read");
+        };
+        assert_eq!(path, Some("/a b".into()));
+        assert!(!reads(&blockers));
+        let allocated = "domain=195ba459b status=allocated mode=enforcing pid=4242 uid=0 exe=\"/usr/bin/cat\" comm=\"cat\"";
+        assert_eq!(
+            parse(LANDLOCK_DOMAIN, allocated),
+            Some(Record::Allocated {
+                domain: "195ba459b".into(),
+                pid: 4242
+            })
+        );
+        assert_eq!(
+            parse(LANDLOCK_DOMAIN, "domain=1 status=deallocated denials=3"),
+            None
+        );
+        assert_eq!(parse(1300, access), None);
+        assert!(reads(&["fs.read_file".into(), "fs.read_dir".into()]));
+    }
+
+    #[test]
+    fn messages_are_split_by_their_lengths() {
+        let mut buf = Vec::new();
+        for (kind, text) in [(LANDLOCK_ACCESS, "abc"), (LANDLOCK_DOMAIN, "de")] {
+            let len = 16 + text.len();
+            buf.extend((len as u32).to_ne_bytes());
+            buf.extend(kind.to_ne_bytes());
+            buf.extend([0u8; 10]);
+            buf.extend(text.as_bytes());
+            buf.resize((buf.len() + 3) & !3, 0);
+        }
+        assert_eq!(
+            messages(&buf),
+            [
+                (LANDLOCK_ACCESS, &b"abc"[..]),
+                (LANDLOCK_DOMAIN, &b"de"[..])
+            ]
+        );
+    }
+
+    #[test]
+    fn this_process_descends_from_itself_and_from_its_parent() {
+        let me = std::process::id();
+        assert!(descends(me, me));
+        assert!(descends(me, std::os::unix::process::parent_id()));
+        assert!(!descends(1, me));
+    }
+}
