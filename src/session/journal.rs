@@ -59,9 +59,17 @@ impl Journal {
     pub fn open(dir: &Path) -> (Journal, Removal) {
         remove_stale(dir);
         let path = dir.join(format!("{}.jsonl", std::process::id()));
+        if held(&path) {
+            // The same pid's session in another pid namespace (a container sharing this
+            // home): its file is left alone, and this session keeps its tally only.
+            return (Journal::default(), Removal(None));
+        }
         let _ = std::fs::remove_file(&path);
-        match crate::sys::files::append_private(&path) {
-            Ok(file) => (
+        let file = crate::sys::files::append_private(&path)
+            .ok()
+            .filter(|f| lock(f, libc::LOCK_EX));
+        match file {
+            Some(file) => (
                 Journal {
                     inner: Arc::new(Mutex::new(Inner {
                         file: Some(file),
@@ -71,7 +79,7 @@ impl Journal {
                 },
                 Removal(Some(path)),
             ),
-            Err(_) => (Journal::default(), Removal(None)),
+            None => (Journal::default(), Removal(None)),
         }
     }
 
@@ -206,46 +214,49 @@ impl Drop for Removal {
     }
 }
 
-/// The journal files of sessions still running, by their supervisor's pid.
+/// The journal files of sessions still running, by their supervisor's pid: those whose
+/// lock is held (a session holds its file's until it ends, however it ends; a reused pid
+/// holds none).
 pub fn running(dir: &Path) -> Vec<(u32, PathBuf)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<(u32, PathBuf)> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name();
-            let pid: u32 = name.to_str()?.strip_suffix(".jsonl")?.parse().ok()?;
-            alive(pid).then(|| (pid, e.path()))
-        })
+    let mut out: Vec<(u32, PathBuf)> = journals(dir)
+        .into_iter()
+        .filter(|(_, path)| held(path))
         .collect();
     out.sort();
     out
 }
 
-fn alive(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
+/// Each `PID.jsonl` in `dir`.
+fn journals(dir: &Path) -> Vec<(u32, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
     };
-    // Signal 0 only asks whether the process exists; EPERM says it does.
-    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
-        Ok(()) => true,
-        Err(e) => e == nix::errno::Errno::EPERM,
-    }
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let pid: u32 = name.to_str()?.strip_suffix(".jsonl")?.parse().ok()?;
+            Some((pid, e.path()))
+        })
+        .collect()
+}
+
+/// Take `file`'s lock (`how`: LOCK_EX or LOCK_SH), without waiting; whether it was taken.
+fn lock(file: &File, how: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock takes a descriptor of ours and integer flags.
+    unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) == 0 }
+}
+
+/// Whether a session holds the lock of the journal at `path`.
+fn held(path: &Path) -> bool {
+    File::open(path).is_ok_and(|f| !lock(&f, libc::LOCK_SH))
 }
 
 fn remove_stale(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let pid = name
-            .to_str()
-            .and_then(|n| n.strip_suffix(".jsonl"))
-            .and_then(|p| p.parse::<u32>().ok());
-        if pid.is_some_and(|pid| !alive(pid)) {
-            let _ = std::fs::remove_file(e.path());
+    for (_, path) in journals(dir) {
+        if !held(&path) {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
@@ -275,6 +286,13 @@ mod tests {
         assert_eq!(line["fix"], "--net allow=example.com");
         assert_eq!(journal.tally().refused(), 2);
         assert_eq!(running(&dir), [(std::process::id(), path.clone())]);
+        // Another file of this pid's, unlocked (a session killed, the pid since reused).
+        let stale = dir.join("1.jsonl");
+        std::fs::write(&stale, "").unwrap();
+        assert_eq!(running(&dir).len(), 1);
+        let (again, _removal) = Journal::open(&dir);
+        assert!(!stale.exists(), "a stale journal is removed");
+        drop((again, _removal));
         drop(removal);
         assert!(!path.exists());
         std::fs::remove_dir(&dir).unwrap();
