@@ -47,6 +47,27 @@ pub struct Answer {
     pub fix: Option<String>,
 }
 
+impl Answer {
+    /// An answer about `subject` (a `what`), by `rule` from `source`, changed by `fix`;
+    /// without read and write (a path's sets them).
+    fn of(
+        (what, subject): (&'static str, String),
+        allowed: bool,
+        (rule, source, fix): (String, Option<Source>, Option<String>),
+    ) -> Answer {
+        Answer {
+            subject,
+            what,
+            allowed,
+            read: None,
+            write: None,
+            rule,
+            source,
+            fix,
+        }
+    }
+}
+
 /// The layer (highest precedence first) whose list `pick` has an entry `matches` accepts.
 fn find_source(
     layers: &[Layer],
@@ -121,14 +142,9 @@ pub fn path(
     let home = fs.home.path.as_path();
     let shown = tilde(at, home);
     let answer = |allowed, (read, write), rule: String, source, fix| Answer {
-        subject: shown.clone(),
-        what: "path",
-        allowed,
         read: Some(read),
         write: Some(write),
-        rule,
-        source,
-        fix,
+        ..Answer::of(("path", shown.clone()), allowed, (rule, source, fix))
     };
     if let Some(d) = fs.denied.iter().find(|d| under(at, d)) {
         let (rule, source, fix) = denied(policy, layers, resolve, d);
@@ -292,15 +308,8 @@ pub fn host(policy: &Policy, layers: &[Layer], subject: &str) -> Answer {
         },
         &|_, _| true,
     );
-    let answer = |allowed, rule: String, source, fix| Answer {
-        subject: target.to_string(),
-        what: "host",
-        allowed,
-        read: None,
-        write: None,
-        rule,
-        source,
-        fix,
+    let answer = |allowed, rule: String, source, fix| {
+        Answer::of(("host", target.to_string()), allowed, (rule, source, fix))
     };
     match &policy.network {
         Network::Full => answer(true, "network: full".into(), source_of_mode, None),
@@ -351,15 +360,8 @@ pub fn variable(
 ) -> Answer {
     use crate::policy::model::Dropped;
     let env = &policy.environment;
-    let answer = |allowed, rule: String, source, fix| Answer {
-        subject: name.to_string(),
-        what: "variable",
-        allowed,
-        read: None,
-        write: None,
-        rule,
-        source,
-        fix,
+    let answer = |allowed, rule: String, source, fix| {
+        Answer::of(("variable", name.to_string()), allowed, (rule, source, fix))
     };
     let names = |pick: fn(&Config) -> Vec<String>| {
         find_source(layers, &pick, &|_, entry| match entry.strip_suffix('*') {
@@ -431,16 +433,7 @@ pub fn socket(policy: &Policy, layers: &[Layer], resolve: ResolveEntry<'_>, at: 
             Some(format!("--allow-socket {}", shell_word(&tilde(at, home)))),
         ),
     };
-    Answer {
-        subject: tilde(at, home),
-        what: "socket",
-        allowed,
-        read: None,
-        write: None,
-        rule,
-        source,
-        fix,
-    }
+    Answer::of(("socket", tilde(at, home)), allowed, (rule, source, fix))
 }
 
 /// The line of `text` where `entry` first appears as a JSON string.
