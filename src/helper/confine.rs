@@ -252,12 +252,16 @@ pub fn apply_landlock(ruleset: &Ruleset) -> Result<(), ConfineError> {
             .add_rule(PathBeneath::new(fd, rights(rule.access, abi, is_dir)))
             .map_err(landlock_err)?;
     }
-    if ruleset.log_denials {
+    if ruleset.audit_marker.is_some() {
         created = created.log_new_exec(true).map_err(landlock_err)?;
     }
     let status = created.restrict_self().map_err(landlock_err)?;
     if status.ruleset != RulesetStatus::FullyEnforced {
         return Err(ConfineError::PartlyEnforced(status.ruleset));
+    }
+    if let Some(marker) = &ruleset.audit_marker {
+        // Refused (nothing is written): its record names this session's domain.
+        let _ = std::fs::OpenOptions::new().append(true).open(marker);
     }
     Ok(())
 }

@@ -109,10 +109,12 @@ pub struct Ruleset {
     pub scoped: bool,
     /// The Landlock ABI these rules need in full (a lower one is refused, not weakened).
     pub min_abi: u32,
-    /// Ask the kernel to log the program's refusals to the audit after its exec (ABI 7):
-    /// set only where sbx-shell reads them (`session::audit`).
+    /// Where sbx-shell reads the audit (`session::audit`): the kernel is asked to log the
+    /// program's refusals after its exec too (ABI 7), and the helper, once restricted,
+    /// opens this file (the session's journal) for writing, which Landlock refuses — the
+    /// domain's first record, by which sbx-shell tells its session's records.
     #[serde(default)]
-    pub log_denials: bool,
+    pub audit_marker: Option<PathBuf>,
 }
 
 /// What the bwrap backend gives that Landlock alone does not, on any machine: listed by
@@ -237,7 +239,7 @@ pub fn build_ruleset(
         connect_port,
         scoped: true,
         min_abi: MIN_ABI,
-        log_denials: false,
+        audit_marker: None,
     })
 }
 

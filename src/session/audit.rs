@@ -5,12 +5,13 @@
 //! on (it is system-wide).
 //!
 //! The records arrive on the audit's read-only multicast group: an `AUDIT_LANDLOCK_ACCESS`
-//! per refusal (its domain, what blocked it, the path), and once per domain an
-//! `AUDIT_LANDLOCK_DOMAIN` record `status=allocated` naming the process that made it. A
-//! domain is the session's when that process descends from this one; records of a domain
-//! not known yet wait for it (they come first). Parsing is pure (`parse`).
+//! per refusal, with its domain, what blocked it and the path. A domain is the session's
+//! when it refused the session's marker: the helper, once restricted and before its exec,
+//! opens the session's journal for writing (`Ruleset::audit_marker`), so that refusal is
+//! the domain's first record — no process need still be there to be asked. Parsing is pure
+//! (`parse`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -18,21 +19,16 @@ use std::path::{Path, PathBuf};
 /// The record types (`linux/audit.h`).
 const AUDIT_GET: u16 = 1000;
 const LANDLOCK_ACCESS: u16 = 1423;
-const LANDLOCK_DOMAIN: u16 = 1424;
 /// The group that reads the audit's records without being its daemon.
 const AUDIT_NLGRP_READLOG: u32 = 1;
 
-/// One record, as far as sbx-shell reads it.
+/// A refusal, as far as sbx-shell reads it: its domain, what blocked it (`fs.read_file`,
+/// …) and the path, if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Record {
-    /// A refusal: its domain, what blocked it (`fs.read_file`, …) and the path, if any.
-    Access {
-        domain: String,
-        blockers: Vec<String>,
-        path: Option<PathBuf>,
-    },
-    /// A domain allocated by process `pid`.
-    Allocated { domain: String, pid: u32 },
+pub struct Record {
+    pub domain: String,
+    pub blockers: Vec<String>,
+    pub path: Option<PathBuf>,
 }
 
 /// The value of `key=` in an audit record's text: a quoted string, hex (audit's spelling of
@@ -61,26 +57,20 @@ fn field(text: &str, key: &str) -> Option<Vec<u8>> {
     Some(word.as_bytes().to_vec())
 }
 
-/// A record of type `kind` with `text`, when it is one of Landlock's that sbx-shell reads.
+/// A record of type `kind` with `text`, when it is a refusal of Landlock's.
 pub fn parse(kind: u16, text: &str) -> Option<Record> {
     use std::os::unix::ffi::OsStrExt;
-    let string = |key| field(text, key).and_then(|v| String::from_utf8(v).ok());
-    match kind {
-        LANDLOCK_ACCESS => Some(Record::Access {
-            domain: string("domain")?,
-            blockers: string("blockers")?.split(',').map(String::from).collect(),
-            path: field(text, "path")
-                .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(&p)))
-                .filter(|p| p.is_absolute()),
-        }),
-        LANDLOCK_DOMAIN if string("status").as_deref() == Some("allocated") => {
-            Some(Record::Allocated {
-                domain: string("domain")?,
-                pid: string("pid")?.parse().ok()?,
-            })
-        }
-        _ => None,
+    if kind != LANDLOCK_ACCESS {
+        return None;
     }
+    let string = |key| field(text, key).and_then(|v| String::from_utf8(v).ok());
+    Some(Record {
+        domain: string("domain")?,
+        blockers: string("blockers")?.split(',').map(String::from).collect(),
+        path: field(text, "path")
+            .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(&p)))
+            .filter(|p| p.is_absolute()),
+    })
 }
 
 /// Whether a refusal's blockers are about reading (else writing, or not the filesystem).
@@ -215,18 +205,16 @@ impl Reader {
     }
 
     /// Read until `ending` says the session is over and 100 ms pass without a record,
-    /// recording each refusal of this session's domains through `judge` (`None`: not one
-    /// sbx-shell names). `done` is dropped at the end.
+    /// recording each refusal of the domains that refused `marker` through `judge`
+    /// (`None`: not one sbx-shell names).
     pub fn run(
         self,
+        marker: &Path,
         ending: &dyn Fn() -> bool,
         judge: &dyn Fn(&[String], &Path) -> Option<crate::policy::refusal::Refusal>,
         record: &dyn Fn(crate::policy::refusal::Refusal),
     ) {
-        let me = std::process::id();
         let mut ours: HashSet<String> = HashSet::new();
-        let mut theirs: HashSet<String> = HashSet::new();
-        let mut waiting: HashMap<String, Vec<(Vec<String>, PathBuf)>> = HashMap::new();
         let mut buf = vec![0u8; 1 << 16];
         loop {
             let n = match receive(&self.0, &mut buf) {
@@ -237,72 +225,24 @@ impl Reader {
                 Err(_) => return,
             };
             for (kind, payload) in messages(&buf[..n]) {
-                let text = String::from_utf8_lossy(payload);
-                match parse(kind, &text) {
-                    Some(Record::Allocated { domain, pid }) => {
-                        let held = waiting.remove(&domain).unwrap_or_default();
-                        if descends(pid, me) {
-                            for (blockers, path) in held {
-                                record_one(judge, record, &blockers, &path);
-                            }
-                            ours.insert(domain);
-                        } else if theirs.len() < 4096 {
-                            theirs.insert(domain);
-                        }
+                let Some(Record {
+                    domain,
+                    blockers,
+                    path: Some(path),
+                }) = parse(kind, &String::from_utf8_lossy(payload))
+                else {
+                    continue;
+                };
+                if path == marker {
+                    ours.insert(domain);
+                } else if ours.contains(&domain) {
+                    if let Some(r) = judge(&blockers, &path) {
+                        record(r);
                     }
-                    Some(Record::Access {
-                        domain,
-                        blockers,
-                        path: Some(path),
-                    }) => {
-                        if ours.contains(&domain) {
-                            record_one(judge, record, &blockers, &path);
-                        } else if !theirs.contains(&domain) && waiting.len() < 256 {
-                            let held = waiting.entry(domain).or_default();
-                            if held.len() < 64 {
-                                held.push((blockers, path));
-                            }
-                        }
-                    }
-                    _ => {}
                 }
             }
         }
     }
-}
-
-fn record_one(
-    judge: &dyn Fn(&[String], &Path) -> Option<crate::policy::refusal::Refusal>,
-    record: &dyn Fn(crate::policy::refusal::Refusal),
-    blockers: &[String],
-    path: &Path,
-) {
-    if let Some(r) = judge(blockers, path) {
-        record(r);
-    }
-}
-
-/// Whether process `pid` descends from `ancestor` (by `/proc`'s parents).
-fn descends(pid: u32, ancestor: u32) -> bool {
-    let mut at = pid;
-    for _ in 0..64 {
-        if at == ancestor {
-            return true;
-        }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{at}/stat")) else {
-            return false;
-        };
-        // The parent is the second field after the command's closing parenthesis.
-        let parent = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        match parent {
-            Some(p) if p > 1 => at = p,
-            _ => return false,
-        }
-    }
-    false
 }
 
 #[cfg(test)]
@@ -314,7 +254,7 @@ mod tests {
         let access = "audit(1732480000.123:456): domain=195ba459b blockers=fs.read_file path=\"/root/.ssh/id_ed25519\" dev=\"vda\" ino=12";
         assert_eq!(
             parse(LANDLOCK_ACCESS, access),
-            Some(Record::Access {
+            Some(Record {
                 domain: "195ba459b".into(),
                 blockers: vec!["fs.read_file".into()],
                 path: Some("/root/.ssh/id_ed25519".into()),
@@ -322,23 +262,11 @@ mod tests {
         );
         // A path with a space is hex.
         let hex = "domain=1a blockers=fs.make_reg,fs.refer path=2F612062 dev=\"vda\" ino=3";
-        let Some(Record::Access { path, blockers, .. }) = parse(LANDLOCK_ACCESS, hex) else {
-            panic!("not read");
-        };
-        assert_eq!(path, Some("/a b".into()));
-        assert!(!reads(&blockers));
-        let allocated = "domain=195ba459b status=allocated mode=enforcing pid=4242 uid=0 exe=\"/usr/bin/cat\" comm=\"cat\"";
-        assert_eq!(
-            parse(LANDLOCK_DOMAIN, allocated),
-            Some(Record::Allocated {
-                domain: "195ba459b".into(),
-                pid: 4242
-            })
-        );
-        assert_eq!(
-            parse(LANDLOCK_DOMAIN, "domain=1 status=deallocated denials=3"),
-            None
-        );
+        let record = parse(LANDLOCK_ACCESS, hex).unwrap();
+        assert_eq!(record.path, Some("/a b".into()));
+        assert!(!reads(&record.blockers));
+        let allocated = "domain=195ba459b status=allocated mode=enforcing pid=4242";
+        assert_eq!(parse(1424, allocated), None);
         assert_eq!(parse(1300, access), None);
         assert!(reads(&["fs.read_file".into(), "fs.read_dir".into()]));
     }
@@ -346,7 +274,7 @@ mod tests {
     #[test]
     fn messages_are_split_by_their_lengths() {
         let mut buf = Vec::new();
-        for (kind, text) in [(LANDLOCK_ACCESS, "abc"), (LANDLOCK_DOMAIN, "de")] {
+        for (kind, text) in [(LANDLOCK_ACCESS, "abc"), (1424, "de")] {
             let len = 16 + text.len();
             buf.extend((len as u32).to_ne_bytes());
             buf.extend(kind.to_ne_bytes());
@@ -356,18 +284,7 @@ mod tests {
         }
         assert_eq!(
             messages(&buf),
-            [
-                (LANDLOCK_ACCESS, &b"abc"[..]),
-                (LANDLOCK_DOMAIN, &b"de"[..])
-            ]
+            [(LANDLOCK_ACCESS, &b"abc"[..]), (1424, &b"de"[..])]
         );
-    }
-
-    #[test]
-    fn this_process_descends_from_itself_and_from_its_parent() {
-        let me = std::process::id();
-        assert!(descends(me, me));
-        assert!(descends(me, std::os::unix::process::parent_id()));
-        assert!(!descends(1, me));
     }
 }

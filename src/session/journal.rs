@@ -170,7 +170,7 @@ impl Journal {
     #[cfg(target_os = "linux")]
     pub fn read_landlock(
         &self,
-        reader: super::audit::Reader,
+        (reader, marker): (super::audit::Reader, PathBuf),
         judge: impl Fn(&[String], &Path) -> Option<Refusal> + Send + 'static,
     ) -> std::io::Result<()> {
         let journal = self.clone();
@@ -181,7 +181,7 @@ impl Journal {
         crate::sys::process::spawn_quiet("sbx-landlock-audit", move || {
             let _done = done;
             let ending = || journal.inner.lock().map_or(true, |i| i.ending);
-            reader.run(&ending, &judge, &|r| journal.record(&r, 1));
+            reader.run(&marker, &ending, &judge, &|r| journal.record(&r, 1));
         })
     }
 

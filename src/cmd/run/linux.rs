@@ -38,16 +38,17 @@ pub(super) fn helper_exe() -> Result<HelperExe, Failure> {
     })
 }
 
-/// Where Landlock runs and can log (ABI 7), and the kernel's audit is on and readable
-/// here: read the program's refusals from it (`session::audit`), the ruleset asking the
-/// kernel to log them after the program's exec. Elsewhere, `--verbose` says why not.
+/// Where Landlock runs and can log (ABI 7), the kernel's audit is on and readable here,
+/// and the session has its journal: read the program's refusals from the audit
+/// (`session::audit`), the journal being the marker the program's domain refuses first.
+/// Elsewhere, `--verbose` says why not.
 pub(super) fn read_landlock_refusals(
     plan: &Plan,
     (host, layers): (&crate::host::Host, &mut crate::sandbox::InProcess),
     journal: &crate::session::journal::Journal,
     say: Verbosity,
 ) {
-    let Some(ruleset) = layers.landlock.as_mut() else {
+    let (Some(ruleset), Some(marker)) = (layers.landlock.as_mut(), journal.path()) else {
         return;
     };
     if host.machine.landlock_abi.as_ref().is_ok_and(|abi| *abi < 7) {
@@ -68,8 +69,10 @@ pub(super) fn read_landlock_refusals(
         let reads = crate::session::audit::reads(blockers);
         crate::policy::refusal::of_landlock(reads, blockers, path, (&policy, &home))
     };
-    match journal.read_landlock(reader, judge) {
-        Ok(()) => ruleset.log_denials = true,
+    // As the kernel names it: with every symlink on the way resolved.
+    let marker = std::fs::canonicalize(marker).unwrap_or_else(|_| marker.to_path_buf());
+    match journal.read_landlock((reader, marker.clone()), judge) {
+        Ok(()) => ruleset.audit_marker = Some(marker),
         Err(e) => say.detail(&format!("sbx-shell: cannot read Landlock's refusals: {e}")),
     }
 }
