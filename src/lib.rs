@@ -34,6 +34,12 @@ pub fn main_entry() -> ExitCode {
     if args.get(1).is_some_and(|a| a == helper::spec::HELPER_ARG) {
         return helper::run(&args[2..]);
     }
+    if args
+        .get(1)
+        .is_some_and(|a| a == netproxy::connect::CONNECT_ARG)
+    {
+        return netproxy::connect::run(&args[2..]);
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => return clap_error(&e),

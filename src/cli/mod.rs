@@ -266,6 +266,20 @@ pub struct PolicyArgs {
     #[arg(long = "allow-git-config", value_name = "KEY")]
     pub allow_git_config: Vec<String>,
 
+    /// Let the program's ssh and git use the key (a public key file or SHA256:…
+    /// fingerprint) from your ssh agent, through a filtered agent of sbx-shell's; @HOST,…
+    /// limits the hosts it may log in to (repeatable). Your agent stays out of reach.
+    #[arg(long = "ssh-key", value_name = "PUBKEY_OR_FINGERPRINT[@HOST,…]")]
+    pub ssh_key: Vec<String>,
+
+    /// Let the --ssh-key keys sign git commits and tags (ssh-keygen -Y sign -n git).
+    #[arg(long)]
+    pub ssh_sign_commits: bool,
+
+    /// Ask on your terminal before each signature the program asks of the --ssh-key keys.
+    #[arg(long)]
+    pub ssh_confirm: bool,
+
     /// Let the program connect to the host's unix socket at PATH, or to those in the
     /// directory PATH (repeatable); every other host socket is hidden.
     #[arg(long = "allow-socket", value_name = "PATH")]

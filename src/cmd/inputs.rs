@@ -148,6 +148,13 @@ pub fn flags_layer(args: &PolicyArgs) -> anyhow::Result<Layer> {
         .iter()
         .map(|k| Entry::from(k.as_str()))
         .collect();
+    config.ssh.keys = args
+        .ssh_key
+        .iter()
+        .map(|k| Entry::from(k.as_str()))
+        .collect();
+    config.ssh.sign_commits = args.ssh_sign_commits.then_some(true);
+    config.ssh.confirm = args.ssh_confirm.then_some(true);
     config.backend = args.backend;
     config.require = (!args.require.is_empty()).then(|| args.require.clone());
     config.nested_pty = args.no_nested_pty.then_some(false);

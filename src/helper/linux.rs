@@ -161,6 +161,12 @@ fn apply_mount(
         How::ReadOnly => mounts::read_only(&m.path, fd).map_err(failed(m))?,
         How::Resolves => {}
         How::Hide { .. } => mounts::hide(&m.path, fd, dir).map_err(failed(m))?,
+        How::View { copy } => match mounts::bind_view(copy, &m.path, fd) {
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                mounts::hide(&m.path, fd, dir).map_err(failed(m))?;
+            }
+            other => other.map_err(failed(m))?,
+        },
         How::Layered { lower, upper, work } => {
             // A cache's twin: left as it is when the host's cache or the layers are
             // not what they were (a symlink) or the kernel refuses the overlay.

@@ -243,6 +243,7 @@ mod tests {
                 protected: vec!["/w/.git/hooks".into()],
                 shm: Some("/dev/shm/sbx-shell-0/session-9".into()),
                 lookups: Some("sbx-shell-names-9-00".into()),
+                sockets: vec!["/s/ssh/9/agent.sock".into()],
             }),
             names: Some(crate::protect::names::Names {
                 protected: vec!["/w/.mcp.json".into()],

@@ -15,6 +15,8 @@
 //! The threads never panic on input (a panic aborts sbx-shell) and block every signal, so
 //! signals keep reaching the supervisor's main thread.
 
+pub mod agent;
+pub mod connect;
 pub mod lookups;
 pub mod request;
 pub mod session;

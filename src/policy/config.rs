@@ -77,6 +77,12 @@ pub struct Config {
     pub environment: EnvironmentConfig,
     #[serde(default, skip_serializing_if = "GitConfig::is_empty")]
     pub git: GitConfig,
+    /// ssh and git over ssh inside, through sbx-shell's filtered agent (`--ssh-key`).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::policy::ssh::SshConfig::is_empty"
+    )]
+    pub ssh: crate::policy::ssh::SshConfig,
 }
 
 /// What the program may write into the config of a git repository in a writable tree.

@@ -17,6 +17,7 @@ pub mod profiles;
 pub mod program;
 pub mod refusal;
 pub mod shell;
+pub mod ssh;
 
 pub(crate) mod model;
 pub use model::{

@@ -228,6 +228,8 @@ pub struct Policy {
     /// What a session keeps, in sbx-shell's state directory (`privatehome`); its directory
     /// is among the writable paths. `None` when turned off.
     pub private_home: Option<crate::policy::home::PrivateHome>,
+    /// The keys the session's ssh agent passes, when any is named (`policy::ssh`).
+    pub ssh: Option<crate::policy::ssh::Ssh>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -246,6 +248,19 @@ pub struct Filesystem {
     /// lock file, a backup being rewritten) is no reason to stop; the rest of `denied` is
     /// checked against what sbx-shell saw.
     pub found_denied: Vec<PathBuf>,
+    /// The session's own sockets the program may connect to (its ssh agent): set for the
+    /// session by sbx-shell, not by a layer; reachable under every backend (with Landlock
+    /// alone, the guard connects them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub own_sockets: Vec<PathBuf>,
+    /// Paths inside denied ones that stay readable (the ssh client's `known_hosts` and
+    /// `config`, `policy::ssh`): set for the session by sbx-shell, not by a layer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub revealed: Vec<ResolvedPath>,
+    /// Under bwrap: a denied directory and sbx-shell's copy of its revealed files, shown
+    /// in its place (`How::View`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub views: Vec<(PathBuf, PathBuf)>,
     /// Files copied once when missing (`config::SeedEntry`), each inside a writable path.
     pub seed: Vec<Seed>,
 }
@@ -306,6 +321,12 @@ pub enum PolicyError {
         path: String,
         link: String,
         real: String,
+    },
+    #[error("{origin}: ssh key {spec:?}: {why}\nHint: give a public key file or a SHA256 fingerprint, then the hosts it may log in to: --ssh-key ~/.ssh/id_ed25519.pub@github.com")]
+    BadSshKey {
+        origin: String,
+        spec: String,
+        why: String,
     },
     #[error("{origin}: {key:?} is not a git config key\nHint: give section.name or section.subsection.name, with * for any subsection or name: core.pager, filter.lfs.*")]
     BadGitKey { origin: String, key: String },

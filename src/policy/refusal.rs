@@ -34,6 +34,8 @@ pub enum Kind {
     Variable,
     /// The terminal's clipboard (OSC 52).
     Clipboard,
+    /// A request to the session's ssh agent: a key, a host or a signature not allowed.
+    Agent,
 }
 
 impl Kind {
@@ -49,6 +51,7 @@ impl Kind {
             Kind::Lookup => "lookup",
             Kind::Variable => "variable",
             Kind::Clipboard => "clipboard",
+            Kind::Agent => "agent",
         }
     }
 
@@ -64,6 +67,7 @@ impl Kind {
             Kind::Lookup => "names looked up",
             Kind::Variable => "variables kept out",
             Kind::Clipboard => "clipboard requests",
+            Kind::Agent => "ssh agent requests",
         }
     }
 }

@@ -94,6 +94,12 @@ pub fn resolve(
         limits: resolve_limits(layers),
         environment: resolve_environment(layers, &ctx.home)?,
         git_config_allow: resolve_git_config_allow(layers)?,
+        ssh: crate::policy::ssh::resolve(
+            layers.iter().map(|l| (l.origin.as_str(), &l.config.ssh)),
+            &ctx.home,
+            &ctx.workspace,
+        )
+        .map_err(|(origin, spec, why)| PolicyError::BadSshKey { origin, spec, why })?,
         program_args: layers
             .iter()
             .flat_map(|l| l.config.program_args.clone())
@@ -157,6 +163,9 @@ fn resolve_filesystem(
         protected: protected.into_iter().collect(),
         sockets: sockets.into_iter().collect(),
         found_denied,
+        own_sockets: Vec::new(),
+        revealed: Vec::new(),
+        views: Vec::new(),
         seed: Vec::new(),
     })
 }

@@ -594,6 +594,7 @@ mod tests {
                         layers: Some(_), ..
                     } => "twin, layered".to_string(),
                     How::Layered { lower, .. } => format!("layered on {}", lower.display()),
+                    How::View { copy } => format!("view {}", copy.display()),
                 };
                 (m.path.display().to_string(), how)
             })

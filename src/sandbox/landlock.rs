@@ -263,6 +263,12 @@ fn read_rules(
         Layering::Alone => fs.denied.iter().map(real).collect(),
         Layering::UnderBwrap => Vec::new(),
     };
+    // What the policy reveals inside a denied path (bwrap shows a copy instead).
+    if layering == Layering::Alone {
+        for path in fs.revealed.iter().map(real) {
+            add(path, Access::Read);
+        }
+    }
     let mut readable = readable;
     readable.sort();
     readable.dedup();

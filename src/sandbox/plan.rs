@@ -100,6 +100,10 @@ pub enum How {
     /// Out of reach: a directory under an empty read-only tmpfs, anything else under
     /// `/dev/null`, read-only.
     Hide { dir: bool },
+    /// A directory shown as sbx-shell's copy of what of it the program may read (the ssh
+    /// client's `known_hosts` and `config` in a denied `~/.ssh`), bound read-only over it;
+    /// hidden instead when the copy is missing or a symlink.
+    View { copy: PathBuf },
     /// Its twin in the private home (`privatehome`) bound over it, read-write; hidden
     /// instead when the twin is missing, a symlink or of the other kind. With `layers`
     /// (upper, work): an overlay of those over the host's directory itself, so that what
@@ -451,7 +455,10 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
                 dir,
                 layers: kept.layers.clone().filter(|_| dir),
             },
-            None => How::Hide { dir },
+            None => match fs.views.iter().find(|(p, _)| p == path) {
+                Some((_, copy)) if dir => How::View { copy: copy.clone() },
+                _ => How::Hide { dir },
+            },
         };
         out.push((path.to_path_buf(), how, checked));
         if dir {

@@ -202,12 +202,21 @@ fn write_denied(b: &mut Builder, policy: &Policy) {
     b.rule("deny", "file-read* file-write*", "subpath", &names);
     let names = b.any_spellings("DENIED_ANY", spellings(&policy.filesystem.denied), SUBPATH);
     b.rule("deny", "file-read* file-write*", "regex", &names);
+    let revealed = &policy.filesystem.revealed;
+    if !revealed.is_empty() {
+        b.comment(
+            "Revealed inside a denied path: readable (the ssh client's known_hosts and config).",
+        );
+        let names = b.params("REVEALED", spellings(revealed));
+        b.rule("allow", "file-read*", "subpath", &names);
+    }
 }
 
 /// The granted host sockets: connecting to a unix socket is `network-outbound`, denied
 /// unless the network is `full` (which leaves every one reachable: issue 17).
 fn write_sockets(b: &mut Builder, policy: &Policy) {
-    let names = b.params("SOCKET", spellings(&policy.filesystem.sockets));
+    let own = policy.filesystem.own_sockets.iter().map(PathBuf::as_path);
+    let names = b.params("SOCKET", spellings(&policy.filesystem.sockets).chain(own));
     if names.is_empty() {
         return;
     }

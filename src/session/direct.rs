@@ -40,12 +40,11 @@ impl Session {
     }
 
     /// Run `argv` on the inherited stdio until it ends (no relay: no clipboard to filter).
-    pub fn run(self, child: &Child) -> io::Result<super::supervise::Ended> {
+    pub fn run(self, child: Child) -> io::Result<super::supervise::Ended> {
         let Child {
             argv, env, options, ..
         } = child;
-        let options = *options;
-        let pid = process::spawn_child(argv, env, None, false, options.cgroup)?;
+        let pid = process::spawn_child(&argv, &env, None, false, options.cgroup)?;
         let mut supervisor = Supervisor::new(pid, options, None);
         while !(supervisor.is_over() && supervisor.child_ended()) {
             let wait = supervisor.next_deadline().map_or(PollTimeout::NONE, |at| {

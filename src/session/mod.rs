@@ -65,7 +65,7 @@ impl Session {
     }
 
     /// Spawn the child and supervise it until the end.
-    pub fn run(self, child: &Child) -> io::Result<Ended> {
+    pub fn run(self, child: Child) -> io::Result<Ended> {
         match self {
             Session::Pty(session) => session.run(child),
             Session::Direct(session) => session.run(child),

@@ -239,11 +239,13 @@ fn report_timeout(timeout: &Timeout) {
 
 /// What the session runs: the argv (the launcher's, or the helper's), exactly this
 /// environment, and how it is supervised.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Child {
     pub argv: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
     pub options: SessionOptions,
     /// Where the relay records the clipboard requests it refuses, as it does.
     pub refusals: Option<crate::policy::refusal::Sink>,
+    /// Questions to the user, shown on the outer terminal by the relay (`pty::ask`).
+    pub questions: Option<crate::session::pty::ask::Desk>,
 }

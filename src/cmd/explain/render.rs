@@ -118,6 +118,10 @@ fn describe_mount(how: &crate::sandbox::bwrap::How) -> String {
             lower.display()
         ),
         How::Hide { dir: true } => "an empty read-only directory".to_string(),
+        How::View { copy } => format!(
+            "a read-only copy of what of it is revealed ({})",
+            copy.display()
+        ),
         How::Hide { dir: false } => "/dev/null".to_string(),
     }
 }

@@ -80,6 +80,7 @@ fn mediated_rules(
             shm.map(Path::to_path_buf),
             net.and_then(|n| n.name_service.clone()),
         ),
+        plan.policy.filesystem.own_sockets.clone(),
     ))
 }
 

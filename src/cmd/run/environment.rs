@@ -143,7 +143,7 @@ impl Places {
 pub(super) fn child_env(
     plan: &Plan,
     (backend, host): (&Backend, &Host),
-    net: Option<&ProxySession>,
+    (net, ssh): (Option<&ProxySession>, &[(String, OsString)]),
     places: &Places,
     journal: &Journal,
 ) -> Vec<(OsString, OsString)> {
@@ -154,7 +154,13 @@ pub(super) fn child_env(
         &inherited,
         *backend != Backend::None,
     );
-    record_dropped(&plan.policy, &inherited, &sockets, journal);
+    // What the session's ssh sets in place of an inherited variable is not a refusal.
+    let dropped: Vec<_> = inherited
+        .iter()
+        .filter(|(n, _)| !ssh.iter().any(|(s, _)| n == s.as_str()))
+        .cloned()
+        .collect();
+    record_dropped(&plan.policy, &dropped, &sockets, journal);
     let refusals: Vec<(String, OsString)> = journal
         .path()
         .map(|p| (journal::VARIABLE.to_string(), p.as_os_str().to_owned()))
@@ -170,6 +176,7 @@ pub(super) fn child_env(
             temp_env(plan, places.temp.as_ref()),
             no_network_env(plan),
             refusals,
+            ssh.to_vec(),
         ]
         .concat(),
         &plan.launch.shell,

@@ -26,6 +26,7 @@ mod argv;
 mod environment;
 mod prepare;
 mod report;
+mod ssh;
 mod watch;
 
 #[cfg(target_os = "linux")]
@@ -56,13 +57,21 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     };
     process::install_subreaper();
     pty::install_panic_hook();
-    let plan = prepare::resolve(&cli, login_arg0, say)?;
+    let mut plan = prepare::resolve(&cli, login_arg0, say)?;
     let host = prepare::measure_host(&plan);
     let backend = prepare::choose_backend(&plan, &host, say)?;
     let (journal, _journal_file) = Journal::open(&journal::dir(&plan.home));
     let net = prepare::start_network(&plan, &backend, (&cli.resolve, journal.sink()), say)?;
+    let (ssh, questions) = ssh::start(&mut plan, &backend, net.as_ref(), &journal, say)?;
+    let ssh_env = ssh.as_ref().map_or(&[][..], |s| &s.env[..]);
     let mut places = environment::Places::make(&plan, &backend, say)?;
-    let env = environment::child_env(&plan, (&backend, &host), net.as_ref(), &places, &journal);
+    let env = environment::child_env(
+        &plan,
+        (&backend, &host),
+        (net.as_ref(), ssh_env),
+        &places,
+        &journal,
+    );
     let mut layers = argv::confine(&plan, &backend, &host, net.as_ref(), (&places, &env))?;
     os::read_landlock_refusals(&plan, (&host, &mut layers), &journal, say);
     os::note_linked(&plan.policy, (&layers, &places.git), say);
@@ -97,14 +106,16 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             ..argv::session_options(&plan.policy, &layers)
         },
         refusals: Some(journal.sink()),
+        questions,
     };
-    let code = session.run(&child).map(|ended| ended.code);
+    let code = session.run(child).map(|ended| ended.code);
     if let Some(cgroup) = cgroup {
         cgroup.end();
     }
     places.end_temp();
     let (planted, ended_by_watch) = watch.finish(&plan.policy);
     drop(launcher);
+    drop(ssh);
     journal.drain(std::time::Duration::from_millis(500));
     let summary = (&code, &planted[..], ended_by_watch);
     report::record(

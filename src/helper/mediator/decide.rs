@@ -21,6 +21,9 @@ pub struct Scope {
     /// (`netproxy::lookups::NAME_SERVICE_SOCKETS`).
     #[serde(default)]
     pub lookups: Option<String>,
+    /// The session's own sockets (its ssh agent's), which the program may connect to.
+    #[serde(default)]
+    pub sockets: Vec<PathBuf>,
 }
 
 impl Scope {
@@ -29,6 +32,7 @@ impl Scope {
         ruleset: &crate::sandbox::landlock::Ruleset,
         protected: Vec<PathBuf>,
         (shm, lookups): (Option<PathBuf>, Option<String>),
+        sockets: Vec<PathBuf>,
     ) -> Scope {
         use crate::sandbox::landlock::Access;
         Scope {
@@ -41,6 +45,7 @@ impl Scope {
             protected,
             shm,
             lookups,
+            sockets,
         }
     }
 
@@ -142,6 +147,7 @@ mod tests {
             protected: vec!["/srv/ws/.git/hooks".into()],
             shm: None,
             lookups: None,
+            sockets: Vec::new(),
         };
         for yes in [
             "/srv/ws/a.sh",

@@ -7,6 +7,7 @@
 //! → spawn → relay (`Session::run`). The `RawMode` guard restores the terminal when the
 //! session is dropped, by any path.
 
+pub mod ask;
 mod clipboard;
 mod modes;
 mod raw_mode;
@@ -97,14 +98,14 @@ impl Session {
     }
 
     /// Spawn `argv` on the inner pty and relay until the session ends.
-    pub fn run(self, child: &Child) -> io::Result<crate::session::Ended> {
+    pub fn run(self, child: Child) -> io::Result<crate::session::Ended> {
         let Child {
             argv,
             env,
             options,
             refusals,
+            questions,
         } = child;
-        let options = *options;
         let Session {
             signals,
             raw,
@@ -120,8 +121,8 @@ impl Session {
             .ok_or(io::ErrorKind::NotFound)?
             .as_fd();
         let pid = process::spawn_child(
-            argv,
-            env,
+            &argv,
+            &env,
             Some(&slave),
             options.launcher_depth > 0,
             options.cgroup,
@@ -134,7 +135,8 @@ impl Session {
         let outer = raw.as_ref().map(raw_mode::RawMode::terminal);
         let ended = relay::Relay::new(master, supervisor, outer, &signals, winch)
             .with_stop_notices(stops)
-            .with_clipboard(options.clipboard, refusals.clone())
+            .with_clipboard(options.clipboard, refusals)
+            .with_questions(questions)
             .run();
         // `raw` restores the outer terminal when it goes out of scope, after the relay.
         Ok(ended)

@@ -59,6 +59,8 @@ pub struct Relay<'a> {
     clipboard_out: Filter,
     clipboard_in: Filter,
     clipboard: (Clipboard, Option<Sink>),
+    /// Questions to the user (`ask`), answered by the next key typed.
+    questions: Option<super::ask::Desk>,
 }
 
 impl<'a> Relay<'a> {
@@ -85,7 +87,53 @@ impl<'a> Relay<'a> {
             clipboard_out: Filter::new(Clipboard::None, Direction::Output),
             clipboard_in: Filter::new(Clipboard::None, Direction::Input),
             clipboard: (Clipboard::None, None),
+            questions: None,
         }
+    }
+
+    /// Show the questions `desk` receives on the outer terminal (only there: piped input
+    /// is the program's) and answer each with the next key typed.
+    pub fn with_questions(mut self, desk: Option<super::ask::Desk>) -> Self {
+        self.questions = desk.filter(|_| self.outer.is_some());
+        self
+    }
+
+    /// A question arrived: shown on its own line.
+    fn on_question(&mut self) {
+        let Some(question) = self
+            .questions
+            .as_mut()
+            .and_then(super::ask::Desk::next_question)
+        else {
+            return;
+        };
+        let line = format!(
+            "\r\n\x1b[1msbx-shell:\x1b[0m allow the program to {}? [y/N] ",
+            crate::policy::refusal::printable(&question)
+        );
+        self.write_stdout(line.as_bytes());
+    }
+
+    /// The key typed while a question is shown answers it, and the program is asked to
+    /// redraw its screen (SIGWINCH). The rest of what was typed goes on to the program.
+    fn answer_question<'b>(&mut self, typed: &'b [u8]) -> &'b [u8] {
+        let Some(desk) = self.questions.as_mut().filter(|d| d.showing.is_some()) else {
+            return typed;
+        };
+        if !desk.still_asked() {
+            desk.answer(false);
+            return typed;
+        }
+        let Some((&key, rest)) = typed.split_first() else {
+            return typed;
+        };
+        let yes = super::ask::is_yes(key);
+        desk.answer(yes);
+        self.write_stdout(if yes { b"yes\r\n" } else { b"no\r\n" });
+        if let Some(group) = self.foreground() {
+            let _ = killpg(group, Signal::SIGWINCH);
+        }
+        rest
     }
 
     /// Let the terminal's clipboard requests through as `policy` says; record each
@@ -178,6 +226,10 @@ impl<'a> Relay<'a> {
             fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
             fds.len() - 1
         });
+        let asks_at = self.questions.as_ref().map(|desk| {
+            fds.push(PollFd::new(desk.fd(), PollFlags::POLLIN));
+            fds.len() - 1
+        });
         match poll(&mut fds, timeout) {
             Ok(_) => {}
             Err(Errno::EINTR) => return,
@@ -198,7 +250,11 @@ impl<'a> Relay<'a> {
             ready(stdin_at),
             ready(stops_at),
         );
+        let asked = ready(asks_at);
         drop(fds);
+        if !asked.is_empty() {
+            self.on_question();
+        }
         if !stops.is_empty() {
             self.on_stop_notice();
         }
@@ -350,8 +406,9 @@ impl<'a> Relay<'a> {
         let mut buf = [0u8; 16 * 1024];
         match nix::unistd::read(std::io::stdin().as_fd(), &mut buf) {
             Ok(n @ 1..) => {
+                let typed = self.answer_question(&buf[..n]);
                 let before = self.clipboard_out.dropped + self.clipboard_in.dropped;
-                let typed = self.clipboard_in.filter(&buf[..n]);
+                let typed = self.clipboard_in.filter(typed);
                 self.clipboard_refused(before);
                 self.to_child.extend_from_slice(&typed);
                 // Straight on, not at the next turn: a keystroke should cost one wakeup.

@@ -1,0 +1,462 @@
+//! Step 4b, when the policy names ssh keys (`policy::ssh`): the session's filtered agent
+//! started (`netproxy::agent`) on a socket in a private directory of the session's, the
+//! one host socket granted; what of the user's ssh files the program may read revealed,
+//! and `config`'s private keys denied; and `ssh` inside made to go through the proxy with
+//! that agent, through a wrapper first on `PATH` and in `GIT_SSH`.
+//!
+//! The model: the program's ssh sees your `known_hosts` and `config` as they were at the
+//! start, reaches the hosts the allow-list names through the proxy, and signs through an
+//! agent that passes only the named keys, for the named hosts' keys, and git signatures
+//! when allowed. Your agent's socket, your private keys and every other key stay out.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context as _};
+
+use super::prepare::Plan;
+use crate::netproxy::agent::{self, judge, known_hosts};
+use crate::netproxy::session::ProxySession;
+use crate::policy::ssh::{KeyRef, Ssh};
+use crate::policy::ResolvedPath;
+use crate::sandbox::Backend;
+use crate::session::journal::Journal;
+use crate::session::pty::ask;
+use crate::sys::exit::Failure;
+use crate::sys::say::Verbosity;
+
+/// The session's ssh pieces: its directory (removed at the end) and the variables the
+/// program gets.
+pub(super) struct SshSession {
+    dir: PathBuf,
+    pub(super) env: Vec<(String, OsString)>,
+}
+
+impl Drop for SshSession {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The longest socket path a `sockaddr_un` holds, with its NUL.
+const SUN_PATH: usize = 108;
+
+pub(super) fn start(
+    plan: &mut Plan,
+    backend: &Backend,
+    net: Option<&ProxySession>,
+    journal: &Journal,
+    say: Verbosity,
+) -> Result<(Option<SshSession>, Option<ask::Desk>), Failure> {
+    let Some(ssh) = plan.policy.ssh.clone() else {
+        return Ok((None, None));
+    };
+    let upstream = std::env::var_os("SSH_AUTH_SOCK")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .ok_or_else(|| anyhow!("--ssh-key: there is no ssh agent to take the keys from (SSH_AUTH_SOCK is not set)\nHint: start one and add the key, then run sbx-shell from that shell: eval \"$(ssh-agent)\"; ssh-add ~/.ssh/id_ed25519"))?;
+    let held = agent::identities(&upstream).map_err(|e| {
+        anyhow!(
+            "--ssh-key: cannot ask your ssh agent at {} for its keys: {e}\nHint: check that it runs (ssh-add -l)",
+            upstream.display()
+        )
+    })?;
+    let files = ClientFiles::read(&plan.policy.filesystem.home.path);
+    let rules = rules(&ssh, &held, &files, say)?;
+    let dir = session_dir(&plan.home)?;
+    let session = SshSession {
+        dir: dir.clone(),
+        env: Vec::new(),
+    };
+    let socket = dir.join("agent.sock");
+    if socket.as_os_str().len() >= SUN_PATH {
+        return Err(anyhow!(
+            "the ssh agent's socket path is too long for a unix socket: {}\nHint: set XDG_STATE_HOME to a shorter directory",
+            socket.display()
+        )
+        .into());
+    }
+    let (asker, desk) = match ssh.confirm {
+        true => {
+            let (asker, desk) = ask::pair().context("cannot set up the confirmations")?;
+            (Some(asker), Some(desk))
+        }
+        false => (None, None),
+    };
+    agent::serve(
+        &socket,
+        agent::Filter {
+            rules,
+            upstream,
+            refusals: journal.sink(),
+            ask: asker.map(|a| -> agent::Ask { std::sync::Arc::new(move |q: &str| a.ask(q)) }),
+        },
+    )
+    .with_context(|| format!("cannot start the ssh agent at {}", socket.display()))?;
+    say.detail(&format!(
+        "sbx-shell: ssh: the agent at {} passes {} key(s){}",
+        socket.display(),
+        ssh.keys.len(),
+        if ssh.sign_commits {
+            ", and signs git commits"
+        } else {
+            ""
+        }
+    ));
+    reveal(plan, &files, &dir, say);
+    let fs = &mut plan.policy.filesystem;
+    fs.own_sockets.push(socket.clone());
+    let mut session = session;
+    session.env = environment(&socket, &dir, backend, net)?;
+    Ok((Some(session), desk))
+}
+
+/// `state/ssh/PID`, made private; those of sessions no longer running removed.
+fn session_dir(home: &Path) -> Result<PathBuf, Failure> {
+    let parent = crate::sys::files::state_dir(home).join("ssh");
+    crate::sys::files::create_private_dir(&parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+        let pid = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok());
+        let gone = pid.is_some_and(|p| {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None)
+                == Err(nix::errno::Errno::ESRCH)
+        });
+        if gone {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    let parent = std::fs::canonicalize(&parent).unwrap_or(parent);
+    let dir = parent.join(std::process::id().to_string());
+    let _ = std::fs::remove_dir_all(&dir);
+    crate::sys::files::create_private_dir(&dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The filter's rules: each named key found (a file read, a fingerprint looked up in the
+/// agent), its hosts' keys from `known_hosts`. A key the agent lacks, or a host
+/// `known_hosts` does not list, is said at the start: logins with it will be refused.
+fn rules(
+    ssh: &Ssh,
+    held: &[(Vec<u8>, Vec<u8>)],
+    files: &ClientFiles,
+    say: Verbosity,
+) -> Result<judge::Rules, Failure> {
+    let known_text: String = files.known_hosts_text();
+    let mut keys = Vec::new();
+    for k in &ssh.keys {
+        let blob = match &k.key {
+            KeyRef::File(path) => public_key_file(path)?,
+            KeyRef::Fingerprint(fp) => {
+                match held.iter().find(|(b, _)| judge::fingerprint(b) == *fp) {
+                    Some((b, _)) => b.clone(),
+                    None => {
+                        say.note(&format!("sbx-shell: ssh: your agent holds no key {fp}: it is left out. Fix: ssh-add the key, or give its .pub file"));
+                        continue;
+                    }
+                }
+            }
+        };
+        let fingerprint = judge::fingerprint(&blob);
+        if !held.iter().any(|(b, _)| *b == blob) {
+            say.note(&format!("sbx-shell: ssh: your agent does not hold {} ({fingerprint}): it cannot sign with it. Fix: ssh-add the key", k.key));
+        }
+        let mut host_keys = Vec::new();
+        for host in &k.hosts {
+            let found =
+                known_hosts::keys_for(&known_text, &known_hosts::spelling(&host.name, host.port));
+            if found.is_empty() {
+                say.note(&format!("sbx-shell: ssh: known_hosts lists no key for {host}: logins there with {fingerprint} will be refused. Fix: connect once outside the sandbox and check its key"));
+            }
+            host_keys.extend(found);
+        }
+        keys.push(judge::Key {
+            blob,
+            fingerprint,
+            hosts: k.hosts.iter().map(ToString::to_string).collect(),
+            host_keys,
+        });
+    }
+    let mut known = known_hosts::named(&known_text);
+    for (k, key) in ssh.keys.iter().zip(&keys) {
+        for (host, blobs) in k.hosts.iter().map(|h| (h, &key.host_keys)) {
+            for b in blobs {
+                known.push((
+                    b.clone(),
+                    vec![known_hosts::spelling(&host.name, host.port)],
+                ));
+            }
+        }
+    }
+    // The policy's names first: a hashed known_hosts entry has no other.
+    known.reverse();
+    Ok(judge::Rules {
+        keys,
+        sign_commits: ssh.sign_commits,
+        confirm: ssh.confirm,
+        known,
+    })
+}
+
+/// A public key file's key blob, or the error naming the file and the fix.
+fn public_key_file(path: &Path) -> Result<Vec<u8>, Failure> {
+    let hint = "Hint: give the public key file (ssh-keygen -y -f KEY > KEY.pub makes one), or the key's fingerprint (ssh-add -l)";
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow!("--ssh-key {}: {e}\n{hint}", path.display()))?;
+    let key = ssh_key::PublicKey::from_openssh(text.trim()).map_err(|e| {
+        anyhow!(
+            "--ssh-key {}: not a public key ({e})\n{hint}",
+            path.display()
+        )
+    })?;
+    Ok(key
+        .to_bytes()
+        .map_err(|e| anyhow!("--ssh-key {}: {e}\n{hint}", path.display()))?)
+}
+
+/// The user's ssh client files, as sbx-shell reads them at the start.
+struct ClientFiles {
+    /// `config` and what it includes, existing ones.
+    configs: Vec<PathBuf>,
+    /// The known_hosts files, existing ones.
+    known_hosts: Vec<PathBuf>,
+    /// Private keys `config` names (a directory where a name is filled in per host).
+    identities: Vec<PathBuf>,
+    /// Their public halves, beside them.
+    public: Vec<PathBuf>,
+}
+
+impl ClientFiles {
+    fn read(home: &Path) -> ClientFiles {
+        let dot_ssh = home.join(".ssh");
+        let user = nix::unistd::User::from_uid(nix::unistd::getuid())
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+            .unwrap_or_default();
+        let mut files = ClientFiles {
+            configs: Vec::new(),
+            known_hosts: ["known_hosts", "known_hosts2"]
+                .iter()
+                .map(|n| dot_ssh.join(n))
+                .chain(["/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"].map(PathBuf::from))
+                .collect(),
+            identities: Vec::new(),
+            public: Vec::new(),
+        };
+        let mut queue = vec![dot_ssh.join("config")];
+        while let Some(config) = queue.pop() {
+            if files.configs.len() >= 32 || files.configs.contains(&config) {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&config) else {
+                continue;
+            };
+            files.configs.push(config);
+            let named = crate::policy::ssh::client_files(&text);
+            let at = |a: &String| crate::policy::ssh::where_it_leads(a, home, &user, &dot_ssh);
+            for (path, pattern) in named.includes.iter().map(at) {
+                match pattern {
+                    false => queue.push(path),
+                    true => queue.extend(
+                        std::fs::read_dir(&path)
+                            .into_iter()
+                            .flatten()
+                            .flatten()
+                            .map(|e| e.path()),
+                    ),
+                }
+            }
+            files.known_hosts.extend(
+                named
+                    .known_hosts
+                    .iter()
+                    .map(at)
+                    .filter(|(_, p)| !p)
+                    .map(|(p, _)| p),
+            );
+            for (path, pattern) in named.identities.iter().map(at) {
+                if !pattern {
+                    let mut public = path.clone().into_os_string();
+                    public.push(".pub");
+                    files.public.push(public.into());
+                }
+                files.identities.push(path);
+            }
+        }
+        files.known_hosts.retain(|p| p.is_file());
+        files.known_hosts.dedup();
+        files
+    }
+
+    fn known_hosts_text(&self) -> String {
+        self.known_hosts
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// The user's ssh files in the policy: `config`, what it includes, the known_hosts files
+/// and the identities' public halves revealed where a denied path holds them (under bwrap,
+/// as a copy in the session's directory shown in the denied directory's place); the
+/// identities `config` names denied wherever they are.
+fn reveal(plan: &mut Plan, files: &ClientFiles, dir: &Path, say: Verbosity) {
+    let fs = &mut plan.policy.filesystem;
+    for identity in &files.identities {
+        let real = std::fs::canonicalize(identity).ok();
+        let spot = real.as_deref().unwrap_or(identity);
+        if fs.denied.iter().any(|d| spot.starts_with(d.real())) || !spot.exists() {
+            continue;
+        }
+        let holds_work = [&fs.home, &fs.workspace]
+            .iter()
+            .any(|p| p.real().starts_with(spot));
+        if holds_work || spot == Path::new("/") {
+            say.note(&format!("sbx-shell: ssh: config's IdentityFile may name any file in {}: not denied (a per-host name there cannot be told apart). Fix: give it a directory of its own", spot.display()));
+            continue;
+        }
+        fs.denied.push(ResolvedPath {
+            path: identity.clone(),
+            real: real.filter(|r| r != identity),
+        });
+    }
+    let wanted = files
+        .configs
+        .iter()
+        .chain(&files.known_hosts)
+        .chain(files.public.iter().filter(|p| p.is_file()));
+    let view = dir.join("view");
+    for path in wanted {
+        let Some(denied) = fs
+            .denied
+            .iter()
+            .find(|d| path.starts_with(&d.path) || path.starts_with(d.real()))
+        else {
+            continue;
+        };
+        let root = denied.path.clone();
+        let real_root = denied.real().to_path_buf();
+        fs.revealed.push(ResolvedPath {
+            path: path.clone(),
+            real: std::fs::canonicalize(path).ok().filter(|r| r != path),
+        });
+        let Ok(rel) = path
+            .strip_prefix(&root)
+            .or_else(|_| path.strip_prefix(&real_root))
+        else {
+            continue;
+        };
+        let copy = view.join(rel);
+        let copied = copy
+            .parent()
+            .map_or(Ok(()), crate::sys::files::create_private_dir)
+            .and_then(|()| std::fs::copy(path, &copy).map(|_| ()));
+        match copied {
+            Ok(()) if !fs.views.iter().any(|(p, _)| *p == real_root) => {
+                fs.views.push((real_root, view.clone()));
+            }
+            Ok(()) => {}
+            Err(e) => say.detail(&format!(
+                "sbx-shell: ssh: cannot copy {}: {e}",
+                path.display()
+            )),
+        }
+    }
+}
+
+/// `SSH_AUTH_SOCK`, and the wrapper first on `PATH` and in `GIT_SSH`: ssh with the
+/// session's agent and, where the session has a proxy, through it.
+fn environment(
+    socket: &Path,
+    dir: &Path,
+    backend: &Backend,
+    net: Option<&ProxySession>,
+) -> Result<Vec<(String, OsString)>, Failure> {
+    let mut env = vec![("SSH_AUTH_SOCK".to_string(), socket.as_os_str().to_owned())];
+    let Some(ssh) = find_on_path("ssh") else {
+        return Ok(env);
+    };
+    let exe = match backend {
+        Backend::Bwrap { .. } => PathBuf::from(crate::sandbox::bwrap::HELPER_PATH),
+        _ => std::env::current_exe().context("cannot locate the sbx-shell executable")?,
+    };
+    let proxy = net
+        .and_then(|n| n.port)
+        .map(|port| format!("127.0.0.1:{port}"));
+    let bin = dir.join("bin");
+    crate::sys::files::create_private_dir(&bin)
+        .context("cannot create the ssh wrapper's directory")?;
+    let wrapper = bin.join("ssh");
+    std::fs::write(&wrapper, wrapper_script(&ssh, &exe, proxy.as_deref()))
+        .context("cannot write the ssh wrapper")?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
+        .context("cannot make the ssh wrapper executable")?;
+    let mut path = bin.into_os_string();
+    if let Some(inherited) = std::env::var_os("PATH") {
+        path.push(":");
+        path.push(inherited);
+    }
+    env.push(("PATH".into(), path));
+    env.push(("GIT_SSH".into(), wrapper.into_os_string()));
+    Ok(env)
+}
+
+/// The wrapper: the real ssh with the session's agent and, with `proxy`, the tunnel.
+pub(super) fn wrapper_script(ssh: &Path, exe: &Path, proxy: Option<&str>) -> String {
+    let q = |s: &str| crate::policy::refusal::shell_word(s);
+    let mut options = Vec::new();
+    if let Some(proxy) = proxy {
+        let command = format!(
+            "ProxyCommand={} {} {proxy} %h %p",
+            q(&exe.display().to_string()),
+            crate::netproxy::connect::CONNECT_ARG
+        );
+        options.push(format!("-o {}", q(&command)));
+    }
+    options.push("-o IdentityAgent=SSH_AUTH_SOCK".into());
+    format!(
+        "#!/bin/sh\n# sbx-shell: ssh with this session's agent{}; host keys checked as you configured.\nexec {} {} \"$@\"\n",
+        if proxy.is_some() { ", through its proxy" } else { "" },
+        q(&ssh.display().to_string()),
+        options.join(" ")
+    )
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    use crate::policy::shell::ShellProbe;
+    let system = crate::policy::program::System::default();
+    crate::policy::program::find_in_path(
+        Path::new(name),
+        std::env::var_os("PATH").as_deref(),
+        |p| system.is_executable(p),
+    )
+    .filter(|p| p.is_absolute())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wrapper_adds_the_tunnel_and_the_agent() {
+        let s = wrapper_script(
+            Path::new("/usr/bin/ssh"),
+            Path::new("/dev/.sbx-shell"),
+            Some("127.0.0.1:3128"),
+        );
+        assert!(s.starts_with("#!/bin/sh\n"));
+        assert!(s.contains("exec /usr/bin/ssh -o 'ProxyCommand=/dev/.sbx-shell __sbx_connect 127.0.0.1:3128 %h %p' -o IdentityAgent=SSH_AUTH_SOCK \"$@\"\n"), "{s}");
+        let s = wrapper_script(Path::new("/usr/bin/ssh"), Path::new("/x y/sbx"), None);
+        assert!(
+            s.contains("exec /usr/bin/ssh -o IdentityAgent=SSH_AUTH_SOCK \"$@\""),
+            "{s}"
+        );
+    }
+}
