@@ -103,6 +103,7 @@ pub fn resolve_with_layers(
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect(),
         root_secrets: Vec::new(),
+        ssh_client: crate::host::ssh::client_files(home),
     };
     let fs = RealFs::default();
     let policy = policy::resolve(&name, &layers, &ctx, &fs)?;

@@ -10,6 +10,7 @@
 
 pub mod rootsecrets;
 pub mod sockets;
+pub mod ssh;
 
 mod bwrap;
 pub use bwrap::{

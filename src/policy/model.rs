@@ -149,6 +149,9 @@ pub struct PathContext {
     /// Root-only credentials on this host (`rootsecrets::found`), denied by default when
     /// sbx-shell runs as root; empty otherwise.
     pub root_secrets: Vec<PathBuf>,
+    /// The user's ssh client files (`host::ssh`): the keys `config` names are denied; with
+    /// an ssh policy, `config` and `known_hosts` are revealed.
+    pub ssh_client: crate::policy::ssh::ClientFiles,
 }
 
 /// A path as written (made absolute) and, when different, as the kernel sees it.

@@ -69,6 +69,7 @@ pub fn resolve(
         }
     }
     filesystem.seed = resolve_seeds(layers, ctx, fs, &filesystem)?;
+    let ssh = resolve_ssh(layers, ctx, fs, &mut filesystem)?;
     Ok(Policy {
         profile: profile.to_string(),
         backend: layers
@@ -94,12 +95,7 @@ pub fn resolve(
         limits: resolve_limits(layers),
         environment: resolve_environment(layers, &ctx.home)?,
         git_config_allow: resolve_git_config_allow(layers)?,
-        ssh: crate::policy::ssh::resolve(
-            layers.iter().map(|l| (l.origin.as_str(), &l.config.ssh)),
-            &ctx.home,
-            &ctx.workspace,
-        )
-        .map_err(|(origin, spec, why)| PolicyError::BadSshKey { origin, spec, why })?,
+        ssh,
         program_args: layers
             .iter()
             .flat_map(|l| l.config.program_args.clone())
@@ -139,7 +135,17 @@ fn resolve_filesystem(
     let mut denied = builtin(&home_relative, "default denied paths")?;
     let writable = collect(&|c| &c.filesystem.write)?;
     let readable = collect(&|c| &c.filesystem.read)?;
-    let found_denied = deny_root_secrets(&mut denied, (&writable, &readable), ctx, fs)?;
+    let mut found_denied = deny_root_secrets(&mut denied, (&writable, &readable), ctx, fs)?;
+    let trees: Vec<&Path> = match mode {
+        FsMode::Unrestricted => vec![Path::new("/")],
+        FsMode::WorkspaceWrite => vec![workspace.real()],
+        FsMode::ReadOnly => Vec::new(),
+    };
+    let trees: Vec<&Path> = trees
+        .into_iter()
+        .chain(writable.iter().map(ResolvedPath::real))
+        .collect();
+    deny_ssh_identities(&mut denied, &mut found_denied, (&trees, &home), ctx, fs)?;
     denied.extend(collect(&|c| &c.filesystem.deny)?);
     for allowed in collect(&|c| &c.filesystem.allow_denied)? {
         denied.remove(&allowed);
@@ -191,6 +197,73 @@ fn deny_root_secrets(
         }
     }
     Ok(found_denied)
+}
+
+/// The private keys the user's ssh config names (`IdentityFile`, `policy::ssh`), denied
+/// wherever they are, found on this host like root's files — except where the denial
+/// cannot hold: inside a writable tree (the program could make it again; Landlock alone
+/// refuses such a policy) or over the home itself.
+fn deny_ssh_identities(
+    denied: &mut BTreeSet<ResolvedPath>,
+    found_denied: &mut Vec<PathBuf>,
+    (trees, home): (&[&Path], &ResolvedPath),
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+) -> Result<(), PolicyError> {
+    for key in &ctx.ssh_client.identities {
+        let key = resolve_path(
+            &key.display().to_string(),
+            "ssh config's IdentityFile",
+            ctx,
+            fs,
+        )?;
+        let covered = denied.iter().any(|d| key.real().starts_with(d.real()));
+        let cannot =
+            trees.iter().any(|t| key.real().starts_with(t)) || home.real().starts_with(key.real());
+        if !covered && !cannot {
+            found_denied.push(key.real().to_path_buf());
+            denied.insert(key);
+        }
+    }
+    Ok(())
+}
+
+/// The `"ssh"` layers resolved (`policy::ssh::resolve`); with a key named, the user's ssh
+/// `config` (and what it includes), the known_hosts files and the named keys' public
+/// halves revealed where a denied path holds them, so that ssh inside finds its hosts.
+fn resolve_ssh(
+    layers: &[Layer],
+    ctx: &PathContext,
+    fs: &impl PathResolver,
+    filesystem: &mut Filesystem,
+) -> Result<Option<crate::policy::ssh::Ssh>, PolicyError> {
+    let ssh = crate::policy::ssh::resolve(
+        layers.iter().map(|l| (l.origin.as_str(), &l.config.ssh)),
+        &ctx.home,
+        &ctx.workspace,
+    )
+    .map_err(|(origin, spec, why)| PolicyError::BadSshKey { origin, spec, why })?;
+    let Some(mut ssh) = ssh else {
+        return Ok(None);
+    };
+    let client = &ctx.ssh_client;
+    ssh.known_hosts = client.known_hosts.clone();
+    for path in client
+        .configs
+        .iter()
+        .chain(&client.known_hosts)
+        .chain(&client.public)
+    {
+        let path = resolve_path(&path.display().to_string(), "ssh client files", ctx, fs)?;
+        let hidden = filesystem
+            .denied
+            .iter()
+            .any(|d| path.real().starts_with(d.real()) && path.real() != d.real());
+        if hidden && !filesystem.revealed.contains(&path) {
+            filesystem.revealed.push(path);
+        }
+    }
+    Ok(Some(ssh))
 }
 
 /// A denial wins over a grant; granting a denied path would do nothing, so it is an error,

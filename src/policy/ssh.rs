@@ -40,10 +40,27 @@ impl SshConfig {
     }
 }
 
+/// The user's ssh client files as found on this host (`host::ssh`): what the policy
+/// reveals of them and denies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientFiles {
+    /// `~/.ssh/config` and what it includes, those that exist.
+    pub configs: Vec<PathBuf>,
+    /// The known_hosts files (the user's and the system's), those that exist.
+    pub known_hosts: Vec<PathBuf>,
+    /// The private keys `config` names (`IdentityFile`), those that exist; where a name is
+    /// filled in per host, the directory every such key lies in.
+    pub identities: Vec<PathBuf>,
+    /// The public halves beside the named keys, those that exist.
+    pub public: Vec<PathBuf>,
+}
+
 /// The resolved ssh policy: present when a key is named.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Ssh {
     pub keys: Vec<SshKey>,
+    /// Where the hosts' keys are read from.
+    pub known_hosts: Vec<PathBuf>,
     pub sign_commits: bool,
     pub confirm: bool,
 }
@@ -125,6 +142,7 @@ pub fn resolve<'a>(
     }
     Ok((!keys.is_empty()).then_some(Ssh {
         keys,
+        known_hosts: Vec::new(),
         sign_commits,
         confirm,
     }))
@@ -196,9 +214,9 @@ fn expand_home(path: &str, home: &Path, base: &Path) -> PathBuf {
     }
 }
 
-/// What ssh's client configuration names that matters to the sandbox.
+/// What one ssh_config text names that matters to the sandbox.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClientFiles {
+pub struct Directives {
     /// `IdentityFile`s: private keys, denied.
     pub identities: Vec<String>,
     /// `Include`d files (relative ones are in `~/.ssh`).
@@ -209,8 +227,8 @@ pub struct ClientFiles {
 
 /// The `IdentityFile`, `Include` and `UserKnownHostsFile` arguments of an ssh_config
 /// text, in every `Host` and `Match` block (keywords in any case, `=` or blanks, quotes).
-pub fn client_files(text: &str) -> ClientFiles {
-    let mut out = ClientFiles::default();
+pub fn directives(text: &str) -> Directives {
+    let mut out = Directives::default();
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -356,7 +374,7 @@ mod tests {
     #[test]
     fn client_configuration_names_its_files() {
         let text = "Include config.d/*\n# IdentityFile /commented\nHost a\n  IdentityFile ~/keys/a\n  identityfile=\"/with space/k\" /two\nMatch all\n UserKnownHostsFile ~/.ssh/kh none\n IdentityFile none\n";
-        let f = client_files(text);
+        let f = directives(text);
         assert_eq!(f.identities, ["~/keys/a", "/with space/k", "/two"]);
         assert_eq!(f.includes, ["config.d/*"]);
         assert_eq!(f.known_hosts, ["~/.ssh/kh"]);

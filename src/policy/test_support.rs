@@ -31,6 +31,7 @@ pub fn layers_with(workspace: &str, extra: &str) -> (Policy, Vec<Layer>, PathCon
         config: "/home/u/.config/sbx-shell".into(),
         vars: Default::default(),
         root_secrets: Vec::new(),
+        ssh_client: Default::default(),
     };
     let layers = vec![defaults_layer(), layer];
     let policy = resolve("test", &layers, &ctx, &SameFs).unwrap();

@@ -227,6 +227,7 @@ pub fn render_text(report: &Report<'_>) -> String {
     write_private_home(out, report);
     write_sockets(out, report);
     line(out, "network", &describe_network(&p.network));
+    write_ssh(out, report);
     line(out, "nested pty", yes_no(p.nested_pty));
     line(out, "keychain", yes_no(p.keychain_access));
     line(out, "gui", yes_no(p.gui));
@@ -301,7 +302,62 @@ fn write_filesystem(out: &mut String, report: &Report<'_>) {
     }
     line(out, "  readable", &list(&fs.readable));
     line(out, "  denied", &list(&fs.denied));
+    if !fs.revealed.is_empty() {
+        line(out, "  revealed", &list(&fs.revealed));
+    }
     line(out, "  protected", &list(&fs.protected));
+}
+
+/// The ssh section: the keys the session's agent passes, where each may log in, what it
+/// signs, and how ssh reaches hosts.
+fn write_ssh(out: &mut String, report: &Report<'_>) {
+    let Some(ssh) = &report.policy.ssh else {
+        line(
+            out,
+            "ssh",
+            "no agent: ssh inside has no key (--ssh-key KEY@HOST passes one)",
+        );
+        return;
+    };
+    line(
+        out,
+        "ssh",
+        "a filtered agent of sbx-shell's (SSH_AUTH_SOCK inside); your agent stays out of reach",
+    );
+    for key in &ssh.keys {
+        let hosts = match key.hosts.is_empty() {
+            true => "any host the network allows".to_string(),
+            false => words(key.hosts.iter()),
+        };
+        line(out, "  key", &format!("{} → logins to {hosts}", key.key));
+    }
+    line(
+        out,
+        "  signs",
+        match ssh.sign_commits {
+            true => "ssh logins (bound to the host's key in known_hosts) and git commits and tags",
+            false => "ssh logins only (bound to the host's key in known_hosts); git signing off",
+        },
+    );
+    line(
+        out,
+        "  confirm",
+        match ssh.confirm {
+            true => "each signature, on your terminal",
+            false => "no",
+        },
+    );
+    let known: Vec<String> = ssh
+        .known_hosts
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    line(out, "  known_hosts", &known.join("\n              "));
+    line(
+        out,
+        "  connects",
+        "ssh and git through the proxy (a wrapper first on PATH and in GIT_SSH), to hosts --net allow=HOST:22 lists",
+    );
 }
 
 /// What the private home keeps, and how each kept path meets the host's.

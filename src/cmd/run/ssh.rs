@@ -18,7 +18,6 @@ use super::prepare::Plan;
 use crate::netproxy::agent::{self, judge, known_hosts};
 use crate::netproxy::session::ProxySession;
 use crate::policy::ssh::{KeyRef, Ssh};
-use crate::policy::ResolvedPath;
 use crate::sandbox::Backend;
 use crate::session::journal::Journal;
 use crate::session::pty::ask;
@@ -61,8 +60,7 @@ pub(super) fn start(
             upstream.display()
         )
     })?;
-    let files = ClientFiles::read(&plan.policy.filesystem.home.path);
-    let rules = rules(&ssh, &held, &files, say)?;
+    let rules = rules(&ssh, &held, say)?;
     let dir = session_dir(&plan.home)?;
     let session = SshSession {
         dir: dir.clone(),
@@ -103,7 +101,9 @@ pub(super) fn start(
             ""
         }
     ));
-    reveal(plan, &files, &dir, say);
+    if matches!(backend, Backend::Bwrap { .. }) {
+        make_views(plan, &dir, say);
+    }
     let fs = &mut plan.policy.filesystem;
     fs.own_sockets.push(socket.clone());
     let mut session = session;
@@ -140,13 +140,13 @@ fn session_dir(home: &Path) -> Result<PathBuf, Failure> {
 /// The filter's rules: each named key found (a file read, a fingerprint looked up in the
 /// agent), its hosts' keys from `known_hosts`. A key the agent lacks, or a host
 /// `known_hosts` does not list, is said at the start: logins with it will be refused.
-fn rules(
-    ssh: &Ssh,
-    held: &[(Vec<u8>, Vec<u8>)],
-    files: &ClientFiles,
-    say: Verbosity,
-) -> Result<judge::Rules, Failure> {
-    let known_text: String = files.known_hosts_text();
+fn rules(ssh: &Ssh, held: &[(Vec<u8>, Vec<u8>)], say: Verbosity) -> Result<judge::Rules, Failure> {
+    let known_text: String = ssh
+        .known_hosts
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect::<Vec<_>>()
+        .join("\n");
     let mut keys = Vec::new();
     for k in &ssh.keys {
         let blob = match &k.key {
@@ -218,153 +218,33 @@ fn public_key_file(path: &Path) -> Result<Vec<u8>, Failure> {
         .map_err(|e| anyhow!("--ssh-key {}: {e}\n{hint}", path.display()))?)
 }
 
-/// The user's ssh client files, as sbx-shell reads them at the start.
-struct ClientFiles {
-    /// `config` and what it includes, existing ones.
-    configs: Vec<PathBuf>,
-    /// The known_hosts files, existing ones.
-    known_hosts: Vec<PathBuf>,
-    /// Private keys `config` names (a directory where a name is filled in per host).
-    identities: Vec<PathBuf>,
-    /// Their public halves, beside them.
-    public: Vec<PathBuf>,
-}
-
-impl ClientFiles {
-    fn read(home: &Path) -> ClientFiles {
-        let dot_ssh = home.join(".ssh");
-        let user = nix::unistd::User::from_uid(nix::unistd::getuid())
-            .ok()
-            .flatten()
-            .map(|u| u.name)
-            .unwrap_or_default();
-        let mut files = ClientFiles {
-            configs: Vec::new(),
-            known_hosts: ["known_hosts", "known_hosts2"]
-                .iter()
-                .map(|n| dot_ssh.join(n))
-                .chain(["/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"].map(PathBuf::from))
-                .collect(),
-            identities: Vec::new(),
-            public: Vec::new(),
-        };
-        let mut queue = vec![dot_ssh.join("config")];
-        while let Some(config) = queue.pop() {
-            if files.configs.len() >= 32 || files.configs.contains(&config) {
-                continue;
-            }
-            let Ok(text) = std::fs::read_to_string(&config) else {
-                continue;
-            };
-            files.configs.push(config);
-            let named = crate::policy::ssh::client_files(&text);
-            let at = |a: &String| crate::policy::ssh::where_it_leads(a, home, &user, &dot_ssh);
-            for (path, pattern) in named.includes.iter().map(at) {
-                match pattern {
-                    false => queue.push(path),
-                    true => queue.extend(
-                        std::fs::read_dir(&path)
-                            .into_iter()
-                            .flatten()
-                            .flatten()
-                            .map(|e| e.path()),
-                    ),
-                }
-            }
-            files.known_hosts.extend(
-                named
-                    .known_hosts
-                    .iter()
-                    .map(at)
-                    .filter(|(_, p)| !p)
-                    .map(|(p, _)| p),
-            );
-            for (path, pattern) in named.identities.iter().map(at) {
-                if !pattern {
-                    let mut public = path.clone().into_os_string();
-                    public.push(".pub");
-                    files.public.push(public.into());
-                }
-                files.identities.push(path);
-            }
-        }
-        files.known_hosts.retain(|p| p.is_file());
-        files.known_hosts.dedup();
-        files
-    }
-
-    fn known_hosts_text(&self) -> String {
-        self.known_hosts
-            .iter()
-            .filter_map(|p| std::fs::read_to_string(p).ok())
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-}
-
-/// The user's ssh files in the policy: `config`, what it includes, the known_hosts files
-/// and the identities' public halves revealed where a denied path holds them (under bwrap,
-/// as a copy in the session's directory shown in the denied directory's place); the
-/// identities `config` names denied wherever they are.
-fn reveal(plan: &mut Plan, files: &ClientFiles, dir: &Path, say: Verbosity) {
+/// Under bwrap: a copy of what the policy reveals inside each denied directory (the ssh
+/// client's files in `~/.ssh`), in the session's directory, shown in that directory's
+/// place (`How::View`). Landlock alone and Seatbelt read the files themselves.
+fn make_views(plan: &mut Plan, dir: &Path, say: Verbosity) {
     let fs = &mut plan.policy.filesystem;
-    for identity in &files.identities {
-        let real = std::fs::canonicalize(identity).ok();
-        let spot = real.as_deref().unwrap_or(identity);
-        if fs.denied.iter().any(|d| spot.starts_with(d.real())) || !spot.exists() {
-            continue;
-        }
-        let holds_work = [&fs.home, &fs.workspace]
-            .iter()
-            .any(|p| p.real().starts_with(spot));
-        if holds_work || spot == Path::new("/") {
-            say.note(&format!("sbx-shell: ssh: config's IdentityFile may name any file in {}: not denied (a per-host name there cannot be told apart). Fix: give it a directory of its own", spot.display()));
-            continue;
-        }
-        fs.denied.push(ResolvedPath {
-            path: identity.clone(),
-            real: real.filter(|r| r != identity),
-        });
-    }
-    let wanted = files
-        .configs
-        .iter()
-        .chain(&files.known_hosts)
-        .chain(files.public.iter().filter(|p| p.is_file()));
     let view = dir.join("view");
-    for path in wanted {
-        let Some(denied) = fs
-            .denied
-            .iter()
-            .find(|d| path.starts_with(&d.path) || path.starts_with(d.real()))
-        else {
+    for path in &fs.revealed {
+        let Some(denied) = fs.denied.iter().find(|d| path.real().starts_with(d.real())) else {
             continue;
         };
-        let root = denied.path.clone();
-        let real_root = denied.real().to_path_buf();
-        fs.revealed.push(ResolvedPath {
-            path: path.clone(),
-            real: std::fs::canonicalize(path).ok().filter(|r| r != path),
-        });
-        let Ok(rel) = path
-            .strip_prefix(&root)
-            .or_else(|_| path.strip_prefix(&real_root))
-        else {
+        let root = denied.real().to_path_buf();
+        let Ok(rel) = path.real().strip_prefix(&root) else {
             continue;
         };
         let copy = view.join(rel);
         let copied = copy
             .parent()
             .map_or(Ok(()), crate::sys::files::create_private_dir)
-            .and_then(|()| std::fs::copy(path, &copy).map(|_| ()));
+            .and_then(|()| std::fs::copy(path.real(), &copy).map(|_| ()));
         match copied {
-            Ok(()) if !fs.views.iter().any(|(p, _)| *p == real_root) => {
-                fs.views.push((real_root, view.clone()));
+            Ok(()) if !fs.views.iter().any(|(p, _)| *p == root) => {
+                fs.views.push((root, view.clone()));
             }
             Ok(()) => {}
             Err(e) => say.detail(&format!(
                 "sbx-shell: ssh: cannot copy {}: {e}",
-                path.display()
+                path.path.display()
             )),
         }
     }

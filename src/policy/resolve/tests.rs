@@ -33,6 +33,7 @@ fn ctx() -> PathContext {
         config: "/home/u/.config/sbx-shell".into(),
         vars: Default::default(),
         root_secrets: Vec::new(),
+        ssh_client: Default::default(),
     }
 }
 

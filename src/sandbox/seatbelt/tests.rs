@@ -32,6 +32,7 @@ fn policy_for(profile: &str, extra: &str) -> Policy {
         config: "/Users/u/.config/sbx-shell".into(),
         vars: Default::default(),
         root_secrets: Vec::new(),
+        ssh_client: Default::default(),
     };
     policy::resolve(
         &name,
