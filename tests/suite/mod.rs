@@ -12,6 +12,7 @@ mod protections;
 mod refusals;
 mod sandbox;
 mod ssh;
+mod sshagent;
 mod support;
 mod terminal;
 mod tmux;
