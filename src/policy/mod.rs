@@ -10,6 +10,8 @@
 
 pub mod config;
 pub mod credentials;
+mod domains;
+pub mod entry;
 pub mod gitconfig;
 pub mod home;
 pub mod launch;

@@ -2,10 +2,12 @@
 //! made absolute and checked through the `PathResolver`, grants merged, the network,
 //! limits and environment decided. Pure: the filesystem is only asked, never changed.
 
+pub use super::domains::parse_domain_rule;
+use super::domains::resolve_network;
 use super::model::{
-    DomainRule, Environment, Filesystem, Layer, Limits, Network, PathContext, PathResolver, Policy,
-    PolicyError, ResolvedPath, Seed, DEFAULT_DENIED, DEFAULT_PROTECTED, DEFAULT_TIMEOUT_GRACE,
-    DEFAULT_TMP_MIB, KEYCHAINS,
+    Environment, Filesystem, Layer, Limits, PathContext, PathResolver, Policy, PolicyError,
+    ResolvedPath, Seed, DEFAULT_DENIED, DEFAULT_PROTECTED, DEFAULT_TIMEOUT_GRACE, DEFAULT_TMP_MIB,
+    KEYCHAINS,
 };
 use crate::policy::config::{
     BackendChoice, Config, FsMode, NetworkConfig, NetworkMode, OpenFiles, OpenFilesMode,
@@ -434,28 +436,6 @@ fn resolve_seeds(
     Ok(out.into_iter().collect())
 }
 
-fn resolve_network(layers: &[Layer]) -> Result<Network, PolicyError> {
-    let Some((origin, network)) = layers
-        .iter()
-        .rev()
-        .find_map(|l| l.config.network.as_ref().map(|n| (&l.origin, n)))
-    else {
-        return Ok(Network::None);
-    };
-    match network {
-        NetworkConfig::Mode(NetworkMode::None) => Ok(Network::None),
-        NetworkConfig::Mode(NetworkMode::Full) => Ok(Network::Full),
-        NetworkConfig::Allow(list) => {
-            let rules: BTreeSet<DomainRule> = list
-                .allow
-                .iter()
-                .map(|e| parse_domain_rule(e.value(), origin))
-                .collect::<Result<_, _>>()?;
-            Ok(Network::Allow(rules.into_iter().collect()))
-        }
-    }
-}
-
 fn resolve_limits(layers: &[Layer]) -> Limits {
     fn last<T>(layers: &[Layer], pick: impl Fn(&Config) -> Option<T>) -> Option<T> {
         layers.iter().rev().find_map(|l| pick(&l.config))
@@ -602,55 +582,6 @@ fn real_path_of(path: &Path, fs: &impl PathResolver) -> Option<PathBuf> {
         }
         rest.push(existing.file_name()?);
         existing = existing.parent()?;
-    }
-}
-
-/// "example.com", "*.example.com", "1.2.3.4", "[::1]", each with an optional ":port".
-pub fn parse_domain_rule(entry: &str, origin: &str) -> Result<DomainRule, PolicyError> {
-    let bad = || PolicyError::BadDomain {
-        origin: origin.to_string(),
-        entry: entry.to_string(),
-    };
-    let (host, port) = split_port(entry).ok_or_else(bad)?;
-    let (wildcard, name) = match host.strip_prefix("*.") {
-        Some(name) => (true, name),
-        None => (false, host),
-    };
-    let name = name.to_ascii_lowercase();
-    let is_ip = name.parse::<std::net::IpAddr>().is_ok();
-    let is_domain = name.len() <= 253
-        && name.contains('.')
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        });
-    if (is_ip && wildcard) || !(is_ip || is_domain) {
-        return Err(bad());
-    }
-    Ok(DomainRule {
-        host: name,
-        wildcard,
-        port,
-    })
-}
-
-fn split_port(entry: &str) -> Option<(&str, Option<u16>)> {
-    if let Some(rest) = entry.strip_prefix('[') {
-        let (host, after) = rest.split_once(']')?;
-        return match after.strip_prefix(':') {
-            Some(port) => Some((host, Some(port.parse().ok().filter(|p| *p > 0)?))),
-            None if after.is_empty() => Some((host, None)),
-            None => None,
-        };
-    }
-    match entry.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') => {
-            Some((host, Some(port.parse().ok().filter(|p| *p > 0)?)))
-        }
-        _ => Some((entry, None)),
     }
 }
 

@@ -106,39 +106,7 @@ impl Rules {
                 if login_key != key {
                     return refuse(fp, "a login for another key than the one signing", None);
                 }
-                let Some((bound, _)) = conn.binds.iter().find(|(_, s)| s == session_id) else {
-                    if allowed.hosts.is_empty() && conn.binds.is_empty() {
-                        return Verdict::Sign {
-                            what: format!("an ssh login with {fp}"),
-                        };
-                    }
-                    return refuse(
-                        &format!("{fp} for a login not bound to a host"),
-                        "the client did not say which host (OpenSSH before 8.9, or another client)",
-                        Some("OpenSSH 8.9 or later, which binds each login to its host".into()),
-                    );
-                };
-                if host_key.is_some_and(|h| h != bound.as_slice()) {
-                    return refuse(
-                        fp,
-                        "a login naming another host key than its session's",
-                        None,
-                    );
-                }
-                let host = self.host_name(bound);
-                if !allowed.hosts.is_empty() && !allowed.host_keys.contains(bound) {
-                    return refuse(
-                        &format!("{fp} for {host}"),
-                        "a host the key may not log in to (by its key in known_hosts)",
-                        Some(format!("--ssh-key {fp}@{}", bare_host(&host))),
-                    );
-                }
-                Verdict::Sign {
-                    what: format!(
-                        "log in to {host} as {} with {fp}",
-                        String::from_utf8_lossy(user)
-                    ),
-                }
+                self.judge_login(conn, allowed, (session_id, host_key, user))
             }
             Signed::Sshsig { namespace: b"git" } if self.sign_commits => Verdict::Sign {
                 what: format!("sign a git commit or tag with {fp}"),
@@ -160,6 +128,50 @@ impl Rules {
                 &format!("signature of other data with {fp}"),
                 "neither an ssh login nor a git signature",
                 None,
+            ),
+        }
+    }
+
+    /// A login's signature: for a session the client bound to a host this key may log in
+    /// to; unbound only when the key may log in anywhere and the connection bound nothing.
+    fn judge_login(
+        &self,
+        conn: &Connection,
+        allowed: &Key,
+        (session_id, host_key, user): (&[u8], Option<&[u8]>, &[u8]),
+    ) -> Verdict {
+        let fp = &allowed.fingerprint;
+        let Some((bound, _)) = conn.binds.iter().find(|(_, s)| s == session_id) else {
+            if allowed.hosts.is_empty() && conn.binds.is_empty() {
+                return Verdict::Sign {
+                    what: format!("an ssh login with {fp}"),
+                };
+            }
+            return refuse(
+                &format!("{fp} for a login not bound to a host"),
+                "the client did not say which host (OpenSSH before 8.9, or another client)",
+                Some("OpenSSH 8.9 or later, which binds each login to its host".into()),
+            );
+        };
+        if host_key.is_some_and(|h| h != bound.as_slice()) {
+            return refuse(
+                fp,
+                "a login naming another host key than its session's",
+                None,
+            );
+        }
+        let host = self.host_name(bound);
+        if !allowed.hosts.is_empty() && !allowed.host_keys.contains(bound) {
+            return refuse(
+                &format!("{fp} for {host}"),
+                "a host the key may not log in to (by its key in known_hosts)",
+                Some(format!("--ssh-key {fp}@{}", bare_host(&host))),
+            );
+        }
+        Verdict::Sign {
+            what: format!(
+                "log in to {host} as {} with {fp}",
+                String::from_utf8_lossy(user)
             ),
         }
     }

@@ -1,6 +1,7 @@
 use super::*;
 use crate::policy::config;
 use crate::policy::model::Dropped;
+use crate::policy::{DomainRule, Network};
 use std::ffi::{OsStr, OsString};
 
 /// A filesystem where /tmp is a symlink to /private/tmp (as on macOS) and /home/u exists.
