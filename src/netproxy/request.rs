@@ -80,6 +80,12 @@ impl Refusal {
     pub fn fix(&self, target: &Target) -> Option<String> {
         let host = &target.host;
         match self {
+            // An entry without a port allows 80 and 443 only: another port is named.
+            Refusal::NotAllowed | Refusal::IpLiteral | Refusal::NoNetwork
+                if ![80, 443].contains(&target.port) =>
+            {
+                Some(format!("--net allow={host}:{}", target.port))
+            }
             Refusal::NotAllowed | Refusal::IpLiteral | Refusal::NoNetwork => {
                 Some(format!("--net allow={host}"))
             }
@@ -386,6 +392,21 @@ mod tests {
             host: host.into(),
             port,
         }
+    }
+
+    #[test]
+    fn a_refused_port_other_than_80_or_443_is_named_in_the_fix() {
+        let ssh = target("github.com", 22);
+        assert_eq!(
+            Refusal::NotAllowed.fix(&ssh).as_deref(),
+            Some("--net allow=github.com:22")
+        );
+        assert_eq!(
+            Refusal::NoNetwork
+                .fix(&target("github.com", 443))
+                .as_deref(),
+            Some("--net allow=github.com")
+        );
     }
 
     #[test]

@@ -121,7 +121,61 @@ fn every_shipped_profile_matches_its_golden_file() {
         .iter()
         .map(|(name, _)| (*name, *name, "{}"));
     for (name, profile, extra) in shipped.chain(switches.iter().copied()) {
-        let profile = build(&policy_for(profile, extra));
+        check_golden(&dir, name, &build(&policy_for(profile, extra)), update);
+    }
+}
+
+/// ssh inside: the session's agent socket connectable, `~/.ssh`'s config and known_hosts
+/// readable (after the denial, on purpose: the last matching rule wins), the key config
+/// names denied outside `~/.ssh`.
+#[test]
+fn the_ssh_profile_matches_its_golden_file() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/seatbelt");
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1");
+    let (name, layer) = profiles::load("shell", Path::new("/nonexistent")).unwrap();
+    let extra = Layer {
+        origin: "test".into(),
+        config: crate::policy::config::from_str(
+            r#"{"ssh": {"keys": ["SHA256:abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ@github.com"]}, "network": {"allow": ["github.com:22"]}}"#,
+            "test",
+        )
+        .unwrap(),
+    };
+    let ctx = PathContext {
+        home: "/Users/u".into(),
+        workspace: "/Users/u/proj".into(),
+        state: "/Users/u/.local/state/sbx-shell".into(),
+        config: "/Users/u/.config/sbx-shell".into(),
+        vars: Default::default(),
+        root_secrets: Vec::new(),
+        ssh_client: crate::policy::ssh::ClientFiles {
+            configs: vec!["/Users/u/.ssh/config".into()],
+            known_hosts: vec!["/Users/u/.ssh/known_hosts".into()],
+            identities: vec!["/Users/u/keys/work".into()],
+            public: vec!["/Users/u/keys/work.pub".into()],
+        },
+    };
+    let mut policy = policy::resolve(
+        &name,
+        &[policy::defaults_layer(), layer, extra],
+        &ctx,
+        &MacFs,
+    )
+    .unwrap();
+    policy
+        .filesystem
+        .own_sockets
+        .push("/Users/u/.local/state/sbx-shell/ssh/42/agent.sock".into());
+    let profile = build(&policy);
+    assert!(profile
+        .text
+        .contains("(remote unix-socket (path-literal (param \"SOCKET_0\")))"));
+    check_golden(&dir, "shell+ssh", &profile, update);
+}
+
+/// `profile` against `dir/NAME.sbpl` and `NAME.params` (rewritten with `update`).
+fn check_golden(dir: &Path, name: &str, profile: &Profile, update: bool) {
+    {
         let params: String = profile
             .params
             .iter()
