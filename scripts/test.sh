@@ -22,7 +22,8 @@ say() { printf '==> %s\n' "$*"; }
 
 # System packages the tests drive: tmux (pane tests), bubblewrap (the bwrap backend),
 # python3 (/usr/bin/python3: the sandbox attacks), curl (the allow-list's client),
-# openssh-server and rsync (sbx-shell as the login shell of a real sshd), procps (ps,
+# openssh-server, openssh-client (ssh, ssh-agent, ssh-keygen) and rsync (sbx-shell as the
+# login shell of a real sshd; the filtered agent against a real one), git, procps (ps,
 # for diagnostics),
 # bsdutils (script) and coreutils (stty).
 need_packages() {
@@ -33,6 +34,8 @@ need_packages() {
   command -v curl >/dev/null || missing+=(curl)
   [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
   command -v ssh >/dev/null || missing+=(openssh-client)
+  command -v ssh-agent >/dev/null || missing+=(openssh-client)
+  command -v git >/dev/null || missing+=(git)
   command -v rsync >/dev/null || missing+=(rsync)
   command -v ps >/dev/null || missing+=(procps)
   command -v script >/dev/null || missing+=(bsdutils)

@@ -96,7 +96,10 @@ impl World {
             ),
         )
         .unwrap();
-        fs::create_dir_all("/run/sshd").unwrap();
+        if !Path::new("/run/sshd").exists() {
+            fs::create_dir_all("/run/sshd").unwrap();
+            super::support::at_exit(super::support::Cleanup::Dir("/run/sshd".into()));
+        }
         let (git_port, other_port) = (free_port(), free_port());
         let mut servers = Vec::new();
         let mut known = String::new();
