@@ -257,11 +257,19 @@ fn resolve_ssh(
         .chain(&client.public)
     {
         let path = resolve_path(&path.display().to_string(), "ssh client files", ctx, fs)?;
-        let hidden = filesystem
+        // Shown where a denied directory holds it, unless it leads (a symlink) into
+        // another denied path.
+        let Some(holder) = filesystem.denied.iter().find(|d| {
+            path.path.starts_with(&d.path) && path.path != d.path
+                || path.real().starts_with(d.real()) && path.real() != d.real()
+        }) else {
+            continue;
+        };
+        let elsewhere = filesystem
             .denied
             .iter()
-            .any(|d| path.real().starts_with(d.real()) && path.real() != d.real());
-        if hidden && !filesystem.revealed.contains(&path) {
+            .any(|d| path.real().starts_with(d.real()) && !d.real().starts_with(holder.real()));
+        if !elsewhere && !filesystem.revealed.contains(&path) {
             filesystem.revealed.push(path);
         }
     }

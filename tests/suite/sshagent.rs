@@ -378,7 +378,8 @@ fn the_filtered_agent_passes_one_key_for_its_host_and_changes_nothing() {
     }
 }
 
-/// Signing arbitrary data, and a session bound to the allowed host with a signature the
+/// Signing arbitrary data, with the key not named (its public half is no secret), and a
+/// session bound to the allowed host with a signature the
 /// host never made: the real agent signs both; the filtered one neither.
 const FORGE: &str = r#"
 import base64, os, socket, struct
@@ -394,12 +395,15 @@ a = ask(s, b"\x0b")
 l = struct.unpack(">I", a[5:9])[0]; key = a[9:9 + l]
 r = ask(s, b"\x0d" + string(key) + string(b"an arbitrary challenge") + struct.pack(">I", 0))
 print("ARBITRARY", "SIGNED" if r[0] == 14 else "REFUSED")
+two = base64.b64decode(os.environ["KEY_TWO"])
+login = lambda sid, k: string(sid) + b"\x32" + string(b"root") + string(b"ssh-connection") + string(b"publickey") + b"\x01" + string(b"ssh-ed25519") + string(k)
+r = ask(s, b"\x0d" + string(two) + string(login(b"S", two)) + struct.pack(">I", 0))
+print("OTHER-KEY", "SIGNED" if r[0] == 14 else "REFUSED")
 host = base64.b64decode(os.environ["HOST_KEY"])
 sid = os.urandom(32)
 fake = string(b"ssh-ed25519") + string(b"\0" * 64)
 r = ask(s, b"\x1b" + string(b"session-bind@openssh.com") + string(host) + string(sid) + string(fake) + b"\0")
-login = string(sid) + b"\x32" + string(b"root") + string(b"ssh-connection") + string(b"publickey") + b"\x01" + string(b"ssh-ed25519") + string(key)
-r = ask(s, b"\x0d" + string(key) + string(login) + struct.pack(">I", 0))
+r = ask(s, b"\x0d" + string(key) + string(login(sid, key)) + struct.pack(">I", 0))
 print("FORGED-LOGIN", "SIGNED" if r[0] == 14 else "REFUSED")
 "#;
 
@@ -411,11 +415,20 @@ fn forged_bindings_and_arbitrary_data_get_no_signature() {
     let world = World::new(User::Root);
     let host_key = public(&world.keys.join("host-git"));
     let host_key = host_key.split(' ').nth(1).unwrap();
-    let script = format!("HOST_KEY={host_key} python3 -c {}", sh_quote(FORGE));
+    let two = public(&world.keys.join("two"));
+    let two = two.split(' ').nth(1).unwrap();
+    let script = format!(
+        "HOST_KEY={host_key} KEY_TWO={two} /usr/bin/python3 -c {}",
+        sh_quote(FORGE)
+    );
     let (_, out, err) = world.bare(&script);
     assert_lines(
         &out,
-        &["ARBITRARY SIGNED", "FORGED-LOGIN SIGNED"],
+        &[
+            "ARBITRARY SIGNED",
+            "OTHER-KEY SIGNED",
+            "FORGED-LOGIN SIGNED",
+        ],
         &format!("bare: {err}"),
     );
     for backend in ["bwrap", "landlock"] {
@@ -423,11 +436,30 @@ fn forged_bindings_and_arbitrary_data_get_no_signature() {
         let (_, out, err) = world.sandboxed(backend, &["--ssh-key", &allowed], &script);
         assert_lines(
             &out,
-            &["ARBITRARY REFUSED", "FORGED-LOGIN REFUSED"],
+            &[
+                "ARBITRARY REFUSED",
+                "OTHER-KEY REFUSED",
+                "FORGED-LOGIN REFUSED",
+            ],
             &format!("{backend}: {err}"),
         );
-        assert!(err.contains("signature of other data"), "{backend}: {err}");
-        assert!(err.contains("session-bind for"), "{backend}: {err}");
+        // Each named (the summary shows three, the log every one).
+        assert!(err.contains("ssh agent requests: 4 ("), "{backend}: {err}");
+        let log = world
+            .as_user(
+                Command::new(super::support::bin())
+                    .env_clear()
+                    .args(["log", "-n", "1"]),
+            )
+            .shown();
+        let log = String::from_utf8_lossy(&log.stdout).into_owned();
+        for subject in [
+            "signature of other data",
+            "session-bind for",
+            "for a login not bound",
+        ] {
+            assert!(log.contains(subject), "{backend}: {subject}: {log}");
+        }
         // The user's own agent, by its path: out of reach.
         let (_, out, _) = world.sandboxed(
             backend,
@@ -513,9 +545,19 @@ fn private_keys_stay_hidden_wherever_config_names_them() {
     let home = &world.lab.home;
     fs::create_dir_all(home.join("keys")).unwrap();
     fs::write(home.join("keys/id_work"), "CANARY-KEY work\n").unwrap();
+    // A pointer file a session could write (the workspace), included by the user's
+    // config: it names the private key as an included file and as a known_hosts file.
+    fs::write(
+        world.lab.ws.join("ssh.conf"),
+        "Include ~/.ssh/id_ed25519\nUserKnownHostsFile ~/.ssh/id_ed25519\n",
+    )
+    .unwrap();
     fs::write(
         home.join(".ssh/config"),
-        "Host *\n  IdentityFile ~/keys/id_work\n  IdentityFile ~/.ssh/id_ed25519\n",
+        format!(
+            "Include {}\nHost *\n  IdentityFile ~/keys/id_work\n  IdentityFile ~/.ssh/id_ed25519\n",
+            world.lab.ws.join("ssh.conf").display()
+        ),
     )
     .unwrap();
     let script = r#"

@@ -187,7 +187,7 @@ fn check_golden(dir: &Path, name: &str, profile: &Profile, update: bool) {
         ] {
             let path = dir.join(&file);
             if update {
-                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::create_dir_all(dir).unwrap();
                 std::fs::write(&path, generated).unwrap();
             }
             let golden = std::fs::read_to_string(&path).unwrap_or_default();
