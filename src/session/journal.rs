@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::policy::refusal::{parse_report, Cause, Refusal, Sink, Tally};
+use crate::sys::files::{lock_held as held, try_lock as lock};
 
 /// How long the reader of the guard's reports rests after each batch: at the guard's
 /// fastest (a refusal in about 20 µs) a batch is some 250 reports, well within a pipe.
@@ -239,18 +240,6 @@ fn journals(dir: &Path) -> Vec<(u32, PathBuf)> {
             Some((pid, e.path()))
         })
         .collect()
-}
-
-/// Take `file`'s lock (`how`: LOCK_EX or LOCK_SH), without waiting; whether it was taken.
-fn lock(file: &File, how: i32) -> bool {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock takes a descriptor of ours and integer flags.
-    unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) == 0 }
-}
-
-/// Whether a session holds the lock of the journal at `path`.
-fn held(path: &Path) -> bool {
-    File::open(path).is_ok_and(|f| !lock(&f, libc::LOCK_SH))
 }
 
 fn remove_stale(dir: &Path) {

@@ -133,6 +133,20 @@ fn open_dirs_inside(base: &Path, rel: &Path) -> io::Result<std::os::fd::OwnedFd>
 }
 
 /// Open `path` for appending, created 0600 (its directory 0700) when missing.
+/// Take `file`'s lock (`how`: LOCK_EX or LOCK_SH), without waiting; whether it was taken.
+/// A running session holds its own files' locks: that, not a pid (reused, or another pid
+/// namespace's), tells a running session's files from a gone one's.
+pub fn try_lock(file: &File, how: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock takes a descriptor of ours and integer flags.
+    unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) == 0 }
+}
+
+/// Whether a running session holds the lock of the file at `path`.
+pub fn lock_held(path: &Path) -> bool {
+    File::open(path).is_ok_and(|f| !try_lock(&f, libc::LOCK_SH))
+}
+
 pub fn append_private(path: &Path) -> io::Result<File> {
     if let Some(dir) = path.parent() {
         create_private_dir(dir)?;

@@ -367,7 +367,8 @@ fn a_refusal_names_the_option_that_allows_it() {
         assert!(
             text.contains("resolves to the non-public address 127.0.0.1")
                 && text.contains("Hint: --resolve mirror.corp.test:127.0.0.1 allows it")
-                && text.contains("Hint: --net allow=other.test allows it"),
+                // The port too: an entry without one allows 80 and 443 only.
+                && text.contains(&format!("Hint: --net allow=other.test:{port} allows it")),
             "{what}"
         );
         let line = err
@@ -375,7 +376,9 @@ fn a_refusal_names_the_option_that_allows_it() {
             .find(|l| l.starts_with("  connections: "))
             .unwrap_or_default();
         assert!(
-            line.contains("→ --resolve mirror.corp.test:127.0.0.1  --net allow=other.test"),
+            line.contains(&format!(
+                "→ --resolve mirror.corp.test:127.0.0.1  --net allow=other.test:{port}"
+            )),
             "{what}"
         );
         assert!(origin.seen().is_empty(), "{what}");
@@ -484,10 +487,15 @@ fn without_network_what_the_program_asked_for_is_named_at_once() {
                 assert!(
                     text.contains("mirror.corp.test:")
                         && text.contains("the session has no network")
-                        && text.contains("Hint: --net allow=mirror.corp.test allows it"),
+                        && text.contains(&format!(
+                            "Hint: --net allow=mirror.corp.test:{port} allows it"
+                        )),
                     "{what}"
                 );
-                assert!(err.contains("--net allow=mirror.corp.test"), "{what}");
+                assert!(
+                    err.contains(&format!("--net allow=mirror.corp.test:{port}")),
+                    "{what}"
+                );
                 // The option given, the host is reached.
                 let allow = format!("allow=mirror.corp.test:{port}");
                 let (text, _, _) = run(&[

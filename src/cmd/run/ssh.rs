@@ -24,10 +24,11 @@ use crate::session::pty::ask;
 use crate::sys::exit::Failure;
 use crate::sys::say::Verbosity;
 
-/// The session's ssh pieces: its directory (removed at the end) and the variables the
-/// program gets.
+/// The session's ssh pieces: its directory (removed at the end; its lock held meanwhile)
+/// and the variables the program gets.
 pub(super) struct SshSession {
     dir: PathBuf,
+    _lock: std::fs::File,
     pub(super) env: Vec<(String, OsString)>,
 }
 
@@ -61,9 +62,10 @@ pub(super) fn start(
         )
     })?;
     let rules = rules(&ssh, &held, say)?;
-    let dir = session_dir(&plan.home)?;
-    let session = SshSession {
+    let (dir, lock) = session_dir(&plan.home)?;
+    let mut session = SshSession {
         dir: dir.clone(),
+        _lock: lock,
         env: Vec::new(),
     };
     let socket = dir.join("agent.sock");
@@ -106,35 +108,52 @@ pub(super) fn start(
     }
     let fs = &mut plan.policy.filesystem;
     fs.own_sockets.push(socket.clone());
-    let mut session = session;
     session.env = environment(&socket, &dir, backend, net)?;
     Ok((Some(session), desk))
 }
 
-/// `state/ssh/PID`, made private; those of sessions no longer running removed.
-fn session_dir(home: &Path) -> Result<PathBuf, Failure> {
+/// `state/ssh/PID` (or `PID-N` when another pid namespace's session holds that one),
+/// made private, its lock taken; those of sessions gone (killed) removed.
+fn session_dir(home: &Path) -> Result<(PathBuf, std::fs::File), Failure> {
+    use crate::sys::files::{append_private, create_private_dir, lock_held, try_lock};
     let parent = crate::sys::files::state_dir(home).join("ssh");
-    crate::sys::files::create_private_dir(&parent)
-        .with_context(|| format!("cannot create {}", parent.display()))?;
+    create_private_dir(&parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    let parent = std::fs::canonicalize(&parent).unwrap_or(parent);
     for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
-        let pid = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok());
-        let gone = pid.is_some_and(|p| {
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None)
-                == Err(nix::errno::Errno::ESRCH)
-        });
+        let lock = entry.path().join("lock");
+        // A directory without its lock yet may be a session starting this instant.
+        let gone = match lock.exists() {
+            true => !lock_held(&lock),
+            false => entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age.as_secs() > 60)),
+        };
         if gone {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
-    let parent = std::fs::canonicalize(&parent).unwrap_or(parent);
-    let dir = parent.join(std::process::id().to_string());
-    let _ = std::fs::remove_dir_all(&dir);
-    crate::sys::files::create_private_dir(&dir)
-        .with_context(|| format!("cannot create {}", dir.display()))?;
-    Ok(dir)
+    let pid = std::process::id();
+    for n in 0..16 {
+        let dir = match n {
+            0 => parent.join(pid.to_string()),
+            n => parent.join(format!("{pid}-{n}")),
+        };
+        if lock_held(&dir.join("lock")) {
+            continue;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let made = create_private_dir(&dir).and_then(|()| append_private(&dir.join("lock")));
+        let lock = made.with_context(|| format!("cannot create {}", dir.display()))?;
+        if try_lock(&lock, libc::LOCK_EX) {
+            return Ok((dir, lock));
+        }
+    }
+    Err(anyhow!(
+        "cannot take a directory of its own in {}\nHint: remove what is there",
+        parent.display()
+    )
+    .into())
 }
 
 /// The filter's rules: each named key found (a file read, a fingerprint looked up in the
