@@ -275,6 +275,14 @@ impl World {
         )
     }
 
+    /// `sbx-shell log -n 1` as the lab's user: the last session with every refusal.
+    fn last_log(&self) -> String {
+        let mut cmd = Command::new(super::support::bin());
+        cmd.env_clear().args(["log", "-n", "1"]);
+        let out = self.as_user(&mut cmd).shown();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     fn listed_outside(&self) -> usize {
         let out = self.as_user(Command::new("ssh-add").arg("-l")).shown();
         String::from_utf8_lossy(&out.stdout).lines().count()
@@ -350,14 +358,7 @@ fn the_filtered_agent_passes_one_key_for_its_host_and_changes_nothing() {
             // Every refusal named (the summary shows the first three, the log all), with
             // the option that allows the host.
             assert!(err.contains("ssh agent requests: "), "{what}");
-            let log = world
-                .as_user(
-                    Command::new(super::support::bin())
-                        .env_clear()
-                        .args(["log", "-n", "1"]),
-                )
-                .shown();
-            let line = String::from_utf8_lossy(&log.stdout).into_owned();
+            let line = world.last_log();
             for subject in [
                 format!("for [other.test]:{}", world.other_port),
                 "remove every key".into(),
@@ -445,14 +446,7 @@ fn forged_bindings_and_arbitrary_data_get_no_signature() {
         );
         // Each named (the summary shows three, the log every one).
         assert!(err.contains("ssh agent requests: 4 ("), "{backend}: {err}");
-        let log = world
-            .as_user(
-                Command::new(super::support::bin())
-                    .env_clear()
-                    .args(["log", "-n", "1"]),
-            )
-            .shown();
-        let log = String::from_utf8_lossy(&log.stdout).into_owned();
+        let log = world.last_log();
         for subject in [
             "signature of other data",
             "session-bind for",
