@@ -231,11 +231,25 @@ impl World {
 
     /// `sh -c SCRIPT` sandboxed with `args` and the network to both servers.
     fn sandboxed(&self, backend: &str, args: &[&str], script: &str) -> (i32, String, String) {
+        self.sandboxed_by(None, backend, args, script)
+    }
+
+    /// `sandboxed`, by the sbx-shell binary at `binary` when given.
+    fn sandboxed_by(
+        &self,
+        binary: Option<&Path>,
+        backend: &str,
+        args: &[&str],
+        script: &str,
+    ) -> (i32, String, String) {
         let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         all.extend(self.net());
         all.extend(["-c".into(), script.into()]);
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
-        let mut cmd = self.lab.command(backend, &all);
+        let mut cmd = match binary {
+            Some(binary) => self.lab.command_of(binary, backend, &all),
+            None => self.lab.command(backend, &all),
+        };
         cmd.env("SSH_AUTH_SOCK", &self.agent)
             .env("GIT_PORT", self.git_port.to_string())
             .env("OTHER_PORT", self.other_port.to_string())
@@ -663,5 +677,80 @@ fn bad_ssh_settings_stop_before_the_program_runs() {
         assert_ne!(out.status.code(), Some(0), "{spec}");
         assert!(err.contains(says) && err.contains("Hint:"), "{spec}: {err}");
         assert!(!String::from_utf8_lossy(&out.stdout).contains("RAN"));
+    }
+}
+
+/// A checkout or binary under /tmp: the host's /tmp is not the sandbox's (bwrap's is
+/// private, Landlock alone leaves it out), yet ssh's ProxyCommand runs sbx-shell inside.
+#[test]
+fn a_binary_under_tmp_still_takes_ssh_through_the_proxy() {
+    if !ssh_tools() {
+        return;
+    }
+    let world = World::new(User::Root);
+    let dir = PathBuf::from(format!("/tmp/sbx-ssh-bin-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    super::support::at_exit(super::support::Cleanup::Dir(dir.clone()));
+    let binary = dir.join("sbx-shell");
+    super::support::copy_binary(&binary);
+    let allowed = format!("{}@git.test:{}", world.key_pub("one"), world.git_port);
+    for backend in ["bwrap", "landlock"] {
+        let (_, out, err) = world.sandboxed_by(
+            Some(&binary),
+            backend,
+            &["--ssh-key", &allowed],
+            &format!("{SSH_INSIDE} -p \"$GIT_PORT\" root@git.test echo LOGIN-OK"),
+        );
+        assert_lines(&out, &["LOGIN-OK"], &format!("{backend}: {err}"));
+    }
+}
+
+/// `"ssh"` in the user's config file does what the flags do, and `explain` shows it.
+#[test]
+fn the_ssh_section_of_a_config_file_works_and_explain_shows_it() {
+    if !ssh_tools() {
+        return;
+    }
+    let world = World::new(User::Root);
+    let config = world.lab.home.join(".config/sbx-shell");
+    fs::create_dir_all(&config).unwrap();
+    fs::write(
+        config.join("config.json"),
+        format!(
+            r#"{{"ssh": {{"keys": ["{}"], "hosts": ["git.test:{}"], "sign_commits": true}}}}"#,
+            world.key_pub("one"),
+            world.git_port
+        ),
+    )
+    .unwrap();
+    let explain = |args: &[&str]| {
+        let mut cmd = Command::new(super::support::bin());
+        cmd.env_clear()
+            .env("HOME", &world.lab.home)
+            .current_dir(&world.lab.ws)
+            .arg("explain")
+            .args(args);
+        String::from_utf8_lossy(&cmd.shown().stdout).into_owned()
+    };
+    let text = explain(&[]);
+    for line in [
+        "ssh           a filtered agent of sbx-shell's (SSH_AUTH_SOCK inside); your agent stays out of reach".to_string(),
+        format!("  key         {} → logins to git.test:{}", world.key_pub("one"), world.git_port),
+        "  signs       ssh logins (bound to the host's key in known_hosts) and git commits and tags".into(),
+        format!("  revealed    {}", world.lab.home.join(".ssh/known_hosts").display()),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line:?} in:\n{text}");
+    }
+    let json: serde_json::Value = serde_json::from_str(&explain(&["--json"])).unwrap();
+    assert_eq!(json["policy"]["ssh"]["sign_commits"], true, "{json}");
+    for backend in ["bwrap", "landlock"] {
+        let (_, out, err) = world.sandboxed(
+            backend,
+            &[],
+            &format!(
+                "echo \"KEYS $(ssh-add -l | grep -c ED25519)\"\n{SSH_INSIDE} -p \"$GIT_PORT\" root@git.test echo LOGIN-OK"
+            ),
+        );
+        assert_lines(&out, &["KEYS 1", "LOGIN-OK"], &format!("{backend}: {err}"));
     }
 }

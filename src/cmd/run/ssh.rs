@@ -108,7 +108,7 @@ pub(super) fn start(
     }
     let fs = &mut plan.policy.filesystem;
     fs.own_sockets.push(socket.clone());
-    session.env = environment(&socket, &dir, backend, net)?;
+    session.env = environment(&socket, &dir, (backend, &plan.policy), net)?;
     Ok((Some(session), desk))
 }
 
@@ -274,16 +274,12 @@ fn make_views(plan: &mut Plan, dir: &Path, say: Verbosity) {
 fn environment(
     socket: &Path,
     dir: &Path,
-    backend: &Backend,
+    (backend, policy): (&Backend, &crate::policy::Policy),
     net: Option<&ProxySession>,
 ) -> Result<Vec<(String, OsString)>, Failure> {
     let mut env = vec![("SSH_AUTH_SOCK".to_string(), socket.as_os_str().to_owned())];
     let Some(ssh) = find_on_path("ssh") else {
         return Ok(env);
-    };
-    let exe = match backend {
-        Backend::Bwrap { .. } => PathBuf::from(crate::sandbox::bwrap::HELPER_PATH),
-        _ => std::env::current_exe().context("cannot locate the sbx-shell executable")?,
     };
     let proxy = net
         .and_then(|n| n.port)
@@ -291,6 +287,7 @@ fn environment(
     let bin = dir.join("bin");
     crate::sys::files::create_private_dir(&bin)
         .context("cannot create the ssh wrapper's directory")?;
+    let exe = exe_inside(backend, policy, &bin)?;
     let wrapper = bin.join("ssh");
     std::fs::write(&wrapper, wrapper_script(&ssh, &exe, proxy.as_deref()))
         .context("cannot write the ssh wrapper")?;
@@ -305,6 +302,44 @@ fn environment(
     env.push(("PATH".into(), path));
     env.push(("GIT_SSH".into(), wrapper.into_os_string()));
     Ok(env)
+}
+
+/// The sbx-shell executable as the program can run it (for `ProxyCommand`): under bwrap
+/// the bind at `HELPER_PATH`; elsewhere its own path, unless the sandbox does not show
+/// that path (a binary under `/tmp` with Landlock alone, one in a denied path, one
+/// deleted by an upgrade): then a copy in the session's directory.
+fn exe_inside(
+    backend: &Backend,
+    policy: &crate::policy::Policy,
+    bin: &Path,
+) -> Result<PathBuf, Failure> {
+    if matches!(backend, Backend::Bwrap { .. }) {
+        return Ok(PathBuf::from(crate::sandbox::bwrap::HELPER_PATH));
+    }
+    let exe = std::env::current_exe().context("cannot locate the sbx-shell executable")?;
+    let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
+    let private = *backend == Backend::Landlock
+        && crate::sandbox::landlock::HOST_PRIVATE
+            .iter()
+            .any(|p| exe.starts_with(p));
+    let denied = policy
+        .filesystem
+        .denied
+        .iter()
+        .any(|d| exe.starts_with(d.real()));
+    if !private && !denied && exe.is_file() {
+        return Ok(exe);
+    }
+    let source = match Path::new("/proc/self/exe").exists() {
+        true => PathBuf::from("/proc/self/exe"),
+        false => exe,
+    };
+    let copy = bin.join("sbx-shell");
+    std::fs::copy(&source, &copy).context("cannot copy sbx-shell for ssh's ProxyCommand")?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755))
+        .context("cannot make the copy of sbx-shell executable")?;
+    Ok(copy)
 }
 
 /// The wrapper: the real ssh with the session's agent and, with `proxy`, the tunnel.
