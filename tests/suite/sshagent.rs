@@ -190,16 +190,18 @@ impl World {
             _servers: servers,
             _agent: agent_process,
         };
-        let added = world
-            .as_user(
-                Command::new("ssh-add")
-                    .arg("-q")
-                    .arg(world.keys.join("one"))
-                    .arg(world.keys.join("two")),
-            )
-            .shown();
-        assert!(added.status.success(), "ssh-add: {added:?}");
+        world.add_keys();
         world
+    }
+
+    /// The user's agent holds both keys (again).
+    fn add_keys(&self) {
+        let mut cmd = Command::new("ssh-add");
+        cmd.arg("-q")
+            .arg(self.keys.join("one"))
+            .arg(self.keys.join("two"));
+        let added = self.as_user(&mut cmd).shown();
+        assert!(added.status.success(), "ssh-add: {added:?}");
     }
 
     fn as_user<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
@@ -341,15 +343,7 @@ fn the_filtered_agent_passes_one_key_for_its_host_and_changes_nothing() {
             &format!("bare as {user:?}: {err}"),
         );
         for backend in ["bwrap", "landlock"] {
-            let again = world
-                .as_user(
-                    Command::new("ssh-add")
-                        .arg("-q")
-                        .arg(world.keys.join("one"))
-                        .arg(world.keys.join("two")),
-                )
-                .shown();
-            assert!(again.status.success());
+            world.add_keys();
             let allowed = format!("{}@git.test:{}", world.key_pub("one"), world.git_port);
             let (_, out, err) = world.sandboxed(
                 backend,

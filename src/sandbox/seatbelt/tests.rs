@@ -19,13 +19,9 @@ impl PathResolver for MacFs {
     }
 }
 
-fn policy_for(profile: &str, extra: &str) -> Policy {
-    let (name, layer) = profiles::load(profile, Path::new("/nonexistent")).unwrap();
-    let extra = Layer {
-        origin: "test".into(),
-        config: crate::policy::config::from_str(extra, "test").unwrap(),
-    };
-    let ctx = PathContext {
+/// A Mac user's home, workspace and sbx-shell directories.
+fn mac_context() -> PathContext {
+    PathContext {
         home: "/Users/u".into(),
         workspace: "/Users/u/proj".into(),
         state: "/Users/u/.local/state/sbx-shell".into(),
@@ -33,7 +29,16 @@ fn policy_for(profile: &str, extra: &str) -> Policy {
         vars: Default::default(),
         root_secrets: Vec::new(),
         ssh_client: Default::default(),
+    }
+}
+
+fn policy_for(profile: &str, extra: &str) -> Policy {
+    let (name, layer) = profiles::load(profile, Path::new("/nonexistent")).unwrap();
+    let extra = Layer {
+        origin: "test".into(),
+        config: crate::policy::config::from_str(extra, "test").unwrap(),
     };
+    let ctx = mac_context();
     policy::resolve(
         &name,
         &[policy::defaults_layer(), layer, extra],
@@ -142,18 +147,13 @@ fn the_ssh_profile_matches_its_golden_file() {
         .unwrap(),
     };
     let ctx = PathContext {
-        home: "/Users/u".into(),
-        workspace: "/Users/u/proj".into(),
-        state: "/Users/u/.local/state/sbx-shell".into(),
-        config: "/Users/u/.config/sbx-shell".into(),
-        vars: Default::default(),
-        root_secrets: Vec::new(),
         ssh_client: crate::policy::ssh::ClientFiles {
             configs: vec!["/Users/u/.ssh/config".into()],
             known_hosts: vec!["/Users/u/.ssh/known_hosts".into()],
             identities: vec!["/Users/u/keys/work".into()],
             public: vec!["/Users/u/keys/work.pub".into()],
         },
+        ..mac_context()
     };
     let mut policy = policy::resolve(
         &name,
