@@ -24,8 +24,9 @@ say() { printf '==> %s\n' "$*"; }
 # python3 (/usr/bin/python3: the sandbox attacks), curl (the allow-list's client),
 # openssh-server, openssh-client (ssh, ssh-agent, ssh-keygen) and rsync (sbx-shell as the
 # login shell of a real sshd; the filtered agent against a real one), git, procps (ps,
-# for diagnostics),
-# bsdutils (script) and coreutils (stty).
+# for diagnostics), bsdutils (script) and coreutils (stty); gcc and golang-go (the programs
+# that make files under signals), docker.io, podman and mmdebstrap (containers as they
+# come, from an image built of Debian's packages).
 need_packages() {
   local missing=()
   command -v tmux >/dev/null || missing+=(tmux)
@@ -46,6 +47,11 @@ need_packages() {
   command -v vim >/dev/null || missing+=(vim)
   command -v less >/dev/null || missing+=(less)
   command -v su >/dev/null || missing+=(util-linux)
+  command -v cc >/dev/null || missing+=(gcc)
+  command -v go >/dev/null || missing+=(golang-go)
+  command -v dockerd >/dev/null || missing+=(docker.io)
+  command -v podman >/dev/null || missing+=(podman)
+  command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
   printf '%s\n' "${missing[@]}"
 }
 
@@ -149,6 +155,52 @@ install_agents() {
   export SBX_AGENTS_BIN="$dir/node_modules/.bin"
 }
 
+# The container tests' engines and image (as root only: the engines run as root; the tests
+# say why they cannot run otherwise). A Docker engine of the tests' own — its data, sockets
+# and containerd under the cache below, no bridge and no iptables rules, so nothing on the
+# host's network changes — stopped when the tests end; a Podman storage of the tests' own;
+# and the image both run: Debian bookworm (minbase, python3) built by mmdebstrap from
+# Debian's packages, so no image registry is needed. Built once, kept in the cache.
+docker_pid=""
+start_containers() {
+  [ "$(id -u)" -eq 0 ] || return 0
+  local cache dir rootfs image=sbx-test-debian:bookworm
+  cache="${SBX_AGENTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sbx-shell-tests}"
+  dir="$cache/containers"
+  mkdir -p "$dir"
+  rootfs="$dir/bookworm-minbase-python3.tar"
+  if [ ! -f "$rootfs" ]; then
+    [ "${SBX_NO_INSTALL:-0}" = 1 ] && { echo "the container image is not built. Hint: run without SBX_NO_INSTALL" >&2; exit 1; }
+    say "building the container tests' image from Debian's packages (mmdebstrap)"
+    # (mmdebstrap tells the format by the name's ending)
+    rm -rf "$dir/partial.tar"
+    mmdebstrap --quiet --variant=minbase --include=python3 bookworm "$dir/partial.tar" >/dev/null
+    mv "$dir/partial.tar" "$rootfs"
+  fi
+  local sock="$dir/docker.sock"
+  dockerd --host "unix://$sock" --data-root "$dir/docker" --exec-root "$dir/run" \
+    --pidfile "$dir/docker.pid" --bridge none --iptables=false --ip6tables=false \
+    --ip-forward=false --ip-masq=false >"$dir/dockerd.log" 2>&1 &
+  docker_pid=$!
+  local i
+  for i in $(seq 150); do
+    docker -H "unix://$sock" version >/dev/null 2>&1 && break
+    kill -0 "$docker_pid" 2>/dev/null || { tail -5 "$dir/dockerd.log" >&2; echo "dockerd did not start" >&2; exit 1; }
+    sleep 0.2
+  done
+  docker -H "unix://$sock" image inspect "$image" >/dev/null 2>&1 ||
+    docker -H "unix://$sock" import "$rootfs" "$image" >/dev/null
+  local podman=(podman --root "$dir/podman" --runroot "$dir/podman-run")
+  "${podman[@]}" image exists "$image" || "${podman[@]}" import -q "$rootfs" "$image" >/dev/null
+  export SBX_TEST_DOCKER_HOST="unix://$sock" SBX_TEST_PODMAN_ROOT="$dir/podman" SBX_TEST_IMAGE="$image"
+}
+
+stop_containers() {
+  [ -n "$docker_pid" ] || return 0
+  kill "$docker_pid" 2>/dev/null || true
+  wait "$docker_pid" 2>/dev/null || true
+}
+
 install_packages
 install_rust_parts
 setup_apparmor_parser
@@ -183,7 +235,8 @@ machine_state() {
 
 say "cargo test (SBX_REQUIRE_ALL=$SBX_REQUIRE_ALL)"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log"; stop_containers' EXIT
+start_containers
 before=$(machine_state)
 set +e
 cargo test --locked "$@" 2>&1 | tee "$log"

@@ -46,6 +46,8 @@ pub enum ConfineError {
     PartlyEnforced(RulesetStatus),
     #[error("seccomp: cannot hand the mediated calls to the guard: {0}\nHint: `sbx-shell doctor` checks the kernel (seccomp user notification, Linux 5.14)")]
     Mediation(#[source] io::Error),
+    #[error("{0}")]
+    Guard(#[source] io::Error),
     #[error(transparent)]
     SeccompCompile(#[from] SeccompError),
     #[error("seccomp: {0}")]
@@ -291,13 +293,24 @@ pub fn apply_mediation(
     install_listened(&table, channel)
 }
 
-/// Install `table` as a filter with a listener, and send the listener over `channel`.
+/// Install `table` as a filter with a listener, and hand the listener to the guard over
+/// `channel`, waiting for the guard to say it can do its work (`mediator::handshake`).
+/// Once the guard received a call, only a fatal signal ends the program's wait where the
+/// kernel allows it (`SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`, Linux 5.19); before,
+/// any signal does (`mediator::replay`).
 fn install_listened(
     table: &[crate::sandbox::mediated::Mediated],
     channel: std::os::fd::OwnedFd,
 ) -> Result<(), ConfineError> {
     use crate::sandbox::mediated;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    /// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19).
+    const WAIT_KILLABLE_RECV: libc::c_ulong = 1 << 5;
+    // Readable by the guard, which checks that it can read this process's memory before
+    // the program runs (`handshake`): an sbx-shell binary that may be run but not read
+    // (mode 0711) leaves the process undumpable until the exec makes it the program's.
+    // SAFETY: prctl takes integers; it applies to this process.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
     let program = mediated::compile(table);
     let prog = libc::sock_fprog {
         len: u16::try_from(program.len()).map_err(|_| {
@@ -305,22 +318,30 @@ fn install_listened(
         })?,
         filter: program.as_ptr().cast_mut(),
     };
-    // SAFETY: seccomp reads the program through `prog`, valid for the call.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-            &prog as *const libc::sock_fprog,
-        )
+    let install = |flags: libc::c_ulong| {
+        // SAFETY: seccomp reads the program through `prog`, valid for the call.
+        unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | flags,
+                &prog as *const libc::sock_fprog,
+            )
+        }
     };
+    let mut killable = true;
+    let mut fd = install(WAIT_KILLABLE_RECV);
+    if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        killable = false;
+        fd = install(0);
+    }
     if fd < 0 {
         return Err(ConfineError::Mediation(io::Error::last_os_error()));
     }
     // SAFETY: seccomp returned a new descriptor, ours alone.
     let listener = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-    crate::sys::fdpass::send_fd(channel.as_raw_fd(), listener.as_raw_fd())
-        .map_err(ConfineError::Mediation)
+    crate::helper::mediator::handshake::offer(&channel, listener.as_raw_fd(), killable)
+        .map_err(ConfineError::Guard)
 }
 
 /// Install the seccomp filter (needs no_new_privs or CAP_SYS_ADMIN; set before).

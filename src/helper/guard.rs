@@ -11,8 +11,9 @@
 //! - when the program ends, kills what is left and ends the same way the program did, so
 //!   sbx-shell sees the program's exit status;
 //! - reports the program's stops so that job control still reaches sbx-shell: on the notice
-//!   fd when sbx-shell gave one (needed inside bwrap, whose processes sit between us and
-//!   sbx-shell and never pass a stop on), else by stopping itself; passes SIGCONT on;
+//!   fd sbx-shell gives it (bwrap's processes sit between us and sbx-shell and never pass a
+//!   stop on; and a stopped guard would stop its mediator, and with it every other process
+//!   of the session that makes a name), else by stopping itself; passes SIGCONT on;
 //! - forwards signals that processes send it (not terminal-generated ones, which reach the
 //!   program's process group directly).
 //!

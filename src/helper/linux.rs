@@ -42,13 +42,12 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
     let (names, mediated) = (spec.names.clone(), spec.mediated.clone());
     // Where the program's rules let it make names and open files (and so the guard, which
     // acts for it): its ruleset and its terminal's names, as `confine` applies them.
-    let reach = crate::helper::mediator::Reach {
-        rules: spec.landlock.as_ref().map(|r| {
-            let mut rules = r.rules.clone();
-            rules.extend(confine::own_terminal_rules());
-            rules
-        }),
-    };
+    let rules = spec.landlock.as_ref().map(|r| {
+        let mut rules = r.rules.clone();
+        rules.extend(confine::own_terminal_rules());
+        rules
+    });
+    let reach = crate::helper::mediator::Reach::new(rules.as_deref());
     // The pipe the guard reports its refusals on (`mediator::report`), inherited for it
     // alone: the program's side closes it with every other descriptor before exec.
     let reports = spec.refusals_fd.filter(|_| listened).map(|fd| {

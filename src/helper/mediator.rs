@@ -4,10 +4,14 @@
 //! `metadata`).
 //!
 //! The decisions are pure functions with unit tests: what may change and what the program
-//! may reach (`decide`), where a path starts and how it splits (`paths`), what an open's
-//! flags mean and its next step (`opens`), the program's umask (`umasks`). The rest is
-//! plumbing: the notifications (`notify`), the calls received and dispatched (`create`),
-//! the acts done through descriptors (`acting`, `opening`, `making`, `at`, `git`).
+//! may reach (`decide`), where a path starts, how it splits and what its words name
+//! (`paths`), what an open's flags mean and its next step (`opens`), what a thread's status
+//! says — its umask, a signal waiting for it (`status`) — and the answers kept for a
+//! restart on older kernels (`replay`). The rest is plumbing: the listener and the
+//! check before the program runs (`notify`, `handshake`), the calls received and dispatched
+//! (`create`), what is kept of each calling thread (`threads`), the acts done through
+//! descriptors (`acting`, `opening`, `making`, `at`, `git`), and the opens that wait for
+//! another party (`waiting`).
 //!
 //! - A metadata call is done by the guard itself, on the object the program named, opened
 //!   once (never re-resolved by name afterwards: a path flipped meanwhile changes nothing),
@@ -30,6 +34,8 @@ pub mod create;
 #[cfg(target_os = "linux")]
 mod git;
 #[cfg(target_os = "linux")]
+pub mod handshake;
+#[cfg(target_os = "linux")]
 mod making;
 #[cfg(target_os = "linux")]
 mod metadata;
@@ -40,8 +46,14 @@ mod opening;
 pub mod opens;
 pub mod paths;
 #[cfg(target_os = "linux")]
+pub mod replay;
+#[cfg(target_os = "linux")]
 mod report;
-pub mod umasks;
+pub mod status;
+#[cfg(target_os = "linux")]
+mod threads;
+#[cfg(target_os = "linux")]
+mod waiting;
 
 mod decide;
 pub use decide::{in_session, shm_name, Reach, Scope};

@@ -39,6 +39,8 @@ pub struct Machine {
     /// What says this process runs in a container (`/.dockerenv`, `/run/.containerenv`,
     /// `$container`), if anything does.
     pub container: Option<String>,
+    /// What sbx-shell's guard can do here (Linux; `doctor` only: `Probes::Fresh`).
+    pub guard: Option<super::guardreach::GuardReach>,
 }
 
 /// kernel.unprivileged_userns_clone, user.max_user_namespaces and (Ubuntu)
@@ -105,6 +107,7 @@ impl Machine {
             legacy_tiocsti: read("/proc/sys/dev/tty/legacy_tiocsti"),
             nofile: nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok(),
             container: container_marker(),
+            guard: (linux && matches!(probes, Probes::Fresh(_))).then(super::guardreach::measure),
             sandbox_exec_probe: (os == "macos" && probes != Probes::Skip).then(|| {
                 probe(
                     SANDBOX_EXEC,

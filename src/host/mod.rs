@@ -8,6 +8,7 @@
 //! (file reads and one syscall); `Probes::Run` also starts a probe sandbox, which `doctor`
 //! asks for. Nothing here decides anything.
 
+pub mod guardreach;
 pub mod rootsecrets;
 pub mod sockets;
 pub mod ssh;
@@ -68,6 +69,7 @@ pub mod test_support {
             nofile: Some((1024, 524288)),
             sandbox_exec_probe: None,
             container: None,
+            guard: None,
         }
     }
 }

@@ -117,6 +117,19 @@ pub fn parse_kernel_list(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The type (`SOCK_STREAM`, `SOCK_DGRAM`, `SOCK_SEQPACKET`) of the unix socket with inode
+/// `inode` in `/proc/net/unix`'s text (its fifth field; the seventh is the inode), or `None`
+/// when no unix socket has it: a socket of another family.
+pub fn unix_socket_type(text: &str, inode: u64) -> Option<i32> {
+    text.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let ino: u64 = fields.get(6)?.parse().ok()?;
+        (ino == inode)
+            .then(|| i32::from_str_radix(fields.get(4)?, 16).ok())
+            .flatten()
+    })
+}
+
 /// What a sandbox hides of `found`, and what it grants.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Hidden {
@@ -365,6 +378,27 @@ fn strip_unix(value: &str) -> &str {
     match rest.strip_prefix("//") {
         Some(after) => after,
         None => rest,
+    }
+}
+
+#[cfg(test)]
+mod unix_type_tests {
+    #[test]
+    fn a_unix_sockets_type_is_read_by_its_inode() {
+        let text = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 21406 /run/systemd/private\n\
+            0000000000000000: 00000002 00000000 00000000 0002 01 9951 @/org/kernel/udev\n\
+            0000000000000000: 00000003 00000000 00000000 0005 03 777\n";
+        assert_eq!(
+            super::unix_socket_type(text, 21406),
+            Some(libc::SOCK_STREAM)
+        );
+        assert_eq!(super::unix_socket_type(text, 9951), Some(libc::SOCK_DGRAM));
+        assert_eq!(
+            super::unix_socket_type(text, 777),
+            Some(libc::SOCK_SEQPACKET)
+        );
+        assert_eq!(super::unix_socket_type(text, 12), None);
     }
 }
 

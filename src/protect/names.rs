@@ -132,7 +132,7 @@ impl Names {
         }
         if let Some((home, readonly)) = &self.home {
             let top = bytes.starts_with(b".") || readonly.iter().any(|r| r.as_bytes() == bytes);
-            if parent == home && top {
+            if same(parent, home) && top {
                 return Some("a dot name or ~/bin at the top of the home");
             }
         }
@@ -142,15 +142,86 @@ impl Names {
             return Some("a protected path");
         }
         for p in &self.protected {
-            if *p == path {
+            if same(p, &path) {
                 return Some("a protected path");
             }
-            if made != Made::Dir && p.starts_with(&path) {
+            if made != Made::Dir && under(p, &path) {
                 return Some("where a protected path's directory belongs");
             }
         }
         None
     }
+}
+
+/// Whether `path` is `dir` or lies inside it: `Path::starts_with` for paths as the kernel
+/// names them (absolute, no `.` or `..`, no doubled or trailing slash), compared as bytes —
+/// the guard asks this for every name the program makes, against every protected path.
+pub fn under(path: &Path, dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let (path, dir) = (path.as_os_str().as_bytes(), dir.as_os_str().as_bytes());
+    let dir = dir.strip_suffix(b"/").unwrap_or(dir);
+    path.starts_with(dir) && matches!(path.get(dir.len()), None | Some(b'/'))
+}
+
+/// Whether two paths as the kernel names them are the same, compared as bytes (`Path`'s
+/// own `==` compares component by component).
+pub fn same(a: &Path, b: &Path) -> bool {
+    a.as_os_str().as_encoded_bytes() == b.as_os_str().as_encoded_bytes()
+}
+
+/// A set of directories (paths as the kernel names them), asked whether a path is one of
+/// them or lies inside one: by looking up each of the path's ancestors, not by comparing
+/// it with every member — the guard asks this for every name the program makes, against
+/// hundreds of Landlock rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PathSet(std::collections::HashSet<Vec<u8>>);
+
+impl PathSet {
+    pub fn new<'a>(paths: impl IntoIterator<Item = &'a Path>) -> PathSet {
+        PathSet(
+            paths
+                .into_iter()
+                .map(|p| {
+                    let b = p.as_os_str().as_encoded_bytes();
+                    let b = if b.len() > 1 {
+                        b.strip_suffix(b"/").unwrap_or(b)
+                    } else {
+                        b
+                    };
+                    b.to_vec()
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether `path` is a member or lies inside one (`under` some member).
+    pub fn holds(&self, path: &Path) -> bool {
+        if self.0.is_empty() {
+            return false;
+        }
+        let mut at = path.as_os_str().as_encoded_bytes();
+        loop {
+            if self.0.contains(at) {
+                return true;
+            }
+            match at.iter().rposition(|b| *b == b'/') {
+                // The root, last.
+                Some(0) if at.len() > 1 => at = b"/",
+                Some(0) | None => return false,
+                Some(i) => at = &at[..i],
+            }
+        }
+    }
+}
+
+/// Whether `refused` tells a directory renamed into place as `name` from anything else
+/// renamed there (`Made::MovedDir` against `Made::Other`): so whether the guard must look
+/// at what is renamed. Everywhere else both are refused or allowed alike.
+pub fn kind_matters(name: &OsStr) -> bool {
+    matches!(
+        name.as_encoded_bytes(),
+        b".git" | b"hooks" | b"config" | b"config.worktree" | b".gitmodules"
+    )
 }
 
 /// `config` or `config.worktree`: what git reads its configuration from in a git directory.
@@ -211,17 +282,17 @@ impl Names {
     /// with Landlock alone this is what refuses it).
     pub fn guards(&self, path: &Path) -> bool {
         self.protected.iter().any(|p| {
-            path.starts_with(p)
+            under(path, p)
                 && !self
                     .writable
                     .iter()
-                    .any(|w| w != p && w.starts_with(p) && path.starts_with(w))
+                    .any(|w| !same(w, p) && under(w, p) && under(path, w))
         })
     }
 
     /// Whether renaming `path` away would carry a pinned path with it (`pinned`).
     pub fn pinned(&self, path: &Path) -> bool {
-        self.pinned.iter().any(|p| p.starts_with(path))
+        self.pinned.iter().any(|p| under(p, path))
     }
 
     /// Whether the file `(dev, ino)` is protected (`objects`).
@@ -255,6 +326,104 @@ pub const GIT_MARKERS: [&str; 3] = ["HEAD", "objects", "refs"];
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_renamed_into_place_is_told_apart_only_where_kind_matters_says() {
+        let names = Names {
+            protected: vec!["/ws/.mcp.json".into(), "/ws/.claude/settings.json".into()],
+            home: Some(("/h".into(), vec!["bin".into()])),
+            ..Names::default()
+        };
+        let places = [
+            GitPlace::Plain,
+            GitPlace::GitDir { linked: false },
+            GitPlace::GitDir { linked: true },
+            GitPlace::Hooks,
+            GitPlace::WorkTree,
+        ];
+        let parents = [
+            "/ws",
+            "/ws/.git",
+            "/ws/.git/hooks",
+            "/h",
+            "/ws/.claude",
+            "/ws/sub",
+        ];
+        let all = [
+            ".git",
+            "hooks",
+            "config",
+            "config.worktree",
+            ".gitmodules",
+            "commondir",
+            "HEAD",
+            "objects",
+            "refs",
+            "pre-commit",
+            "x.sample",
+            ".mcp.json",
+            ".claude",
+            "settings.json",
+            ".bashrc",
+            "bin",
+            "notes",
+            "a.txt",
+        ];
+        for name in all {
+            for git in places {
+                for parent in parents {
+                    let as_other =
+                        names.refused(Path::new(parent), OsStr::new(name), Made::Other, git);
+                    let as_dir =
+                        names.refused(Path::new(parent), OsStr::new(name), Made::MovedDir, git);
+                    if !kind_matters(OsStr::new(name)) {
+                        assert_eq!(
+                            as_other.is_some(),
+                            as_dir.is_some(),
+                            "{parent}/{name} {git:?}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(kind_matters(OsStr::new("hooks")));
+    }
+
+    #[test]
+    fn a_path_set_holds_its_members_and_what_lies_inside_them() {
+        let set = PathSet::new([Path::new("/ws"), Path::new("/h/.cache/"), Path::new("/x/y")]);
+        for yes in ["/ws", "/ws/a/b", "/h/.cache", "/h/.cache/pip", "/x/y/z"] {
+            assert!(set.holds(Path::new(yes)), "{yes}");
+        }
+        for no in ["/", "/wsx", "/w", "/h", "/x", "/x/yz", "/h/.cachex/a"] {
+            assert!(!set.holds(Path::new(no)), "{no}");
+        }
+        let root = PathSet::new([Path::new("/")]);
+        assert!(root.holds(Path::new("/")) && root.holds(Path::new("/etc/passwd")));
+        assert!(!PathSet::default().holds(Path::new("/")));
+    }
+
+    #[test]
+    fn a_path_is_under_a_directory_as_path_starts_with_says() {
+        for (path, dir) in [
+            ("/ws/a", "/ws"),
+            ("/ws", "/ws"),
+            ("/ws/a/b", "/ws/a"),
+            ("/x", "/"),
+            ("/", "/"),
+            ("/ws/a", "/ws/"),
+            ("/wsx", "/ws"),
+            ("/ws", "/ws/a"),
+            ("/w", "/ws"),
+            ("/ws/ab", "/ws/a"),
+        ] {
+            assert_eq!(
+                under(Path::new(path), Path::new(dir)),
+                Path::new(path).starts_with(dir),
+                "{path} under {dir}"
+            );
+        }
+    }
 
     #[test]
     fn protected_paths_git_pointers_and_hooks_are_refused_and_the_rest_is_not() {

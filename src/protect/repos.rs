@@ -207,7 +207,9 @@ fn is_git_dir(dir: &Path) -> bool {
 /// The directory a `.git` file points at (`gitdir: PATH`, relative to the file's
 /// directory), when it reads as one.
 fn read_pointer(file: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(file).ok()?;
+    // A regular file only: the sandbox may have left a FIFO there, whose open would wait.
+    let text = crate::sys::files::read_regular(file, 4096).ok()?;
+    let text = String::from_utf8(text).ok()?;
     let target = text.lines().next()?.strip_prefix("gitdir: ")?.trim_end();
     let target = file.parent()?.join(target);
     std::fs::canonicalize(target).ok()

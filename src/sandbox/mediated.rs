@@ -29,7 +29,7 @@
 #[cfg(target_os = "linux")]
 mod bpf;
 #[cfg(target_os = "linux")]
-pub use bpf::{compile, number, syscall_name};
+pub use bpf::{compile, syscall_name};
 
 pub(crate) mod table;
 pub use table::{creating, table, Mediated, IOPRIO_WHO_USER, PRIO_USER};

@@ -54,13 +54,13 @@ impl Session {
         }
     }
 
-    /// An fd the helper's guard inherits to report that the program stopped itself (a
-    /// launcher in between, bwrap, hides that from us). With a pty only: without one there
-    /// is no terminal to hand back.
+    /// An fd the helper's guard inherits to report that the program stopped itself: a
+    /// launcher in between (bwrap) hides that from us, and the guard itself never stops —
+    /// its mediator goes on answering the session's other processes.
     pub fn stop_notify_fd(&self) -> Option<RawFd> {
         match self {
             Session::Pty(session) => Some(session.stop_notify_fd()),
-            Session::Direct(_) => None,
+            Session::Direct(session) => Some(session.stop_notify_fd()),
         }
     }
 

@@ -7,8 +7,13 @@ use std::os::fd::{OwnedFd, RawFd};
 
 /// Send `fd` with SCM_RIGHTS over `channel` (the helper's side).
 pub fn send_fd(channel: RawFd, fd: RawFd) -> io::Result<()> {
+    send_fd_with(channel, fd, b"L")
+}
+
+/// Send `fd` with SCM_RIGHTS over `channel`, with `bytes` (at most `MESSAGE` of them).
+pub fn send_fd_with(channel: RawFd, fd: RawFd, bytes: &[u8]) -> io::Result<()> {
     use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
-    let iov = [io::IoSlice::new(b"L")];
+    let iov = [io::IoSlice::new(bytes)];
     let fds = [fd];
     sendmsg::<()>(
         channel,
@@ -24,10 +29,19 @@ pub fn send_fd(channel: RawFd, fd: RawFd) -> io::Result<()> {
 /// `MSG_CMSG_CLOEXEC`).
 #[cfg(target_os = "linux")]
 pub fn receive_fd(channel: &OwnedFd) -> io::Result<RawFd> {
+    receive_fd_with(channel).map(|(fd, _)| fd)
+}
+
+/// The longest message sent with a descriptor.
+pub const MESSAGE: usize = 256;
+
+/// Receive one fd sent with SCM_RIGHTS over `channel`, and the bytes sent with it.
+#[cfg(target_os = "linux")]
+pub fn receive_fd_with(channel: &OwnedFd) -> io::Result<(RawFd, Vec<u8>)> {
     use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
     use std::os::fd::AsRawFd;
-    let mut byte = [0u8; 1];
-    let mut iov = [io::IoSliceMut::new(&mut byte)];
+    let mut bytes = [0u8; MESSAGE];
+    let mut iov = [io::IoSliceMut::new(&mut bytes)];
     let mut space = nix::cmsg_space!(RawFd);
     let msg = recvmsg::<()>(
         channel.as_raw_fd(),
@@ -35,14 +49,17 @@ pub fn receive_fd(channel: &OwnedFd) -> io::Result<RawFd> {
         Some(&mut space),
         MsgFlags::MSG_CMSG_CLOEXEC,
     )?;
+    let len = msg.bytes;
+    let mut fd = None;
     for cmsg in msg.cmsgs()? {
         if let ControlMessageOwned::ScmRights(fds) = cmsg {
-            if let Some(fd) = fds.first() {
-                return Ok(*fd);
-            }
+            fd = fds.first().copied();
         }
     }
-    Err(io::ErrorKind::UnexpectedEof.into())
+    match fd {
+        Some(fd) => Ok((fd, bytes[..len].to_vec())),
+        None => Err(io::ErrorKind::UnexpectedEof.into()),
+    }
 }
 
 /// Elsewhere nothing is handed over (no bwrap, no seccomp).

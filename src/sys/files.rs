@@ -136,6 +136,66 @@ fn open_dirs_inside(base: &Path, rel: &Path) -> io::Result<std::os::fd::OwnedFd>
 /// Take `file`'s lock (`how`: LOCK_EX or LOCK_SH), without waiting; whether it was taken.
 /// A running session holds its own files' locks: that, not a pid (reused, or another pid
 /// namespace's), tells a running session's files from a gone one's.
+/// The contents of the regular file `name` in the directory `dir` (at most `limit` bytes:
+/// more is `EFBIG`) and its metadata. Anything else is never opened — a FIFO's open waits
+/// for a writer, a device's may act — so a file that the sandboxed program could replace
+/// cannot stall or steer whoever reads it: looked at first, opened without following a
+/// symlink or waiting, and looked at again once open.
+pub fn read_regular_at(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+    limit: u64,
+) -> io::Result<(Vec<u8>, nix::sys::stat::FileStat)> {
+    use nix::fcntl::{AtFlags, OFlag};
+    use nix::sys::stat::{fstat, fstatat, Mode, SFlag};
+    use std::io::Read;
+    let regular = |st: &nix::sys::stat::FileStat| {
+        SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFREG
+    };
+    let seen = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+    if !regular(&seen) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let how = OFlag::O_RDONLY
+        | OFlag::O_NOFOLLOW
+        | OFlag::O_NONBLOCK
+        | OFlag::O_NOCTTY
+        | OFlag::O_CLOEXEC;
+    let fd = nix::fcntl::openat(dir, name, how, Mode::empty())?;
+    let st = fstat(&fd)?;
+    if !regular(&st) || (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    if st.st_size as u64 > limit {
+        return Err(io::Error::from_raw_os_error(libc::EFBIG));
+    }
+    let mut bytes = Vec::new();
+    File::from(fd).take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::from_raw_os_error(libc::EFBIG));
+    }
+    Ok((bytes, st))
+}
+
+/// `read_regular_at` of a path: its directory opened (following symlinks there), the file
+/// itself not.
+pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let (dir, name) = match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => (
+            if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            },
+            name,
+        ),
+        _ => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
+    };
+    let dir = File::open(dir)?;
+    use std::os::fd::AsFd;
+    read_regular_at(dir.as_fd(), name, limit).map(|(bytes, _)| bytes)
+}
+
 pub fn try_lock(file: &File, how: i32) -> bool {
     use std::os::fd::AsRawFd;
     // SAFETY: flock takes a descriptor of ours and integer flags.

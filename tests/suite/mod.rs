@@ -1,8 +1,10 @@
 mod agents;
 mod channels;
 mod cli;
+mod containers;
 mod everyday;
 mod fallback;
+mod guard;
 mod machines;
 mod network;
 mod nontty;

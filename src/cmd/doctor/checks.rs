@@ -102,6 +102,15 @@ pub fn evaluate(m: &Machine) -> Report {
         ),
         Err(e) => (format!("none: {}", e.to_string().replace('\n', " ")), false),
     };
+    // Every Linux backend's guard reads what the program's calls name: where it cannot,
+    // a run stops before the program starts (the helper's check).
+    let (default_backend, can_run) = match m.guard.as_ref().map(|g| &g.memory) {
+        Some(Err(why)) if can_run => (
+            format!("none: the guard cannot read the program's memory ({why})"),
+            false,
+        ),
+        _ => (default_backend, can_run),
+    };
     Report {
         os: m.os,
         checks,
@@ -118,7 +127,7 @@ pub fn evaluate(m: &Machine) -> Report {
     }
 }
 
-fn linux_checks(m: &Machine) -> [Check; 5] {
+fn linux_checks(m: &Machine) -> Vec<Check> {
     let landlock = match &m.landlock_abi {
         Ok(abi) if *abi >= i64::from(MIN_ABI) => check("landlock", Status::Ok, format!("ABI {abi}"), &format!("ABI ≥ {MIN_ABI} (TCP rules, signal and socket scoping)"), None),
         Ok(abi) => check("landlock", Status::Warn, format!("ABI {abi}"), &format!("ABI ≥ {MIN_ABI} for TCP rules and scoping"), Some("a newer kernel (6.12 or later) enforces more; older ABIs are used for what they cover, and a policy needing more is refused")),
@@ -132,7 +141,42 @@ fn linux_checks(m: &Machine) -> [Check; 5] {
         Some(value) => check("legacy TIOCSTI", Status::Warn, format!("dev.tty.legacy_tiocsti={value}"), "0: no typing into other terminals", Some("sysctl -w dev.tty.legacy_tiocsti=0 (otherwise a program that can open a terminal can type into it)")),
         None => check("legacy TIOCSTI", Status::Ok, "sysctl absent (kernel before 6.2: TIOCSTI allowed)", "TIOCSTI denied inside the sandbox by seccomp", None),
     };
-    [landlock, seccomp, userns, bwrap, tiocsti]
+    let mut checks = vec![landlock, seccomp, userns, bwrap, tiocsti];
+    checks.extend(m.guard.as_ref().map(guard_check));
+    checks
+}
+
+/// What the guard — which makes every name the program makes — can do here.
+fn guard_check(g: &crate::host::guardreach::GuardReach) -> Check {
+    const EXPECTED: &str = "a parent reads its child's memory; the child's wait ends by a fatal signal only once its call is received (Linux 5.19)";
+    let means = if g.copy_fds {
+        "descriptors copied"
+    } else {
+        "descriptors reopened through /proc (this machine refuses pidfd_getfd, as container profiles do): a unix socket the program connects is replaced by one the guard connected, without the options set on it before"
+    };
+    match (&g.memory, g.killable) {
+        (Err(why), _) => check(
+            "guard",
+            Status::Fail,
+            format!("a parent cannot read its child's memory: {why}"),
+            EXPECTED,
+            Some("the guard reads what each call names from the program's memory, as a parent may: kernel.yama.ptrace_scope 0 or 1 allows it, a security module's ptrace rule or /proc mounted without the processes' entries forbids it; every backend that judges names needs it"),
+        ),
+        (Ok(()), false) => check(
+            "guard",
+            Status::Warn,
+            format!("reads its child's memory; {means}; no SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"),
+            EXPECTED,
+            Some("a kernel before 5.19: a signal after the guard acted ends the program's wait; a restarted call gets the guard's answer again, but a handler without SA_RESTART may see EINTR from a call that was done. Linux 5.19 or later"),
+        ),
+        (Ok(()), true) => check(
+            "guard",
+            Status::Ok,
+            format!("reads its child's memory; {means}; calls received stay received"),
+            EXPECTED,
+            None,
+        ),
+    }
 }
 
 /// seccomp, with a listener for the guard (none inside another sbx-shell session).

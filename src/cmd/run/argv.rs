@@ -212,9 +212,7 @@ fn helper_spec(
         landlock: layers.landlock.clone(),
         seccomp: layers.seccomp.clone(),
         guard: layers.guard,
-        stop_notify_fd: session
-            .stop_notify_fd()
-            .filter(|_| layers.launcher_depth > 0),
+        stop_notify_fd: session.stop_notify_fd().filter(|_| layers.guard),
         lifeline_fd: layers.guard.then(|| lifeline.child_fd()),
         mounts: layers.mounts.clone(),
         proxy_listen: net.and_then(|n| {

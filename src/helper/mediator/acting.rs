@@ -1,23 +1,35 @@
 //! What the guard does for one call (`Acting`): the entry a path names, resolved as the
-//! kernel would (the directory by the kernel, the last component by hand), and the checks
-//! before anything is made or opened there. The acts themselves are `opening.rs` (opens)
-//! and `making.rs` (every other call that makes a name).
+//! kernel would (the directory by the kernel, the last component by hand), with that
+//! directory's path, and the checks before anything is made or opened there. The acts
+//! themselves are `opening.rs` (opens) and `making.rs` (every other call that makes a name).
 
-use super::at::{fd_path, fstatat, open_path, os_errno, Res};
+use super::at::{fd_path, fstatat, open_path, open_plain, os_errno, Res};
 use super::git::{completes_git, git_place, holds_plants, is_git, linked_worktree};
-use super::notify::Call;
+use super::notify::{Call, Listener};
 use super::opens::{self};
-use super::umasks::{self, Umasks};
+use super::threads::Cwd;
 use crate::policy::refusal::Cause;
 use crate::protect::names::{self, Made, Names};
+use std::cell::RefCell;
 use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
-/// Where a path argument starts: the program's working directory or descriptor (opened by
-/// `listen`), or the root for an absolute path; `path` empty names `base` itself.
+/// Where a path argument starts.
+pub(super) enum Base {
+    /// The root: the path is absolute (or names nothing relative).
+    Root,
+    /// The caller's working directory.
+    Cwd,
+    /// A directory of the caller's (its descriptor), or the session's `/dev/shm`.
+    Fd(OwnedFd),
+    Shm,
+}
+
+/// A path argument and where it starts; `path` empty names the start itself.
 pub(super) struct Where {
-    pub(super) base: Option<OwnedFd>,
+    pub(super) base: Base,
     pub(super) path: Vec<u8>,
 }
 
@@ -30,135 +42,238 @@ pub(super) enum Op {
     Rename { old: Where, new: Where, flags: u32 },
 }
 
+impl Op {
+    /// Whether the call may make something that takes the caller's umask.
+    pub(super) fn takes_umask(&self) -> bool {
+        match self {
+            Op::Open { flags, .. } => flags & libc::O_CREAT != 0,
+            Op::Mkdir { .. } | Op::Mknod { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// Whether a path of the call starts at the caller's working directory.
+    pub(super) fn uses_cwd(&self) -> bool {
+        let cwd = |w: &Where| matches!(w.base, Base::Cwd);
+        match self {
+            Op::Open { at, .. } | Op::Mkdir { at, .. } | Op::Mknod { at, .. } => cwd(at),
+            Op::Symlink { at, .. } => cwd(at),
+            Op::Link { old, new, .. } | Op::Rename { old, new, .. } => cwd(old) || cwd(new),
+        }
+    }
+}
+
 pub(super) struct Acting<'a> {
-    pub(super) listener: &'a OwnedFd,
+    pub(super) listener: &'a Listener,
     pub(super) names: &'a Names,
     pub(super) reach: &'a super::Reach,
     /// The `.git` files made in this session, by `(st_dev, st_ino)`: git rewrites a new
     /// submodule's, which may be rewritten; one that existed at the start may not.
-    pub(super) made: &'a std::cell::RefCell<Vec<(u64, u64)>>,
-    pub(super) umasks: &'a std::cell::RefCell<Umasks>,
+    pub(super) made: &'a RefCell<Vec<(u64, u64)>>,
+    /// The caller's umask (asked only for calls that may make something: `Op::takes_umask`).
+    pub(super) umask: u32,
     pub(super) root: BorrowedFd<'a>,
+    /// The session's `/dev/shm` (Landlock alone) and its path.
+    pub(super) shm: Option<(BorrowedFd<'a>, &'a Path)>,
+    /// The caller's working directory, when a path starts there.
+    pub(super) cwd: Option<&'a Cwd>,
     pub(super) call: &'a Call,
+    /// The paths the call renamed away: a working directory the guard keeps at or below
+    /// one of them moved with it (`Threads::renamed`).
+    pub(super) renamed: RefCell<Vec<PathBuf>>,
 }
 
-/// A directory (O_PATH) and a name in it.
-pub(super) struct Entry {
-    pub(super) dir: OwnedFd,
+/// A directory the guard opened, or one it holds already (the caller's working directory,
+/// the root).
+pub(super) enum Dir<'a> {
+    Own(OwnedFd),
+    Held(BorrowedFd<'a>),
+}
+
+impl AsFd for Dir<'_> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Dir::Own(fd) => fd.as_fd(),
+            Dir::Held(fd) => *fd,
+        }
+    }
+}
+
+/// A directory (O_PATH), its path as the kernel names it, and a name in it.
+pub(super) struct Entry<'a> {
+    pub(super) dir: Dir<'a>,
+    pub(super) path: PathBuf,
     pub(super) name: CString,
 }
 
+impl Entry<'_> {
+    /// The entry's own path.
+    pub(super) fn full(&self) -> PathBuf {
+        self.path.join(OsStr::from_bytes(self.name.as_bytes()))
+    }
+
+    pub(super) fn name_os(&self) -> &OsStr {
+        OsStr::from_bytes(self.name.as_bytes())
+    }
+}
+
 /// EACCES, once the refusal of `path` is reported (`report`).
-pub(super) fn refuse(cause: Cause, path: &std::path::Path) -> i32 {
+pub(super) fn refuse(cause: Cause, path: &Path) -> i32 {
     super::report::refused(cause, path);
     libc::EACCES
 }
 
-/// What `/proc/PID/status` says of thread `pid` (`None`: it is gone).
-pub(super) fn status_of(pid: u32) -> Option<umasks::Status> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    umasks::parse_status(&text)
-}
+impl<'a> Acting<'a> {
+    /// Where `at` starts, and that directory's path when the guard knows it without asking
+    /// (`None`: ask the kernel, `fd_path`).
+    pub(super) fn base<'w>(&'w self, at: &'w Where) -> Res<(BorrowedFd<'w>, Option<PathBuf>)> {
+        Ok(match &at.base {
+            Base::Root => (self.root, Some(PathBuf::from("/"))),
+            Base::Cwd => {
+                let cwd = self.cwd.ok_or(libc::ESRCH)?;
+                (cwd.fd.as_fd(), cwd.path.clone())
+            }
+            Base::Fd(fd) => (fd.as_fd(), None),
+            Base::Shm => {
+                let (fd, path) = self.shm.ok_or(libc::ENOENT)?;
+                (fd, Some(path.to_path_buf()))
+            }
+        })
+    }
 
-impl Acting<'_> {
     /// The directory of the path's last component, resolved by the kernel (symlinks
-    /// followed, as for the program), and that component; `None` for a path that names
-    /// its start itself (empty, `.`, `..`, `/`: no name is made there).
-    pub(super) fn entry(&self, base: BorrowedFd<'_>, path: &[u8]) -> Res<Option<Entry>> {
+    /// followed, as for the program), with its path, and that component; `None` for a path
+    /// that names its start itself (empty, `.`, `..`, `/`: no name is made there).
+    pub(super) fn entry<'w>(
+        &'w self,
+        (base, base_path): (BorrowedFd<'w>, Option<PathBuf>),
+        path: &[u8],
+    ) -> Res<Option<Entry<'w>>> {
         let Some((dir, name)) = super::paths::split_last(path) else {
             return Ok(None);
         };
-        let start = if dir.first() == Some(&b'/') {
-            self.root
+        let name = CString::new(name).map_err(|_| libc::EINVAL)?;
+        let (start, start_path) = if dir.first() == Some(&b'/') {
+            (self.root, Some(PathBuf::from("/")))
         } else {
-            base
+            (base, base_path)
         };
-        let dir = CString::new(dir).map_err(|_| libc::EINVAL)?;
-        let dir = open_path(start.as_raw_fd(), &dir).map_err(|e| os_errno(&e))?;
+        if dir == b"." {
+            if let Some(path) = start_path {
+                return Ok(Some(Entry {
+                    dir: Dir::Held(start),
+                    path,
+                    name,
+                }));
+            }
+        }
+        let dir_c = CString::new(dir).map_err(|_| libc::EINVAL)?;
+        if let Some(start_path) = &start_path {
+            if let Some(fd) = open_plain(start, &dir_c)? {
+                return Ok(Some(Entry {
+                    dir: Dir::Own(fd),
+                    path: super::paths::join_plain(start_path, dir),
+                    name,
+                }));
+            }
+        }
+        let fd = open_path(start.as_raw_fd(), &dir_c).map_err(|e| os_errno(&e))?;
+        let path = fd_path(fd.as_fd()).map_err(|_| libc::EACCES)?;
         Ok(Some(Entry {
-            dir,
-            name: CString::new(name).map_err(|_| libc::EINVAL)?,
+            dir: Dir::Own(fd),
+            path,
+            name,
         }))
     }
 
-    pub(super) fn base<'w>(&'w self, at: &'w Where) -> BorrowedFd<'w> {
-        at.base.as_ref().map_or(self.root, |b| b.as_fd())
-    }
-
     /// The entry a path names, which must not be its start itself (EEXIST: it exists).
-    /// As the kernel answers, a name that exists is EEXIST before any question of whether
-    /// it may be made there (`mkdir -p` of an existing directory in a read-only place).
-    pub(super) fn new_entry(&self, at: &Where) -> Res<Entry> {
+    pub(super) fn entry_of<'w>(&'w self, at: &'w Where) -> Res<Entry<'w>> {
         if at.path.is_empty() {
             return Err(libc::ENOENT);
         }
-        let e = self.entry(self.base(at), &at.path)?.ok_or(libc::EEXIST)?;
-        if fstatat(e.dir.as_fd(), &e.name).is_ok() {
-            return Err(libc::EEXIST);
-        }
-        Ok(e)
+        self.entry(self.base(at)?, &at.path)?.ok_or(libc::EEXIST)
     }
 
-    /// Refuse a name `names` refuses (EACCES), and the last of `HEAD`, `objects` and
-    /// `refs` in a directory that holds what a git directory may not (it would become one
-    /// with it: names made there before were not asked as a git directory's).
-    pub(super) fn check(&self, e: &Entry, made: Made) -> Res<()> {
-        let parent = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
-        let name = OsStr::from_bytes(e.name.as_bytes());
-        if !self.reach.may_make_in(&parent) {
-            return Err(refuse(Cause::Outside, &parent.join(name)));
+    /// Refuse making `e` where `refusal` says (EACCES, reported), answered as the kernel
+    /// answers: a name that exists is EEXIST before any question of whether it may be made
+    /// there (`mkdir -p` of an existing directory in a read-only place). When the check
+    /// allows it, the act itself fails with EEXIST where something is there.
+    pub(super) fn check_new(&self, e: &Entry<'_>, made: Made) -> Res<()> {
+        match self.refusal(e, made) {
+            None => Ok(()),
+            Some(_) if fstatat(e.dir.as_fd(), &e.name).is_ok() => Err(libc::EEXIST),
+            Some(cause) => Err(refuse(cause, &e.full())),
         }
-        let git = git_place(e.dir.as_fd(), &parent, name);
-        if self.names.refused(&parent, name, made, git).is_some() {
-            return Err(refuse(Cause::Protected, &parent.join(name)));
+    }
+
+    /// Refuse putting something at `e` (which may exist: a rename's target) where
+    /// `refusal` says (EACCES, reported).
+    pub(super) fn check(&self, e: &Entry<'_>, made: Made) -> Res<()> {
+        match self.refusal(e, made) {
+            None => Ok(()),
+            Some(cause) => Err(refuse(cause, &e.full())),
+        }
+    }
+
+    /// Why `e` may not be made: outside where the program may make names (`Reach`), a
+    /// name `names` refuses, or the last of `HEAD`, `objects` and `refs` in a directory
+    /// that holds what a git directory may not (it would become one with it: names made
+    /// there before were not asked as a git directory's).
+    pub(super) fn refusal(&self, e: &Entry<'_>, made: Made) -> Option<Cause> {
+        let parent = &e.path;
+        let name = e.name_os();
+        if !self.reach.may_make_in(parent) {
+            return Some(Cause::Outside);
+        }
+        let git = git_place(e.dir.as_fd(), parent, name);
+        if self.names.refused(parent, name, made, git).is_some() {
+            return Some(Cause::Protected);
         }
         let marker = names::GIT_MARKERS.iter().any(|m| name == *m);
         if marker
-            && !is_git(e.dir.as_fd(), &parent)
+            && !is_git(e.dir.as_fd(), parent)
             && completes_git(e.dir.as_fd(), name)
             && holds_plants(e.dir.as_fd(), self.names)
         {
-            return Err(refuse(Cause::Protected, &parent.join(name)));
+            return Some(Cause::Protected);
         }
         // `HEAD` with `commondir` is a git directory too (a linked worktree's): outside
         // `worktrees/` of a git directory, neither completes the other.
         let has = |n: &CStr| fstatat(e.dir.as_fd(), n).is_ok();
         let pair = (name == "commondir" && has(c"HEAD")) || (name == "HEAD" && has(c"commondir"));
-        if pair && !linked_worktree(e.dir.as_fd(), &parent) {
-            return Err(refuse(Cause::Protected, &parent.join(name)));
+        if pair && !linked_worktree(e.dir.as_fd(), parent) {
+            return Some(Cause::Protected);
         }
-        Ok(())
+        None
     }
 
     /// Refuse opening the existing entry `e` for writing where `names::refused_write` says.
-    pub(super) fn check_write(&self, e: &Entry, flags: i32) -> Res<()> {
-        let name = OsStr::from_bytes(e.name.as_bytes());
+    pub(super) fn check_write(&self, e: &Entry<'_>, flags: i32) -> Res<()> {
         if !opens::writes(flags) {
             return Ok(());
         }
-        let parent = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
-        if !self.names.protected.is_empty() && self.names.guards(&parent.join(name)) {
-            return Err(refuse(Cause::Protected, &parent.join(name)));
+        let name = e.name_os();
+        if !self.names.protected.is_empty() && self.names.guards(&e.full()) {
+            return Err(refuse(Cause::Protected, &e.full()));
         }
         if !names::write_judged(name) {
             return Ok(());
         }
-        match names::refused_write(name, git_place(e.dir.as_fd(), &parent, name)) {
+        match names::refused_write(name, git_place(e.dir.as_fd(), &e.path, name)) {
             // A `.git` file this session made (git writes a submodule's twice).
             Some(_) if name == ".git" && self.made_here(e) => Ok(()),
-            Some(_) => Err(refuse(Cause::Protected, &parent.join(name))),
+            Some(_) => Err(refuse(Cause::Protected, &e.full())),
             None => Ok(()),
         }
     }
 
     /// Refuse opening the existing entry `e` with `flags` where the program's own rules
     /// would not let it (`Reach`) — before anything is opened: an open may truncate.
-    pub(super) fn check_reach(&self, e: &Entry, flags: i32) -> Res<()> {
-        if self.reach.rules.is_none() {
+    pub(super) fn check_reach(&self, e: &Entry<'_>, flags: i32) -> Res<()> {
+        if !self.reach.confined() {
             return Ok(());
         }
-        let dir = fd_path(e.dir.as_fd()).map_err(|_| libc::EACCES)?;
-        let path = dir.join(OsStr::from_bytes(e.name.as_bytes()));
+        let path = e.full();
         match self.reach.may_open(&path, flags) {
             true => Ok(()),
             false => Err(refuse(Cause::Outside, &path)),
@@ -166,15 +281,14 @@ impl Acting<'_> {
     }
 
     /// Whether the file `e` names was made in this session by this guard (`made`).
-    pub(super) fn made_here(&self, e: &Entry) -> bool {
+    pub(super) fn made_here(&self, e: &Entry<'_>) -> bool {
         fstatat(e.dir.as_fd(), &e.name)
             .is_ok_and(|st| self.made.borrow().contains(&(st.st_dev, st.st_ino)))
     }
+}
 
-    /// The program's umask (`umasks`: read once per thread, then followed through its
-    /// `umask()` calls).
-    pub(super) fn umask(&self) -> u32 {
-        let pid = self.call.pid;
-        self.umasks.borrow_mut().of(pid, || status_of(pid))
-    }
+/// The path of a directory the guard opened (what a descriptor names): `EACCES` when the
+/// kernel gives none.
+pub(super) fn path_of(fd: BorrowedFd<'_>) -> Res<PathBuf> {
+    fd_path(fd).map_err(|_| libc::EACCES)
 }

@@ -7,18 +7,23 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 use super::metadata::{describe, metadata, open_path};
-use super::notify::{
-    errno, pidfd_of, read_cstr, read_mem, send_fd, still_waiting, their_fd, Answer, Call, EPERM,
-};
+use super::notify::{errno, Answer, Caller, Reply, EPERM};
+use super::threads::Threads;
 use super::{in_session, Scope};
 use crate::sandbox::mediated::{syscall_name, IOPRIO_WHO_USER, PRIO_USER};
 
-pub(super) fn answer(listener: &OwnedFd, call: &Call, rules: &Scope, supervisor: u32) -> Answer {
+pub(super) fn answer(
+    c: &Caller<'_>,
+    threads: &mut Threads,
+    rules: &Scope,
+    supervisor: u32,
+) -> Reply {
+    let call = c.call;
     let Some(name) = syscall_name(call.nr) else {
-        return EPERM;
+        return Reply::Answer(EPERM);
     };
     let a = call.args;
     // Ints the kernel reads from the low 32 bits.
@@ -37,28 +42,22 @@ pub(super) fn answer(listener: &OwnedFd, call: &Call, rules: &Scope, supervisor:
                 w if w == group => group_in_session(who, supervisor),
                 _ => in_session(who, supervisor, &parent_of),
             };
-            if ok {
-                Answer::Continue
-            } else {
-                EPERM
-            }
+            Reply::Answer(if ok { Answer::Continue } else { EPERM })
         }
         "prlimit64" | "sched_setaffinity" | "sched_setscheduler" | "sched_setparam"
-        | "sched_setattr" => {
-            if in_session(int(0) as u32, supervisor, &parent_of) {
-                Answer::Continue
-            } else {
-                EPERM
-            }
-        }
-        "ioctl" => pty_peer(listener, call),
-        "connect" => unix_connect(listener, call, rules),
-        "unlink" => unlink_in_shm(listener, call, rules, (a[0], 0)),
+        | "sched_setattr" => Reply::Answer(if in_session(int(0) as u32, supervisor, &parent_of) {
+            Answer::Continue
+        } else {
+            EPERM
+        }),
+        "ioctl" => pty_peer(c, threads),
+        "connect" => Reply::Answer(unix_connect(c, threads, rules)),
+        "unlink" => unlink_in_shm(c, threads, rules, (a[0], 0)),
         // An absolute path: the directory descriptor plays no part.
-        "unlinkat" => unlink_in_shm(listener, call, rules, (a[1], int(2))),
-        _ => match metadata(listener, call, name, rules) {
-            Ok(answer) => answer,
-            Err(e) => Answer::Done(errno(&e)),
+        "unlinkat" => unlink_in_shm(c, threads, rules, (a[1], int(2))),
+        _ => match metadata(c, threads, name, rules) {
+            Ok(reply) => reply,
+            Err(e) => Reply::Answer(Answer::Done(errno(&e))),
         },
     }
 }
@@ -68,29 +67,27 @@ pub(super) fn answer(listener: &OwnedFd, call: &Call, rules: &Scope, supervisor:
 /// the path again, but Landlock judges it then, so a name another thread swapped in after
 /// this look reaches only what the program's own rules let it remove.
 fn unlink_in_shm(
-    listener: &OwnedFd,
-    call: &Call,
+    c: &Caller<'_>,
+    threads: &Threads,
     rules: &Scope,
     (addr, flags): (u64, i32),
-) -> Answer {
+) -> Reply {
+    let go_on = Reply::Answer(Answer::Continue);
     let Some(dir) = &rules.shm else {
-        return Answer::Continue;
+        return go_on;
     };
-    let Ok(path) = read_cstr(call.pid, addr) else {
+    let Ok(path) = threads.known(c.call.pid).and_then(|k| k.cstr(addr)) else {
         // The kernel gives the program its own EFAULT or ENAMETOOLONG.
-        return Answer::Continue;
+        return go_on;
     };
     let Some(name) = super::shm_name(path.as_bytes()) else {
-        return Answer::Continue;
+        return go_on;
     };
-    if !still_waiting(listener, call.id) {
-        return Answer::Done(-i64::from(libc::ESRCH));
-    }
     let (Ok(dir), Ok(name)) = (
         CString::new(dir.as_os_str().as_encoded_bytes()),
         CString::new(name),
     ) else {
-        return Answer::Done(-i64::from(libc::ENOENT));
+        return Reply::Answer(Answer::Done(-i64::from(libc::ENOENT)));
     };
     // SAFETY: two NUL-terminated paths.
     let dirfd = unsafe {
@@ -100,16 +97,16 @@ fn unlink_in_shm(
         )
     };
     if dirfd < 0 {
-        return Answer::Done(errno(&io::Error::last_os_error()));
+        return Reply::Answer(Answer::Done(errno(&io::Error::last_os_error())));
     }
     // SAFETY: a new descriptor of ours.
     let dirfd = unsafe { OwnedFd::from_raw_fd(dirfd) };
     // SAFETY: a descriptor and a NUL-terminated name.
     let r = unsafe { libc::unlinkat(dirfd.as_raw_fd(), name.as_ptr(), flags & libc::AT_REMOVEDIR) };
     if r < 0 {
-        Answer::Done(errno(&io::Error::last_os_error()))
+        Reply::Answer(Answer::Done(errno(&io::Error::last_os_error())))
     } else {
-        Answer::Done(0)
+        Reply::Acted(0)
     }
 }
 
@@ -158,29 +155,67 @@ fn group_in_session(pgid: u32, supervisor: u32) -> bool {
     found
 }
 
-/// TIOCGPTPEER: open the peer of the caller's pty master and hand it over.
-fn pty_peer(listener: &OwnedFd, call: &Call) -> Answer {
-    let run = || -> io::Result<Answer> {
-        let pidfd = pidfd_of(listener, call)?;
-        let master = their_fd(&pidfd, call.args[0])?;
+/// TIOCGPTPEER: open the peer of the caller's pty master and hand it over — from the master
+/// itself where this machine lets the guard copy the caller's descriptors, else by its pty's
+/// number (`peer_by_index`).
+fn pty_peer(c: &Caller<'_>, threads: &Threads) -> Reply {
+    let call = c.call;
+    let run = || -> io::Result<Reply> {
+        let known = threads.known(call.pid)?;
+        let fd = call.args[0] as u32;
         let asked = call.args[2] as u32 as i32;
         let flags =
             (asked & (libc::O_ACCMODE | libc::O_NONBLOCK)) | libc::O_NOCTTY | libc::O_CLOEXEC;
-        // SAFETY: TIOCGPTPEER takes open flags and returns a new descriptor.
-        let peer = unsafe { libc::ioctl(master.as_raw_fd(), 0x5441 as _, flags) };
-        if peer < 0 {
-            return Ok(Answer::Done(errno(&io::Error::last_os_error())));
-        }
-        // SAFETY: a new descriptor of ours.
-        let peer = unsafe { OwnedFd::from_raw_fd(peer) };
-        Ok(send_fd(
-            listener,
-            call.id,
-            &peer,
-            asked & libc::O_CLOEXEC != 0,
-        ))
+        let peer = if c.copy_fds {
+            let master = known.their_file(fd)?;
+            // SAFETY: TIOCGPTPEER takes open flags and returns a new descriptor.
+            let peer = unsafe { libc::ioctl(master.as_raw_fd(), 0x5441 as _, flags) };
+            if peer < 0 {
+                return Ok(Reply::Answer(Answer::Done(errno(
+                    &io::Error::last_os_error(),
+                ))));
+            }
+            // SAFETY: a new descriptor of ours.
+            unsafe { OwnedFd::from_raw_fd(peer) }
+        } else {
+            match peer_by_index(call.pid, fd, flags)? {
+                Some(peer) => peer,
+                None => return Ok(Reply::Answer(Answer::Done(-i64::from(libc::ENOTTY)))),
+            }
+        };
+        Ok(Reply::Fd(peer, asked & libc::O_CLOEXEC != 0))
     };
-    run().unwrap_or_else(|e| Answer::Done(errno(&e)))
+    run().unwrap_or_else(|e| Reply::Answer(Answer::Done(errno(&e))))
+}
+
+/// The peer of the pty whose master the caller has as descriptor `fd`, where the guard may
+/// not copy it (a container's profile refuses `pidfd_getfd`): the master's number (its
+/// `tty-index` in `/proc/TID/fdinfo`), that pty's `/dev/pts/N` opened, and the number read
+/// again — both held at once, the master and this peer are of the same pty (a number names
+/// one pty while either end is open), so the program never gets another's terminal.
+/// `None`: the descriptor is no pty master.
+fn peer_by_index(tid: u32, fd: u32, flags: i32) -> io::Result<Option<OwnedFd>> {
+    let index = || -> Option<u32> {
+        let text = std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}")).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("tty-index:"))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let Some(n) = index() else {
+        return Ok(None);
+    };
+    let path = CString::new(format!("/dev/pts/{n}"))?;
+    // SAFETY: a NUL-terminated path; a new descriptor or -1.
+    let peer = unsafe { libc::open(path.as_ptr(), flags) };
+    if peer < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor of ours.
+    let peer = unsafe { OwnedFd::from_raw_fd(peer) };
+    if index() != Some(n) {
+        return Err(io::Error::from_raw_os_error(libc::EIO));
+    }
+    Ok(Some(peer))
 }
 
 /// `connect`: a unix socket is connected here, to the socket file the address names
@@ -189,19 +224,15 @@ fn pty_peer(listener: &OwnedFd, call: &Call) -> Answer {
 /// names; abstract addresses are refused. A socket of any other family is let through:
 /// its family was fixed when it was made, so no address put in its place reaches a unix
 /// socket. A full listener's backlog blocks this thread as it would block the caller.
-fn unix_connect(listener: &OwnedFd, call: &Call, rules: &Scope) -> Answer {
-    let run = || -> io::Result<Answer> {
-        let pidfd = pidfd_of(listener, call)?;
-        let socket = their_fd(&pidfd, call.args[0])?;
-        let domain = match socket_domain(&socket) {
-            Ok(domain) => domain,
-            Err(e) => return Ok(Answer::Done(errno(&e))),
+fn unix_connect(c: &Caller<'_>, threads: &mut Threads, rules: &Scope) -> Answer {
+    let call = c.call;
+    let mut run = || -> io::Result<Answer> {
+        let socket = match program_socket(c, threads)? {
+            Some(socket) => socket,
+            None => return Ok(Answer::Continue),
         };
-        if domain != libc::AF_UNIX {
-            return Ok(Answer::Continue);
-        }
         let len = (call.args[2] as u32 as usize).min(std::mem::size_of::<libc::sockaddr_un>());
-        let addr = read_mem(call.pid, call.args[1], len)?;
+        let addr = threads.known(call.pid)?.read(call.args[1], len)?;
         let Some(path) = unix_path(&addr) else {
             return Ok(Answer::Done(-i64::from(libc::EINVAL)));
         };
@@ -214,23 +245,14 @@ fn unix_connect(listener: &OwnedFd, call: &Call, rules: &Scope) -> Answer {
             .as_deref()
             .filter(|_| crate::netproxy::lookups::NAME_SERVICE_SOCKETS.contains(&path))
         {
-            return Ok(connect_abstract(&socket, name));
+            return Ok(connect(c, socket, &To::Abstract(name)));
         }
-        let start = if path.first() == Some(&b'/') {
-            None
+        let object = if path.first() == Some(&b'/') {
+            open_path(libc::AT_FDCWD, &CString::new(path)?, true)?
         } else {
-            let cwd = open_path(
-                libc::AT_FDCWD,
-                &CString::new(format!("/proc/{}/cwd", call.pid))?,
-                true,
-            )?;
-            if !still_waiting(listener, call.id) {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Some(cwd)
+            let cwd = threads.cwd(c.listener, call)?;
+            open_path(cwd.fd.as_fd().as_raw_fd(), &CString::new(path)?, true)?
         };
-        let dirfd = start.as_ref().map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
-        let object = open_path(dirfd, &CString::new(path)?, true)?;
         let (real, links, _) = describe(&object)?;
         // SAFETY: struct stat is plain data; all zeroes is a valid value.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -245,12 +267,100 @@ fn unix_connect(listener: &OwnedFd, call: &Call, rules: &Scope) -> Answer {
             super::report::refused(crate::policy::refusal::Cause::Socket, &real);
             return Ok(Answer::Done(-i64::from(libc::EACCES)));
         }
-        Ok(Answer::Done(match connect_through_fd(&socket, &object) {
-            Ok(()) => 0,
-            Err(e) => errno(&e),
-        }))
+        Ok(connect(c, socket, &To::Object(&object)))
     };
     run().unwrap_or_else(|e| Answer::Done(errno(&e)))
+}
+
+/// The caller's socket a `connect` names, when it is a unix socket (`None`: another
+/// family, which Landlock judges).
+enum Socket {
+    /// The very socket (`pidfd_getfd`): connected here, it is connected for the program.
+    Copied(OwnedFd),
+    /// Where the guard may not copy it (a container's profile refuses `pidfd_getfd`): its
+    /// type and flags, to make one like it, connect that, and put it in the socket's place.
+    /// What was set on the program's socket before (options, an address it was bound to)
+    /// is not carried over.
+    Like {
+        kind: i32,
+        nonblock: bool,
+        cloexec: bool,
+    },
+}
+
+fn program_socket(c: &Caller<'_>, threads: &Threads) -> io::Result<Option<Socket>> {
+    let known = threads.known(c.call.pid)?;
+    let fd = c.call.args[0] as u32;
+    if c.copy_fds {
+        let socket = known.their_file(fd)?;
+        return Ok((socket_domain(&socket)? == libc::AF_UNIX).then_some(Socket::Copied(socket)));
+    }
+    let tid = c.call.pid;
+    let link = std::fs::read_link(format!("/proc/{tid}/fd/{fd}"))?;
+    let inode = link.to_str().and_then(|l| {
+        l.strip_prefix("socket:[")?
+            .strip_suffix(']')?
+            .parse::<u64>()
+            .ok()
+    });
+    let Some(inode) = inode else {
+        return Err(io::Error::from_raw_os_error(libc::ENOTSOCK));
+    };
+    let list = std::fs::read_to_string(format!("/proc/{tid}/net/unix"))?;
+    let Some(kind) = crate::host::sockets::unix_socket_type(&list, inode) else {
+        return Ok(None);
+    };
+    let info = std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}"))?;
+    let flags = info
+        .lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|v| i32::from_str_radix(v.trim(), 8).ok())
+        .unwrap_or(0);
+    Ok(Some(Socket::Like {
+        kind,
+        nonblock: flags & libc::O_NONBLOCK != 0,
+        cloexec: flags & libc::O_CLOEXEC != 0,
+    }))
+}
+
+/// Where a unix socket is connected to: the socket file the guard resolved and holds, or
+/// one of sbx-shell's abstract sockets.
+enum To<'a> {
+    Object(&'a OwnedFd),
+    Abstract(&'a str),
+}
+
+/// Connect the caller's `socket` to `to`; the call's answer.
+fn connect(c: &Caller<'_>, socket: Socket, to: &To<'_>) -> Answer {
+    let connect_to = |socket: &OwnedFd| match to {
+        To::Object(object) => connect_through_fd(socket, object),
+        To::Abstract(name) => connect_abstract(socket, name),
+    };
+    let done = match socket {
+        Socket::Copied(socket) => connect_to(&socket),
+        Socket::Like {
+            kind,
+            nonblock,
+            cloexec,
+        } => {
+            let flags = libc::SOCK_CLOEXEC | if nonblock { libc::SOCK_NONBLOCK } else { 0 };
+            // SAFETY: integer arguments; a new descriptor or -1.
+            let fd = unsafe { libc::socket(libc::AF_UNIX, kind | flags, 0) };
+            if fd < 0 {
+                return Answer::Done(errno(&io::Error::last_os_error()));
+            }
+            // SAFETY: a new descriptor of ours.
+            let own = unsafe { OwnedFd::from_raw_fd(fd) };
+            connect_to(&own).and_then(|()| {
+                c.listener
+                    .replace_fd(c.call.id, c.call.args[0] as u32, &own, cloexec)
+            })
+        }
+    };
+    match done {
+        Ok(()) => Answer::Done(0),
+        Err(e) => Answer::Done(errno(&e)),
+    }
 }
 
 /// A socket's address family (`SO_DOMAIN`).
@@ -298,9 +408,9 @@ fn connect_through_fd(socket: &OwnedFd, object: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
-/// Connect the program's `socket` to sbx-shell's abstract socket `name` (the name service,
+/// Connect `socket` to sbx-shell's abstract socket `name` (the name service,
 /// `Scope::lookups`).
-fn connect_abstract(socket: &OwnedFd, name: &str) -> Answer {
+fn connect_abstract(socket: &OwnedFd, name: &str) -> io::Result<()> {
     // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
     let mut to: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     to.sun_family = libc::AF_UNIX as libc::sa_family_t;
@@ -317,11 +427,10 @@ fn connect_abstract(socket: &OwnedFd, name: &str) -> Answer {
             len,
         )
     };
-    Answer::Done(if rc == -1 {
-        errno(&io::Error::last_os_error())
-    } else {
-        0
-    })
+    if rc == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The path of a unix socket address (`sockaddr_un` bytes): empty for an abstract one,

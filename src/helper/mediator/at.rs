@@ -28,6 +28,45 @@ pub(super) fn open_path(dirfd: RawFd, path: &CStr) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// `path` from `dir` opened O_PATH when no component of it is a symlink (nor a magic
+/// link), so that its own words are its path (`paths::join_plain`); `Ok(None)` when one is,
+/// or where the kernel (before Linux 5.6) or a container's profile has no `openat2`: then
+/// the caller opens it the usual way and asks the kernel for its path.
+pub(super) fn open_plain(dir: BorrowedFd<'_>, path: &CStr) -> Res<Option<OwnedFd>> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static MISSING: AtomicBool = AtomicBool::new(false);
+    if MISSING.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    // SAFETY: open_how is plain data; all zeroes is a valid value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: our directory descriptor, a NUL-terminated path and one open_how of the size
+    // given; a new descriptor or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: a new descriptor of ours.
+        return Ok(Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }));
+    }
+    match last_errno() {
+        libc::ELOOP | libc::EXDEV | libc::EAGAIN => Ok(None),
+        libc::ENOSYS | libc::EPERM | libc::E2BIG | libc::EINVAL => {
+            MISSING.store(true, Ordering::Relaxed);
+            Ok(None)
+        }
+        e => Err(e),
+    }
+}
+
 pub(super) fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: i32, mode: u32) -> Res<OwnedFd> {
     // SAFETY: our directory descriptor and a NUL-terminated name; a new descriptor or -1.
     let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, mode) };
@@ -54,6 +93,17 @@ pub(super) fn fstatat(dir: BorrowedFd<'_>, name: &CStr) -> Res<libc::stat> {
         return Err(last_errno());
     }
     Ok(st)
+}
+
+/// A regular file's contents and metadata, never opening anything else
+/// (`sys::files::read_regular_at`).
+pub(super) fn read_regular(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    limit: u64,
+) -> Res<(Vec<u8>, libc::stat)> {
+    crate::sys::files::read_regular_at(dir, OsStr::from_bytes(name.to_bytes()), limit)
+        .map_err(|e| os_errno(&e))
 }
 
 pub(super) fn fstat(fd: BorrowedFd<'_>) -> Res<libc::stat> {

@@ -5,18 +5,19 @@
 //!
 //! One thread of the guard process, which is the program's ancestor (so it may read the
 //! program's memory where Yama's `ptrace_scope` 1 allows ancestors only) and shares its
-//! mount namespace and root (inside bwrap: the pid namespace's init), receives each call,
-//! reads what it names from the program's memory, opens the program's working directory
-//! or descriptor (`/proc/PID/cwd`, `/proc/PID/fd/N`, O_PATH), resolves the directory of
-//! the new name once (the kernel follows symlinks there as for the program) and the last
-//! component by hand (a symlink there is followed to its target, whose name is checked in
-//! turn), checks the name — and that the program's own rules let it make a name there or
-//! open that object (`Reach`: the thread has no effective capabilities, no_new_privs, but
-//! no Landlock domain, which would keep it from the program's memory) — and makes it
-//! through the directory's descriptor, never by a path read again; the umask is 0 and the
-//! program's is applied by hand. An opened file is handed to the program
-//! (`SECCOMP_IOCTL_NOTIF_ADDFD`); a FIFO's open, which waits for the other end, in a
-//! thread of its own.
+//! mount namespace and root (inside bwrap: the pid namespace's init), receives each call
+//! the moment it is made (`notify`), reads what it names from the program's memory, takes
+//! the program's working directory or descriptor (`threads`: kept per thread, opened
+//! through `/proc/TID` when not), resolves the directory of the new name once (the kernel
+//! follows symlinks there as for the program; its path is known without asking when no
+//! symlink is on the way, `paths::join_plain`) and the last component by hand (a symlink
+//! there is followed to its target, whose name is checked in turn), checks the name — and
+//! that the program's own rules let it make a name there or open that object (`Reach`: the
+//! thread has no effective capabilities, no_new_privs, but no Landlock domain, which would
+//! keep it from the program's memory) — and makes it through the directory's descriptor,
+//! never by a path read again; the umask is 0 and the program's is applied by hand. An
+//! opened file is handed to the program (`SECCOMP_IOCTL_NOTIF_ADDFD`); a FIFO's open,
+//! which waits for the other end, in a thread of its own (`waiting`).
 //!
 //! A check holds until the name is made: every name and every rename of the program is
 //! made by this thread, one at a time, and every program's (another session's too) is judged by
@@ -29,28 +30,29 @@
 //! usual spellings of the program's own descriptors (`/dev/stdout`, `/dev/fd/N`,
 //! `/proc/self/fd/N`) are recognised and opened as the program's.
 
+use std::cell::RefCell;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 
-use super::acting::{status_of, Acting, Op, Where};
+use super::acting::{Acting, Base, Op, Where};
 use super::at::{open_path, Res};
-use super::notify::{
-    errno, notif_sizes, read_cstr, receive, respond, send_fd, still_waiting, sync_wake_up, Answer,
-    Call,
-};
+use super::handshake::Learned;
+use super::notify::{errno, Answer, Call, Caller, Delivered, Listener, Reply};
 use super::opening::Opened;
 use super::paths::{start_of, Start};
-use super::umasks::Umasks;
+use super::replay::{Outcome, Replay};
+use super::threads::{Known, Threads};
 use super::Scope;
 use crate::protect::names::Names;
 use crate::sandbox::mediated::syscall_name;
 
 /// Start the thread that answers the program's calls, in this process (the helper's
-/// guard): it first receives the filter's listener on `channel` (the program's side sends
-/// it as soon as it installed the filter). Every signal stays blocked in it (they are the
-/// guard's main thread's).
+/// guard): it first takes the filter's listener from `channel` and checks, with the
+/// program's side, that it can do its work (`handshake`). Every signal stays blocked in
+/// it (they are the guard's main thread's).
 pub fn start(
     channel: OwnedFd,
     names: Option<Names>,
@@ -63,10 +65,11 @@ pub fn start(
     }
     crate::sys::process::spawn_quiet("sbx-mediator", move || {
         let run = || -> io::Result<()> {
-            let raw = crate::sys::fdpass::receive_fd(&channel)?;
-            // SAFETY: receive_fd returned a descriptor that now belongs to us alone.
-            let listener = unsafe { OwnedFd::from_raw_fd(raw) };
-            serve(&listener, &names, mediated.as_ref(), &reach)
+            // The program's side is told what went wrong, and stops: nothing runs.
+            let (listener, learned) = super::handshake::accept(channel)?;
+            let listener = Listener::new(listener)?;
+            let guard = Guard::new(names, mediated, reach, learned)?;
+            serve(&listener, &guard)
         };
         if let Err(e) = run() {
             eprintln!("sbx-shell: the guard stopped answering the program's mediated calls: {e}");
@@ -74,98 +77,254 @@ pub fn start(
     })
 }
 
+/// What the guard's thread holds for the whole session.
+struct Guard {
+    names: Names,
+    /// Landlock alone: the calls it cannot judge, and the session's own places.
+    mediated: Option<Scope>,
+    reach: super::Reach,
+    learned: Learned,
+    root: OwnedFd,
+    /// The session's `/dev/shm` (Landlock alone), and its path.
+    shm: Option<(OwnedFd, PathBuf)>,
+    /// The guard's pid (the session's processes are its descendants).
+    pid: u32,
+}
+
+impl Guard {
+    fn new(
+        names: Names,
+        mediated: Option<Scope>,
+        reach: super::Reach,
+        learned: Learned,
+    ) -> io::Result<Guard> {
+        confine_this_thread()?;
+        let root = open_path(libc::AT_FDCWD, c"/")?;
+        let shm = match mediated.as_ref().and_then(|r| r.shm.clone()) {
+            Some(dir) => Some((
+                open_path(libc::AT_FDCWD, &CString::new(dir.as_os_str().as_bytes())?)?,
+                dir,
+            )),
+            None => None,
+        };
+        Ok(Guard {
+            names,
+            mediated,
+            reach,
+            learned,
+            root,
+            shm,
+            pid: std::process::id(),
+        })
+    }
+}
+
+/// What a call is, for the guard.
+enum Kind {
+    /// It makes a name, or opens for writing: done here (`Acting`).
+    Making,
+    /// It changes what the guard keeps of the thread (`threads`): noted, then let run.
+    Umask,
+    Chdir,
+    Exec,
+    /// Landlock alone's metadata and process calls (`answer`).
+    Other,
+}
+
+fn kind(name: Option<&str>) -> Kind {
+    match name {
+        Some("umask") => Kind::Umask,
+        Some("chdir" | "fchdir") => Kind::Chdir,
+        Some("execve" | "execveat") => Kind::Exec,
+        Some(
+            "open" | "openat" | "creat" | "openat2" | "mkdir" | "mkdirat" | "mknod" | "mknodat"
+            | "symlink" | "symlinkat" | "link" | "linkat" | "rename" | "renameat" | "renameat2",
+        ) => Kind::Making,
+        _ => Kind::Other,
+    }
+}
+
 /// Receive and answer each call, one at a time, in this one thread: a call that makes a
 /// name or opens for writing is done here (`Acting`); any other (Landlock alone's metadata
 /// and process calls, by `mediated`) is answered by `answer::answer`. One thread, so that
-/// the program's call hands the CPU to it and back (`sync_wake_up`) with no hop between
+/// the program's call hands the CPU to it and back (`SYNC_WAKE_UP`) with no hop between
 /// threads (a hop cost 55 µs of a refused `mkdir`'s 74, measured).
-fn serve(
-    listener: &OwnedFd,
-    names: &Names,
-    mediated: Option<&Scope>,
-    reach: &super::Reach,
-) -> io::Result<()> {
-    confine_this_thread()?;
-    let root = open_path(libc::AT_FDCWD, c"/")?;
-    let shm = match mediated.and_then(|r| r.shm.as_deref()) {
-        Some(dir) => Some(open_path(
-            libc::AT_FDCWD,
-            &CString::new(dir.as_os_str().as_bytes())?,
-        )?),
-        None => None,
-    };
-    let made = std::cell::RefCell::new(Vec::new());
-    let umasks = std::cell::RefCell::new(Umasks::default());
-    let sizes = notif_sizes()?;
-    sync_wake_up(listener);
-    let guard = std::process::id();
-    let creating: Vec<i64> = crate::sandbox::mediated::creating()
-        .iter()
-        .filter_map(|m| crate::sandbox::mediated::number(m.syscall))
-        .collect();
+fn serve(listener: &Listener, guard: &Guard) -> io::Result<()> {
+    let made = RefCell::new(Vec::new());
+    let mut threads = Threads::default();
+    let mut replay = Replay::new(guard.learned.killable);
     loop {
-        let mut pfd = libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
+        let call = match listener.receive() {
+            Ok(Some(call)) => call,
+            Ok(None) => continue,
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()),
+            Err(e) => return Err(e),
         };
-        // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(&mut pfd, 1, -1) } == -1 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if pfd.revents & libc::POLLIN == 0 {
-            // POLLHUP: no process of the filter is left.
-            return Ok(());
-        }
-        let Some(call) = receive(listener, &sizes)? else {
-            continue;
+        threads.noticed(call.pid);
+        let reply = match replay.take(&call) {
+            Some(Outcome::Value(v)) => Reply::Acted(v),
+            Some(Outcome::Fd(fd, cloexec)) => Reply::Fd(fd, cloexec),
+            None => match threads.caller(listener, &call) {
+                Err(e) => {
+                    unreadable(&call, &e);
+                    Reply::Answer(Answer::Done(errno(&e)))
+                }
+                Ok(()) => answer(listener, guard, &call, (&mut threads, &made)),
+            },
         };
-        if syscall_name(call.nr) == Some("umask") {
-            let read = || status_of(call.pid);
-            umasks.borrow_mut().set(call.pid, call.args[0] as u32, read);
-            respond(listener, &sizes, &call, Answer::Continue);
-            continue;
+        deliver(listener, &call, reply, &mut replay);
+    }
+}
+
+/// Said once per process on the session's terminal when the guard may not read a program's
+/// memory, so cannot tell what its calls name and refuses them: never a session in which
+/// every name fails without a word. (A machine where the guard can read none is refused
+/// before the program runs: `handshake`.)
+fn unreadable(call: &Call, e: &io::Error) {
+    use std::sync::Mutex;
+    static TOLD: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    if !matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) {
+        return;
+    }
+    let command = std::fs::read_to_string(format!("/proc/{}/comm", call.pid)).unwrap_or_default();
+    let command = command.trim().to_string();
+    let mut told = TOLD.lock().unwrap_or_else(|p| p.into_inner());
+    if told.contains(&command) || told.len() > 64 {
+        return;
+    }
+    told.push(command.clone());
+    eprintln!(
+        "sbx-shell: the guard cannot read what {command}'s calls name (/proc/{}/mem: {e}), so it refuses every name {command} makes\nHint: a program whose file may be run but not read (mode 711) cannot be read by its parent either: make it readable (chmod a+r on it), or run it outside sbx-shell",
+        call.pid
+    );
+}
+
+/// The reply to `call`, from a thread the guard knows (`Threads::caller`).
+fn answer(
+    listener: &Listener,
+    guard: &Guard,
+    call: &Call,
+    (threads, made): (&mut Threads, &RefCell<Vec<(u64, u64)>>),
+) -> Reply {
+    let tid = call.pid;
+    let name = syscall_name(call.nr);
+    match kind(name) {
+        Kind::Umask => {
+            threads.set_umask(tid, call.args[0] as u32);
+            Reply::Answer(Answer::Continue)
         }
-        if !creating.contains(&call.nr) {
-            let answer = match mediated {
-                Some(rules) => super::answer::answer(listener, &call, rules, guard),
-                None => Answer::Done(-i64::from(libc::EPERM)),
-            };
-            respond(listener, &sizes, &call, answer);
-            continue;
+        Kind::Chdir => {
+            threads.chdir(tid);
+            Reply::Answer(Answer::Continue)
         }
-        let answer = match read_op(listener, &call, shm.as_ref()) {
-            Err(e) => Answer::Done(e),
-            Ok(op) => {
-                let acting = Acting {
+        Kind::Exec => {
+            threads.exec(tid);
+            Reply::Answer(Answer::Continue)
+        }
+        Kind::Other => match &guard.mediated {
+            Some(rules) => {
+                let caller = Caller {
                     listener,
-                    names,
-                    reach,
-                    made: &made,
-                    umasks: &umasks,
-                    root: root.as_fd(),
-                    call: &call,
+                    call,
+                    copy_fds: guard.learned.copy_fds,
                 };
-                act_and_report(&acting, &op)
+                super::answer::answer(&caller, threads, rules, guard.pid)
             }
+            None => Reply::Answer(Answer::Done(-i64::from(libc::EPERM))),
+        },
+        Kind::Making => {
+            let op = match threads
+                .known(tid)
+                .map_err(|e| errno(&e))
+                .and_then(|known| read_op(known, call, guard, name))
+            {
+                Ok(op) => op,
+                Err(e) => return Reply::Answer(Answer::Done(e)),
+            };
+            act_for(listener, guard, call, (threads, made), &op)
+        }
+    }
+}
+
+/// Do `op` for the caller, with its umask and working directory as it needs them.
+fn act_for(
+    listener: &Listener,
+    guard: &Guard,
+    call: &Call,
+    (threads, made): (&mut Threads, &RefCell<Vec<(u64, u64)>>),
+    op: &Op,
+) -> Reply {
+    let umask = if op.takes_umask() {
+        threads.umask(call.pid)
+    } else {
+        0
+    };
+    let renamed;
+    let reply = {
+        let cwd = match op.uses_cwd() {
+            true => match threads.cwd(listener, call) {
+                Ok(cwd) => Some(cwd),
+                Err(e) => return Reply::Answer(Answer::Done(errno(&e))),
+            },
+            false => None,
         };
-        respond(listener, &sizes, &call, answer);
+        let acting = Acting {
+            listener,
+            names: &guard.names,
+            reach: &guard.reach,
+            made,
+            umask,
+            root: guard.root.as_fd(),
+            shm: guard
+                .shm
+                .as_ref()
+                .map(|(fd, path)| (fd.as_fd(), path.as_path())),
+            cwd,
+            call,
+            renamed: RefCell::new(Vec::new()),
+        };
+        let reply = act_and_report(&acting, op, guard.learned.killable);
+        renamed = acting.renamed.take();
+        reply
+    };
+    for old in &renamed {
+        threads.renamed(old);
+    }
+    reply
+}
+
+/// Send `reply`; an act's outcome that reached nobody is kept for the call's restart
+/// (`replay`: kernels before 5.19 only).
+fn deliver(listener: &Listener, call: &Call, reply: Reply, replay: &mut Replay) {
+    match reply {
+        Reply::Answer(answer) => {
+            listener.respond(call, answer);
+        }
+        Reply::Acted(value) => {
+            if listener.respond(call, Answer::Done(value)) == Delivered::Gone {
+                replay.keep(call, Outcome::Value(value));
+            }
+        }
+        Reply::Fd(fd, cloexec) => match listener.send_fd(call.id, &fd, cloexec) {
+            Ok(Delivered::Yes) => {}
+            Ok(Delivered::Gone) => replay.keep(call, Outcome::Fd(fd, cloexec)),
+            Err(e) => {
+                listener.respond(call, Answer::Done(e));
+            }
+        },
     }
 }
 
 /// What the call asks, read from its arguments and the program's memory; a name in
-/// `/dev/shm` is taken in `shm`, the session's own directory for it (`mediator::shm_name`).
-fn read_op(listener: &OwnedFd, call: &Call, shm: Option<&OwnedFd>) -> Result<Op, i64> {
+/// `/dev/shm` is taken in the session's own directory for it (`mediator::shm_name`).
+fn read_op(known: &Known, call: &Call, guard: &Guard, name: Option<&str>) -> Result<Op, i64> {
     let args = Args {
-        listener,
+        known,
         call,
-        shm,
+        shm: guard.shm.is_some(),
+        copy_fds: guard.learned.copy_fds,
     };
-    match syscall_name(call.nr) {
+    match name {
         Some(name @ ("open" | "openat" | "creat" | "mkdir" | "mkdirat" | "mknod" | "mknodat")) => {
             read_make(&args, name)
         }
@@ -261,9 +420,11 @@ fn read_link(args: &Args<'_>, name: &str) -> Result<Op, i64> {
 /// A call's arguments as the guard reads them: numbers, strings and paths (each read from
 /// where it starts, `where_of`).
 struct Args<'a> {
-    listener: &'a OwnedFd,
+    known: &'a Known,
     call: &'a Call,
-    shm: Option<&'a OwnedFd>,
+    /// The session has a `/dev/shm` of its own.
+    shm: bool,
+    copy_fds: bool,
 }
 
 impl Args<'_> {
@@ -277,75 +438,47 @@ impl Args<'_> {
 
     /// `empty`: an empty path names `dirfd` itself (`AT_EMPTY_PATH`).
     fn at_or_empty(&self, dirfd: i32, path: u64, empty: bool) -> Result<Where, i64> {
-        where_of(self.listener, self.call, (dirfd, path, empty), self.shm).map_err(|e| errno(&e))
+        self.where_of((dirfd, path, empty)).map_err(|e| errno(&e))
     }
 
     fn cstr(&self, addr: u64) -> Result<CString, i64> {
-        read_cstr(self.call.pid, addr).map_err(|e| errno(&e))
+        self.known.cstr(addr).map_err(|e| errno(&e))
     }
-}
 
-/// The start of the path at `addr` relative to the program's descriptor `dirfd`: the
-/// program's own descriptors under their usual spellings are opened here (as the program's,
-/// not as the guard's `/proc/self`).
-fn where_of(
-    listener: &OwnedFd,
-    call: &Call,
-    (dirfd, addr, empty): (i32, u64, bool),
-    shm: Option<&OwnedFd>,
-) -> io::Result<Where> {
-    let path = read_cstr(call.pid, addr)?.into_bytes();
-    let start =
-        start_of(&path, dirfd, empty, shm.is_some()).map_err(io::Error::from_raw_os_error)?;
-    let (base, path) = match start {
-        Start::Shm(name) => {
-            let dir = shm.map(OwnedFd::try_clone).transpose()?;
-            return Ok(Where {
-                base: dir,
-                path: name.to_vec(),
-            });
+    /// The start of the path at `addr` relative to the program's descriptor `dirfd`: the
+    /// program's own descriptors under their usual spellings are taken here (as the
+    /// program's, not as the guard's `/proc/self`).
+    fn where_of(&self, (dirfd, addr, empty): (i32, u64, bool)) -> io::Result<Where> {
+        let mut path = self.known.cstr(addr)?.into_bytes();
+        if path.starts_with(b"/proc/") && super::paths::own_descriptor(&path).is_none() {
+            path = super::paths::as_caller(&path, self.call.pid).into_owned();
         }
-        Start::Root => return Ok(Where { base: None, path }),
-        Start::Descriptor(fd, rest) => (open_proc(call, &format!("fd/{fd}"))?, rest.to_vec()),
-        Start::Dir(libc::AT_FDCWD) => (open_proc(call, "cwd")?, path),
-        Start::Dir(dirfd) => (open_proc(call, &format!("fd/{dirfd}"))?, path),
-    };
-    waiting(
-        listener,
-        call,
-        Where {
-            base: Some(base),
-            path,
-        },
-    )
-}
-
-/// `at`, once the call still waits: the pid named it (it was not reused) when it was opened.
-fn waiting(listener: &OwnedFd, call: &Call, at: Where) -> io::Result<Where> {
-    if still_waiting(listener, call.id) {
-        Ok(at)
-    } else {
-        Err(io::Error::from_raw_os_error(libc::ESRCH))
+        let start =
+            start_of(&path, dirfd, empty, self.shm).map_err(io::Error::from_raw_os_error)?;
+        let theirs = |fd: i32| self.known.their_object(fd as u32, self.copy_fds);
+        Ok(match start {
+            Start::Shm(name) => Where {
+                base: Base::Shm,
+                path: name.to_vec(),
+            },
+            Start::Root => Where {
+                base: Base::Root,
+                path,
+            },
+            Start::Descriptor(fd, rest) => Where {
+                base: Base::Fd(theirs(fd as i32)?),
+                path: rest.to_vec(),
+            },
+            Start::Dir(libc::AT_FDCWD) => Where {
+                base: Base::Cwd,
+                path,
+            },
+            Start::Dir(dirfd) => Where {
+                base: Base::Fd(theirs(dirfd)?),
+                path,
+            },
+        })
     }
-}
-
-/// `/proc/PID/<what>` of the calling thread, opened O_PATH (a magic link is followed to the
-/// object itself).
-fn open_proc(call: &Call, what: &str) -> io::Result<OwnedFd> {
-    let path = CString::new(format!("/proc/{}/{what}", call.pid))?;
-    // SAFETY: a NUL-terminated path; openat returns a new descriptor or -1.
-    let fd = unsafe {
-        libc::openat(
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::O_PATH | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor of ours.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// What the thread is allowed: no effective capabilities, no_new_privs, and no umask
@@ -365,19 +498,22 @@ fn confine_this_thread() -> io::Result<()> {
     Ok(())
 }
 
-/// Do what the call asks, as `acting` (its checks first), and the answer to send.
-fn act(acting: &Acting<'_>, op: &Op) -> Answer {
+/// Do what the call asks, as `acting` (its checks first), and the reply to send.
+fn act(acting: &Acting<'_>, op: &Op, killable: bool) -> Reply {
     match op {
-        Op::Open { at, flags, mode } => match acting.open(at, *flags, *mode) {
-            Ok(Opened::Now(fd)) => send_fd(
-                acting.listener,
-                acting.call.id,
-                &fd,
-                flags & libc::O_CLOEXEC != 0,
-            ),
-            Ok(Opened::Later) => Answer::Sent,
-            Err(e) => Answer::Done(-i64::from(e)),
-        },
+        Op::Open { at, flags, mode } => {
+            let cloexec = flags & libc::O_CLOEXEC != 0;
+            match acting.open(at, *flags, *mode) {
+                Ok(Opened::Now(fd)) => Reply::Fd(fd, cloexec),
+                Ok(Opened::Waiting { object, how }) => Reply::Answer(super::waiting::start(
+                    acting.listener,
+                    acting.call,
+                    (object, how, cloexec),
+                    killable,
+                )),
+                Err(e) => Reply::Answer(Answer::Done(-i64::from(e))),
+            }
+        }
         Op::Mkdir { at, mode } => done(acting.mkdir(at, *mode)),
         Op::Mknod { at, mode, dev } => done(acting.mknod(at, *mode, *dev)),
         Op::Symlink { target, at } => done(acting.symlink(target, at)),
@@ -388,39 +524,45 @@ fn act(acting: &Acting<'_>, op: &Op) -> Answer {
 
 /// `act`, and a refusal the kernel made (EROFS) reported; the guard's own refusals are
 /// reported where they are decided (`acting::refuse`).
-fn act_and_report(acting: &Acting<'_>, op: &Op) -> Answer {
-    let answer = act(acting, op);
-    if let Answer::Done(e) = answer {
+fn act_and_report(acting: &Acting<'_>, op: &Op, killable: bool) -> Reply {
+    let reply = act(acting, op, killable);
+    if let Reply::Answer(Answer::Done(e)) = reply {
         if e == -i64::from(libc::EROFS) {
-            report_read_only(op);
+            report_read_only(acting, op);
         }
     }
-    answer
+    reply
 }
 
 /// The kernel refused the act with EROFS (a read-only mount, under bwrap): reported with
 /// the path the call named, made absolute from where it started.
-fn report_read_only(op: &Op) {
-    use std::os::unix::ffi::OsStrExt as _;
+fn report_read_only(acting: &Acting<'_>, op: &Op) {
     let at = match op {
         Op::Open { at, .. } | Op::Mkdir { at, .. } | Op::Mknod { at, .. } => at,
         Op::Symlink { at, .. } => at,
         Op::Link { new, .. } | Op::Rename { new, .. } => new,
     };
     let path = std::ffi::OsStr::from_bytes(&at.path);
-    let path = match &at.base {
-        Some(base) if !at.path.starts_with(b"/") => match super::at::fd_path(base.as_fd()) {
-            Ok(dir) => dir.join(path),
+    let path = if at.path.starts_with(b"/") {
+        PathBuf::from(path)
+    } else {
+        let dir = match acting.base(at) {
+            Ok((_, Some(dir))) => dir,
+            Ok((fd, None)) => match super::at::fd_path(fd) {
+                Ok(dir) => dir,
+                Err(_) => return,
+            },
             Err(_) => return,
-        },
-        _ => std::path::PathBuf::from(path),
+        };
+        dir.join(path)
     };
     super::report::refused(crate::policy::refusal::Cause::ReadOnly, &path);
 }
 
-fn done(r: Res<i64>) -> Answer {
+/// The reply for an act's result: a value it gave, or the errno.
+fn done(r: Res<i64>) -> Reply {
     match r {
-        Ok(v) => Answer::Done(v),
-        Err(e) => Answer::Done(-i64::from(e)),
+        Ok(v) => Reply::Acted(v),
+        Err(e) => Reply::Answer(Answer::Done(-i64::from(e))),
     }
 }

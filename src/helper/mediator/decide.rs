@@ -2,6 +2,7 @@
 //! program's own rules let it reach (`Reach`), a name in `/dev/shm`, and who belongs to
 //! the session. Pure.
 
+use crate::protect::names::{under, PathSet};
 use std::path::{Path, PathBuf};
 
 /// The mediator's scope with Landlock alone: what may change, and the session's own places
@@ -58,8 +59,8 @@ impl Scope {
             // removed since it was opened): in no tree.
             return true;
         }
-        self.writable.iter().any(|w| path.starts_with(w))
-            && !self.protected.iter().any(|p| path.starts_with(p))
+        self.writable.iter().any(|w| under(path, w))
+            && !self.protected.iter().any(|p| under(path, p))
     }
 }
 
@@ -94,45 +95,90 @@ pub fn in_session(pid: u32, supervisor: u32, parent: &dyn Fn(u32) -> Option<u32>
 
 /// Where the program may make names and open files, as its Landlock ruleset says: what the
 /// guard, which acts for the program without Landlock of its own, checks before it acts
-/// (`create.rs`). `rules: None`: no Landlock, and the mount namespace the guard shares
-/// with the program decides for both.
+/// (`create.rs`). `Reach::default()`: no Landlock, and the mount namespace the guard shares
+/// with the program decides for both. The rules are indexed by the rights that matter to
+/// the guard (`PathSet`): it asks for every name made.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reach {
-    pub rules: Option<Vec<crate::sandbox::landlock::PathRule>>,
+    rules: Option<ReachRules>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ReachRules {
+    /// Where names may be made (read-write trees).
+    make: PathSet,
+    /// What may be opened for writing.
+    write: PathSet,
+    /// What may be opened for reading (not what may only be listed).
+    read: PathSet,
 }
 
 impl Reach {
-    fn granted(&self, path: &Path, ok: &dyn Fn(crate::sandbox::landlock::Access) -> bool) -> bool {
-        use std::os::unix::ffi::OsStrExt;
-        let Some(rules) = &self.rules else {
-            return true;
+    /// The reach the Landlock rules `rules` give (`None`: no Landlock). Landlock takes each
+    /// rule's path as the object it opens (symlinks followed: a container's `/dev/ptmx` is
+    /// `pts/ptmx`), while the guard asks by the paths the kernel gives: a rule that lets
+    /// the program write stands for its real path too. (A rule that only lets it read
+    /// matters to the guard beside a write it also judges.)
+    pub fn new(rules: Option<&[crate::sandbox::landlock::PathRule]>) -> Reach {
+        use crate::sandbox::landlock::Access;
+        let Some(rules) = rules else {
+            return Reach::default();
         };
-        rules
-            .iter()
-            .any(|r| path.starts_with(&r.path) && ok(r.access))
-            // pipe:[…], socket:[…], anon_inode:… : in no tree, as for the kernel's check.
-            || !path.as_os_str().as_bytes().starts_with(b"/")
-    }
-
-    /// Whether the program may make (or remove, rename away) a name in the directory `dir`.
-    pub fn may_make_in(&self, dir: &Path) -> bool {
-        use crate::sandbox::landlock::Access;
-        self.granted(dir, &|a| a == Access::ReadWrite)
-    }
-
-    /// Whether the program may open the object at `path` with open `flags`.
-    pub fn may_open(&self, path: &Path, flags: i32) -> bool {
-        use crate::sandbox::landlock::Access;
-        let write = |a| {
+        let writes = |a: Access| {
             matches!(
                 a,
                 Access::ReadWrite | Access::ReadWriteFiles | Access::Terminal
             )
         };
-        let read = |a| a != Access::List;
+        let real: Vec<(PathBuf, Access)> = rules
+            .iter()
+            .filter(|r| writes(r.access))
+            .filter_map(|r| Some((std::fs::canonicalize(&r.path).ok()?, r.access)))
+            .collect();
+        let all: Vec<(&Path, Access)> = rules
+            .iter()
+            .map(|r| (r.path.as_path(), r.access))
+            .chain(real.iter().map(|(p, a)| (p.as_path(), *a)))
+            .collect();
+        let with = |ok: &dyn Fn(Access) -> bool| {
+            PathSet::new(all.iter().filter(|(_, a)| ok(*a)).map(|(p, _)| *p))
+        };
+        Reach {
+            rules: Some(ReachRules {
+                make: with(&|a| a == Access::ReadWrite),
+                write: with(&writes),
+                read: with(&|a| a != Access::List),
+            }),
+        }
+    }
+
+    /// Whether Landlock bounds the program (else the mounts do, for the guard too).
+    pub fn confined(&self) -> bool {
+        self.rules.is_some()
+    }
+
+    /// Whether `path` is in `set`, or names no place in a tree at all (pipe:[…],
+    /// socket:[…], anon_inode:… : in no tree, as for the kernel's check).
+    fn granted(path: &Path, set: &PathSet) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        !path.as_os_str().as_bytes().starts_with(b"/") || set.holds(path)
+    }
+
+    /// Whether the program may make (or remove, rename away) a name in the directory `dir`.
+    pub fn may_make_in(&self, dir: &Path) -> bool {
+        self.rules
+            .as_ref()
+            .is_none_or(|r| Reach::granted(dir, &r.make))
+    }
+
+    /// Whether the program may open the object at `path` with open `flags`.
+    pub fn may_open(&self, path: &Path, flags: i32) -> bool {
+        let Some(r) = &self.rules else {
+            return true;
+        };
         let writing = super::opens::writes(flags);
         let reading = flags & libc::O_ACCMODE != libc::O_WRONLY;
-        (!writing || self.granted(path, &write)) && (!reading || self.granted(path, &read))
+        (!writing || Reach::granted(path, &r.write)) && (!reading || Reach::granted(path, &r.read))
     }
 }
 
@@ -224,14 +270,12 @@ mod reach_tests {
             path: p.into(),
             access,
         };
-        let reach = Reach {
-            rules: Some(vec![
-                rule("/", Access::Read),
-                rule("/ws", Access::ReadWrite),
-                rule("/dev/null", Access::ReadWriteFiles),
-                rule("/dev/pts/3", Access::Terminal),
-            ]),
-        };
+        let reach = Reach::new(Some(&[
+            rule("/", Access::Read),
+            rule("/ws", Access::ReadWrite),
+            rule("/dev/null", Access::ReadWriteFiles),
+            rule("/dev/pts/3", Access::Terminal),
+        ]));
         assert!(reach.may_make_in(Path::new("/ws/src")));
         assert!(!reach.may_make_in(Path::new("/etc")));
         assert!(!reach.may_make_in(Path::new("/wsx")));
@@ -241,9 +285,7 @@ mod reach_tests {
         assert!(!reach.may_open(Path::new("/etc/passwd (deleted)"), libc::O_RDWR));
         assert!(reach.may_open(Path::new("/etc/passwd"), libc::O_RDONLY));
         assert!(reach.may_open(Path::new("pipe:[42]"), libc::O_WRONLY));
-        let listed = Reach {
-            rules: Some(vec![rule("/home/u", Access::List)]),
-        };
+        let listed = Reach::new(Some(&[rule("/home/u", Access::List)]));
         assert!(!listed.may_open(Path::new("/home/u/x"), libc::O_RDONLY));
         // No Landlock: the mounts decide.
         assert!(Reach::default().may_make_in(Path::new("/etc")));

@@ -1,7 +1,7 @@
 //! What the guard looks at in a directory to tell a git directory: the markers it holds,
 //! and what may not be in one (a config key git work does not write, `commondir`, hooks).
 
-use super::at::{fstatat, open_path, openat};
+use super::at::{fstatat, open_path, openat, read_regular};
 use crate::policy::gitconfig::Kind;
 use crate::protect::names::{self, GitPlace, Names};
 use std::ffi::{CStr, CString, OsStr};
@@ -18,17 +18,9 @@ pub(super) fn completes_git(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
 /// Whether `dir` holds what a git directory may not: a config with a key git work does
 /// not write (`Names::config_rename`), a `commondir`, or a hook other than a `*.sample`.
 pub(super) fn holds_plants(dir: BorrowedFd<'_>, names: &Names) -> bool {
-    use std::io::Read;
-    let read = |name: &CStr| {
-        let how = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        let fd = openat(dir, name, how, 0).ok()?;
-        let mut text = Vec::new();
-        std::fs::File::from(fd)
-            .take(16 << 20)
-            .read_to_end(&mut text)
-            .ok()?;
-        Some(text)
-    };
+    // A regular file only (a FIFO or a device there is never opened): anything else
+    // named `config` counts as a plant.
+    let read = |name: &CStr| read_regular(dir, name, 16 << 20).ok().map(|(text, _)| text);
     let exists = |name: &CStr| fstatat(dir, name).is_ok();
     let config = [c"config", c"config.worktree"].iter().any(|n| {
         exists(n) && read(n).is_none_or(|t| names.config_rename(Kind::Config, &t).is_some())
@@ -47,11 +39,14 @@ pub(super) fn holds_plants(dir: BorrowedFd<'_>, names: &Names) -> bool {
 /// What the directory `dir` (at `path`) is among git's, as far as it matters for the name
 /// `name` made in it (the rules look at few names: the rest costs no look).
 pub(super) fn git_place(dir: BorrowedFd<'_>, path: &std::path::Path, name: &OsStr) -> GitPlace {
+    // The last component, by bytes (the guard asks this for every name made).
     let file = |p: &std::path::Path| {
-        p.file_name()
-            .map(OsStr::as_encoded_bytes)
+        let bytes = p.as_os_str().as_encoded_bytes();
+        bytes
+            .rsplit(|b| *b == b'/')
+            .next()
             .unwrap_or_default()
-            .to_vec()
+            .to_owned()
     };
     let up = |fd: BorrowedFd<'_>| open_path(fd.as_raw_fd(), c"..").ok();
     let above = |p: &std::path::Path| p.parent().unwrap_or(p).to_path_buf();
@@ -72,7 +67,15 @@ pub(super) fn git_place(dir: BorrowedFd<'_>, path: &std::path::Path, name: &OsSt
             Err(_) => GitPlace::Plain,
         };
     }
-    match (file(path).as_slice(), name.as_encoded_bytes()) {
+    let name_bytes = name.as_encoded_bytes();
+    let judged = matches!(
+        name_bytes,
+        b"commondir" | b"hooks" | b"config" | b"config.worktree"
+    );
+    if !judged && !path.as_os_str().as_encoded_bytes().ends_with(b"/hooks") {
+        return GitPlace::Plain;
+    }
+    match (file(path).as_slice(), name_bytes) {
         (_, b"commondir" | b"hooks" | b"config" | b"config.worktree") if git_up(0) => {
             let parent = above(path);
             GitPlace::GitDir {

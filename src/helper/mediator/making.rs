@@ -2,26 +2,26 @@
 //! descriptor: `mkdir`, `mknod`, `symlink`, `link`, `rename` (and a git config renamed
 //! into place, judged by what it says).
 
-use super::acting::{refuse, Acting, Entry, Where};
-use super::at::{fd_path, fstat, fstatat, last_errno, open_path, openat, Res};
+use super::acting::{path_of, refuse, Acting, Entry, Where};
+use super::at::{fstat, fstatat, last_errno, open_path, openat, Res};
 use super::git::{git_place, is_git};
 use crate::policy::gitconfig::Kind;
 use crate::policy::refusal::Cause;
 use crate::protect::names::{self, GitPlace, Made};
-use std::ffi::{CStr, CString, OsStr};
+use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 
 impl Acting<'_> {
     pub(super) fn mkdir(&self, at: &Where, mode: u32) -> Res<i64> {
-        let e = self.new_entry(at)?;
-        self.check(&e, Made::Dir)?;
+        let e = self.entry_of(at)?;
+        self.check_new(&e, Made::Dir)?;
         // SAFETY: our directory descriptor and a NUL-terminated name.
         if unsafe {
             libc::mkdirat(
-                e.dir.as_raw_fd(),
+                e.dir.as_fd().as_raw_fd(),
                 e.name.as_ptr(),
-                mode & !self.umask() & 0o7777,
+                mode & !self.umask & 0o7777,
             )
         } == -1
         {
@@ -31,13 +31,13 @@ impl Acting<'_> {
     }
 
     pub(super) fn mknod(&self, at: &Where, mode: u32, dev: u64) -> Res<i64> {
-        let e = self.new_entry(at)?;
-        self.check(&e, Made::Other)?;
-        let perm = mode & 0o7777 & !self.umask();
+        let e = self.entry_of(at)?;
+        self.check_new(&e, Made::Other)?;
+        let perm = mode & 0o7777 & !self.umask;
         // SAFETY: our directory descriptor and a NUL-terminated name.
         if unsafe {
             libc::mknodat(
-                e.dir.as_raw_fd(),
+                e.dir.as_fd().as_raw_fd(),
                 e.name.as_ptr(),
                 (mode & libc::S_IFMT) | perm,
                 dev,
@@ -50,10 +50,11 @@ impl Acting<'_> {
     }
 
     pub(super) fn symlink(&self, target: &CStr, at: &Where) -> Res<i64> {
-        let e = self.new_entry(at)?;
-        self.check(&e, Made::Other)?;
+        let e = self.entry_of(at)?;
+        self.check_new(&e, Made::Other)?;
+        let dir = e.dir.as_fd().as_raw_fd();
         // SAFETY: a NUL-terminated target, our directory descriptor and a name.
-        if unsafe { libc::symlinkat(target.as_ptr(), e.dir.as_raw_fd(), e.name.as_ptr()) } == -1 {
+        if unsafe { libc::symlinkat(target.as_ptr(), dir, e.name.as_ptr()) } == -1 {
             return Err(last_errno());
         }
         Ok(0)
@@ -63,8 +64,8 @@ impl Acting<'_> {
         if flags & !(libc::AT_SYMLINK_FOLLOW | libc::AT_EMPTY_PATH) != 0 {
             return Err(libc::EINVAL);
         }
-        let to = self.new_entry(new)?;
-        self.check(&to, Made::Other)?;
+        let to = self.entry_of(new)?;
+        self.check_new(&to, Made::Other)?;
         if old.path.is_empty() {
             // The object itself: the program's descriptor with AT_EMPTY_PATH, or its own
             // descriptor's magic link followed (`/proc/self/fd/N`, AT_SYMLINK_FOLLOW).
@@ -74,20 +75,33 @@ impl Acting<'_> {
             }
             // The program's descriptor itself (an O_TMPFILE file given a name): linked
             // through its magic link, as an unprivileged caller does.
-            let base = self.base(old);
+            let base = self.base(old)?.0;
             self.check_link_source(base)?;
             return link_through(base, &to);
         }
-        let from = self.entry(self.base(old), &old.path)?.ok_or(libc::EPERM)?;
-        // The object linked is opened and judged, then linked through that descriptor
-        // (nothing is looked up by name again): a second name of a protected file would let
-        // it be written through that name.
-        let nofollow = if flags & libc::AT_SYMLINK_FOLLOW != 0 {
-            0
-        } else {
-            libc::O_NOFOLLOW
-        };
-        let how = libc::O_PATH | libc::O_CLOEXEC | nofollow;
+        let from = self.entry(self.base(old)?, &old.path)?.ok_or(libc::EPERM)?;
+        if flags & libc::AT_SYMLINK_FOLLOW == 0 {
+            // The entry itself (a symlink too is linked as one), judged, then linked by its
+            // name: nothing can be put at that name meanwhile but by this thread, which
+            // makes every name of the program (it can only be removed: then ENOENT).
+            let st = fstatat(from.dir.as_fd(), &from.name)?;
+            self.check_link_object(&st, &from.full())?;
+            // SAFETY: our directory descriptors and NUL-terminated names.
+            let rc = unsafe {
+                libc::linkat(
+                    from.dir.as_fd().as_raw_fd(),
+                    from.name.as_ptr(),
+                    to.dir.as_fd().as_raw_fd(),
+                    to.name.as_ptr(),
+                    0,
+                )
+            };
+            return if rc == -1 { Err(last_errno()) } else { Ok(0) };
+        }
+        // A symlink followed: the object may lie anywhere. It is opened and judged, then
+        // linked through that descriptor (nothing is looked up by name again): a second
+        // name of a protected file would let it be written through that name.
+        let how = libc::O_PATH | libc::O_CLOEXEC;
         let object = openat(from.dir.as_fd(), &from.name, how, 0)?;
         self.check_link_source(object.as_fd())?;
         link_through(object.as_fd(), &to)
@@ -97,16 +111,19 @@ impl Acting<'_> {
     /// (`Names::objects`), a git directory's config, or one outside where the program may
     /// make names.
     pub(super) fn check_link_source(&self, object: BorrowedFd<'_>) -> Res<()> {
-        let st = fstat(object)?;
         // Where the object itself lies (reached through a symlink or the program's
         // descriptor, it may be anywhere): a new name for it needs the right to make and
         // rename names there (Landlock's refer), as for the program.
-        let at = fd_path(object).map_err(|_| libc::EACCES)?;
+        self.check_link_object(&fstat(object)?, &path_of(object)?)
+    }
+
+    /// `check_link_source` of the object `st` describes, whose path is `at`.
+    fn check_link_object(&self, st: &libc::stat, at: &std::path::Path) -> Res<()> {
         let Some(dir) = at.parent().filter(|d| d.is_absolute()) else {
             return Err(libc::EACCES);
         };
         if !self.reach.may_make_in(dir) {
-            return Err(refuse(Cause::Outside, &at));
+            return Err(refuse(Cause::Outside, at));
         }
         let config = at.file_name().is_some_and(names::is_config)
             && CString::new(dir.as_os_str().as_bytes())
@@ -115,44 +132,48 @@ impl Acting<'_> {
                 .is_some_and(|d| is_git(d.as_fd(), dir));
         if config
             || self.names.is_protected_object(st.st_dev, st.st_ino)
-            || self.names.protected.iter().any(|p| at.starts_with(p))
+            || self.names.protected.iter().any(|p| names::under(at, p))
         {
-            return Err(refuse(Cause::Protected, &at));
+            return Err(refuse(Cause::Protected, at));
         }
         Ok(())
     }
 
     pub(super) fn rename(&self, old: &Where, new: &Where, flags: u32) -> Res<i64> {
-        let from = self.entry(self.base(old), &old.path)?.ok_or(libc::EBUSY)?;
-        let to = self.entry(self.base(new), &new.path)?.ok_or(libc::EBUSY)?;
-        let made = |e: &Entry| match fstatat(e.dir.as_fd(), &e.name) {
-            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => Made::MovedDir,
-            _ => Made::Other,
+        let from = self.entry(self.base(old)?, &old.path)?.ok_or(libc::EBUSY)?;
+        let to = self.entry(self.base(new)?, &new.path)?.ok_or(libc::EBUSY)?;
+        // Whether a directory moves, looked at only where the rules tell the two apart
+        // (`names::kind_matters`).
+        let made = |e: &Entry<'_>, into: &Entry<'_>| {
+            if !names::kind_matters(into.name_os()) {
+                return Made::Other;
+            }
+            match fstatat(e.dir.as_fd(), &e.name) {
+                Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => Made::MovedDir,
+                _ => Made::Other,
+            }
         };
-        let moved = made(&from);
-        let source = fd_path(from.dir.as_fd()).map_err(|_| libc::EACCES)?;
-        let old_path = source.join(OsStr::from_bytes(from.name.as_bytes()));
-        if !self.reach.may_make_in(&source) {
+        let moved = made(&from, &to);
+        let old_path = from.full();
+        if !self.reach.may_make_in(&from.path) {
             return Err(refuse(Cause::Outside, &old_path));
         }
         if self.names.pinned(&old_path) {
             return Err(refuse(Cause::Protected, &old_path));
         }
         // git never renames a config away (only `config.lock` over it).
-        let from_name = OsStr::from_bytes(from.name.as_bytes());
+        let from_name = from.name_os();
         if names::is_config(from_name) {
-            let parent = fd_path(from.dir.as_fd()).map_err(|_| libc::EACCES)?;
-            if let GitPlace::GitDir { .. } = git_place(from.dir.as_fd(), &parent, from_name) {
-                return Err(refuse(Cause::Protected, &parent.join(from_name)));
+            if let GitPlace::GitDir { .. } = git_place(from.dir.as_fd(), &from.path, from_name) {
+                return Err(refuse(Cause::Protected, &old_path));
             }
         }
-        let to_name = OsStr::from_bytes(to.name.as_bytes());
+        let to_name = to.name_os();
         if (names::is_config(to_name) || to_name == ".gitmodules")
             && flags == 0
             && moved == Made::Other
         {
-            let parent = fd_path(to.dir.as_fd()).map_err(|_| libc::EACCES)?;
-            match git_place(to.dir.as_fd(), &parent, to_name) {
+            match git_place(to.dir.as_fd(), &to.path, to_name) {
                 GitPlace::GitDir { .. } => return self.config_rename(Kind::Config, &from, &to),
                 GitPlace::WorkTree => return self.config_rename(Kind::Gitmodules, &from, &to),
                 _ => {}
@@ -160,23 +181,27 @@ impl Acting<'_> {
         }
         self.check(&to, moved)?;
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
-        let back = made(&to);
         if exchange {
-            self.check(&from, back)?;
+            self.check(&from, made(&to, &from))?;
         }
         // SAFETY: our descriptors and NUL-terminated names.
         let rc = unsafe {
             libc::syscall(
                 libc::SYS_renameat2,
-                from.dir.as_raw_fd(),
+                from.dir.as_fd().as_raw_fd(),
                 from.name.as_ptr(),
-                to.dir.as_raw_fd(),
+                to.dir.as_fd().as_raw_fd(),
                 to.name.as_ptr(),
                 flags,
             )
         };
         if rc == -1 {
             return Err(last_errno());
+        }
+        let mut renamed = self.renamed.borrow_mut();
+        renamed.push(old_path);
+        if exchange {
+            renamed.push(to.full());
         }
         Ok(0)
     }
@@ -185,32 +210,20 @@ impl Acting<'_> {
     /// content is read once, checked (`names::config_rename`), written into a file of the
     /// guard's own, and that file renamed into place; the program's is removed. What the
     /// program does to its file afterwards (it may still hold it open) reaches nothing.
-    pub(super) fn config_rename(&self, kind: Kind, from: &Entry, to: &Entry) -> Res<i64> {
+    pub(super) fn config_rename(&self, kind: Kind, from: &Entry<'_>, to: &Entry<'_>) -> Res<i64> {
         use std::hash::BuildHasher;
-        use std::io::Read;
         const LIMIT: u64 = 16 << 20;
-        let how = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        let source = openat(from.dir.as_fd(), &from.name, how, 0)?;
-        let st = fstat(source.as_fd())?;
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_size as u64 > LIMIT {
-            return Err(libc::EACCES);
-        }
-        let mut text = Vec::new();
-        std::fs::File::from(source)
-            .take(LIMIT)
-            .read_to_end(&mut text)
+        // A regular file only: what is read here is never a FIFO or a device, which
+        // would wait or act when opened.
+        let (text, st) = super::at::read_regular(from.dir.as_fd(), &from.name, LIMIT)
             .map_err(|_| libc::EACCES)?;
         if let Some(why) = self.names.config_rename(kind, &text) {
             // Said where the program's own error appears (its terminal), once per refusal.
-            let at = fd_path(to.dir.as_fd()).unwrap_or_default();
             eprintln!(
                 "sbx-shell: refused {why} in {}: keys that ordinary git work does not write can make the host's git run code\nHint: to allow one, run with --allow-git-config KEY (or \"git\": {{\"allow_config\": [\"KEY\"]}} in the config)",
-                at.join(OsStr::from_bytes(to.name.as_bytes())).display()
+                to.full().display()
             );
-            return Err(refuse(
-                Cause::Protected,
-                &at.join(OsStr::from_bytes(to.name.as_bytes())),
-            ));
+            return Err(refuse(Cause::Protected, &to.full()));
         }
         let temp = CString::new(format!(
             ".sbx-shell-config.{:016x}",
@@ -220,27 +233,46 @@ impl Acting<'_> {
         let how =
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         let file = openat(to.dir.as_fd(), &temp, how, st.st_mode & 0o7777)?;
+        let (to_dir, from_dir) = (to.dir.as_fd().as_raw_fd(), from.dir.as_fd().as_raw_fd());
         let written = std::io::Write::write_all(&mut std::fs::File::from(file), &text);
         let placed = written.is_ok()
             // SAFETY: our directory descriptor and NUL-terminated names.
-            && unsafe {
-                libc::renameat(to.dir.as_raw_fd(), temp.as_ptr(), to.dir.as_raw_fd(), to.name.as_ptr())
-            } == 0;
+            && unsafe { libc::renameat(to_dir, temp.as_ptr(), to_dir, to.name.as_ptr()) } == 0;
         if !placed {
             let e = last_errno();
             // SAFETY: our directory descriptor and a NUL-terminated name.
-            unsafe { libc::unlinkat(to.dir.as_raw_fd(), temp.as_ptr(), 0) };
+            unsafe { libc::unlinkat(to_dir, temp.as_ptr(), 0) };
             return Err(e);
         }
         // SAFETY: our directory descriptor and a NUL-terminated name.
-        unsafe { libc::unlinkat(from.dir.as_raw_fd(), from.name.as_ptr(), 0) };
+        unsafe { libc::unlinkat(from_dir, from.name.as_ptr(), 0) };
         Ok(0)
     }
 }
 
-/// A new name `to` for the object `object` is open on, made through its magic link
-/// (`/proc/self/fd/N`, followed): never by a name looked up again.
-fn link_through(object: BorrowedFd<'_>, to: &Entry) -> Res<i64> {
+/// A new name `to` for the object `object` is open on, made through that descriptor:
+/// never by a name looked up again. `AT_EMPTY_PATH` where the kernel lets the opener of a
+/// descriptor link it (Linux 6.10), else its magic link (`/proc/self/fd/N`, followed).
+fn link_through(object: BorrowedFd<'_>, to: &Entry<'_>) -> Res<i64> {
+    let to_dir = to.dir.as_fd().as_raw_fd();
+    // SAFETY: our descriptors, an empty and a NUL-terminated name.
+    let rc = unsafe {
+        libc::linkat(
+            object.as_raw_fd(),
+            c"".as_ptr(),
+            to_dir,
+            to.name.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if rc == 0 {
+        return Ok(0);
+    }
+    match last_errno() {
+        // Before 6.10 (or a descriptor not opened here): through the magic link.
+        libc::ENOENT | libc::EPERM => {}
+        e => return Err(e),
+    }
     let magic =
         CString::new(format!("/proc/self/fd/{}", object.as_raw_fd())).map_err(|_| libc::EINVAL)?;
     // SAFETY: NUL-terminated paths and our descriptors.
@@ -248,7 +280,7 @@ fn link_through(object: BorrowedFd<'_>, to: &Entry) -> Res<i64> {
         libc::linkat(
             libc::AT_FDCWD,
             magic.as_ptr(),
-            to.dir.as_raw_fd(),
+            to_dir,
             to.name.as_ptr(),
             libc::AT_SYMLINK_FOLLOW,
         )

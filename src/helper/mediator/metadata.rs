@@ -2,13 +2,12 @@
 //! by the guard on the object the program named, opened once, when it lies in a writable
 //! tree outside the protected paths (`Scope::may_change`) — or refused.
 
-use super::notify::{
-    errno, pidfd_of, read_cstr, read_mem, still_waiting, their_fd, Answer, Call, EPERM,
-};
+use super::notify::{errno, Call, Caller, Reply, EPERM};
+use super::threads::{Known, Threads};
 use super::Scope;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 /// What a metadata call does to its object.
@@ -40,16 +39,18 @@ pub(super) enum Target {
 }
 
 pub(super) fn metadata(
-    listener: &OwnedFd,
-    call: &Call,
+    c: &Caller<'_>,
+    threads: &mut Threads,
     name: &str,
     rules: &Scope,
-) -> io::Result<Answer> {
+) -> io::Result<Reply> {
+    let call = c.call;
     let a = call.args;
     let int = |i: usize| a[i] as u32 as i32;
     let at = |dirfd: usize, path: usize, flags: i32| at(call, (dirfd, path), flags);
     let cwd = |path: usize, follow: bool| cwd(call, path, follow);
-    let pid = call.pid;
+    let known = threads.known(call.pid)?;
+    let pid = known;
     let (target, change) = match name {
         "chmod" => (cwd(0, true), Change::Mode(a[1] as libc::mode_t)),
         "fchmod" => (Target::Fd(a[0]), Change::Mode(a[1] as libc::mode_t)),
@@ -70,9 +71,9 @@ pub(super) fn metadata(
                 (at(0, 1, int(3)), Change::Times(times))
             }
         }
-        "setxattr" | "lsetxattr" | "fsetxattr" | "setxattrat" => set_xattr(call, name)?,
+        "setxattr" | "lsetxattr" | "fsetxattr" | "setxattrat" => set_xattr(call, known, name)?,
         "removexattr" | "lremovexattr" | "fremovexattr" => {
-            let change = Change::RemoveXattr(read_cstr(pid, a[1])?);
+            let change = Change::RemoveXattr(pid.cstr(a[1])?);
             let target = match name {
                 "fremovexattr" => Target::Fd(a[0]),
                 "lremovexattr" => cwd(0, false),
@@ -80,15 +81,18 @@ pub(super) fn metadata(
             };
             (target, change)
         }
-        "removexattrat" => (at(0, 1, int(2)), Change::RemoveXattr(read_cstr(pid, a[3])?)),
-        _ => return Ok(EPERM),
+        "removexattrat" => (at(0, 1, int(2)), Change::RemoveXattr(pid.cstr(a[3])?)),
+        _ => return Ok(Reply::Answer(EPERM)),
     };
-    let object = open_target(listener, call, &target)?;
+    let object = open_target(c, threads, &target)?;
     let (path, links, symlink) = describe(&object)?;
     if !rules.may_change(&path, links) {
-        return Ok(EPERM);
+        return Ok(Reply::Answer(EPERM));
     }
-    Ok(Answer::Done(apply(&object, symlink, &change)))
+    Ok(match apply(&object, symlink, &change) {
+        done if done < 0 => Reply::Answer(super::notify::Answer::Done(done)),
+        done => Reply::Acted(done),
+    })
 }
 
 /// A path argument relative to a directory descriptor argument, with its `AT_*` flags.
@@ -112,16 +116,16 @@ fn cwd(call: &Call, path: usize, follow: bool) -> Target {
 }
 
 /// What an extended attribute's setting names and sets, read from the program's memory.
-fn set_xattr(call: &Call, name: &str) -> io::Result<(Target, Change)> {
-    let (a, pid) = (call.args, call.pid);
+fn set_xattr(call: &Call, pid: &Known, name: &str) -> io::Result<(Target, Change)> {
+    let a = call.args;
     let int = |i: usize| a[i] as u32 as i32;
     let at = |dirfd: usize, path: usize, flags: i32| at(call, (dirfd, path), flags);
     let cwd = |path: usize, follow: bool| cwd(call, path, follow);
     Ok(match name {
         "setxattr" | "lsetxattr" | "fsetxattr" => {
             let change = Change::SetXattr {
-                name: read_cstr(pid, a[1])?,
-                value: read_mem(pid, a[2], usize::try_from(a[3]).unwrap_or(usize::MAX))?,
+                name: pid.cstr(a[1])?,
+                value: pid.read(a[2], usize::try_from(a[3]).unwrap_or(usize::MAX))?,
                 flags: int(4),
             };
             let target = match name {
@@ -133,14 +137,14 @@ fn set_xattr(call: &Call, name: &str) -> io::Result<(Target, Change)> {
         }
         "setxattrat" => {
             // struct xattr_args { u64 value; u32 size; u32 flags; }
-            let args = read_mem(pid, a[4], 16)?;
+            let args = pid.read(a[4], 16)?;
             let word = |r: std::ops::Range<usize>| args.get(r).unwrap_or_default().to_vec();
             let value_ptr = u64::from_ne_bytes(word(0..8).try_into().unwrap_or([0; 8]));
             let size = u32::from_ne_bytes(word(8..12).try_into().unwrap_or([0; 4]));
             let flags = i32::from_ne_bytes(word(12..16).try_into().unwrap_or([0; 4]));
             let change = Change::SetXattr {
-                name: read_cstr(pid, a[3])?,
-                value: read_mem(pid, value_ptr, size as usize)?,
+                name: pid.cstr(a[3])?,
+                value: pid.read(value_ptr, size as usize)?,
                 flags,
             };
             (at(0, 1, int(2)), change)
@@ -149,29 +153,37 @@ fn set_xattr(call: &Call, name: &str) -> io::Result<(Target, Change)> {
     })
 }
 
-/// The object a call names, opened here: the caller's descriptor copied, or its path
+/// The object a call names, opened here: the caller's descriptor (its object), or its path
 /// resolved once from the caller's working directory or descriptor (O_PATH).
-pub(super) fn open_target(listener: &OwnedFd, call: &Call, target: &Target) -> io::Result<OwnedFd> {
-    let pidfd = pidfd_of(listener, call)?;
+pub(super) fn open_target(
+    c: &Caller<'_>,
+    threads: &mut Threads,
+    target: &Target,
+) -> io::Result<OwnedFd> {
+    let tid = c.call.pid;
     match *target {
-        Target::Fd(fd) => their_fd(&pidfd, fd),
+        Target::Fd(fd) => threads.known(tid)?.their_object(fd as u32, c.copy_fds),
         Target::Path {
             dirfd,
             path,
             follow,
             empty,
         } => {
-            let path = read_cstr(call.pid, path)?;
-            let base = if dirfd == libc::AT_FDCWD {
-                let cwd = CString::new(format!("/proc/{}/cwd", call.pid))?;
-                let base = open_path(libc::AT_FDCWD, &cwd, true)?;
-                // The cwd was the caller's if it still waits now.
-                if !still_waiting(listener, call.id) {
-                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            let path = threads.known(tid)?.cstr(path)?;
+            // The caller's own descriptor under its usual spellings (`/proc/self/fd/N`,
+            // as glibc's `fchmodat` on an O_PATH descriptor names it): the caller's.
+            if let Some((fd, rest)) = super::paths::own_descriptor(path.as_bytes()) {
+                let object = threads.known(tid)?.their_object(fd, c.copy_fds)?;
+                if rest.is_empty() {
+                    return Ok(object);
                 }
-                base
+                return open_path(object.as_fd().as_raw_fd(), &CString::new(rest)?, follow);
+            }
+            let path = CString::new(super::paths::as_caller(path.as_bytes(), tid).into_owned())?;
+            let base = if dirfd == libc::AT_FDCWD {
+                threads.cwd(c.listener, c.call)?.fd.try_clone()?
             } else {
-                their_fd(&pidfd, dirfd as u32 as u64)?
+                threads.known(tid)?.their_object(dirfd as u32, c.copy_fds)?
             };
             if path.as_bytes().is_empty() {
                 if !empty {
@@ -179,7 +191,7 @@ pub(super) fn open_target(listener: &OwnedFd, call: &Call, target: &Target) -> i
                 }
                 return Ok(base);
             }
-            open_path(base.as_raw_fd(), &path, follow)
+            open_path(base.as_fd().as_raw_fd(), &path, follow)
         }
     }
 }
@@ -266,11 +278,11 @@ pub(super) fn timespec(sec: i64, nsec: i64) -> libc::timespec {
 }
 
 /// utimensat's `struct timespec[2]`, or `None` (now) for a null pointer.
-pub(super) fn timespecs(pid: u32, addr: u64) -> io::Result<Option<[libc::timespec; 2]>> {
+pub(super) fn timespecs(pid: &Known, addr: u64) -> io::Result<Option<[libc::timespec; 2]>> {
     if addr == 0 {
         return Ok(None);
     }
-    let b = read_mem(pid, addr, 32)?;
+    let b = pid.read(addr, 32)?;
     Ok(Some([
         timespec(word(&b, 0), word(&b, 1)),
         timespec(word(&b, 2), word(&b, 3)),
@@ -278,11 +290,11 @@ pub(super) fn timespecs(pid: u32, addr: u64) -> io::Result<Option<[libc::timespe
 }
 
 /// utimes' `struct timeval[2]` (microseconds), or `None` (now).
-pub(super) fn timevals(pid: u32, addr: u64) -> io::Result<Option<[libc::timespec; 2]>> {
+pub(super) fn timevals(pid: &Known, addr: u64) -> io::Result<Option<[libc::timespec; 2]>> {
     if addr == 0 {
         return Ok(None);
     }
-    let b = read_mem(pid, addr, 32)?;
+    let b = pid.read(addr, 32)?;
     let usec = |i| word(&b, i).checked_mul(1000).unwrap_or(i64::MAX);
     Ok(Some([
         timespec(word(&b, 0), usec(1)),
@@ -291,10 +303,10 @@ pub(super) fn timevals(pid: u32, addr: u64) -> io::Result<Option<[libc::timespec
 }
 
 /// utime's `struct utimbuf` (seconds), or `None` (now).
-pub(super) fn utimbuf(pid: u32, addr: u64) -> io::Result<Option<[libc::timespec; 2]>> {
+pub(super) fn utimbuf(pid: &Known, addr: u64) -> io::Result<Option<[libc::timespec; 2]>> {
     if addr == 0 {
         return Ok(None);
     }
-    let b = read_mem(pid, addr, 16)?;
+    let b = pid.read(addr, 16)?;
     Ok(Some([timespec(word(&b, 0), 0), timespec(word(&b, 1), 0)]))
 }

@@ -1,11 +1,18 @@
-//! The seccomp user-notification plumbing the guard's thread uses for every mediated call:
-//! receiving a call, reading what it passed from the program's memory, answering it (a
-//! result, an errno, a descriptor added to the program, or "go on"), and the thread's
-//! effective capabilities dropped.
+//! The seccomp listener the guard answers the program's mediated calls on (`Listener`):
+//! receiving a call, checking that it still waits, answering it (a result, an errno, a
+//! descriptor added to the program, or "go on"); and the thread's effective capabilities
+//! dropped.
+//!
+//! The filter is installed with `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` where the kernel
+//! has it (Linux 5.19, `killable`): once the guard has received a call, only a fatal signal
+//! ends the program's wait, so no act of the guard is followed by the program restarting
+//! the same call. A signal that arrives before the guard received the call interrupts it
+//! as the kernel interrupts any wait (`EINTR`, or a restart under `SA_RESTART`): nothing
+//! was done yet. The guard waits in `SECCOMP_IOCTL_NOTIF_RECV` itself, so that a call is
+//! received the moment it is made, on the caller's CPU (`SYNC_WAKE_UP`).
 
-use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// What one notification gets.
 pub(super) enum Answer {
@@ -13,7 +20,8 @@ pub(super) enum Answer {
     Done(i64),
     /// Let the kernel run it as asked.
     Continue,
-    /// Already answered (a descriptor handed over with `SECCOMP_ADDFD_FLAG_SEND`).
+    /// Already answered (a descriptor handed over with `SECCOMP_ADDFD_FLAG_SEND`, or by a
+    /// thread of its own).
     Sent,
 }
 
@@ -23,30 +31,241 @@ pub(super) fn errno(e: &io::Error) -> i64 {
 
 pub(super) const EPERM: Answer = Answer::Done(-(libc::EPERM as i64));
 
-/// SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6): the caller and this thread hand the
-/// CPU to each other directly, instead of each waking the other through the scheduler.
-/// Without it (an older kernel) calls are only slower.
-pub(super) fn sync_wake_up(listener: &OwnedFd) {
-    const SYNC_WAKE_UP: u64 = 1;
-    // SAFETY: SET_FLAGS reads one u64 by value.
-    unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS as _,
-            SYNC_WAKE_UP,
-        )
-    };
+/// The kernel's "restart this call": answered when the program has a signal to take while
+/// its call waits for another party (`waiting`); the kernel then restarts the call or
+/// fails it with `EINTR`, by the handler's `SA_RESTART`, as for any interrupted wait.
+pub(super) const ERESTARTSYS: i64 = 512;
+
+/// What the guard answers: an answer, or a descriptor to hand over.
+pub(super) enum Reply {
+    Answer(Answer),
+    Fd(OwnedFd, bool),
+    /// A value the guard's act gave (kept for a restart on kernels that need it, `replay`).
+    Acted(i64),
+}
+
+/// The call being answered, and how this machine lets the guard reach the caller's
+/// descriptors (`handshake::Learned::copy_fds`).
+pub(super) struct Caller<'a> {
+    pub(super) listener: &'a Listener,
+    pub(super) call: &'a Call,
+    pub(super) copy_fds: bool,
 }
 
 /// A notification's fields that matter here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Call {
     pub id: u64,
+    /// The calling thread (its id in the guard's pid namespace).
     pub pid: u32,
     pub nr: i64,
     pub args: [u64; 6],
 }
 
-pub(super) fn notif_sizes() -> io::Result<libc::seccomp_notif_sizes> {
+/// How an answer went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Delivered {
+    Yes,
+    /// The call no longer waits (a signal ended the program's wait, or the program is
+    /// gone): the answer reached nobody.
+    Gone,
+}
+
+/// The listener of the program's mediated filter.
+pub(super) struct Listener {
+    fd: OwnedFd,
+    sizes: libc::seccomp_notif_sizes,
+    /// Where calls are received and answers written (allocated once: this is done for
+    /// every call).
+    notif: std::cell::RefCell<Vec<u64>>,
+    resp: std::cell::RefCell<Vec<u64>>,
+}
+
+impl Listener {
+    /// `fd`, as received from the program's side; its calls are handed to this thread
+    /// directly (`SYNC_WAKE_UP`, Linux 6.6; without it calls are only slower).
+    pub(super) fn new(fd: OwnedFd) -> io::Result<Listener> {
+        let sizes = notif_sizes()?;
+        let listener = Listener {
+            fd,
+            sizes,
+            notif: buffer::<libc::seccomp_notif>(sizes.seccomp_notif).into(),
+            resp: buffer::<libc::seccomp_notif_resp>(sizes.seccomp_notif_resp).into(),
+        };
+        const SYNC_WAKE_UP: u64 = 1;
+        // SAFETY: SET_FLAGS reads one u64 by value.
+        unsafe {
+            libc::ioctl(
+                listener.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS as _,
+                SYNC_WAKE_UP,
+            )
+        };
+        Ok(listener)
+    }
+
+    /// A second handle on the same listener (for a thread that answers a call later).
+    pub(super) fn try_clone(&self) -> io::Result<Listener> {
+        Ok(Listener {
+            fd: self.fd.try_clone()?,
+            sizes: self.sizes,
+            notif: self.notif.clone(),
+            resp: self.resp.clone(),
+        })
+    }
+
+    /// The next call, waiting in the kernel until one is made. `Ok(None)`: the one made
+    /// went away before it was received; `Err` with `ENOTCONN`: no process of the filter
+    /// is left.
+    pub(super) fn receive(&self) -> io::Result<Option<Call>> {
+        let mut buf = self.notif.borrow_mut();
+        buf.fill(0);
+        // SAFETY: the buffer is zeroed, aligned and at least as large as the kernel's
+        // seccomp_notif, which RECV fills.
+        let rc = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_RECV as _,
+                buf.as_mut_ptr(),
+            )
+        };
+        if rc == -1 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                // ENOENT: the caller went away before it was received — or nobody is left
+                // (RECV does not wait then), which the listener's hang-up tells.
+                Some(libc::ENOENT) if self.hung_up() => Err(io::ErrorKind::NotConnected.into()),
+                Some(libc::ENOENT) | Some(libc::EINTR) => Ok(None),
+                _ => Err(e),
+            };
+        }
+        // SAFETY: the buffer holds a seccomp_notif (its fields are a stable prefix).
+        let notif = unsafe { &*(buf.as_ptr() as *const libc::seccomp_notif) };
+        Ok(Some(Call {
+            id: notif.id,
+            pid: notif.pid,
+            nr: i64::from(notif.data.nr),
+            args: notif.data.args,
+        }))
+    }
+
+    /// Whether no process of the filter is left.
+    fn hung_up(&self) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call; no timeout.
+        let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+        n == 1 && pfd.revents & libc::POLLHUP != 0
+    }
+
+    /// Answer `call` (`Sent`: nothing more to say).
+    pub(super) fn respond(&self, call: &Call, answer: Answer) -> Delivered {
+        let (val, error, flags) = match answer {
+            Answer::Sent => return Delivered::Yes,
+            Answer::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
+            Answer::Done(v) if v < 0 => (0, i32::try_from(v).unwrap_or(-libc::EPERM), 0),
+            Answer::Done(v) => (v, 0, 0),
+        };
+        let mut buf = self.resp.borrow_mut();
+        buf.fill(0);
+        // SAFETY: the buffer is aligned and large enough for a seccomp_notif_resp.
+        let resp = unsafe { &mut *(buf.as_mut_ptr() as *mut libc::seccomp_notif_resp) };
+        resp.id = call.id;
+        resp.val = val;
+        resp.error = error;
+        resp.flags = flags;
+        // SAFETY: SEND reads one seccomp_notif_resp from the buffer.
+        let rc = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND as _,
+                buf.as_ptr(),
+            )
+        };
+        match rc {
+            -1 => Delivered::Gone,
+            _ => Delivered::Yes,
+        }
+    }
+
+    /// Whether the caller still waits on notification `id` (so its pid still names it).
+    pub(super) fn still_waiting(&self, id: u64) -> bool {
+        // SAFETY: ID_VALID reads one u64.
+        unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ID_VALID as _,
+                &id as *const u64,
+            ) == 0
+        }
+    }
+
+    /// Hand `fd` to the caller of notification `id` as the call's result (its number
+    /// there), close-on-exec when `cloexec`: `Ok(Yes)` once installed, `Ok(Gone)` when the
+    /// call no longer waits, `Err` when the program could not take it (`EMFILE`).
+    pub(super) fn send_fd(&self, id: u64, fd: &OwnedFd, cloexec: bool) -> Result<Delivered, i64> {
+        let addfd = libc::seccomp_notif_addfd {
+            id,
+            flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+            srcfd: fd.as_raw_fd() as u32,
+            newfd: 0,
+            newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+        };
+        // SAFETY: ADDFD reads one seccomp_notif_addfd; with SEND it also answers the call
+        // (the descriptor's number in the caller is the call's result).
+        let rc = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ADDFD as _,
+                &addfd as *const libc::seccomp_notif_addfd,
+            )
+        };
+        if rc >= 0 {
+            return Ok(Delivered::Yes);
+        }
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::EINPROGRESS) => Ok(Delivered::Gone),
+            _ => Err(errno(&io::Error::last_os_error())),
+        }
+    }
+}
+
+impl Listener {
+    /// Put `fd` in the caller of notification `id` at its descriptor `newfd`, in place of
+    /// what is there (as `dup3` would; close-on-exec when `cloexec`), without answering.
+    pub(super) fn replace_fd(
+        &self,
+        id: u64,
+        newfd: u32,
+        fd: &OwnedFd,
+        cloexec: bool,
+    ) -> io::Result<()> {
+        let addfd = libc::seccomp_notif_addfd {
+            id,
+            flags: libc::SECCOMP_ADDFD_FLAG_SETFD as u32,
+            srcfd: fd.as_raw_fd() as u32,
+            newfd,
+            newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+        };
+        // SAFETY: ADDFD reads one seccomp_notif_addfd; with SETFD it installs at `newfd`.
+        let rc = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ADDFD as _,
+                &addfd as *const libc::seccomp_notif_addfd,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+fn notif_sizes() -> io::Result<libc::seccomp_notif_sizes> {
     let mut sizes = libc::seccomp_notif_sizes {
         seccomp_notif: 0,
         seccomp_notif_resp: 0,
@@ -68,157 +287,9 @@ pub(super) fn notif_sizes() -> io::Result<libc::seccomp_notif_sizes> {
 }
 
 /// A zeroed buffer of at least `size` bytes (and of `T`), aligned for `T`.
-pub(super) fn buffer<T>(size: u16) -> Vec<u64> {
+fn buffer<T>(size: u16) -> Vec<u64> {
     let bytes = usize::from(size).max(std::mem::size_of::<T>());
     vec![0u64; bytes.div_ceil(8)]
-}
-
-pub(super) fn receive(
-    listener: &OwnedFd,
-    sizes: &libc::seccomp_notif_sizes,
-) -> io::Result<Option<Call>> {
-    let mut buf = buffer::<libc::seccomp_notif>(sizes.seccomp_notif);
-    // SAFETY: the buffer is zeroed, aligned and at least as large as the kernel's
-    // seccomp_notif, which RECV fills.
-    let rc = unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_RECV as _,
-            buf.as_mut_ptr(),
-        )
-    };
-    if rc == -1 {
-        let e = io::Error::last_os_error();
-        // ENOENT: the caller went away (a signal) before we read it.
-        return match e.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::EINTR) => Ok(None),
-            _ => Err(e),
-        };
-    }
-    // SAFETY: the buffer holds a seccomp_notif (its fields are a stable prefix).
-    let notif = unsafe { &*(buf.as_ptr() as *const libc::seccomp_notif) };
-    Ok(Some(Call {
-        id: notif.id,
-        pid: notif.pid,
-        nr: i64::from(notif.data.nr),
-        args: notif.data.args,
-    }))
-}
-
-pub(super) fn respond(
-    listener: &OwnedFd,
-    sizes: &libc::seccomp_notif_sizes,
-    call: &Call,
-    answer: Answer,
-) {
-    let (val, error, flags) = match answer {
-        Answer::Sent => return,
-        Answer::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
-        Answer::Done(v) if v < 0 => (0, i32::try_from(v).unwrap_or(-libc::EPERM), 0),
-        Answer::Done(v) => (v, 0, 0),
-    };
-    let mut buf = buffer::<libc::seccomp_notif_resp>(sizes.seccomp_notif_resp);
-    // SAFETY: the buffer is aligned and large enough for a seccomp_notif_resp.
-    let resp = unsafe { &mut *(buf.as_mut_ptr() as *mut libc::seccomp_notif_resp) };
-    resp.id = call.id;
-    resp.val = val;
-    resp.error = error;
-    resp.flags = flags;
-    // SAFETY: SEND reads one seccomp_notif_resp from the buffer. Failing (the caller is
-    // gone) needs nothing done.
-    unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_SEND as _,
-            buf.as_ptr(),
-        )
-    };
-}
-
-/// Whether the caller still waits on this notification (so its pid still names it).
-pub(super) fn still_waiting(listener: &OwnedFd, id: u64) -> bool {
-    // SAFETY: ID_VALID reads one u64.
-    unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_ID_VALID as _,
-            &id as *const u64,
-        ) == 0
-    }
-}
-
-/// Hand `fd` to the caller of notification `id` as the call's result (its number there),
-/// close-on-exec when `cloexec`.
-pub(super) fn send_fd(listener: &OwnedFd, id: u64, fd: &OwnedFd, cloexec: bool) -> Answer {
-    let addfd = libc::seccomp_notif_addfd {
-        id,
-        flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
-        srcfd: fd.as_raw_fd() as u32,
-        newfd: 0,
-        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
-    };
-    // SAFETY: ADDFD reads one seccomp_notif_addfd; with SEND it also answers the call
-    // (the descriptor's number in the caller is the call's result).
-    let rc = unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_ADDFD as _,
-            &addfd as *const libc::seccomp_notif_addfd,
-        )
-    };
-    if rc < 0 {
-        return Answer::Done(errno(&io::Error::last_os_error()));
-    }
-    Answer::Sent
-}
-
-/// `len` bytes of the caller's memory at `addr`.
-pub(super) fn read_mem(pid: u32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
-    const MAX: usize = 1 << 20;
-    if len > MAX {
-        return Err(io::Error::from_raw_os_error(libc::E2BIG));
-    }
-    let mut buf = vec![0u8; len];
-    if len == 0 {
-        return Ok(buf);
-    }
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: len,
-    };
-    let remote = libc::iovec {
-        iov_base: addr as usize as *mut libc::c_void,
-        iov_len: len,
-    };
-    // SAFETY: one local iovec over `buf`, which is `len` bytes; the remote one is only read
-    // by the kernel, in the other process.
-    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if n as usize != len {
-        return Err(io::Error::from_raw_os_error(libc::EFAULT));
-    }
-    Ok(buf)
-}
-
-/// A NUL-terminated string of the caller's (at most PATH_MAX bytes), read page by page so
-/// that a string ending just before an unmapped page is read whole.
-pub(super) fn read_cstr(pid: u32, addr: u64) -> io::Result<CString> {
-    const PAGE: u64 = 4096;
-    let mut bytes = Vec::new();
-    let mut at = addr;
-    while bytes.len() < libc::PATH_MAX as usize {
-        let chunk = (PAGE - at % PAGE) as usize;
-        let part = read_mem(pid, at, chunk)?;
-        if let Some(end) = part.iter().position(|b| *b == 0) {
-            bytes.extend_from_slice(&part[..end]);
-            return Ok(CString::new(bytes)?);
-        }
-        bytes.extend_from_slice(&part);
-        at += chunk as u64;
-    }
-    Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
 }
 
 /// Clear this thread's effective capabilities (permitted ones stay, unused): the kernel
@@ -229,35 +300,4 @@ pub(super) fn drop_effective_capabilities() -> io::Result<()> {
         half.effective = 0;
     }
     crate::sys::capabilities::set(&sets)
-}
-
-/// PIDFD_THREAD (Linux 6.9): a pidfd of one thread, which is what a notification names.
-pub(super) const PIDFD_THREAD: libc::c_int = libc::O_EXCL;
-
-/// A pidfd of the calling thread, then a check that it still waits: from here on the
-/// pidfd is that very thread.
-pub(super) fn pidfd_of(listener: &OwnedFd, call: &Call) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, call.pid, PIDFD_THREAD) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor of ours.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-    if !still_waiting(listener, call.id) {
-        return Err(io::Error::from_raw_os_error(libc::ESRCH));
-    }
-    Ok(pidfd)
-}
-
-/// A copy of the caller's descriptor `fd`.
-pub(super) fn their_fd(pidfd: &OwnedFd, fd: u64) -> io::Result<OwnedFd> {
-    let fd = fd as u32 as i32;
-    // SAFETY: pidfd_getfd takes a pidfd, a descriptor number and flags.
-    let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
-    if got < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor of ours.
-    Ok(unsafe { OwnedFd::from_raw_fd(got as RawFd) })
 }

@@ -1,48 +1,60 @@
-//! Opens done for the program: the last component followed by hand (symlinks, a magic
-//! link, the program's own descriptor), each object judged before and after it is opened,
-//! a FIFO's waiting open in a thread of its own.
+//! Opens done for the program: a new file made at once when the name may be made; else the
+//! last component followed by hand (symlinks, a magic link, the program's own descriptor),
+//! each object judged before and after it is opened, a FIFO's waiting open in a thread of
+//! its own (`waiting`).
 
-use super::acting::{refuse, Acting, Entry, Where};
+use super::acting::{refuse, Acting, Dir, Entry, Where};
 use super::at::{fd_path, fstat, fstatat, is_proc, open_path, openat, os_errno, readlink, Res};
-use super::notify::{notif_sizes, respond, send_fd, Answer, Call};
 use super::opens::{self, Missing, Step, There};
 use crate::policy::refusal::Cause;
 use crate::protect::names::{self, Made};
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 /// Where following a symlink one step led.
-enum Followed {
-    Entry(Entry),
+enum Followed<'a> {
+    Entry(Entry<'a>),
     Opened(Opened),
 }
 
 pub(super) enum Opened {
     Now(OwnedFd),
-    /// Answered by a thread of its own (a FIFO).
-    Later,
+    /// A FIFO, whose open waits for the other end: answered by a thread of its own.
+    Waiting {
+        object: OwnedFd,
+        how: i32,
+    },
 }
 
 impl Acting<'_> {
     pub(super) fn open(&self, at: &Where, flags: i32, mode: u32) -> Res<Opened> {
-        let base = self.base(at);
+        let base = self.base(at)?;
         if at.path.is_empty() {
             // The program's own descriptor (`/dev/stdout`): opened again, as the kernel
             // opens such a link.
-            return self.reopen(base, flags);
+            return self.reopen(base.0, flags);
         }
         if at.path.ends_with(b"/") {
             return Err(libc::EISDIR);
         }
+        let start = base.0;
         let Some(mut e) = self.entry(base, &at.path)? else {
             let dir = open_path(
-                base.as_raw_fd(),
+                start.as_raw_fd(),
                 &CString::new(at.path.clone()).map_err(|_| libc::EINVAL)?,
             )
             .map_err(|e| os_errno(&e))?;
             return self.reopen(dir.as_fd(), flags);
         };
+        if flags & libc::O_CREAT != 0 && self.refusal(&e, Made::File).is_none() {
+            // Most opens that may make a file make it: tried first, exclusively (what
+            // exists is opened below, as it is).
+            match self.create(&e, flags, mode) {
+                Err(libc::EEXIST) => {}
+                other => return other,
+            }
+        }
         let mut links = 0;
         loop {
             let st = match fstatat(e.dir.as_fd(), &e.name) {
@@ -63,8 +75,10 @@ impl Acting<'_> {
                     }
                 }
                 Step::OpenFifo(how) => {
-                    let cloexec = flags & libc::O_CLOEXEC != 0;
-                    return self.open_fifo((e.dir, e.name), how, cloexec, None);
+                    self.check_reach(&e, how)?;
+                    let nofollow = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+                    let object = openat(e.dir.as_fd(), &e.name, nofollow, 0)?;
+                    return self.waiting(object, how);
                 }
                 Step::OpenExisting(how) => {
                     // (`st` is there for every step but `Create`.)
@@ -80,7 +94,7 @@ impl Acting<'_> {
                         Ok(fd) => return self.check_object(fd, flags).map(Opened::Now),
                     }
                 }
-                Step::Create => match self.create(&e, flags, mode) {
+                Step::Create => match self.create_checked(&e, flags, mode) {
                     // Made meanwhile by someone else: open it as it is now.
                     Err(libc::EEXIST) if opens::existing(flags).is_ok() => continue,
                     other => return other,
@@ -92,33 +106,48 @@ impl Acting<'_> {
     /// The symlink `e` names, followed one step: to the entry its target names, or, for a
     /// target that names its start (or a magic link: `/proc/PID/fd/N`, where the kernel
     /// jumps to the object), to the object opened again.
-    fn follow(&self, e: Entry, flags: i32) -> Res<Followed> {
+    fn follow<'e>(&'e self, e: Entry<'e>, flags: i32) -> Res<Followed<'e>> {
         if is_proc(e.dir.as_fd()) {
-            let object = open_path(e.dir.as_raw_fd(), &e.name).map_err(|e| os_errno(&e))?;
+            let object = open_path(e.dir.as_fd().as_raw_fd(), &e.name).map_err(|e| os_errno(&e))?;
             return self.reopen(object.as_fd(), flags).map(Followed::Opened);
         }
         let target = readlink(e.dir.as_fd(), &e.name)?;
-        if let Some(next) = self.entry(e.dir.as_fd(), &target)? {
-            return Ok(Followed::Entry(next));
+        let dir = match e.dir {
+            Dir::Own(fd) => fd,
+            Dir::Held(fd) => fd.try_clone_to_owned().map_err(|e| os_errno(&e))?,
+        };
+        let (next, path) = (dir, e.path);
+        let base = (next.as_fd(), Some(path.clone()));
+        if let Some(found) = self.entry(base, &target)? {
+            // The directory found is the link's own when the target has no slash.
+            return Ok(Followed::Entry(own(found, &next)?));
         }
         let start = if target.first() == Some(&b'/') {
             self.root
         } else {
-            e.dir.as_fd()
+            next.as_fd()
         };
         let target = CString::new(target).map_err(|_| libc::EINVAL)?;
         let dir = open_path(start.as_raw_fd(), &target).map_err(|e| os_errno(&e))?;
         self.reopen(dir.as_fd(), flags).map(Followed::Opened)
     }
 
-    /// A missing file made (exclusively), its name judged first, with the mode asked less
-    /// the program's umask. A `.git` made here is remembered (`made`).
-    fn create(&self, e: &Entry, flags: i32, mode: u32) -> Res<Opened> {
-        let (how, mode) = match opens::missing(flags, mode, || self.umask()) {
+    /// A missing file made, once its name is judged (`create`).
+    fn create_checked(&self, e: &Entry<'_>, flags: i32, mode: u32) -> Res<Opened> {
+        if let Missing::Fail(err) = opens::missing(flags, mode, || self.umask) {
+            return Err(err);
+        }
+        self.check_new(e, Made::File)?;
+        self.create(e, flags, mode)
+    }
+
+    /// A missing file made (exclusively), with the mode asked less the program's umask;
+    /// the name is judged by the caller. A `.git` made here is remembered (`made`).
+    fn create(&self, e: &Entry<'_>, flags: i32, mode: u32) -> Res<Opened> {
+        let (how, mode) = match opens::missing(flags, mode, || self.umask) {
             Missing::Create { flags, mode } => (flags, mode),
             Missing::Fail(err) => return Err(err),
         };
-        self.check(e, Made::File)?;
         let fd = openat(e.dir.as_fd(), &e.name, how, mode)?;
         if e.name.as_bytes() == b".git" {
             let st = fstat(fd.as_fd())?;
@@ -134,14 +163,15 @@ impl Acting<'_> {
         opens::existing(flags)?;
         let how = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW)) | libc::O_CLOEXEC;
         let object = object.try_clone_to_owned().map_err(|e| os_errno(&e))?;
-        if self.reach.rules.is_some() {
+        if self.reach.confined() {
             // Before it is opened again (an open may truncate).
             let at = fd_path(object.as_fd()).map_err(|_| libc::EACCES)?;
             if !self.reach.may_open(&at, flags) {
                 return Err(refuse(Cause::Outside, &at));
             }
         }
-        self.check_identity(&fstat(object.as_fd())?, flags)?;
+        let st = fstat(object.as_fd())?;
+        self.check_identity(&st, flags)?;
         if opens::writes(flags) {
             // A config reached through a descriptor's link: judged by where it is.
             let at = fd_path(object.as_fd()).map_err(|_| libc::EACCES)?;
@@ -149,24 +179,38 @@ impl Acting<'_> {
             let dir = at.parent().filter(|d| d.is_absolute());
             if let (Some(dir), Some(name)) = (dir, at.file_name()) {
                 if names::write_judged(name) {
-                    let dir = CString::new(dir.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
-                    let dir = open_path(libc::AT_FDCWD, &dir).map_err(|_| libc::EACCES)?;
+                    let dir_c =
+                        CString::new(dir.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
+                    let fd = open_path(libc::AT_FDCWD, &dir_c).map_err(|_| libc::EACCES)?;
                     let e = Entry {
-                        dir,
+                        dir: Dir::Own(fd),
+                        path: dir.to_path_buf(),
                         name: CString::new(name.as_bytes()).map_err(|_| libc::EINVAL)?,
                     };
                     self.check_write(&e, flags)?;
                 }
             }
         }
+        if st.st_mode & libc::S_IFMT == libc::S_IFIFO {
+            return self.waiting(object, how);
+        }
         let magic = CString::new(object.as_raw_fd().to_string()).map_err(|_| libc::EINVAL)?;
         let fds = open_path(libc::AT_FDCWD, c"/proc/self/fd").map_err(|e| os_errno(&e))?;
-        if fstat(object.as_fd())?.st_mode & libc::S_IFMT == libc::S_IFIFO {
-            let cloexec = flags & libc::O_CLOEXEC != 0;
-            return self.open_fifo((fds, magic), how, cloexec, Some(object));
-        }
         let fd = openat(fds.as_fd(), &magic, how, 0)?;
         self.check_object(fd, flags).map(Opened::Now)
+    }
+
+    /// A FIFO the program opens (`object`, O_PATH), judged: its open waits for the other
+    /// end, so it is done in a thread of its own (`waiting`).
+    fn waiting(&self, object: OwnedFd, how: i32) -> Res<Opened> {
+        if self.reach.confined() {
+            let at = fd_path(object.as_fd()).map_err(|_| libc::EACCES)?;
+            if !self.reach.may_open(&at, how) {
+                return Err(refuse(Cause::Outside, &at));
+            }
+        }
+        self.check_identity(&fstat(object.as_fd())?, how)?;
+        Ok(Opened::Waiting { object, how })
     }
 
     /// An opened file, unless the open writes and reached a protected file under another
@@ -187,50 +231,21 @@ impl Acting<'_> {
         }
         Ok(())
     }
+}
 
-    /// A FIFO's open waits for the other end: done in a thread of its own (with this one's
-    /// credentials), which answers when it returns; what it opens is judged here first.
-    /// `keep`: what must stay open until then.
-    pub(super) fn open_fifo(
-        &self,
-        (dir, name): (OwnedFd, CString),
-        how: i32,
-        cloexec: bool,
-        keep: Option<OwnedFd>,
-    ) -> Res<Opened> {
-        if self.reach.rules.is_some() {
-            let at = fd_path(dir.as_fd()).map_err(|_| libc::EACCES)?;
-            let at = match keep {
-                // Reached through the program's descriptor: the object's own path.
-                Some(ref object) => fd_path(object.as_fd()).map_err(|_| libc::EACCES)?,
-                None => at.join(OsStr::from_bytes(name.as_bytes())),
-            };
-            if !self.reach.may_open(&at, how) {
-                return Err(refuse(Cause::Outside, &at));
-            }
+/// `e` with a directory of its own (not one borrowed from `link_dir`, the directory of the
+/// symlink it was found through, which is dropped when the link is followed).
+fn own<'a>(e: Entry<'_>, link_dir: &OwnedFd) -> Res<Entry<'a>> {
+    let dir = match e.dir {
+        Dir::Own(fd) => fd,
+        Dir::Held(fd) if fd.as_raw_fd() == link_dir.as_raw_fd() => {
+            link_dir.try_clone().map_err(|e| os_errno(&e))?
         }
-        let listener = self.listener.try_clone().map_err(|e| os_errno(&e))?;
-        let id = self.call.id;
-        let answer = move || {
-            let _keep = keep;
-            let answer = match openat(dir.as_fd(), &name, how, 0) {
-                Ok(fd) => send_fd(&listener, id, &fd, cloexec),
-                Err(e) => Answer::Done(-i64::from(e)),
-            };
-            if let Ok(sizes) = notif_sizes() {
-                let call = Call {
-                    id,
-                    pid: 0,
-                    nr: 0,
-                    args: [0; 6],
-                };
-                respond(&listener, &sizes, &call, answer);
-            }
-        };
-        std::thread::Builder::new()
-            .name("sbx-names-fifo".into())
-            .spawn(answer)
-            .map_err(|e| os_errno(&e))?;
-        Ok(Opened::Later)
-    }
+        Dir::Held(fd) => fd.try_clone_to_owned().map_err(|e| os_errno(&e))?,
+    };
+    Ok(Entry {
+        dir: Dir::Own(dir),
+        path: e.path,
+        name: e.name,
+    })
 }

@@ -1,6 +1,8 @@
 //! How the guard reads a path argument of a mediated call, decided from the path alone
 //! (pure; `create.rs` and `acting.rs` open what it says): where the path starts, and the
-//! directory and name its last component splits into.
+//! directory and name its last component splits into, and the path of that directory.
+
+use std::path::{Path, PathBuf};
 
 /// Where a path argument starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +61,23 @@ pub fn own_descriptor(path: &[u8]) -> Option<(u32, &[u8])> {
     Some((fd, after))
 }
 
+/// `path` as the calling thread `tid` means it, for the guard to resolve: `/proc/self/…`
+/// and `/proc/thread-self/…` name the caller's own `/proc` entries, not the guard's (its own
+/// descriptors under their usual spellings are taken from the caller first:
+/// `own_descriptor`).
+pub fn as_caller(path: &[u8], tid: u32) -> std::borrow::Cow<'_, [u8]> {
+    for prefix in [&b"/proc/self"[..], b"/proc/thread-self"] {
+        if let Some(rest) = path.strip_prefix(prefix) {
+            if rest.is_empty() || rest.starts_with(b"/") {
+                let mut out = format!("/proc/{tid}").into_bytes();
+                out.extend_from_slice(rest);
+                return std::borrow::Cow::Owned(out);
+            }
+        }
+    }
+    std::borrow::Cow::Borrowed(path)
+}
+
 /// The directory a path's last component is in, and that component (trailing slashes
 /// dropped); `None` for a path that names its start itself (empty, `.`, `..`, `/`): no
 /// name is made there.
@@ -74,6 +93,40 @@ pub fn split_last(path: &[u8]) -> Option<(&[u8], &[u8])> {
     };
     let names_start = name.is_empty() || name == b"." || name == b"..";
     (!names_start).then_some((dir, name))
+}
+
+/// The path `rel` names from the directory whose path is `start` (absolute, as the kernel
+/// names it), taken word for word: `.` stays, `..` goes up. That is the kernel's own answer
+/// when no component of `rel` is a symlink — which the guard has the kernel check while it
+/// opens `rel` (`RESOLVE_NO_SYMLINKS`), so that it need not ask the kernel for the path
+/// afterwards. An absolute `rel` starts at the root.
+pub fn join_plain(start: &Path, rel: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let mut parts: Vec<&[u8]> = Vec::new();
+    let from_root = rel.first() == Some(&b'/');
+    let start = if from_root {
+        &[][..]
+    } else {
+        start.as_os_str().as_bytes()
+    };
+    for part in start.split(|b| *b == b'/').chain(rel.split(|b| *b == b'/')) {
+        match part {
+            b"" | b"." => {}
+            b".." => {
+                parts.pop();
+            }
+            name => parts.push(name),
+        }
+    }
+    let mut path = Vec::with_capacity(start.len() + rel.len() + 1);
+    for part in parts {
+        path.push(b'/');
+        path.extend_from_slice(part);
+    }
+    if path.is_empty() {
+        path.push(b'/');
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(path))
 }
 
 #[cfg(test)]
@@ -135,6 +188,30 @@ mod tests {
                 String::from_utf8_lossy(not)
             );
         }
+    }
+
+    #[test]
+    fn the_callers_proc_self_is_its_own() {
+        assert_eq!(&*as_caller(b"/proc/self/cwd/x", 42), b"/proc/42/cwd/x");
+        assert_eq!(&*as_caller(b"/proc/thread-self/fd/3", 42), b"/proc/42/fd/3");
+        assert_eq!(&*as_caller(b"/proc/self", 42), b"/proc/42");
+        assert_eq!(&*as_caller(b"/proc/selfish/x", 42), b"/proc/selfish/x");
+        assert_eq!(&*as_caller(b"/etc/x", 42), b"/etc/x");
+        assert_eq!(&*as_caller(b"proc/self/x", 42), b"proc/self/x");
+    }
+
+    #[test]
+    fn a_path_without_symlinks_is_joined_word_for_word() {
+        let join = |start: &str, rel: &str| join_plain(Path::new(start), rel.as_bytes());
+        assert_eq!(join("/ws", "a/b"), Path::new("/ws/a/b"));
+        assert_eq!(join("/ws", "./a//b/"), Path::new("/ws/a/b"));
+        assert_eq!(join("/ws/a", "../b"), Path::new("/ws/b"));
+        assert_eq!(join("/ws", "../../.."), Path::new("/"));
+        assert_eq!(join("/", ".."), Path::new("/"));
+        assert_eq!(join("/ws", "."), Path::new("/ws"));
+        assert_eq!(join("/ws", "/etc/x"), Path::new("/etc/x"));
+        assert_eq!(join("/ws", "/"), Path::new("/"));
+        assert_eq!(join("/", "a"), Path::new("/a"));
     }
 
     #[test]

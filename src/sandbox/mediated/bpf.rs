@@ -208,6 +208,10 @@ pub fn number(name: &str) -> Option<i64> {
         "renameat2" => libc::SYS_renameat2,
         "prctl" => libc::SYS_prctl,
         "umask" => libc::SYS_umask,
+        "chdir" => libc::SYS_chdir,
+        "fchdir" => libc::SYS_fchdir,
+        "execve" => libc::SYS_execve,
+        "execveat" => libc::SYS_execveat,
         "connect" => libc::SYS_connect,
         #[cfg(target_arch = "x86_64")]
         "unlink" => libc::SYS_unlink,
@@ -352,6 +356,11 @@ mod tests {
             [0, 0x1000, 0xffff_ffff_0000_0000 | creat, 0, 0, 0]
         ));
         for name in [
+            "umask",
+            "chdir",
+            "fchdir",
+            "execve",
+            "execveat",
             "openat2",
             "mkdirat",
             "mknodat",

@@ -174,12 +174,16 @@ pub fn creating() -> Vec<Mediated> {
             arg1: 0,
         },
     });
-    // The umask the guard applies to what it makes: it notes each change and lets the
-    // call run (`mediator::umasks`).
-    t.push(Mediated {
-        syscall: "umask",
-        when: When::Always,
-    });
+    // What the guard keeps of each thread (`mediator::threads`) and must forget or change
+    // when the thread does: the umask it applies to what it makes, the working directory
+    // it resolves relative paths from, the memory it reads them in. It notes each such
+    // call and lets it run.
+    for syscall in ["umask", "chdir", "fchdir", "execve", "execveat"] {
+        t.push(Mediated {
+            syscall,
+            when: When::Always,
+        });
+    }
     for syscall in [
         "creat",
         "openat2",

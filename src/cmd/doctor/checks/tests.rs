@@ -157,3 +157,43 @@ fn doctor_names_the_bwrap_version_and_its_mount_point_fix() {
     assert!(super::mount_point_note(Some("bubblewrap 0.12.1")).contains("has the fix"));
     assert_eq!(super::mount_point_note(None), "");
 }
+
+#[test]
+fn the_guard_check_fails_where_a_parent_cannot_read_its_child_and_warns_before_5_19() {
+    use crate::host::guardreach::GuardReach;
+    let with = |memory: Result<(), String>, killable, copy_fds| Machine {
+        guard: Some(GuardReach {
+            memory,
+            killable,
+            copy_fds,
+        }),
+        ..capable_linux()
+    };
+    let report = evaluate(&with(Ok(()), true, true));
+    assert_eq!(status(&report, "guard"), Status::Ok);
+    let container = evaluate(&with(Ok(()), true, false));
+    assert_eq!(status(&container, "guard"), Status::Ok);
+    assert!(render_text(&container).contains("reopened through /proc"));
+    assert_eq!(
+        status(&evaluate(&with(Ok(()), false, true)), "guard"),
+        Status::Warn
+    );
+    let blind = evaluate(&with(
+        Err("/proc/9/mem: Permission denied".into()),
+        true,
+        true,
+    ));
+    assert_eq!(status(&blind, "guard"), Status::Fail);
+    assert!(
+        !blind.default_backend_can_run,
+        "a run would stop at its start"
+    );
+    assert!(render_text(&blind).contains("ptrace_scope"));
+    assert!(
+        evaluate(&capable_linux())
+            .checks
+            .iter()
+            .all(|c| c.name != "guard"),
+        "not measured: not shown"
+    );
+}
