@@ -268,6 +268,35 @@ pub fn apply_landlock(ruleset: &Ruleset) -> Result<(), ConfineError> {
     Ok(())
 }
 
+/// The program's TCP rules, for the calling thread only (Landlock restricts the thread that
+/// asks, before ABI 8): the guard's thread that connects a socket for the program, so that
+/// the kernel judges where it connects as it would for the program (`mediator::connecting`).
+pub fn restrict_thread_network(
+    net: &crate::helper::mediator::NetRules,
+) -> Result<(), ConfineError> {
+    if !net.deny_tcp {
+        return Ok(());
+    }
+    let abi = ABI::from(i32::try_from(net.min_abi).unwrap_or(i32::MAX));
+    let landlock_err = ConfineError::Landlock;
+    let mut created = landlock::Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessNet::from_all(abi))
+        .map_err(landlock_err)?
+        .create()
+        .map_err(landlock_err)?;
+    if let Some(port) = net.connect_port {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(landlock_err)?;
+    }
+    let status = created.restrict_self().map_err(landlock_err)?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(ConfineError::PartlyEnforced(status.ruleset));
+    }
+    Ok(())
+}
+
 /// Some(is_dir) for a path that exists.
 fn kind(path: &Path) -> Option<bool> {
     std::fs::metadata(path).ok().map(|m| m.is_dir())

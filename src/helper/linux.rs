@@ -12,7 +12,7 @@ mod mounts;
 use super::parts::MountError;
 use std::io;
 
-pub use confine::ConfineError;
+pub use confine::{restrict_thread_network, ConfineError};
 
 use super::spec::HelperSpec;
 
@@ -48,6 +48,14 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
         rules
     });
     let reach = crate::helper::mediator::Reach::new(rules.as_deref());
+    let net =
+        spec.landlock
+            .as_ref()
+            .map_or(Default::default(), |r| crate::helper::mediator::NetRules {
+                deny_tcp: r.deny_tcp,
+                connect_port: r.connect_port,
+                min_abi: r.min_abi,
+            });
     // The pipe the guard reports its refusals on (`mediator::report`), inherited for it
     // alone: the program's side closes it with every other descriptor before exec.
     let reports = spec.refusals_fd.filter(|_| listened).map(|fd| {
@@ -59,7 +67,7 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
         let Some(channel) = ours else {
             return;
         };
-        let guard_side = (reach, reports);
+        let guard_side = (reach, net, reports);
         if let Err(e) = crate::helper::mediator::create::start(channel, names, mediated, guard_side)
         {
             eprintln!("sbx-shell: the guard cannot answer the program's mediated calls: {e}");

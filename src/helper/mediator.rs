@@ -30,6 +30,8 @@ mod answer;
 #[cfg(target_os = "linux")]
 mod at;
 #[cfg(target_os = "linux")]
+mod connecting;
+#[cfg(target_os = "linux")]
 pub mod create;
 #[cfg(target_os = "linux")]
 mod git;
@@ -56,4 +58,4 @@ mod threads;
 mod waiting;
 
 mod decide;
-pub use decide::{in_session, shm_name, Reach, Scope};
+pub use decide::{in_session, shm_name, NetRules, Reach, Scope};

@@ -130,6 +130,28 @@ pub fn unix_socket_type(text: &str, inode: u64) -> Option<i32> {
     })
 }
 
+/// What socket a protocol name stands for (a socket's `system.sockprotoname`, the name
+/// of the protocol it was made with): its family, type and protocol, for the protocols a
+/// socket can be made again from that alone. `None` for the rest (a raw socket's protocol,
+/// SCTP's type, a unix socket's type are not in the name).
+#[cfg(target_os = "linux")]
+pub fn inet_socket_kind(protocol_name: &[u8]) -> Option<(i32, i32, i32)> {
+    use libc::{AF_INET, AF_INET6, SOCK_DGRAM, SOCK_STREAM};
+    Some(match protocol_name {
+        b"TCP" => (AF_INET, SOCK_STREAM, 0),
+        b"TCPv6" => (AF_INET6, SOCK_STREAM, 0),
+        b"UDP" => (AF_INET, SOCK_DGRAM, 0),
+        b"UDPv6" => (AF_INET6, SOCK_DGRAM, 0),
+        b"UDP-Lite" => (AF_INET, SOCK_DGRAM, libc::IPPROTO_UDPLITE),
+        b"UDPLITEv6" => (AF_INET6, SOCK_DGRAM, libc::IPPROTO_UDPLITE),
+        b"PING" => (AF_INET, SOCK_DGRAM, libc::IPPROTO_ICMP),
+        b"PINGv6" => (AF_INET6, SOCK_DGRAM, libc::IPPROTO_ICMPV6),
+        b"MPTCP" => (AF_INET, SOCK_STREAM, libc::IPPROTO_MPTCP),
+        b"MPTCPv6" => (AF_INET6, SOCK_STREAM, libc::IPPROTO_MPTCP),
+        _ => return None,
+    })
+}
+
 /// What a sandbox hides of `found`, and what it grants.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Hidden {
@@ -399,6 +421,28 @@ mod unix_type_tests {
             Some(libc::SOCK_SEQPACKET)
         );
         assert_eq!(super::unix_socket_type(text, 12), None);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn an_inet_socket_is_made_again_from_its_protocol_name() {
+        use libc::{AF_INET, AF_INET6, SOCK_DGRAM, SOCK_STREAM};
+        assert_eq!(
+            super::inet_socket_kind(b"TCP"),
+            Some((AF_INET, SOCK_STREAM, 0))
+        );
+        assert_eq!(
+            super::inet_socket_kind(b"UDPv6"),
+            Some((AF_INET6, SOCK_DGRAM, 0))
+        );
+        assert_eq!(
+            super::inet_socket_kind(b"PING"),
+            Some((AF_INET, SOCK_DGRAM, libc::IPPROTO_ICMP))
+        );
+        // The protocol a raw socket was made with is not in its name; a unix socket's
+        // type is read from the kernel's list instead.
+        assert_eq!(super::inet_socket_kind(b"RAW"), None);
+        assert_eq!(super::inet_socket_kind(b"UNIX-STREAM"), None);
     }
 }
 

@@ -16,12 +16,14 @@
 //! - **A new pty's peer** (`ioctl(master, TIOCGPTPEER)`, how glibc's `openpty` opens the
 //!   slave): the host's `/dev/pts` gets no Landlock rule alone (it holds the user's other
 //!   terminals), so sbx-shell opens the peer of the program's own master and hands it over.
-//! - **Connecting a unix socket** (`connect`): Landlock has no right for it before ABI 9.
-//!   A socket of another family is let through (its family was fixed when it was made, so
-//!   no address swapped in later reaches a unix socket; Landlock judges TCP). For a unix
-//!   socket sbx-shell connects the program's socket itself, to the socket file it resolved
-//!   once (through its descriptor), when that file lies where the program may make names
-//!   — its own sockets, never the host's; abstract addresses are refused.
+//! - **Connecting a socket** (`connect`): Landlock has no right for unix sockets before
+//!   ABI 9. sbx-shell connects the program's socket itself, never letting the call go on as
+//!   asked (the kernel would take the descriptor and the address again, after another
+//!   thread could have swapped in a unix socket and a host socket's path): a unix socket to
+//!   the socket file it resolved once (through its descriptor), when that file lies where
+//!   the program may make names — its own sockets, never the host's; abstract addresses
+//!   are refused; a socket of another family from a thread that took on the program's TCP
+//!   rules, so that Landlock judges it as it would the program.
 //! - **Removing a name** (`unlink`, `unlinkat` from the working directory): a name in
 //!   `/dev/shm` is removed from the session's own directory for it (`mediator::shm_name`),
 //!   where the guard made it; any other removal runs as asked, judged by Landlock.
@@ -29,7 +31,7 @@
 #[cfg(target_os = "linux")]
 mod bpf;
 #[cfg(target_os = "linux")]
-pub use bpf::{compile, syscall_name};
+pub use bpf::{compile, syscall_name, SYS_FCHMODAT2};
 
 pub(crate) mod table;
 pub use table::{creating, table, Mediated, IOPRIO_WHO_USER, PRIO_USER};

@@ -17,13 +17,14 @@ use std::sync::OnceLock;
 
 use super::support::{require, require_root, run_dir, skipped, Shown};
 
-const LINES: [&str; 6] = [
+const LINES: [&str; 7] = [
     "FILES-OK",
     "TAR-OK",
     "FD-META-OK",
     "PTY-OK",
     "UNIX-OK",
     "TCP-OK",
+    "UDP-OK",
 ];
 
 /// A container engine the tests may use, and how to call it.

@@ -444,3 +444,52 @@ fn a_program_the_guard_cannot_read_is_named_with_the_fix() {
         );
     }
 }
+
+/// A program that swaps what a descriptor is (a TCP or a unix socket, `dup2`) and what an
+/// address says (a TCP address or a host socket's path) while another of its threads
+/// connects that descriptor to that address: a guard that judged a connect and then let the
+/// kernel do it could be shown a TCP socket and connect the unix one to the host's socket.
+/// With Landlock alone (which judges no unix connect itself) and a network the program may
+/// use, it never reaches the host's socket; bare, the same program reaches it.
+#[test]
+fn a_connect_raced_against_its_check_never_reaches_a_host_socket() {
+    if !tools_present() || !require("cc", "the racing program") {
+        return;
+    }
+    let racer = {
+        let out = build_dir().join("race_connect");
+        let source = format!(
+            "{}/tests/fixtures/guard/race_connect.c",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        if !out.exists() {
+            let built = Command::new("cc")
+                .args(["-O2", "-pthread", "-o"])
+                .arg(&out)
+                .arg(&source)
+                .shown();
+            assert!(built.status.success());
+        }
+        out
+    };
+    for user in [User::Root, User::Nobody] {
+        let lab = Lab::new("race", user, false);
+        let program = install(&lab, &racer);
+        let socket = lab.outside.join("host.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        fs::set_permissions(&socket, fs::Permissions::from_mode(0o777)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let script = format!("{program} {} 8", socket.display());
+        let (code, out, err) = lab.sh("none", &["--net", "full"], &script);
+        assert_eq!(
+            code, 0,
+            "control: the host's socket was not reached: {out}{err}"
+        );
+        assert!(out.contains("ESCAPED"), "control: {out}");
+        let (code, out, err) = lab.sh("landlock", &["--net", "full"], &script);
+        let what = lab.what("landlock");
+        assert!(out.contains("HELD"), "{what}: {out}{err}");
+        assert_eq!(code, 1, "{what}: {out}{err}");
+        drop(listener);
+    }
+}

@@ -9,6 +9,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
+use super::connecting::{Like, Socket};
 use super::metadata::{describe, metadata, open_path};
 use super::notify::{errno, Answer, Caller, Reply, EPERM};
 use super::threads::Threads;
@@ -51,7 +52,7 @@ pub(super) fn answer(
             EPERM
         }),
         "ioctl" => pty_peer(c, threads),
-        "connect" => Reply::Answer(unix_connect(c, threads, rules)),
+        "connect" => Reply::Answer(connect_call(c, threads, rules)),
         "unlink" => unlink_in_shm(c, threads, rules, (a[0], 0)),
         // An absolute path: the directory descriptor plays no part.
         "unlinkat" => unlink_in_shm(c, threads, rules, (a[1], int(2))),
@@ -218,21 +219,31 @@ fn peer_by_index(tid: u32, fd: u32, flags: i32) -> io::Result<Option<OwnedFd>> {
     Ok(Some(peer))
 }
 
-/// `connect`: a unix socket is connected here, to the socket file the address names
-/// (resolved once, from the caller's working directory, every symlink followed as the
-/// kernel follows them, and held open), when that file lies where the program may make
-/// names; abstract addresses are refused. A socket of any other family is let through:
-/// its family was fixed when it was made, so no address put in its place reaches a unix
-/// socket. A full listener's backlog blocks this thread as it would block the caller.
-fn unix_connect(c: &Caller<'_>, threads: &mut Threads, rules: &Scope) -> Answer {
+/// `connect`: never let through as asked — the kernel would take the descriptor and the
+/// address again, after another thread could have put a unix socket at that number and a
+/// host socket's path in that memory. A unix socket is connected here, to the socket file
+/// the address names (resolved once, from the caller's working directory, every symlink
+/// followed as the kernel follows them, and held open), when that file lies where the
+/// program may make names — its own sockets, never the host's; abstract addresses are
+/// refused. A socket of another family is connected by a thread restricted by the
+/// program's own TCP rules (`connecting`), which the kernel then judges. A full
+/// listener's backlog blocks this thread as it would block the caller.
+fn connect_call(c: &Caller<'_>, threads: &mut Threads, rules: &Scope) -> Answer {
     let call = c.call;
     let mut run = || -> io::Result<Answer> {
-        let socket = match program_socket(c, threads)? {
-            Some(socket) => socket,
-            None => return Ok(Answer::Continue),
-        };
-        let len = (call.args[2] as u32 as usize).min(std::mem::size_of::<libc::sockaddr_un>());
+        let (socket, family) = program_socket(c, threads)?;
+        let max = std::mem::size_of::<libc::sockaddr_storage>();
+        let len = (call.args[2] as u32 as usize).min(max);
         let addr = threads.known(call.pid)?.read(call.args[1], len)?;
+        if family != libc::AF_UNIX {
+            let work = (socket, addr);
+            return Ok(super::connecting::start(
+                c.listener,
+                call,
+                work,
+                (c.net, c.killable),
+            ));
+        }
         let Some(path) = unix_path(&addr) else {
             return Ok(Answer::Done(-i64::from(libc::EINVAL)));
         };
@@ -248,12 +259,13 @@ fn unix_connect(c: &Caller<'_>, threads: &mut Threads, rules: &Scope) -> Answer 
             return Ok(connect(c, socket, &To::Abstract(name)));
         }
         let object = if path.first() == Some(&b'/') {
+            let path = super::paths::as_caller(path, call.pid).into_owned();
             open_path(libc::AT_FDCWD, &CString::new(path)?, true)?
         } else {
             let cwd = threads.cwd(c.listener, call)?;
             open_path(cwd.fd.as_fd().as_raw_fd(), &CString::new(path)?, true)?
         };
-        let (real, links, _) = describe(&object)?;
+        let (real, links, _) = describe(&object, None)?;
         // SAFETY: struct stat is plain data; all zeroes is a valid value.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: fstat writes one struct stat (also for O_PATH descriptors).
@@ -272,43 +284,35 @@ fn unix_connect(c: &Caller<'_>, threads: &mut Threads, rules: &Scope) -> Answer 
     run().unwrap_or_else(|e| Answer::Done(errno(&e)))
 }
 
-/// The caller's socket a `connect` names, when it is a unix socket (`None`: another
-/// family, which Landlock judges).
-enum Socket {
-    /// The very socket (`pidfd_getfd`): connected here, it is connected for the program.
-    Copied(OwnedFd),
-    /// Where the guard may not copy it (a container's profile refuses `pidfd_getfd`): its
-    /// type and flags, to make one like it, connect that, and put it in the socket's place.
-    /// What was set on the program's socket before (options, an address it was bound to)
-    /// is not carried over.
-    Like {
-        kind: i32,
-        nonblock: bool,
-        cloexec: bool,
-    },
-}
-
-fn program_socket(c: &Caller<'_>, threads: &Threads) -> io::Result<Option<Socket>> {
+/// The caller's socket a `connect` names, and its family: the very socket where this
+/// machine lets the guard copy it, else what it is, read from `/proc` (its type from the
+/// kernel's lists of sockets, its flags from `fdinfo`), to make one like it.
+fn program_socket(c: &Caller<'_>, threads: &Threads) -> io::Result<(Socket, i32)> {
     let known = threads.known(c.call.pid)?;
     let fd = c.call.args[0] as u32;
     if c.copy_fds {
         let socket = known.their_file(fd)?;
-        return Ok((socket_domain(&socket)? == libc::AF_UNIX).then_some(Socket::Copied(socket)));
+        let family = socket_domain(&socket)?;
+        return Ok((Socket::Copied(socket), family));
     }
     let tid = c.call.pid;
     let link = std::fs::read_link(format!("/proc/{tid}/fd/{fd}"))?;
-    let inode = link.to_str().and_then(|l| {
-        l.strip_prefix("socket:[")?
-            .strip_suffix(']')?
-            .parse::<u64>()
-            .ok()
-    });
-    let Some(inode) = inode else {
-        return Err(io::Error::from_raw_os_error(libc::ENOTSOCK));
-    };
-    let list = std::fs::read_to_string(format!("/proc/{tid}/net/unix"))?;
-    let Some(kind) = crate::host::sockets::unix_socket_type(&list, inode) else {
-        return Ok(None);
+    let inode = link
+        .to_str()
+        .and_then(|l| {
+            l.strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse::<u64>()
+                .ok()
+        })
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOTSOCK))?;
+    let unix = std::fs::read_to_string(format!("/proc/{tid}/net/unix"))?;
+    let (family, kind, protocol) = match crate::host::sockets::unix_socket_type(&unix, inode) {
+        Some(kind) => (libc::AF_UNIX, kind, 0),
+        // Every unix socket is in that list; others are named by their protocol.
+        None => protocol_name(&format!("/proc/{tid}/fd/{fd}"))
+            .and_then(|name| crate::host::sockets::inet_socket_kind(&name))
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EOPNOTSUPP))?,
     };
     let info = std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}"))?;
     let flags = info
@@ -316,11 +320,34 @@ fn program_socket(c: &Caller<'_>, threads: &Threads) -> io::Result<Option<Socket
         .find_map(|l| l.strip_prefix("flags:"))
         .and_then(|v| i32::from_str_radix(v.trim(), 8).ok())
         .unwrap_or(0);
-    Ok(Some(Socket::Like {
+    let like = Socket::Like(Like {
+        family,
         kind,
+        protocol,
         nonblock: flags & libc::O_NONBLOCK != 0,
         cloexec: flags & libc::O_CLOEXEC != 0,
-    }))
+    });
+    Ok((like, family))
+}
+
+/// The name of the protocol the socket at `path` (a descriptor's magic link) was made with
+/// (its `system.sockprotoname`: "TCP", "UDPv6", "UNIX-STREAM" …), which the kernel gives
+/// whoever may follow the link: no copy of the socket is needed.
+fn protocol_name(path: &str) -> Option<Vec<u8>> {
+    let path = CString::new(path).ok()?;
+    let mut name = [0u8; 64];
+    // SAFETY: NUL-terminated path and attribute name; `name` is valid for its length.
+    let n = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            c"system.sockprotoname".as_ptr(),
+            name.as_mut_ptr().cast(),
+            name.len(),
+        )
+    };
+    let n = usize::try_from(n).ok()?;
+    let name = name.get(..n)?;
+    Some(name.strip_suffix(b"\0").unwrap_or(name).to_vec())
 }
 
 /// Where a unix socket is connected to: the socket file the guard resolved and holds, or
@@ -330,7 +357,7 @@ enum To<'a> {
     Abstract(&'a str),
 }
 
-/// Connect the caller's `socket` to `to`; the call's answer.
+/// Connect the caller's unix `socket` to `to`; the call's answer.
 fn connect(c: &Caller<'_>, socket: Socket, to: &To<'_>) -> Answer {
     let connect_to = |socket: &OwnedFd| match to {
         To::Object(object) => connect_through_fd(socket, object),
@@ -338,24 +365,11 @@ fn connect(c: &Caller<'_>, socket: Socket, to: &To<'_>) -> Answer {
     };
     let done = match socket {
         Socket::Copied(socket) => connect_to(&socket),
-        Socket::Like {
-            kind,
-            nonblock,
-            cloexec,
-        } => {
-            let flags = libc::SOCK_CLOEXEC | if nonblock { libc::SOCK_NONBLOCK } else { 0 };
-            // SAFETY: integer arguments; a new descriptor or -1.
-            let fd = unsafe { libc::socket(libc::AF_UNIX, kind | flags, 0) };
-            if fd < 0 {
-                return Answer::Done(errno(&io::Error::last_os_error()));
-            }
-            // SAFETY: a new descriptor of ours.
-            let own = unsafe { OwnedFd::from_raw_fd(fd) };
-            connect_to(&own).and_then(|()| {
-                c.listener
-                    .replace_fd(c.call.id, c.call.args[0] as u32, &own, cloexec)
-            })
-        }
+        Socket::Like(like) => like.make().and_then(|own| {
+            connect_to(&own)?;
+            c.listener
+                .replace_fd(c.call.id, c.call.args[0] as u32, &own, like.cloexec)
+        }),
     };
     match done {
         Ok(()) => Answer::Done(0),

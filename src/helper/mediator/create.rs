@@ -57,7 +57,7 @@ pub fn start(
     channel: OwnedFd,
     names: Option<Names>,
     mediated: Option<Scope>,
-    (reach, reports): (super::Reach, Option<OwnedFd>),
+    (reach, net, reports): (super::Reach, super::NetRules, Option<OwnedFd>),
 ) -> io::Result<()> {
     let names = names.unwrap_or_default();
     if let Some(fd) = reports {
@@ -68,7 +68,7 @@ pub fn start(
             // The program's side is told what went wrong, and stops: nothing runs.
             let (listener, learned) = super::handshake::accept(channel)?;
             let listener = Listener::new(listener)?;
-            let guard = Guard::new(names, mediated, reach, learned)?;
+            let guard = Guard::new(names, mediated, (reach, net), learned)?;
             serve(&listener, &guard)
         };
         if let Err(e) = run() {
@@ -83,6 +83,8 @@ struct Guard {
     /// Landlock alone: the calls it cannot judge, and the session's own places.
     mediated: Option<Scope>,
     reach: super::Reach,
+    /// The program's TCP rules (Landlock alone's connects, `connecting`).
+    net: super::NetRules,
     learned: Learned,
     root: OwnedFd,
     /// The session's `/dev/shm` (Landlock alone), and its path.
@@ -95,7 +97,7 @@ impl Guard {
     fn new(
         names: Names,
         mediated: Option<Scope>,
-        reach: super::Reach,
+        (reach, net): (super::Reach, super::NetRules),
         learned: Learned,
     ) -> io::Result<Guard> {
         confine_this_thread()?;
@@ -111,6 +113,7 @@ impl Guard {
             names,
             mediated,
             reach,
+            net,
             learned,
             root,
             shm,
@@ -165,15 +168,25 @@ fn serve(listener: &Listener, guard: &Guard) -> io::Result<()> {
             Some(Outcome::Value(v)) => Reply::Acted(v),
             Some(Outcome::Fd(fd, cloexec)) => Reply::Fd(fd, cloexec),
             None => match threads.caller(listener, &call) {
+                Ok(()) => answer(listener, guard, &call, (&mut threads, &made)),
+                // A call noted only goes on all the same (nothing of the caller is read).
+                Err(_) if noted(&call) => Reply::Answer(Answer::Continue),
                 Err(e) => {
                     unreadable(&call, &e);
                     Reply::Answer(Answer::Done(errno(&e)))
                 }
-                Ok(()) => answer(listener, guard, &call, (&mut threads, &made)),
             },
         };
         deliver(listener, &call, reply, &mut replay);
     }
+}
+
+/// Whether `call` is one the guard only notes and lets run (`Kind::Umask`, `Chdir`, `Exec`).
+fn noted(call: &Call) -> bool {
+    matches!(
+        kind(syscall_name(call.nr)),
+        Kind::Umask | Kind::Chdir | Kind::Exec
+    )
 }
 
 /// Said once per process on the session's terminal when the guard may not read a program's
@@ -227,6 +240,8 @@ fn answer(
                     listener,
                     call,
                     copy_fds: guard.learned.copy_fds,
+                    killable: guard.learned.killable,
+                    net: guard.net,
                 };
                 super::answer::answer(&caller, threads, rules, guard.pid)
             }

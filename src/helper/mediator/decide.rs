@@ -93,6 +93,17 @@ pub fn in_session(pid: u32, supervisor: u32, parent: &dyn Fn(u32) -> Option<u32>
     false
 }
 
+/// The program's TCP rules (its Landlock ruleset's network part), which the guard's thread
+/// that connects a socket for the program takes on itself (`connecting`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NetRules {
+    /// TCP connect and bind handled: denied but to `connect_port`.
+    pub deny_tcp: bool,
+    pub connect_port: Option<u16>,
+    /// The Landlock ABI the rules need.
+    pub min_abi: u32,
+}
+
 /// Where the program may make names and open files, as its Landlock ruleset says: what the
 /// guard, which acts for the program without Landlock of its own, checks before it acts
 /// (`create.rs`). `Reach::default()`: no Landlock, and the mount namespace the guard shares
@@ -286,6 +297,21 @@ mod reach_tests {
         assert!(reach.may_open(Path::new("/etc/passwd"), libc::O_RDONLY));
         assert!(reach.may_open(Path::new("pipe:[42]"), libc::O_WRONLY));
         let listed = Reach::new(Some(&[rule("/home/u", Access::List)]));
+        // A rule's path through a symlink (a container's /dev/ptmx is pts/ptmx): Landlock
+        // holds the object it opens, the guard asks by the real path.
+        let dir = std::env::temp_dir().join(format!("sbx-reach-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("pts")).unwrap();
+        std::fs::write(dir.join("pts/ptmx"), "").unwrap();
+        std::os::unix::fs::symlink("pts/ptmx", dir.join("ptmx")).unwrap();
+        let linked = Reach::new(Some(&[rule(
+            dir.join("ptmx").to_str().unwrap(),
+            Access::Terminal,
+        )]));
+        let real = std::fs::canonicalize(dir.join("pts/ptmx")).unwrap();
+        assert!(linked.may_open(&real, libc::O_RDWR));
+        assert!(!linked.may_open(&real.with_file_name("0"), libc::O_RDWR));
+        std::fs::remove_dir_all(&dir).unwrap();
         assert!(!listed.may_open(Path::new("/home/u/x"), libc::O_RDONLY));
         // No Landlock: the mounts decide.
         assert!(Reach::default().may_make_in(Path::new("/etc")));

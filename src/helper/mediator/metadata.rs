@@ -8,6 +8,7 @@ use super::Scope;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// What a metadata call does to its object.
@@ -84,14 +85,75 @@ pub(super) fn metadata(
         "removexattrat" => (at(0, 1, int(2)), Change::RemoveXattr(pid.cstr(a[3])?)),
         _ => return Ok(Reply::Answer(EPERM)),
     };
-    let object = open_target(c, threads, &target)?;
-    let (path, links, symlink) = describe(&object)?;
+    if let (Change::Mode(mode), Target::Path { dirfd, path, .. }) = (&change, &target) {
+        if *dirfd == libc::AT_FDCWD {
+            if let Some(done) = chmod_here(c, threads, *path, *mode, rules)? {
+                return Ok(done);
+            }
+        }
+    }
+    let (object, known_path) = open_target(c, threads, &target)?;
+    let (path, links, symlink) = describe(&object, known_path)?;
     if !rules.may_change(&path, links) {
         return Ok(Reply::Answer(EPERM));
     }
     Ok(match apply(&object, symlink, &change) {
         done if done < 0 => Reply::Answer(super::notify::Answer::Done(done)),
         done => Reply::Acted(done),
+    })
+}
+
+/// A `chmod` of a name in the caller's working directory (no slash: the name itself is the
+/// only component that could be a symlink), done by that name when its path may be changed:
+/// `fchmodat2` without following, which changes no symlink (EOPNOTSUPP), so what is
+/// changed is the name's own object, the one judged. `None`: asked the usual way (a symlink
+/// there, whose target is judged; a path the name alone may not be changed at; an older
+/// kernel).
+fn chmod_here(
+    c: &Caller<'_>,
+    threads: &mut Threads,
+    path: u64,
+    mode: libc::mode_t,
+    rules: &Scope,
+) -> io::Result<Option<Reply>> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static MISSING: AtomicBool = AtomicBool::new(false);
+    if MISSING.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let name = threads.known(c.call.pid)?.cstr(path)?;
+    let plain = !matches!(name.as_bytes(), b"" | b"." | b"..") && !name.as_bytes().contains(&b'/');
+    if !plain {
+        return Ok(None);
+    }
+    let cwd = threads.cwd(c.listener, c.call)?;
+    let Some(dir) = &cwd.path else {
+        return Ok(None);
+    };
+    if !rules.may_change(&dir.join(std::ffi::OsStr::from_bytes(name.as_bytes())), 1) {
+        return Ok(None);
+    }
+    // SAFETY: our directory descriptor, a NUL-terminated name, integers.
+    let rc = unsafe {
+        libc::syscall(
+            crate::sandbox::mediated::SYS_FCHMODAT2,
+            cwd.fd.as_raw_fd(),
+            name.as_ptr(),
+            mode,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc == 0 {
+        return Ok(Some(Reply::Acted(0)));
+    }
+    Ok(match io::Error::last_os_error().raw_os_error() {
+        Some(libc::EOPNOTSUPP) => None,
+        Some(libc::ENOSYS) | Some(libc::EINVAL) => {
+            MISSING.store(true, Ordering::Relaxed);
+            None
+        }
+        Some(e) => Some(Reply::Answer(super::notify::Answer::Done(-i64::from(e)))),
+        None => None,
     })
 }
 
@@ -154,15 +216,19 @@ fn set_xattr(call: &Call, pid: &Known, name: &str) -> io::Result<(Target, Change
 }
 
 /// The object a call names, opened here: the caller's descriptor (its object), or its path
-/// resolved once from the caller's working directory or descriptor (O_PATH).
+/// resolved once from the caller's working directory or descriptor (O_PATH) — with that
+/// path, when no symlink was on its way (`paths::join_plain`: then its words are its path).
 pub(super) fn open_target(
     c: &Caller<'_>,
     threads: &mut Threads,
     target: &Target,
-) -> io::Result<OwnedFd> {
+) -> io::Result<(OwnedFd, Option<PathBuf>)> {
     let tid = c.call.pid;
     match *target {
-        Target::Fd(fd) => threads.known(tid)?.their_object(fd as u32, c.copy_fds),
+        Target::Fd(fd) => Ok((
+            threads.known(tid)?.their_object(fd as u32, c.copy_fds)?,
+            None,
+        )),
         Target::Path {
             dirfd,
             path,
@@ -175,25 +241,58 @@ pub(super) fn open_target(
             if let Some((fd, rest)) = super::paths::own_descriptor(path.as_bytes()) {
                 let object = threads.known(tid)?.their_object(fd, c.copy_fds)?;
                 if rest.is_empty() {
-                    return Ok(object);
+                    return Ok((object, None));
                 }
-                return open_path(object.as_fd().as_raw_fd(), &CString::new(rest)?, follow);
+                let rest = CString::new(rest)?;
+                return Ok((open_path(object.as_fd().as_raw_fd(), &rest, follow)?, None));
             }
             let path = CString::new(super::paths::as_caller(path.as_bytes(), tid).into_owned())?;
-            let base = if dirfd == libc::AT_FDCWD {
-                threads.cwd(c.listener, c.call)?.fd.try_clone()?
-            } else {
-                threads.known(tid)?.their_object(dirfd as u32, c.copy_fds)?
-            };
+            if path.as_bytes().first() == Some(&b'/') {
+                let root = std::path::Path::new("/");
+                return open_known(libc::AT_FDCWD, Some(root), &path, follow);
+            }
+            if dirfd == libc::AT_FDCWD {
+                let cwd = threads.cwd(c.listener, c.call)?;
+                if path.as_bytes().is_empty() {
+                    return match empty {
+                        true => Ok((cwd.fd.try_clone()?, cwd.path.clone())),
+                        false => Err(io::Error::from_raw_os_error(libc::ENOENT)),
+                    };
+                }
+                let base = cwd.fd.as_fd().as_raw_fd();
+                return open_known(base, cwd.path.as_deref(), &path, follow);
+            }
+            let base = threads.known(tid)?.their_object(dirfd as u32, c.copy_fds)?;
             if path.as_bytes().is_empty() {
                 if !empty {
                     return Err(io::Error::from_raw_os_error(libc::ENOENT));
                 }
-                return Ok(base);
+                return Ok((base, None));
             }
-            open_path(base.as_fd().as_raw_fd(), &path, follow)
+            Ok((open_path(base.as_fd().as_raw_fd(), &path, follow)?, None))
         }
     }
+}
+
+/// `path` from `base` (whose path is `base_path`) opened O_PATH, with its path when no
+/// symlink is on its way — the last component too: it is what is changed.
+fn open_known(
+    base: RawFd,
+    base_path: Option<&std::path::Path>,
+    path: &CString,
+    follow: bool,
+) -> io::Result<(OwnedFd, Option<PathBuf>)> {
+    if let Some(base_path) = base_path {
+        // SAFETY: a descriptor of ours that stays open for the call.
+        let dir = unsafe { std::os::fd::BorrowedFd::borrow_raw(base) };
+        if let Ok(Some(fd)) = super::at::open_plain(dir, path) {
+            return Ok((
+                fd,
+                Some(super::paths::join_plain(base_path, path.as_bytes())),
+            ));
+        }
+    }
+    Ok((open_path(base, path, follow)?, None))
 }
 
 pub(super) fn open_path(dirfd: RawFd, path: &CString, follow: bool) -> io::Result<OwnedFd> {
@@ -207,9 +306,18 @@ pub(super) fn open_path(dirfd: RawFd, path: &CString, follow: bool) -> io::Resul
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// The object's path as the kernel names it, its link count, and whether it is a symlink.
-pub(super) fn describe(object: &OwnedFd) -> io::Result<(PathBuf, u64, bool)> {
-    let path = std::fs::read_link(format!("/proc/self/fd/{}", object.as_raw_fd()))?;
+/// The object's path as the kernel names it (`known` when the guard knows it already), its
+/// link count, and whether it is a symlink.
+pub(super) fn describe(
+    object: &OwnedFd,
+    known: Option<PathBuf>,
+) -> io::Result<(PathBuf, u64, bool)> {
+    let path = match known {
+        // Reached by its name with no symlink on the way (the last component neither): a
+        // name it has, so it is linked and no symlink.
+        Some(path) => return Ok((path, 1, false)),
+        None => std::fs::read_link(format!("/proc/self/fd/{}", object.as_raw_fd()))?,
+    };
     // SAFETY: struct stat is plain data; all zeroes is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat writes one struct stat (also for O_PATH descriptors).
@@ -223,14 +331,12 @@ pub(super) fn describe(object: &OwnedFd) -> io::Result<(PathBuf, u64, bool)> {
 /// Do the change on the object; the call's result (0 or -errno).
 pub(super) fn apply(object: &OwnedFd, symlink: bool, change: &Change) -> i64 {
     let fd = object.as_raw_fd();
-    let Ok(magic) = CString::new(format!("/proc/self/fd/{fd}")) else {
-        return -i64::from(libc::EINVAL);
-    };
+    // Made only where a change goes through the magic link (digits hold no NUL).
+    let magic = || CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default();
     let empty = c"";
     let rc = match change {
         Change::Mode(_) if symlink => return -i64::from(libc::EOPNOTSUPP),
-        // SAFETY: a NUL-terminated path.
-        Change::Mode(mode) => unsafe { libc::fchmodat(libc::AT_FDCWD, magic.as_ptr(), *mode, 0) },
+        Change::Mode(mode) => chmod(fd, magic, *mode),
         // SAFETY: our descriptor and an empty NUL-terminated path.
         Change::Owner(uid, gid) => unsafe {
             libc::fchownat(fd, empty.as_ptr(), *uid, *gid, libc::AT_EMPTY_PATH)
@@ -247,7 +353,7 @@ pub(super) fn apply(object: &OwnedFd, symlink: bool, change: &Change) -> i64 {
         // SAFETY: NUL-terminated path and name; `value` is value.len() bytes.
         Change::SetXattr { name, value, flags } => unsafe {
             libc::setxattr(
-                magic.as_ptr(),
+                magic().as_ptr(),
                 name.as_ptr(),
                 value.as_ptr().cast(),
                 value.len(),
@@ -255,13 +361,41 @@ pub(super) fn apply(object: &OwnedFd, symlink: bool, change: &Change) -> i64 {
             )
         },
         // SAFETY: NUL-terminated path and name.
-        Change::RemoveXattr(name) => unsafe { libc::removexattr(magic.as_ptr(), name.as_ptr()) },
+        Change::RemoveXattr(name) => unsafe { libc::removexattr(magic().as_ptr(), name.as_ptr()) },
     };
     if rc == -1 {
         errno(&io::Error::last_os_error())
     } else {
         0
     }
+}
+
+/// chmod of the object `fd` is open on (O_PATH): `fchmodat2` with an empty path (Linux
+/// 6.6), else through its magic link `magic`.
+fn chmod(fd: RawFd, magic: impl FnOnce() -> CString, mode: libc::mode_t) -> libc::c_int {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static MISSING: AtomicBool = AtomicBool::new(false);
+    if !MISSING.load(Ordering::Relaxed) {
+        // SAFETY: our descriptor, an empty NUL-terminated path, integers.
+        let rc = unsafe {
+            libc::syscall(
+                crate::sandbox::mediated::SYS_FCHMODAT2,
+                fd,
+                c"".as_ptr(),
+                mode,
+                libc::AT_EMPTY_PATH,
+            )
+        } as libc::c_int;
+        match io::Error::last_os_error().raw_os_error() {
+            _ if rc == 0 => return 0,
+            Some(libc::ENOSYS) | Some(libc::EINVAL) | Some(libc::EPERM) => {
+                MISSING.store(true, Ordering::Relaxed)
+            }
+            _ => return rc,
+        }
+    }
+    // SAFETY: a NUL-terminated path.
+    unsafe { libc::fchmodat(libc::AT_FDCWD, magic().as_ptr(), mode, 0) }
 }
 
 pub(super) fn word(bytes: &[u8], i: usize) -> i64 {

@@ -44,12 +44,17 @@ pub(super) enum Reply {
     Acted(i64),
 }
 
-/// The call being answered, and how this machine lets the guard reach the caller's
-/// descriptors (`handshake::Learned::copy_fds`).
+/// The call being answered, and what the guard learned of this machine and the program
+/// that bears on how it answers.
 pub(super) struct Caller<'a> {
     pub(super) listener: &'a Listener,
     pub(super) call: &'a Call,
+    /// The guard may copy the caller's descriptors (`handshake::Learned::copy_fds`).
     pub(super) copy_fds: bool,
+    /// The caller waits killably once its call is received (`handshake::Learned`).
+    pub(super) killable: bool,
+    /// The program's TCP rules, for a connect done for it (`connecting`).
+    pub(super) net: super::NetRules,
 }
 
 /// A notification's fields that matter here.

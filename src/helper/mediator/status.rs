@@ -32,9 +32,13 @@ pub fn parse_status(text: &str) -> Option<Status> {
     })
 }
 
+/// A map keyed by thread or process id, which the guard looks up several times per call.
+pub type IdMap<V> =
+    HashMap<u32, V, std::hash::BuildHasherDefault<crate::protect::names::FastHasher>>;
+
 /// Each process's umask, by its thread group id.
 #[derive(Debug, Default)]
-pub struct Masks(HashMap<u32, u32>);
+pub struct Masks(IdMap<u32>);
 
 impl Masks {
     /// A thread's status was read. When no other thread of its process is known, the

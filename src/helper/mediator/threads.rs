@@ -12,20 +12,19 @@
 //! the call go, so from then until that thread calls again, the directory of every thread
 //! of its process is opened afresh for each call and not kept (`moving`). `execve` is told
 //! as well: what the guard kept of the process's memory is forgotten. A directory renamed by
-//! the program (through the guard) may carry a working directory with it: every kept path
-//! is forgotten then. A process that shares its working directory with another without being
+//! the program (through the guard) may carry a working directory with it: a kept one at or
+//! below the renamed path is forgotten then. A process that shares its working directory with another without being
 //! one of its threads (`clone` with `CLONE_FS` alone) keeps what was known of the other's
 //! directory until that one calls again: it can only mislead itself, since what the guard
 //! makes is judged where it is made.
 
-use std::collections::HashMap;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 use super::notify::{Call, Listener};
-use super::status::{parse_status, Masks, Status};
+use super::status::{parse_status, IdMap, Masks, Status};
 
 /// Threads remembered at most: each holds a few descriptors.
 const LIMIT: usize = 64;
@@ -56,7 +55,7 @@ pub(super) struct Known {
 
 #[derive(Default)]
 pub(super) struct Threads {
-    known: HashMap<u32, Known>,
+    known: IdMap<Known>,
     /// Each process's umask, as its own `umask()` calls set it.
     masks: Masks,
     /// Processes whose working directory is changing: (thread group id, the thread that
@@ -90,16 +89,16 @@ impl Threads {
         self.known.get(&tid).ok_or_else(gone)
     }
 
-    /// A thread's pidfd and memory, opened now and checked against the call it waits on.
+    /// A thread's pidfd and memory, opened now: both are the caller's if it still waits on
+    /// its call afterwards (a thread waiting on a call cannot end and give its id away).
     fn learn(&mut self, listener: &Listener, call: &Call) -> io::Result<Known> {
         let tid = call.pid;
         let alive = self.pidfd(tid);
-        // The pidfd names the caller if the caller still waits now.
+        let mem = open(&format!("/proc/{tid}/mem"), libc::O_RDONLY)?;
         if !listener.still_waiting(call.id) {
             return Err(gone());
         }
-        let mem = open(&format!("/proc/{tid}/mem"), libc::O_RDONLY)?;
-        let known = Known {
+        Ok(Known {
             tid,
             alive,
             mem,
@@ -107,12 +106,7 @@ impl Threads {
             cwd: None,
             cwd_kept: false,
             used: self.clock,
-        };
-        // Opened while the thread was alive: the memory is its process's.
-        if known.alive.is_some() && !known.is_alive() {
-            return Err(gone());
-        }
-        Ok(known)
+        })
     }
 
     fn pidfd(&mut self, tid: u32) -> Option<OwnedFd> {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use super::notify::{Answer, Call, Listener, ERESTARTSYS};
 
 /// How often a waiting open looks at the program's thread.
-const LOOK_EVERY: Duration = Duration::from_millis(20);
+pub(super) const LOOK_EVERY: Duration = Duration::from_millis(20);
 
 /// Answer `call`, an open of the FIFO `object` with `how`, from a thread of its own.
 pub(super) fn start(
@@ -69,7 +69,7 @@ fn wait(
 }
 
 /// Whether a signal waits for thread `tid` that its own wait would have taken.
-fn signalled(tid: u32) -> bool {
+pub(super) fn signalled(tid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{tid}/status"))
         .ok()
         .and_then(|text| super::status::parse_signals(&text))
@@ -98,10 +98,10 @@ fn wake_signal() -> libc::c_int {
 }
 
 /// A timer that signals this thread every so often, while it lives.
-struct Waker(libc::timer_t);
+pub(super) struct Waker(libc::timer_t);
 
 impl Waker {
-    fn every(period: Duration) -> io::Result<Waker> {
+    pub(super) fn every(period: Duration) -> io::Result<Waker> {
         extern "C" fn nothing(_: libc::c_int) {}
         let signal = wake_signal();
         // SAFETY: a zeroed sigaction is valid; the handler is a plain function that does

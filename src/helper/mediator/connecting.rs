@@ -1,0 +1,179 @@
+//! A `connect` of a socket of another family than unix (Landlock alone), done for the program
+//! by a thread of the guard's own, never let through as asked: the kernel would take the
+//! descriptor and the address again, and another thread of the program could meanwhile have
+//! put a unix socket at that number and a host socket's path in that memory. The thread
+//! takes on the program's TCP rules first (`NetRules`: Landlock restricts the thread that
+//! asks), so the kernel judges the destination as it would the program's; it connects the
+//! program's very socket (copied), or, where the guard may not copy it, a socket like it
+//! that takes its place (`Socket::Like`). A connect that waits for its peer takes a signal
+//! for the program as the kernel's own does (`waiting`).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use super::notify::{errno, Answer, Call, Listener, ERESTARTSYS};
+use super::waiting::{signalled, Waker, LOOK_EVERY};
+use super::NetRules;
+
+/// The program's socket, as the guard can take it.
+pub(super) enum Socket {
+    /// The very socket (`pidfd_getfd`): connected here, it is connected for the program.
+    Copied(OwnedFd),
+    /// Where the guard may not copy it (a container's profile refuses `pidfd_getfd`): one
+    /// like it, to connect and put in its place.
+    Like(Like),
+}
+
+/// A socket like the program's, made from what `/proc` tells of it. Options set on the
+/// program's socket before (and an address it was bound to) are not carried over.
+pub(super) struct Like {
+    pub(super) family: i32,
+    pub(super) kind: i32,
+    pub(super) protocol: i32,
+    pub(super) nonblock: bool,
+    pub(super) cloexec: bool,
+}
+
+impl Like {
+    /// A new socket of this kind (close-on-exec in the guard; `cloexec` is the program's).
+    pub(super) fn make(&self) -> io::Result<OwnedFd> {
+        let flags = libc::SOCK_CLOEXEC
+            | if self.nonblock {
+                libc::SOCK_NONBLOCK
+            } else {
+                0
+            };
+        // SAFETY: integer arguments; a new descriptor or -1.
+        let fd = unsafe { libc::socket(self.family, self.kind | flags, self.protocol) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a new descriptor of ours.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+/// Answer `call`, a connect of `socket` to the address `addr`, from a thread of its own.
+pub(super) fn start(
+    listener: &Listener,
+    call: &Call,
+    (socket, addr): (Socket, Vec<u8>),
+    (net, killable): (NetRules, bool),
+) -> Answer {
+    let spawned = listener.try_clone().and_then(|listener| {
+        let call = *call;
+        std::thread::Builder::new()
+            .name("sbx-guard-connect".into())
+            .spawn(move || {
+                let answer = connect(&listener, &call, (socket, &addr), (net, killable));
+                if let Some(answer) = answer {
+                    listener.respond(&call, answer);
+                }
+            })
+    });
+    match spawned {
+        Ok(_) => Answer::Sent,
+        Err(e) => Answer::Done(errno(&e)),
+    }
+}
+
+/// The connect, restricted as the program is; `None` when nobody waits for an answer.
+fn connect(
+    listener: &Listener,
+    call: &Call,
+    (socket, addr): (Socket, &[u8]),
+    (net, killable): (NetRules, bool),
+) -> Option<Answer> {
+    if let Err(e) = crate::helper::os::restrict_thread_network(&net) {
+        eprintln!("sbx-shell: the guard cannot take on the program's network rules: {e}");
+        return Some(Answer::Done(-i64::from(libc::EPERM)));
+    }
+    let (fd, replace) = match socket {
+        Socket::Copied(fd) => (fd, None),
+        Socket::Like(like) => match like.make() {
+            Ok(fd) => (fd, Some(like.cloexec)),
+            Err(e) => return Some(Answer::Done(errno(&e))),
+        },
+    };
+    let done = match Waker::every(LOOK_EVERY) {
+        Ok(_waker) => wait_connected(listener, call, &fd, addr, killable)?,
+        Err(e) => -errno(&e),
+    };
+    // A socket made here takes the program's place once connected, or under way (a
+    // non-blocking socket's EINPROGRESS: it carries on as the program's).
+    if let Some(cloexec) = replace.filter(|_| done == 0 || done == i64::from(libc::EINPROGRESS)) {
+        if let Err(e) = listener.replace_fd(call.id, call.args[0] as u32, &fd, cloexec) {
+            return Some(Answer::Done(errno(&e)));
+        }
+    }
+    Some(Answer::Done(-done))
+}
+
+/// Connect `fd` to `addr`, and wait until it is connected: 0, or the errno. The waker ends
+/// each wait now and then: the program's call no longer waiting ends it (`None`), a signal
+/// waiting for the program answers "restart" (`ERESTARTSYS`: the kernel's own connect
+/// answers so, and the connection goes on), else the wait goes on.
+fn wait_connected(
+    listener: &Listener,
+    call: &Call,
+    fd: &OwnedFd,
+    addr: &[u8],
+    killable: bool,
+) -> Option<i64> {
+    // SAFETY: `addr` is valid for its length, which connect reads.
+    let rc = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            addr.as_ptr().cast(),
+            addr.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        return Some(0);
+    }
+    let e = -errno(&io::Error::last_os_error());
+    if e != i64::from(libc::EINTR) {
+        return Some(e);
+    }
+    loop {
+        if !listener.still_waiting(call.id) {
+            return None;
+        }
+        if killable && signalled(call.pid) {
+            return Some(ERESTARTSYS);
+        }
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; the waker ends the wait now and then.
+        if unsafe { libc::poll(&mut pfd, 1, -1) } == 1 {
+            return Some(match socket_error(fd) {
+                Ok(()) => 0,
+                Err(e) => -errno(&e),
+            });
+        }
+    }
+}
+
+/// The outcome of a connection that was under way (`SO_ERROR`).
+fn socket_error(fd: &OwnedFd) -> io::Result<()> {
+    let mut error: libc::c_int = 0;
+    let mut size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: SO_ERROR writes one int into `error`, whose size `size` gives.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut error as *mut libc::c_int).cast(),
+            &mut size,
+        )
+    };
+    match (rc, error) {
+        (-1, _) => Err(io::Error::last_os_error()),
+        (_, 0) => Ok(()),
+        (_, e) => Err(io::Error::from_raw_os_error(e)),
+    }
+}
