@@ -108,7 +108,7 @@ pub(super) fn metadata(
 /// `fchmodat2` without following, which changes no symlink (EOPNOTSUPP), so what is
 /// changed is the name's own object, the one judged. `None`: asked the usual way (a symlink
 /// there, whose target is judged; a path the name alone may not be changed at; an older
-/// kernel).
+/// kernel or a profile without `fchmodat2`).
 fn chmod_here(
     c: &Caller<'_>,
     threads: &mut Threads,
@@ -147,7 +147,9 @@ fn chmod_here(
         return Ok(Some(Reply::Acted(0)));
     }
     Ok(match io::Error::last_os_error().raw_os_error() {
-        Some(libc::EOPNOTSUPP) => None,
+        // A symlink; or EPERM, which a container's profile may give for a call it does not
+        // know (the usual way tells that from the object's owner refusing).
+        Some(libc::EOPNOTSUPP) | Some(libc::EPERM) => None,
         Some(libc::ENOSYS) | Some(libc::EINVAL) => {
             MISSING.store(true, Ordering::Relaxed);
             None
