@@ -285,8 +285,9 @@ fn connect_call(c: &Caller<'_>, threads: &mut Threads, rules: &Scope) -> Answer 
 }
 
 /// The caller's socket a `connect` names, and its family: the very socket where this
-/// machine lets the guard copy it, else what it is, read from `/proc` (its type from the
-/// kernel's lists of sockets, its flags from `fdinfo`), to make one like it.
+/// machine lets the guard copy it, else what it is, read from `/proc` (a unix socket's
+/// type from the kernel's list of them, another's from its protocol's name, its flags
+/// from `fdinfo`), to make one like it.
 fn program_socket(c: &Caller<'_>, threads: &Threads) -> io::Result<(Socket, i32)> {
     let known = threads.known(c.call.pid)?;
     let fd = c.call.args[0] as u32;
