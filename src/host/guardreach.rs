@@ -31,6 +31,9 @@ pub fn measure() -> GuardReach {
 }
 
 #[cfg(target_os = "linux")]
+pub use linux::copies;
+
+#[cfg(target_os = "linux")]
 mod linux {
     use super::GuardReach;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -132,8 +135,9 @@ mod linux {
         }
     }
 
-    /// Whether `pidfd_getfd` copies descriptor `fd` of `child`.
-    fn copies(child: libc::pid_t, fd: i32) -> bool {
+    /// Whether `pidfd_getfd` copies descriptor `fd` of process `child` here (container
+    /// profiles refuse it without CAP_SYS_PTRACE); the guard asks it at start too.
+    pub fn copies(child: libc::pid_t, fd: i32) -> bool {
         // SAFETY: pidfd_open takes a pid and flags; a new descriptor or -1.
         let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, child, 0) };
         if pidfd < 0 {

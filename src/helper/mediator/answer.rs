@@ -293,7 +293,7 @@ fn program_socket(c: &Caller<'_>, threads: &Threads) -> io::Result<(Socket, i32)
     let fd = c.call.args[0] as u32;
     if c.copy_fds {
         let socket = known.their_file(fd)?;
-        let family = socket_domain(&socket)?;
+        let family = super::connecting::int_option(&socket, libc::SO_DOMAIN)?;
         return Ok((Socket::Copied(socket), family));
     }
     let tid = c.call.pid;
@@ -376,26 +376,6 @@ fn connect(c: &Caller<'_>, socket: Socket, to: &To<'_>) -> Answer {
         Ok(()) => Answer::Done(0),
         Err(e) => Answer::Done(errno(&e)),
     }
-}
-
-/// A socket's address family (`SO_DOMAIN`).
-fn socket_domain(socket: &OwnedFd) -> io::Result<libc::c_int> {
-    let mut domain: libc::c_int = 0;
-    let mut size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: SO_DOMAIN writes one int into `domain`, whose size `size` gives.
-    let rc = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_DOMAIN,
-            (&mut domain as *mut libc::c_int).cast(),
-            &mut size,
-        )
-    };
-    if rc == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(domain)
 }
 
 /// Connect `socket` to the socket file `object` names, through this process's

@@ -159,21 +159,28 @@ fn wait_connected(
 
 /// The outcome of a connection that was under way (`SO_ERROR`).
 fn socket_error(fd: &OwnedFd) -> io::Result<()> {
-    let mut error: libc::c_int = 0;
+    match int_option(fd, libc::SO_ERROR)? {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
+/// A socket's integer option at level `SOL_SOCKET` (`SO_ERROR`, `SO_DOMAIN`).
+pub(super) fn int_option(fd: &OwnedFd, option: libc::c_int) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
     let mut size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: SO_ERROR writes one int into `error`, whose size `size` gives.
+    // SAFETY: the option writes one int into `value`, whose size `size` gives.
     let rc = unsafe {
         libc::getsockopt(
             fd.as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_ERROR,
-            (&mut error as *mut libc::c_int).cast(),
+            option,
+            (&mut value as *mut libc::c_int).cast(),
             &mut size,
         )
     };
-    match (rc, error) {
-        (-1, _) => Err(io::Error::last_os_error()),
-        (_, 0) => Ok(()),
-        (_, e) => Err(io::Error::from_raw_os_error(e)),
+    if rc == -1 {
+        return Err(io::Error::last_os_error());
     }
+    Ok(value)
 }

@@ -136,7 +136,10 @@ fn check(probe: &Probe) -> io::Result<bool> {
         }
         Err(e) => return Err(io::Error::other(cannot(&path, &e.to_string()))),
     }
-    Ok(copies_fds(probe.pid, probe.fd))
+    Ok(crate::host::guardreach::copies(
+        probe.pid as libc::pid_t,
+        probe.fd as i32,
+    ))
 }
 
 /// Why the guard cannot work, and the fix.
@@ -151,26 +154,6 @@ fn cannot(path: &str, why: &str) -> String {
         _ => "Hint: the guard reads the memory of the program it started, as a parent may; `sbx-shell doctor` checks what this machine allows (a /proc mounted with hidepid, or a security module that forbids it, stops it)".to_string(),
     };
     format!("the guard cannot read what the program's calls name ({path}: {why}), so every name the program made would fail; nothing ran\n{hint}")
-}
-
-/// Whether `pidfd_getfd` copies a descriptor of process `pid` here (container profiles
-/// refuse it without CAP_SYS_PTRACE).
-fn copies_fds(pid: u32, fd: u32) -> bool {
-    // SAFETY: pidfd_open takes a pid and flags; a new descriptor or -1.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if pidfd < 0 {
-        return false;
-    }
-    // SAFETY: a new descriptor of ours.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
-    // SAFETY: pidfd_getfd takes a pidfd, a descriptor number and flags.
-    let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
-    if copy < 0 {
-        return false;
-    }
-    // SAFETY: a new descriptor of ours, closed here.
-    drop(unsafe { OwnedFd::from_raw_fd(copy as RawFd) });
-    true
 }
 
 /// Random bytes from the kernel (zeros, should it refuse: the probe is still read back).

@@ -212,22 +212,9 @@ impl Listener {
     /// there), close-on-exec when `cloexec`: `Ok(Yes)` once installed, `Ok(Gone)` when the
     /// call no longer waits, `Err` when the program could not take it (`EMFILE`).
     pub(super) fn send_fd(&self, id: u64, fd: &OwnedFd, cloexec: bool) -> Result<Delivered, i64> {
-        let addfd = libc::seccomp_notif_addfd {
-            id,
-            flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
-            srcfd: fd.as_raw_fd() as u32,
-            newfd: 0,
-            newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
-        };
-        // SAFETY: ADDFD reads one seccomp_notif_addfd; with SEND it also answers the call
-        // (the descriptor's number in the caller is the call's result).
-        let rc = unsafe {
-            libc::ioctl(
-                self.fd.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_ADDFD as _,
-                &addfd as *const libc::seccomp_notif_addfd,
-            )
-        };
+        // With SEND, ADDFD also answers the call (the descriptor's number in the caller is
+        // the call's result).
+        let rc = self.add_fd(id, libc::SECCOMP_ADDFD_FLAG_SEND, (fd, 0), cloexec);
         if rc >= 0 {
             return Ok(Delivered::Yes);
         }
@@ -248,25 +235,40 @@ impl Listener {
         fd: &OwnedFd,
         cloexec: bool,
     ) -> io::Result<()> {
+        // With SETFD, ADDFD installs it at `newfd`.
+        let rc = self.add_fd(id, libc::SECCOMP_ADDFD_FLAG_SETFD, (fd, newfd), cloexec);
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Listener {
+    /// `SECCOMP_IOCTL_NOTIF_ADDFD`: `fd` put in the caller of notification `id` (at
+    /// `newfd` with SETFD), close-on-exec when `cloexec`; the ioctl's result.
+    fn add_fd(
+        &self,
+        id: u64,
+        flags: libc::c_ulong,
+        (fd, newfd): (&OwnedFd, u32),
+        cloexec: bool,
+    ) -> libc::c_int {
         let addfd = libc::seccomp_notif_addfd {
             id,
-            flags: libc::SECCOMP_ADDFD_FLAG_SETFD as u32,
+            flags: flags as u32,
             srcfd: fd.as_raw_fd() as u32,
             newfd,
             newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
         };
-        // SAFETY: ADDFD reads one seccomp_notif_addfd; with SETFD it installs at `newfd`.
-        let rc = unsafe {
+        // SAFETY: ADDFD reads one seccomp_notif_addfd.
+        unsafe {
             libc::ioctl(
                 self.fd.as_raw_fd(),
                 libc::SECCOMP_IOCTL_NOTIF_ADDFD as _,
                 &addfd as *const libc::seccomp_notif_addfd,
             )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
         }
-        Ok(())
     }
 }
 
