@@ -353,7 +353,9 @@ pub const ALLOWED: &[&str] = &[
     "author.email",
     "committer.name",
     "committer.email",
-    // submodule add, submodule init
+    // submodule add, submodule init, clone --recurse-submodules (`submodule.active`: which
+    // paths are submodules to check out)
+    "submodule.active",
     "submodule.*.url",
     "submodule.*.active",
     "submodule.*.branch",
@@ -364,37 +366,6 @@ pub const ALLOWED: &[&str] = &[
     // messages only
     "advice.*",
 ];
-
-/// The keys a session may write into a `.gitmodules` (what `git submodule add` and
-/// `git config -f .gitmodules` for a submodule write). git reads it in every clone of the
-/// repository, the host's included.
-pub const GITMODULES_ALLOWED: &[&str] = &[
-    "submodule.*.path",
-    "submodule.*.url",
-    "submodule.*.branch",
-    "submodule.*.shallow",
-    "submodule.*.ignore",
-    "submodule.*.fetchrecursesubmodules",
-    "submodule.*.update",
-];
-
-/// Which of git's configuration files is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A git directory's `config` (or `config.worktree`).
-    Config,
-    /// A work tree's `.gitmodules`.
-    Gitmodules,
-}
-
-impl Kind {
-    fn allowed(self) -> &'static [&'static str] {
-        match self {
-            Kind::Config => ALLOWED,
-            Kind::Gitmodules => GITMODULES_ALLOWED,
-        }
-    }
-}
 
 /// Keys whose value is a URL git connects to: checked by `url_runs`.
 const URL_KEYS: &[&str] = &["remote.*.url", "remote.*.pushurl", "submodule.*.url"];
@@ -451,22 +422,17 @@ pub fn url_runs(url: &[u8]) -> bool {
 
 /// Why one entry may not be written, or `None`: its key is neither in `ALLOWED` nor in
 /// `extra` (the user's own allowances), or its value is a URL that runs something.
-fn refused_entry(kind: Kind, entry: &Entry, extra: &[String]) -> Option<String> {
+fn refused_entry(entry: &Entry, extra: &[String]) -> Option<String> {
     let key = String::from_utf8_lossy(&entry.key).into_owned();
     if extra.iter().any(|p| matches(p, &entry.key)) {
         return None;
     }
-    if !kind.allowed().iter().any(|p| matches(p, &entry.key)) {
+    if !ALLOWED.iter().any(|p| matches(p, &entry.key)) {
         return Some(key);
     }
     let url = URL_KEYS.iter().any(|p| matches(p, &entry.key));
-    // `update = !command` runs the command on `git submodule update`.
-    let update = matches("submodule.*.update", &entry.key);
     match &entry.value {
         Some(v) if url && url_runs(v) => Some(format!("{key} (a URL that runs a command)")),
-        Some(v) if update && v.trim_ascii_start().starts_with(b"!") => {
-            Some(format!("{key} (a command)"))
-        }
         _ => None,
     }
 }
@@ -475,17 +441,12 @@ fn refused_entry(kind: Kind, entry: &Entry, extra: &[String]) -> Option<String> 
 /// (each once, as `--allow-git-config` takes it), or the line where git cannot read it.
 /// Empty: it may be written. `extra`: patterns the user allows besides `ALLOWED`.
 pub fn refused(text: &[u8], extra: &[String]) -> Vec<String> {
-    refused_as(Kind::Config, text, extra)
-}
-
-/// `refused`, for the file `kind`.
-pub fn refused_as(kind: Kind, text: &[u8], extra: &[String]) -> Vec<String> {
     match parse(text) {
         Err(e) => vec![format!("a config git cannot read ({e})")],
         Ok(entries) => {
             let mut out: Vec<String> = Vec::new();
             for entry in &entries {
-                if let Some(why) = refused_entry(kind, entry, extra) {
+                if let Some(why) = refused_entry(entry, extra) {
                     if !out.contains(&why) {
                         out.push(why);
                     }

@@ -62,7 +62,6 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     // code that git runs, and where it is configured
     ".git/hooks",
     ".git/config",
-    ".gitmodules",
     "~/.gitconfig",
     "~/.config/git",
     // shell startup files: code every later shell runs

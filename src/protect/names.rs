@@ -37,8 +37,6 @@ pub enum GitPlace {
     GitDir { linked: bool },
     /// `hooks` of a git directory.
     Hooks,
-    /// A directory holding `.git`: a work tree (for `.gitmodules`).
-    WorkTree,
 }
 
 /// The names refused in a session.
@@ -106,10 +104,6 @@ impl Names {
             _ => {}
         }
         match git {
-            // Written by git's rename of `.gitmodules.lock` only (checked as a config is).
-            GitPlace::WorkTree if made != Made::Dir && bytes == b".gitmodules" => {
-                return Some("a .gitmodules not written by git's rename")
-            }
             GitPlace::GitDir { .. } if is_config(name) && made != Made::Dir => {
                 // git writes it by a rename only (`config.lock`), which `config_rename`
                 // checks; made any other way it is refused.
@@ -259,7 +253,7 @@ impl PathSet {
 pub fn kind_matters(name: &OsStr) -> bool {
     matches!(
         name.as_encoded_bytes(),
-        b".git" | b"hooks" | b"config" | b"config.worktree" | b".gitmodules"
+        b".git" | b"hooks" | b"config" | b"config.worktree"
     )
 }
 
@@ -269,25 +263,19 @@ pub fn is_config(name: &OsStr) -> bool {
 }
 
 /// Whether `path` is what the guard judges in a git directory of `git_dirs` (or one named
-/// `.git`) and no mount or record may stand in the way of: its config files and its work
-/// tree's `.gitmodules`, which git rewrites by renaming a lock file over them, and
-/// `objects/info`, where `git gc` and
+/// `.git`) and no mount or record may stand in the way of: its config files, which git
+/// rewrites by renaming a lock file over them, and `objects/info`, where `git gc` and
 /// `repack` write, and where a tool's own repository borrows objects (`alternates`: data,
 /// never code; opencode's snapshots need it).
 pub fn is_judged_git_path(path: &Path, git_dirs: &[crate::protect::repos::GitDir]) -> bool {
     let git_dir =
         |d: &Path| git_dirs.iter().any(|g| g.dir == d) || d.file_name() == Some(OsStr::new(".git"));
     let config = path.file_name().is_some_and(is_config) && path.parent().is_some_and(git_dir);
-    // A work tree's `.gitmodules`, which `git submodule add` rewrites by a rename too.
-    let gitmodules = path.file_name() == Some(OsStr::new(".gitmodules"))
-        && path
-            .parent()
-            .is_some_and(|d| git_dirs.iter().any(|g| g.dir == d.join(".git")));
     let info = path.file_name() == Some(OsStr::new("info"))
         && path.parent().is_some_and(|o| {
             o.file_name() == Some(OsStr::new("objects")) && o.parent().is_some_and(git_dir)
         });
-    config || info || gitmodules
+    config || info
 }
 
 /// Why an existing entry `name` of a directory (`git`: what it is) may not be opened for
@@ -301,7 +289,6 @@ pub fn refused_write(name: &OsStr, git: GitPlace) -> Option<&'static str> {
     }
     match git {
         GitPlace::GitDir { .. } if is_config(name) => Some("a git config written in place"),
-        GitPlace::WorkTree if bytes == b".gitmodules" => Some("a .gitmodules written in place"),
         GitPlace::GitDir { linked: false } if bytes == b"commondir" => Some("a git commondir"),
         GitPlace::Hooks if !bytes.ends_with(b".sample") => Some("a git hook"),
         _ => None,
@@ -342,17 +329,9 @@ impl Names {
     /// Why a file with `text` may not be renamed over a git directory's config, or `None`:
     /// it sets a key that ordinary git work does not write and the policy does not allow
     /// (`gitconfig::refused`), or git cannot read it.
-    pub fn config_rename(
-        &self,
-        kind: crate::policy::gitconfig::Kind,
-        text: &[u8],
-    ) -> Option<String> {
-        let keys = crate::policy::gitconfig::refused_as(kind, text, &self.git_config_allow);
-        let what = match kind {
-            crate::policy::gitconfig::Kind::Config => "a git config",
-            crate::policy::gitconfig::Kind::Gitmodules => "a .gitmodules",
-        };
-        (!keys.is_empty()).then(|| format!("{what} ({})", keys.join(", ")))
+    pub fn config_rename(&self, text: &[u8]) -> Option<String> {
+        let keys = crate::policy::gitconfig::refused(text, &self.git_config_allow);
+        (!keys.is_empty()).then(|| format!("a git config ({})", keys.join(", ")))
     }
 }
 
@@ -378,7 +357,6 @@ mod tests {
             GitPlace::GitDir { linked: false },
             GitPlace::GitDir { linked: true },
             GitPlace::Hooks,
-            GitPlace::WorkTree,
         ];
         let parents = [
             "/ws",
@@ -466,7 +444,6 @@ mod tests {
 
     #[test]
     fn protected_paths_git_pointers_and_hooks_are_refused_and_the_rest_is_not() {
-        use crate::policy::gitconfig::Kind::Config;
         let names = Names {
             protected: vec![
                 "/ws/.mcp.json".into(),
@@ -530,11 +507,9 @@ mod tests {
             "a .git symlink"
         );
         assert!(refused_write(OsStr::new(".git"), plain).is_some());
-        // A work tree's `.gitmodules`: by git's rename only (checked), never in place.
-        let tree = GitPlace::WorkTree;
-        assert!(refused("/ws", ".gitmodules", Made::File, tree).is_some());
-        assert!(refused_write(OsStr::new(".gitmodules"), tree).is_some());
-        assert_eq!(refused("/ws/notes", ".gitmodules", Made::File, plain), None);
+        // A work tree's `.gitmodules` is data to git (it refuses `update = !command` there).
+        assert_eq!(refused("/ws", ".gitmodules", Made::File, plain), None);
+        assert_eq!(refused_write(OsStr::new(".gitmodules"), plain), None);
         assert_eq!(refused("/ws/sub", ".git", Dir, plain), None, "git init");
         let git = GitPlace::GitDir { linked: false };
         let linked = GitPlace::GitDir { linked: true };
@@ -567,24 +542,22 @@ mod tests {
         assert_eq!(refused_write(OsStr::new("config"), plain), None);
         assert_eq!(refused_write(OsStr::new("index"), git), None);
         assert_eq!(
-            names.config_rename(Config, b"[core]\n\tbare = false\n[user]\n\tname = x\n"),
+            names.config_rename(b"[core]\n\tbare = false\n[user]\n\tname = x\n"),
             None
         );
         assert!(names
-            .config_rename(Config, b"[core] fsmonitor = /x.sh\n")
+            .config_rename(b"[core] fsmonitor = /x.sh\n")
             .is_some_and(|why| why.contains("core.fsmonitor")));
         assert!(names
-            .config_rename(Config, b"[alias]\n\tst = !touch /x\n")
+            .config_rename(b"[alias]\n\tst = !touch /x\n")
             .is_some());
-        assert!(names
-            .config_rename(Config, b"[pager]\n\tstatus = x\n")
-            .is_some());
+        assert!(names.config_rename(b"[pager]\n\tstatus = x\n").is_some());
         let lfs = Names {
             git_config_allow: vec!["filter.lfs.*".into()],
             ..Names::default()
         };
         assert_eq!(
-            lfs.config_rename(Config, b"[filter \"lfs\"]\n\tclean = git-lfs clean\n"),
+            lfs.config_rename(b"[filter \"lfs\"]\n\tclean = git-lfs clean\n"),
             None
         );
         // A tool's own repository may borrow objects (opencode's snapshots).

@@ -789,7 +789,7 @@ fn names_that_would_run_code_outside_are_refused_when_made() {
         ("CONFIG-RENAME", "printf '[core]\\n\\tpager = true\\n' > c.tmp && mv c.tmp fresh/.git/config"),
         ("REPO-SLIP", "mkdir -p slip/objects slip/refs && printf '[core]\\n\\tpager = true\\n' > slip/config && echo 'ref: refs/heads/main' > slip/HEAD"),
         ("TMPFILE", "PY -c \"import os; fd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o600); os.link('/proc/self/fd/%d' % fd, '.idea', src_dir_fd=os.open('.', os.O_RDONLY))\""),
-        ("SECOND-NAME", "ln .gitmodules gm"),
+        ("SECOND-NAME", "ln .mcp.json gm"),
     ];
     let ordinary = "umask 027 && echo x > made.txt && stat -c %a made.txt | grep -qx 640 && echo UMASK-OK; \
          umask 022; mkfifo ff && (echo fifo > ff &) && read l < ff && echo FIFO-$l; \
@@ -803,8 +803,8 @@ fn names_that_would_run_code_outside_are_refused_when_made() {
     for user in USERS {
         for backend in ["bwrap", "landlock", "none"] {
             let lab = repo_lab("names", user);
-            // A protected file to try a second name of (the workspace's `.gitmodules`).
-            fs::write(lab.ws.join(".gitmodules"), "").unwrap();
+            // A protected file to try a second name of (the workspace's `.mcp.json`).
+            fs::write(lab.ws.join(".mcp.json"), "").unwrap();
             if user == User::Nobody {
                 chown_tree(&lab.dir, NOBODY);
             }

@@ -26,9 +26,13 @@ const GIT_WORK: &str = "set -u; g() { git -c user.name=t -c user.email=t@t \"$@\
     git clone -q . clone && echo clone && \
     git init -q subsrc && g -C subsrc commit -q --allow-empty -m s && \
     git -c protocol.file.allow=always submodule add -q \"$PWD/subsrc\" sm && g commit -qm sm && echo submodule && \
+    git -c protocol.file.allow=always clone -q --recurse-submodules . rclone && test -s rclone/.gitmodules && \
+    test -z \"$(git -C rclone status --porcelain)\" && git -C rclone/sm rev-parse -q --verify HEAD >/dev/null && echo clone-submodules && \
+    git rm -q .gitmodules && g commit -qm drop && git bisect start HEAD HEAD~2 >/dev/null && test -s .gitmodules && \
+    git bisect reset >/dev/null 2>&1 && test ! -e .gitmodules && echo bisect-gitmodules && \
     find . -perm 0 -print | sed 's/^/mode-0 /'";
 
-const GIT_STEPS: [&str; 16] = [
+const GIT_STEPS: [&str; 18] = [
     "init",
     "reinit",
     "reinit-ws",
@@ -44,6 +48,8 @@ const GIT_STEPS: [&str; 16] = [
     "gc",
     "clone",
     "submodule",
+    "clone-submodules",
+    "bisect-gitmodules",
     "",
 ];
 
@@ -60,11 +66,11 @@ fn ordinary_git_work_runs_as_it_does_bare() {
         let lab = repo_lab("gitwork", user);
         let (code, out, err) = lab.sh("none", &[], GIT_WORK);
         assert_eq!(code, 0, "control: {err}");
-        assert_eq!(lines(&out), GIT_STEPS[..15], "control: {err}");
+        assert_eq!(lines(&out), GIT_STEPS[..17], "control: {err}");
         let lab = repo_lab("gitwork", user);
         let (code, out, err) = lab.sh(backend, &[], GIT_WORK);
         let what = lab.what(backend);
-        assert_eq!(lines(&out), GIT_STEPS[..15], "{what}: {err}");
+        assert_eq!(lines(&out), GIT_STEPS[..17], "{what}: {err}");
         assert_eq!(code, 0, "{what}: {err}");
         // The user's git is fine with what the session left.
         for args in [

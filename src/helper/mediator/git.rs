@@ -2,7 +2,6 @@
 //! and what may not be in one (a config key git work does not write, `commondir`, hooks).
 
 use super::at::{fstatat, open_path, openat, read_regular};
-use crate::policy::gitconfig::Kind;
 use crate::protect::names::{self, GitPlace, Names};
 use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -22,9 +21,9 @@ pub(super) fn holds_plants(dir: BorrowedFd<'_>, names: &Names) -> bool {
     // named `config` counts as a plant.
     let read = |name: &CStr| read_regular(dir, name, 16 << 20).ok().map(|(text, _)| text);
     let exists = |name: &CStr| fstatat(dir, name).is_ok();
-    let config = [c"config", c"config.worktree"].iter().any(|n| {
-        exists(n) && read(n).is_none_or(|t| names.config_rename(Kind::Config, &t).is_some())
-    });
+    let config = [c"config", c"config.worktree"]
+        .iter()
+        .any(|n| exists(n) && read(n).is_none_or(|t| names.config_rename(&t).is_some()));
     let how = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     let hooks = openat(dir, c"hooks", how, 0)
         .ok()
@@ -60,13 +59,6 @@ pub(super) fn git_place(dir: BorrowedFd<'_>, path: &std::path::Path, name: &OsSt
         }
         at.is_some_and(|fd| is_git(fd.as_fd(), &p))
     };
-    if name == ".gitmodules" {
-        // Beside a `.git`: a work tree's, which git reads in every clone.
-        return match fstatat(dir, c".git") {
-            Ok(_) => GitPlace::WorkTree,
-            Err(_) => GitPlace::Plain,
-        };
-    }
     let name_bytes = name.as_encoded_bytes();
     let judged = matches!(
         name_bytes,

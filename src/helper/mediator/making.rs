@@ -5,7 +5,6 @@
 use super::acting::{path_of, refuse, Acting, Entry, Where};
 use super::at::{fstat, fstatat, last_errno, open_path, openat, Res};
 use super::git::{git_place, is_git};
-use crate::policy::gitconfig::Kind;
 use crate::policy::refusal::Cause;
 use crate::protect::names::{self, GitPlace, Made};
 use std::ffi::{CStr, CString};
@@ -169,14 +168,9 @@ impl Acting<'_> {
             }
         }
         let to_name = to.name_os();
-        if (names::is_config(to_name) || to_name == ".gitmodules")
-            && flags == 0
-            && moved == Made::Other
-        {
-            match git_place(to.dir.as_fd(), &to.path, to_name) {
-                GitPlace::GitDir { .. } => return self.config_rename(Kind::Config, &from, &to),
-                GitPlace::WorkTree => return self.config_rename(Kind::Gitmodules, &from, &to),
-                _ => {}
+        if names::is_config(to_name) && flags == 0 && moved == Made::Other {
+            if let GitPlace::GitDir { .. } = git_place(to.dir.as_fd(), &to.path, to_name) {
+                return self.config_rename(&from, &to);
             }
         }
         self.check(&to, moved)?;
@@ -210,14 +204,14 @@ impl Acting<'_> {
     /// content is read once, checked (`names::config_rename`), written into a file of the
     /// guard's own, and that file renamed into place; the program's is removed. What the
     /// program does to its file afterwards (it may still hold it open) reaches nothing.
-    pub(super) fn config_rename(&self, kind: Kind, from: &Entry<'_>, to: &Entry<'_>) -> Res<i64> {
+    pub(super) fn config_rename(&self, from: &Entry<'_>, to: &Entry<'_>) -> Res<i64> {
         use std::hash::BuildHasher;
         const LIMIT: u64 = 16 << 20;
         // A regular file only: what is read here is never a FIFO or a device, which
         // would wait or act when opened.
         let (text, st) = super::at::read_regular(from.dir.as_fd(), &from.name, LIMIT)
             .map_err(|_| libc::EACCES)?;
-        if let Some(why) = self.names.config_rename(kind, &text) {
+        if let Some(why) = self.names.config_rename(&text) {
             // Said where the program's own error appears (its terminal), once per refusal.
             eprintln!(
                 "sbx-shell: refused {why} in {}: keys that ordinary git work does not write can make the host's git run code\nHint: to allow one, run with --allow-git-config KEY (or \"git\": {{\"allow_config\": [\"KEY\"]}} in the config)",

@@ -332,35 +332,3 @@ fn the_parser_reads_what_git_reads() {
     // Both kinds were exercised.
     assert!(checked.0 > 600 && checked.1 > 600, "{checked:?}");
 }
-
-#[test]
-fn a_gitmodules_takes_what_submodule_add_writes() {
-    let added = b"[submodule \"lib\"]\n\tpath = lib\n\turl = ../lib.git\n\tbranch = main\n";
-    assert!(refused_as(Kind::Gitmodules, added, &[]).is_empty());
-    assert_eq!(
-        refused_as(
-            Kind::Gitmodules,
-            b"[submodule \"x\"]\n\tupdate = !touch /x\n",
-            &[]
-        ),
-        ["submodule.x.update (a command)"]
-    );
-    assert_eq!(
-        refused_as(
-            Kind::Gitmodules,
-            b"[submodule \"x\"]\n\turl = ext::sh\n",
-            &[]
-        ),
-        ["submodule.x.url (a URL that runs a command)"]
-    );
-    assert_eq!(
-        refused_as(Kind::Gitmodules, b"[core]\n\tfsmonitor = x\n", &[]),
-        ["core.fsmonitor"]
-    );
-    assert!(refused_as(
-        Kind::Gitmodules,
-        b"[submodule \"x\"]\n\tupdate = rebase\n",
-        &[]
-    )
-    .is_empty());
-}
