@@ -677,8 +677,9 @@ fn the_terminal_clipboard_follows_the_policy() {
     }
 }
 
-/// Waits for Enter, then asks the terminal to set the clipboard three times, spelling
-/// the number as tmux reads it: `52`, `052`, `0052` ("first set", "second set", "third set").
+/// Waits for Enter, then asks the terminal to set the clipboard four times, spelling
+/// the number as tmux reads it: `52`, `052`, `0052`, and `52` after a NUL, which tmux's
+/// parser passes over ("first set" … "fourth set").
 const SET_ON_ENTER: &str = r#"
 import os, sys
 print("READY", flush=True)
@@ -686,12 +687,13 @@ sys.stdin.readline()
 os.write(1, b"\x1b]52;c;Zmlyc3Qgc2V0\x07")
 os.write(1, b"\x1b]052;c;c2Vjb25kIHNldA==\x07")
 os.write(1, b"\x1b]0052;c;dGhpcmQgc2V0\x07")
+os.write(1, b"\x1b]\x0052;c;Zm91cnRoIHNldA==\x07")
 print("SENT", flush=True)
 os.system("sleep 30")
 "#;
 
 /// What `SET_ON_ENTER` asks tmux to keep, one buffer per spelling.
-const SETS: [&str; 3] = ["first set", "second set", "third set"];
+const SETS: [&str; 4] = ["first set", "second set", "third set", "fourth set"];
 
 /// tmux as the terminal (with `set-clipboard on`, a pane's OSC 52 sets a tmux buffer): the
 /// buffers after `command` ran `SET_ON_ENTER`.

@@ -9,7 +9,9 @@
 //! terminator (BEL, `ESC \\`, `U+009C` or `0x9C`, or CAN, SUB and any other `ESC`, which end
 //! a string too). The number is read as xterm, tmux, kitty and screen read it, by its
 //! value: `052` and `0052` are 52; spaces in it are ignored (no terminal reads them, so
-//! dropping such a request costs nothing):
+//! dropping such a request costs nothing), and so are the C0 controls that do not end a
+//! string, and DEL, wherever they stand in the head (`ESC ] NUL 5 2 ;`: tmux and xterm's
+//! parsers pass over them inside a string, so the request is 52 to them):
 //!
 //! - `OSC 52 ; sel ; data`: a report request when `data` is `?`, else a write;
 //! - `OSC 5522 ; …` (kitty's clipboard protocol, whose requests read as well as write):
@@ -48,6 +50,9 @@ const HEAD_MAX: usize = 24;
 /// The most bytes of a number (leading zeros, spaces) held before it is decided: longer,
 /// it is dropped (no program writes such a number; a terminal may still read 52 in it).
 const NUMBER_MAX: usize = 64;
+/// The most bytes of a head held with the controls passed over in it (`ignored`): more,
+/// it is dropped.
+const HELD_MAX: usize = 256;
 /// iTerm2's `OSC 1337` keys that write the clipboard.
 const ITERM_WRITES: [&[u8]; 2] = [b"Copy=", b"CopyToClipboard"];
 
@@ -234,7 +239,14 @@ impl Filter {
     /// the request is known to pass or to be dropped.
     fn step_head(&mut self, byte: u8, out: &mut Vec<u8>) {
         let ends = matches!(byte, BEL | ESC | CAN | SUB | C1_LEAD | C1_ST);
-        let verdict = if ends {
+        let verdict = if ignored(byte) {
+            // Passed over by the terminal: held, not read.
+            if self.held.len() >= HELD_MAX {
+                Verdict::Drop
+            } else {
+                Verdict::NeedMore
+            }
+        } else if ends {
             // A request that ends in its head: malformed or empty, and not passed
             // when its kind is one the policy refuses.
             match self.verdict(true) {
@@ -360,14 +372,33 @@ fn osc_number(text: &[u8]) -> Option<Vec<u8>> {
 /// The heads of the OSCs that may be clipboard requests (after leading zeros and spaces).
 const CANDIDATES: [&[u8]; 3] = [b"52;", b"5522;", b"1337;"];
 
+/// Whether a terminal passes over `byte` inside a string: a C0 control that does not end
+/// it (BEL, CAN, SUB and ESC do), or DEL.
+fn ignored(byte: u8) -> bool {
+    (byte < 0x20 && !matches!(byte, BEL | CAN | SUB | ESC)) || byte == 0x7f
+}
+
 /// Whether an OSC whose bytes after the introducer begin with `head` (as far as the
-/// chunk holds) may be a clipboard request.
+/// chunk holds) may be a clipboard request: read as `step_head` reads it, passing over
+/// the controls a terminal ignores, leading zeros and spaces.
 fn may_be_clipboard(head: &[u8]) -> bool {
-    let pad = head.iter().take_while(|b| matches!(b, b'0' | b' ')).count();
-    let head = &head[pad..];
+    let mut read = [0u8; 5];
+    let mut n = 0;
+    let mut padding = true;
+    for &b in head.iter().take(HELD_MAX) {
+        if ignored(b) || (padding && matches!(b, b'0' | b' ')) {
+            continue;
+        }
+        padding = false;
+        read[n] = b;
+        n += 1;
+        if n == read.len() {
+            break;
+        }
+    }
     CANDIDATES.iter().any(|c| {
-        let n = c.len().min(head.len());
-        head[..n] == c[..n]
+        let k = c.len().min(n);
+        read[..k] == c[..k]
     })
 }
 
@@ -503,6 +534,52 @@ mod tests {
         // A number of leading zeros longer than any program writes is dropped too.
         let zeros = [&b"\x1b]"[..], &[b'0'; 80], b"52;c;aGk=\x07"].concat();
         assert_eq!(out(Clipboard::None, &zeros), b"");
+    }
+
+    /// The C0 controls a terminal passes over inside a string (all but BEL, CAN, SUB and
+    /// ESC), and DEL, anywhere in the head: `ESC ] NUL 52 ;` is 52 to tmux and xterm.
+    #[test]
+    fn controls_a_terminal_passes_over_in_the_head_are_passed_over_here() {
+        let ignored: Vec<u8> = (0u8..0x20)
+            .filter(|b| !matches!(*b, BEL | CAN | SUB | ESC))
+            .chain([0x7f])
+            .collect();
+        assert_eq!(ignored.len(), 29);
+        for c in ignored {
+            let c = [c];
+            for request in [
+                [&b"\x1b]"[..], &c, b"52;c;aGk=\x07"].concat(),
+                [&b"\x1b]5"[..], &c, b"2;c;aGk=\x07"].concat(),
+                [&b"\x1b]52"[..], &c, b";c;aGk=\x07"].concat(),
+                [&b"\x1b]0"[..], &c, &c, b"52;c;aGk=\x1b\\"].concat(),
+                [&b"\xc2\x9d"[..], &c, b"1337;Copy=x\x07"].concat(),
+                [&b"\x1b]"[..], &c, b"5522;type=read\x07"].concat(),
+            ] {
+                let text = [&b"<"[..], &request, b">"].concat();
+                let (got, dropped) = run(Clipboard::None, Direction::Output, &[&text]);
+                assert_eq!((got.as_slice(), dropped), (&b"<>"[..], 1), "{request:?}");
+                for split in 1..text.len() {
+                    let (a, b) = text.split_at(split);
+                    let (got, _) = run(Clipboard::None, Direction::Output, &[a, b]);
+                    assert_eq!(got, b"<>", "{request:?} split at {split}");
+                }
+            }
+            // A report request whose `?` follows a control is a report request.
+            let query = [&b"\x1b]52;c;"[..], &c, b"?\x07"].concat();
+            assert_eq!(out(Clipboard::Write, &query), b"", "{query:?}");
+            // A write stays a write where writes are allowed.
+            let write = [&b"\x1b]"[..], &c, b"52;c;aGk=\x07"].concat();
+            assert_eq!(out(Clipboard::Write, &write), write, "{write:?}");
+            // Answers on input: the same.
+            let (got, _) = run(Clipboard::Write, Direction::Input, &[&query]);
+            assert_eq!(got, b"", "input {query:?}");
+        }
+        // Controls without end in a head: held no further than a bound, then dropped.
+        let endless = [&b"\x1b]"[..], &[0u8; 100_000], b"52;c;aGk=\x07after"].concat();
+        assert_eq!(out(Clipboard::None, &endless), b"after");
+        // Other OSCs with controls in them pass as they are.
+        let title = b"\x1b]0;ti\x00tle\x07\x1b]\x002;x\x07";
+        assert_eq!(out(Clipboard::None, title), title);
     }
 
     #[test]
