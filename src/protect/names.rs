@@ -9,6 +9,7 @@
 //! to move it aside.
 
 use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -151,7 +152,6 @@ impl Names {
 /// names them (absolute, no `.` or `..`, no doubled or trailing slash), compared as bytes —
 /// the guard asks this for every name the program makes, against every protected path.
 pub fn under(path: &Path, dir: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
     let (path, dir) = (path.as_os_str().as_bytes(), dir.as_os_str().as_bytes());
     let dir = dir.strip_suffix(b"/").unwrap_or(dir);
     path.starts_with(dir) && matches!(path.get(dir.len()), None | Some(b'/'))
@@ -326,12 +326,45 @@ impl Names {
         self.objects.contains(&(dev, ino))
     }
 
-    /// Why a file with `text` may not be renamed over a git directory's config, or `None`:
-    /// it sets a key that ordinary git work does not write and the policy does not allow
-    /// (`gitconfig::refused`), or git cannot read it.
-    pub fn config_rename(&self, text: &[u8]) -> Option<String> {
-        let keys = crate::policy::gitconfig::refused(text, &self.git_config_allow);
+    /// Why a file with `text` may not be renamed over the config of the git directory at
+    /// `git_dir`, or `None`: it sets a key that ordinary git work does not write and the
+    /// policy does not allow (`gitconfig::refused`), git cannot read it, or its
+    /// `core.worktree` leads outside the writable trees (the host's git would check out,
+    /// reset and stash into that directory: a home's rc files).
+    pub fn config_rename(&self, git_dir: &Path, text: &[u8]) -> Option<String> {
+        let mut keys = crate::policy::gitconfig::refused(text, &self.git_config_allow);
+        if keys.is_empty() && !self.worktree_inside(git_dir, text) {
+            keys.push("core.worktree (outside the writable places)".to_string());
+        }
         (!keys.is_empty()).then(|| format!("a git config ({})", keys.join(", ")))
+    }
+
+    /// Whether the `core.worktree` that `text` sets (the last one, as git reads it; none
+    /// set is inside) names a directory inside a writable tree, read as git reads it:
+    /// relative to the git directory, `..` taken lexically.
+    fn worktree_inside(&self, git_dir: &Path, text: &[u8]) -> bool {
+        let Ok(entries) = crate::policy::gitconfig::parse(text) else {
+            return false;
+        };
+        let Some(value) = entries
+            .iter()
+            .rev()
+            .find(|e| e.key == b"core.worktree")
+            .map(|e| e.value.clone().unwrap_or_default())
+        else {
+            return true;
+        };
+        let mut at = PathBuf::new();
+        for part in git_dir.join(OsStr::from_bytes(&value)).components() {
+            match part {
+                std::path::Component::ParentDir => {
+                    at.pop();
+                }
+                std::path::Component::CurDir => {}
+                other => at.push(other),
+            }
+        }
+        !value.is_empty() && self.writable.iter().any(|w| under(&at, w))
     }
 }
 
@@ -542,24 +575,53 @@ mod tests {
         assert_eq!(refused_write(OsStr::new("config"), plain), None);
         assert_eq!(refused_write(OsStr::new("index"), git), None);
         assert_eq!(
-            names.config_rename(b"[core]\n\tbare = false\n[user]\n\tname = x\n"),
+            names.config_rename(
+                Path::new("/ws/.git"),
+                b"[core]\n\tbare = false\n[user]\n\tname = x\n"
+            ),
             None
         );
         assert!(names
-            .config_rename(b"[core] fsmonitor = /x.sh\n")
+            .config_rename(Path::new("/ws/.git"), b"[core] fsmonitor = /x.sh\n")
             .is_some_and(|why| why.contains("core.fsmonitor")));
         assert!(names
-            .config_rename(b"[alias]\n\tst = !touch /x\n")
+            .config_rename(Path::new("/ws/.git"), b"[alias]\n\tst = !touch /x\n")
             .is_some());
-        assert!(names.config_rename(b"[pager]\n\tstatus = x\n").is_some());
+        assert!(names
+            .config_rename(Path::new("/ws/.git"), b"[pager]\n\tstatus = x\n")
+            .is_some());
         let lfs = Names {
             git_config_allow: vec!["filter.lfs.*".into()],
             ..Names::default()
         };
         assert_eq!(
-            lfs.config_rename(b"[filter \"lfs\"]\n\tclean = git-lfs clean\n"),
+            lfs.config_rename(
+                Path::new("/ws/.git"),
+                b"[filter \"lfs\"]\n\tclean = git-lfs clean\n"
+            ),
             None
         );
+        // `core.worktree`: inside the writable trees only, read from the git directory.
+        let ws = Names {
+            writable: vec!["/ws".into(), "/tmp/s".into()],
+            ..Names::default()
+        };
+        for (git_dir, value, inside) in [
+            ("/ws/.git", "..", true),
+            ("/ws/.git/modules/sm", "../../../sm", true),
+            ("/ws/.git", "/ws/other/tree", true),
+            ("/ws/.git", "/tmp/s/x", true),
+            ("/ws/.git", "../..", false),
+            ("/ws/.git", "/home/u", false),
+            ("/ws/.git", "../../home/u", false),
+            ("/ws/.git", "/ws/../home", false),
+            ("/ws/.git", "/wsx", false),
+            ("/ws/.git", "", false),
+        ] {
+            let text = format!("[core]\n\tworktree = /ws\n\tworktree = \"{value}\"\n");
+            let got = ws.config_rename(Path::new(git_dir), text.as_bytes());
+            assert_eq!(got.is_none(), inside, "{git_dir} {value:?}: {got:?}");
+        }
         // A tool's own repository may borrow objects (opencode's snapshots).
         assert_eq!(
             refused("/ws/.git/objects/info", "alternates", Other, plain),

@@ -130,7 +130,8 @@ fn opens_mean_what_they_mean() {
 }
 
 /// Keys git work does not write, each planted in a repository made during the session,
-/// with the host command that runs it. `{mark}` is the script that marks the outside.
+/// with the host command that runs it. `{mark}` is the script that marks the outside; a
+/// plant's name is the mark it leaves there.
 const PLANTS: &[(&str, &str, &[&str])] = &[
     (
         "header",
@@ -195,6 +196,13 @@ const PLANTS: &[(&str, &str, &[&str])] = &[
         &["difftool", "-y", "-t", "x"],
     ),
     ("alias", "git config alias.st '!{mark}'", &["st"]),
+    (
+        // Not a command: a work tree outside, where the host's `reset --hard` writes
+        // (`{outside}`: the directory the marks are looked for in).
+        "worktree",
+        "echo x > worktree && git add worktree && git -c user.name=t -c user.email=t@t commit -qm w && git config core.worktree {outside}",
+        &["reset", "-q", "--hard"],
+    ),
     (
         "credential",
         "git config credential.helper '{mark}'",
@@ -272,7 +280,9 @@ fn git_config_keys_git_work_does_not_write_are_refused() {
                     "printf '#!/bin/sh\\ntouch {out}/{name}\\n' > {mark}; chmod +x {mark}; \
                      mkdir -p r-{name}/sub && cd r-{name}/sub && git init -q && ({plant}) 2>&1; cd ../..; ",
                     out = lab.outside.display(),
-                    plant = plant.replace("{mark}", &mark),
+                    plant = plant
+                        .replace("{mark}", &mark)
+                        .replace("{outside}", &lab.outside.display().to_string()),
                 ));
             }
             let (_, _, err) = lab.sh(mode, &[], &script);

@@ -233,7 +233,7 @@ impl<'a> Acting<'a> {
         if marker
             && !is_git(e.dir.as_fd(), parent)
             && completes_git(e.dir.as_fd(), name)
-            && holds_plants(e.dir.as_fd(), self.names)
+            && holds_plants(e.dir.as_fd(), parent, self.names)
         {
             return Some(Cause::Protected);
         }

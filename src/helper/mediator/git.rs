@@ -16,14 +16,14 @@ pub(super) fn completes_git(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
 
 /// Whether `dir` holds what a git directory may not: a config with a key git work does
 /// not write (`Names::config_rename`), a `commondir`, or a hook other than a `*.sample`.
-pub(super) fn holds_plants(dir: BorrowedFd<'_>, names: &Names) -> bool {
+pub(super) fn holds_plants(dir: BorrowedFd<'_>, path: &std::path::Path, names: &Names) -> bool {
     // A regular file only (a FIFO or a device there is never opened): anything else
     // named `config` counts as a plant.
     let read = |name: &CStr| read_regular(dir, name, 16 << 20).ok().map(|(text, _)| text);
     let exists = |name: &CStr| fstatat(dir, name).is_ok();
     let config = [c"config", c"config.worktree"]
         .iter()
-        .any(|n| exists(n) && read(n).is_none_or(|t| names.config_rename(&t).is_some()));
+        .any(|n| exists(n) && read(n).is_none_or(|t| names.config_rename(path, &t).is_some()));
     let how = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     let hooks = openat(dir, c"hooks", how, 0)
         .ok()

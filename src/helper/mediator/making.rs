@@ -211,7 +211,7 @@ impl Acting<'_> {
         // would wait or act when opened.
         let (text, st) = super::at::read_regular(from.dir.as_fd(), &from.name, LIMIT)
             .map_err(|_| libc::EACCES)?;
-        if let Some(why) = self.names.config_rename(&text) {
+        if let Some(why) = self.names.config_rename(&to.path, &text) {
             // Said where the program's own error appears (its terminal), once per refusal.
             eprintln!(
                 "sbx-shell: refused {why} in {}: keys that ordinary git work does not write can make the host's git run code\nHint: to allow one, run with --allow-git-config KEY (or \"git\": {{\"allow_config\": [\"KEY\"]}} in the config)",
