@@ -116,6 +116,10 @@ impl Names {
             GitPlace::GitDir { .. } if bytes == b"hooks" && made == Made::MovedDir => {
                 return Some("a directory moved in as git hooks")
             }
+            // A `hooks` symlink would lead git to hooks nobody judges as hooks.
+            GitPlace::GitDir { .. } if bytes == b"hooks" && made != Made::Dir => {
+                return Some("a git hooks that is not a directory")
+            }
             GitPlace::Hooks if made != Made::Dir && !bytes.ends_with(b".sample") => {
                 return Some("a git hook")
             }
@@ -644,6 +648,9 @@ mod tests {
             .refused(Path::new("/ws/.git"), OsStr::new("hooks"), MovedDir, git)
             .is_some());
         assert!(refused("/ws/.git", "hooks", MovedDir, git).is_some());
+        // Nor as a symlink, a link or a file: git would follow it to hooks nobody judges.
+        assert!(refused("/ws/.git", "hooks", Other, git).is_some());
+        assert!(refused("/ws/.git", "hooks", Made::File, linked).is_some());
         assert_eq!(
             refused(
                 "/ws/.git/hooks",

@@ -27,18 +27,42 @@ pub struct GitDir {
     /// Its `sensitive` paths that existed when it was found: one missing by the time the
     /// sandbox is planned was moved meanwhile, and the session does not start.
     pub present: Vec<PathBuf>,
+    /// Its `sensitive` paths reached through a symlink (the host's own arrangement, such
+    /// as `hooks` leading to a directory of the work tree, or `objects` to a shared
+    /// store), each with where it leads, even when nothing is there: git follows them, so
+    /// the target is what is protected.
+    pub links: Vec<(PathBuf, PathBuf)>,
 }
 
 impl GitDir {
     fn new(dir: &Path, pointer: Option<PathBuf>) -> GitDir {
+        let present: Vec<PathBuf> = sensitive(dir)
+            .into_iter()
+            .filter(|p| p.symlink_metadata().is_ok())
+            .collect();
+        let links = present
+            .iter()
+            .filter_map(|p| Some((p.clone(), target_of(p)?)))
+            .filter(|(p, target)| p != target)
+            .collect();
         GitDir {
             dir: dir.to_path_buf(),
             pointer,
-            present: sensitive(dir)
-                .into_iter()
-                .filter(|p| p.symlink_metadata().is_ok())
-                .collect(),
+            present,
+            links,
         }
+    }
+
+    /// What is protected of it: its `sensitive` paths, each symlink among them replaced by
+    /// where it leads.
+    pub fn protected(&self) -> Vec<PathBuf> {
+        sensitive(&self.dir)
+            .into_iter()
+            .map(|p| match self.links.iter().find(|(link, _)| *link == p) {
+                Some((_, target)) => target.clone(),
+                None => p,
+            })
+            .collect()
     }
 }
 
@@ -204,6 +228,31 @@ fn is_git_dir(dir: &Path) -> bool {
     is("HEAD", false) && is("objects", true) && is("refs", true)
 }
 
+/// Where the symlink `link` leads, as the kernel follows it: its real path, or, when
+/// nothing is there, the real path of the deepest directory that exists with the rest of
+/// the way appended (`None`: a loop, or `..` in the missing part).
+fn target_of(link: &Path) -> Option<PathBuf> {
+    if let Ok(real) = std::fs::canonicalize(link) {
+        return Some(real);
+    }
+    let mut at = link.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::read_link(&at) {
+            Ok(next) => at = at.parent()?.join(next),
+            Err(_) => break,
+        }
+    }
+    let mut rest = Vec::new();
+    let mut base = at.as_path();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(base) {
+            return Some(rest.iter().rev().fold(real, |p, r| p.join(r)));
+        }
+        rest.push(base.file_name()?.to_owned());
+        base = base.parent()?;
+    }
+}
+
 /// The directory a `.git` file points at (`gitdir: PATH`, relative to the file's
 /// directory), when it reads as one.
 fn read_pointer(file: &Path) -> Option<PathBuf> {
@@ -266,6 +315,51 @@ mod tests {
             .any(|g| g.pointer.as_deref() == Some(&root.join("wt/.git"))
                 && g.dir == root.join(".git/worktrees/wt")));
         assert!(!found.incomplete);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// `hooks` leading to a directory of the work tree (there or not yet), `objects` to a
+    /// shared store: what is protected is where git goes.
+    #[test]
+    fn what_a_symlink_in_a_git_directory_leads_to_is_what_is_protected() {
+        let root = std::env::temp_dir().join(format!("sbx-repos-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for dir in ["a/.git/refs", "hk", "store/info", "b/.git/refs"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        let link =
+            |target: &str, at: &str| std::os::unix::fs::symlink(target, root.join(at)).unwrap();
+        link("../../hk", "a/.git/hooks");
+        link("../../store", "a/.git/objects");
+        link("../../missing/hooks", "b/.git/hooks");
+        std::fs::create_dir(root.join("b/.git/objects")).unwrap();
+        for head in ["a/.git/HEAD", "b/.git/HEAD"] {
+            std::fs::write(root.join(head), "ref: refs/heads/main\n").unwrap();
+        }
+        let root = std::fs::canonicalize(&root).unwrap();
+        let found = scan(&root, false);
+        let git = |d: &str| {
+            found
+                .git_dirs
+                .iter()
+                .find(|g| g.dir == root.join(d))
+                .unwrap_or_else(|| panic!("{d}: {found:?}"))
+        };
+        let (a, b) = (git("a/.git"), git("b/.git"));
+        assert_eq!(
+            a.links,
+            [
+                (root.join("a/.git/hooks"), root.join("hk")),
+                (root.join("a/.git/objects/info"), root.join("store/info")),
+            ]
+        );
+        assert!(a.protected().contains(&root.join("hk")));
+        assert!(!a.protected().contains(&root.join("a/.git/hooks")));
+        assert_eq!(
+            b.links,
+            [(root.join("b/.git/hooks"), root.join("missing/hooks"))]
+        );
+        assert!(a.protected().contains(&root.join("a/.git/config")));
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -487,7 +487,13 @@ pub fn restored_paths(
         .chain(
             git_dirs
                 .iter()
-                .flat_map(|g| g.present.iter().map(PathBuf::as_path)),
+                .flat_map(|g| g.present.iter().map(PathBuf::as_path))
+                .chain(
+                    git_dirs
+                        .iter()
+                        .flat_map(|g| &g.links)
+                        .map(|(_, t)| t.as_path()),
+                ),
         )
         // A linked worktree's or a submodule's `.git` file: re-pointed, the host's git
         // would read another directory's config there.

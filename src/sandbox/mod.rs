@@ -316,12 +316,21 @@ pub fn in_process(
 /// What the guard judges by name (`protect::names::Names`), from the policy and the
 /// repositories found.
 fn judged_names(policy: &Policy, ctx: &Context<'_>) -> crate::protect::names::Names {
+    // The policy's, and where a repository's `hooks` or config leads when it is a
+    // symlink (git follows it there: a missing target may not be made, an existing one
+    // not written). `objects/info` reached through a symlinked `objects` is data.
     let protected = || {
+        let links = ctx.git_dirs.iter().flat_map(|g| &g.links);
         policy
             .filesystem
             .protected
             .iter()
             .map(|p| p.real().to_path_buf())
+            .chain(
+                links
+                    .filter(|(link, _)| link.symlink_metadata().is_ok_and(|m| m.is_symlink()))
+                    .map(|(_, target)| target.clone()),
+            )
     };
     crate::protect::names::Names {
         protected: protected().collect(),

@@ -255,8 +255,21 @@ impl<'a> Planner<'a> {
             .git_dirs
             .iter()
             .flat_map(|g| {
+                // A path the guard judges is not mounted (`read_only`); reached through a
+                // symlink (`objects` leading to a shared store: `objects/info`), it is
+                // data where it leads, and nothing above it is pinned either.
+                let judged = |p: &Path| {
+                    self.inputs.names_judged
+                        && crate::protect::names::is_judged_git_path(p, self.inputs.git_dirs)
+                };
                 crate::protect::repos::sensitive(&g.dir)
                     .into_iter()
+                    .zip(g.protected())
+                    .filter_map(move |(path, real)| match judged(&path) {
+                        true if path != real => None,
+                        true => Some(path),
+                        false => Some(real),
+                    })
                     .chain(g.pointer.clone())
             })
             .collect()
@@ -270,10 +283,15 @@ impl<'a> Planner<'a> {
         let fs = &inputs.policy.filesystem;
         // What the scan saw that is gone now was moved in between: planned with an
         // identity nothing has, so the session does not start.
+        // (A symlink that leads nowhere is not gone: `links`, checked by `resolves`.)
         let moved: Vec<&Path> = inputs
             .git_dirs
             .iter()
-            .flat_map(|g| &g.present)
+            .flat_map(|g| {
+                g.present
+                    .iter()
+                    .filter(|p| !g.links.iter().any(|(link, _)| link == *p))
+            })
             .map(PathBuf::as_path)
             .filter(|p| self.kind(p) == PathKind::Missing)
             .collect();
@@ -375,17 +393,22 @@ impl<'a> Planner<'a> {
     }
 
     /// The spellings through a symlink of protected and denied paths inside writable roots
-    /// must still lead where the plan's real paths are.
+    /// (and a repository's symlinked `hooks` or config) must still lead where the plan's
+    /// real paths are.
     fn resolves(&self) -> Vec<Mount> {
         let fs = &self.inputs.policy.filesystem;
+        let links = self.inputs.git_dirs.iter().flat_map(|g| &g.links);
         fs.protected
             .iter()
             .chain(&fs.denied)
-            .filter(|p| p.real.is_some() && self.root_of(&p.path).is_some())
-            .map(|p| Mount {
-                path: p.path.clone(),
+            .filter(|p| p.real.is_some())
+            .map(|p| (p.path.as_path(), p.real()))
+            .chain(links.map(|(link, target)| (link.as_path(), target.as_path())))
+            .filter(|(path, _)| self.root_of(path).is_some())
+            .map(|(path, real)| Mount {
+                path: path.to_path_buf(),
                 how: How::Resolves,
-                id: (self.inputs.followed_identity_of)(p.real()),
+                id: (self.inputs.followed_identity_of)(real),
             })
             .collect()
     }

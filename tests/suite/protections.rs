@@ -781,6 +781,8 @@ fn names_that_would_run_code_outside_are_refused_when_made() {
         ("HOOK-VIA-DIR", "ln -s .git/hooks hk && printf '#!/bin/sh\\n' > hk/pre-push"),
         ("HOOK-NEW-REPO", "git init -q fresh && printf '#!/bin/sh\\n' > fresh/.git/hooks/pre-commit"),
         ("HOOKS-MOVED", "git init -q moved && mkdir h && mv moved/.git/hooks moved/.git/hooks.old && mv h moved/.git/hooks"),
+        ("HOOKS-SYMLINK", "git init -q hs && rm -rf hs/.git/hooks && mkdir hsh && ln -s ../../hsh hs/.git/hooks && printf '#!/bin/sh\\n' > hsh/pre-commit"),
+        ("HOOKS-SYMLINK-FIRST", "mkdir -p hf/refs hfh && ln -s ../hfh hf/hooks && printf '#!/bin/sh\\n' > hfh/pre-commit && echo 'ref: refs/heads/main' > hf/HEAD && mkdir hf/objects"),
         ("POINTER-LINK", "mkdir sub2 && ln -s ../fresh/.git sub2/.git"),
         ("GITDIR-MOVED", "mkdir sub3 g && mv g sub3/.git"),
         ("COMMONDIR", "echo ../fresh/.git > .git/commondir"),
@@ -789,7 +791,7 @@ fn names_that_would_run_code_outside_are_refused_when_made() {
         ("CONFIG-RENAME", "printf '[core]\\n\\tpager = true\\n' > c.tmp && mv c.tmp fresh/.git/config"),
         ("REPO-SLIP", "mkdir -p slip/objects slip/refs && printf '[core]\\n\\tpager = true\\n' > slip/config && echo 'ref: refs/heads/main' > slip/HEAD"),
         ("TMPFILE", "PY -c \"import os; fd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o600); os.link('/proc/self/fd/%d' % fd, '.idea', src_dir_fd=os.open('.', os.O_RDONLY))\""),
-        ("SECOND-NAME", "ln .mcp.json gm"),
+        ("SECOND-NAME", "ln .git/config gm"),
     ];
     let ordinary = "umask 027 && echo x > made.txt && stat -c %a made.txt | grep -qx 640 && echo UMASK-OK; \
          umask 022; mkfifo ff && (echo fifo > ff &) && read l < ff && echo FIFO-$l; \
@@ -803,8 +805,6 @@ fn names_that_would_run_code_outside_are_refused_when_made() {
     for user in USERS {
         for backend in ["bwrap", "landlock", "none"] {
             let lab = repo_lab("names", user);
-            // A protected file to try a second name of (the workspace's `.mcp.json`).
-            fs::write(lab.ws.join(".mcp.json"), "").unwrap();
             if user == User::Nobody {
                 chown_tree(&lab.dir, NOBODY);
             }
@@ -1207,4 +1207,73 @@ fn the_protections_hold_on_a_kernel_without_the_new_mount_api() {
             }
         }
     }
+}
+
+/// The host's own symlinks in a git directory — `hooks` leading to a directory of the work
+/// tree (there, or not made yet), `objects` to a shared store (as an earlier session may
+/// leave it) — neither stop a later session from starting nor open a way around the hooks'
+/// protection: where git goes is what is protected. Control: without the sandbox, a hook
+/// written there runs on the host's next commit.
+#[test]
+fn symlinks_in_a_git_directory_protect_where_they_lead() {
+    if !tools_present() {
+        return;
+    }
+    super::sandbox::each(|backend, user| {
+        for (mode, dangling) in [("none", false), (backend, false), (backend, true)] {
+            let lab = repo_lab("gitlinks", user);
+            fs::remove_dir_all(lab.ws.join(".git/hooks")).unwrap();
+            std::os::unix::fs::symlink("../githooks", lab.ws.join(".git/hooks")).unwrap();
+            if !dangling {
+                fs::create_dir(lab.ws.join("githooks")).unwrap();
+            }
+            if user == User::Nobody {
+                chown_tree(&lab.dir, NOBODY);
+            }
+            let what = format!("{} dangling={dangling}", lab.what(mode));
+            // An earlier session leaves a repository whose `objects` is a symlink.
+            let (code, _, err) = lab.sh(
+                mode,
+                &[],
+                "git init -q shared && mv shared/.git/objects store && ln -s ../../store shared/.git/objects",
+            );
+            assert_eq!(code, 0, "{what}: {err}");
+            let mark = lab.outside.join("hook-ran");
+            let script = format!(
+                "mkdir -p githooks 2>/dev/null; \
+                 printf '#!/bin/sh\\ntouch {}\\n' > githooks/pre-commit 2>/dev/null && chmod +x githooks/pre-commit && echo PLANTED; \
+                 cd shared && echo a > a && git add a && git -c user.name=t -c user.email=t@t commit -qm a && git gc -q && echo GC-OK",
+                mark.display()
+            );
+            let (code, out, err) = lab.sh(mode, &[], &script);
+            assert_eq!(
+                code, 0,
+                "{what}: the session did not start or failed: {err}"
+            );
+            assert!(out.lines().any(|l| l == "GC-OK"), "{what}: {out}{err}");
+            let commit = host_git(
+                &lab,
+                &lab.ws,
+                &[
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "commit",
+                    "-q",
+                    "--allow-empty",
+                    "-m",
+                    "host",
+                ],
+            );
+            assert!(commit.status.success(), "{what}: host commit: {commit:?}");
+            let planted = out.lines().any(|l| l == "PLANTED");
+            if mode == "none" {
+                assert!(planted && mark.exists(), "{what}: control: {out}{err}");
+            } else {
+                assert!(!planted, "{what}: a hook was written: {out}{err}");
+                assert!(!mark.exists(), "{what}: the host's git ran a hook");
+            }
+        }
+    });
 }

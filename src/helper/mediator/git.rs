@@ -15,7 +15,8 @@ pub(super) fn completes_git(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
 }
 
 /// Whether `dir` holds what a git directory may not: a config with a key git work does
-/// not write (`Names::config_rename`), a `commondir`, or a hook other than a `*.sample`.
+/// not write (`Names::config_rename`), a `commondir`, a hook other than a `*.sample`, or a
+/// `hooks` that is not a directory.
 pub(super) fn holds_plants(dir: BorrowedFd<'_>, path: &std::path::Path, names: &Names) -> bool {
     // A regular file only (a FIFO or a device there is never opened): anything else
     // named `config` counts as a plant.
@@ -24,14 +25,21 @@ pub(super) fn holds_plants(dir: BorrowedFd<'_>, path: &std::path::Path, names: &
     let config = [c"config", c"config.worktree"]
         .iter()
         .any(|n| exists(n) && read(n).is_none_or(|t| names.config_rename(path, &t).is_some()));
+    // `hooks` as anything but a directory of its own (a symlink: git follows it, to a
+    // directory nobody judges as hooks) is a plant too.
     let how = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    let hooks = openat(dir, c"hooks", how, 0)
-        .ok()
-        .and_then(|fd| std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok())
-        .is_some_and(|mut entries| {
-            entries
-                .any(|e| e.is_ok_and(|e| !e.file_name().as_encoded_bytes().ends_with(b".sample")))
-        });
+    let hooks = match fstatat(dir, c"hooks") {
+        Err(_) => false,
+        Ok(st) if st.st_mode & libc::S_IFMT != libc::S_IFDIR => true,
+        Ok(_) => openat(dir, c"hooks", how, 0)
+            .ok()
+            .and_then(|fd| std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok())
+            .is_none_or(|mut entries| {
+                entries.any(|e| {
+                    e.is_ok_and(|e| !e.file_name().as_encoded_bytes().ends_with(b".sample"))
+                })
+            }),
+    };
     config || hooks || exists(c"commondir")
 }
 
