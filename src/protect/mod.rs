@@ -1,8 +1,9 @@
 //! What keeps the writable trees from carrying code out of the sandbox: the git
-//! configuration keys a program may write (`gitconfig`), the repositories and the places
-//! that would run code (`repos`, `planted`), and the supervisor's watch on the writable
-//! trees (`watch`).
+//! configuration keys a program may write (`gitconfig`), what a git directory is
+//! (`gitdir`), the repositories and the places that would run code (`repos`, `planted`),
+//! and the supervisor's watch on the writable trees (`watch`).
 
+pub mod gitdir;
 pub mod names;
 pub mod planted;
 pub mod repos;

@@ -375,9 +375,6 @@ impl Names {
 /// The entries of a git directory that the git rules of `Names::refused` judge.
 const GIT_OWN: [&[u8]; 4] = [b"hooks", b"config", b"config.worktree", b"commondir"];
 
-/// The entries whose presence makes a directory a git directory (with the other two).
-pub const GIT_MARKERS: [&str; 3] = ["HEAD", "objects", "refs"];
-
 #[cfg(test)]
 mod tests {
     use super::*;

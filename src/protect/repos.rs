@@ -218,14 +218,9 @@ fn add_git_dir(found: &mut Repos, dir: &Path, pointer: Option<PathBuf>) {
     }
 }
 
-/// Whether `dir` holds what git looks for in a git directory: `HEAD`, `objects/`, `refs/`.
+/// Whether `dir` is a git directory (`gitdir::is_git_dir`).
 fn is_git_dir(dir: &Path) -> bool {
-    let is = |name: &str, want_dir: bool| {
-        dir.join(name)
-            .symlink_metadata()
-            .is_ok_and(|m| m.is_dir() == want_dir)
-    };
-    is("HEAD", false) && is("objects", true) && is("refs", true)
+    crate::protect::gitdir::is_git_dir(dir.file_name(), |n| dir.join(n).symlink_metadata().is_ok())
 }
 
 /// Where the symlink `link` leads, as the kernel follows it: its real path, or, when

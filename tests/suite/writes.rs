@@ -300,6 +300,78 @@ fn git_config_keys_git_work_does_not_write_are_refused() {
     }
 }
 
+/// Ways to complete a repository around the checks made when its names were made: each
+/// makes a plain directory a git directory whose config (or a linked worktree's) runs
+/// `{mark}` in the host's `git status` with the arguments printed last (from the
+/// workspace). `PY`: Python.
+const BECOMING: &[(&str, &str)] = &[
+    (
+        // A descriptor opened while the directory was an ordinary one, written after.
+        "descriptor",
+        "mkdir -p d/refs && PY -c \"import os; fd = os.open('d/config', os.O_WRONLY | os.O_CREAT, 0o644); os.write(fd, b'[core]\\n\\trepositoryformatversion = 0\\n'); open('d/HEAD', 'w').write('ref: refs/heads/main\\n'); os.mkdir('d/objects'); os.write(fd, b'\\tfsmonitor = {mark}\\n')\"; echo --git-dir=d",
+    ),
+    (
+        // A second name made while it was an ordinary file, written through after.
+        "hardlink",
+        "mkdir -p h/refs && printf '[core]\\n\\trepositoryformatversion = 0\\n' > h/config && ln h/config notes && echo 'ref: refs/heads/main' > h/HEAD && mkdir h/objects; printf '\\tfsmonitor = {mark}\\n' >> notes; echo --git-dir=h",
+    ),
+    (
+        // A linked worktree built by hand: its config written before its `HEAD` and
+        // `commondir`, then a `.git` file pointing at it.
+        "worktree",
+        "git init -q m && git -C m -c user.name=t -c user.email=t@t commit -q --allow-empty -m x && git -C m config extensions.worktreeConfig true; \
+         mkdir -p m/.git/worktrees/x && printf '[core]\\n\\tfsmonitor = {mark}\\n' > m/.git/worktrees/x/config.worktree && \
+         git -C m rev-parse HEAD > m/.git/worktrees/x/HEAD && echo ../.. > m/.git/worktrees/x/commondir; \
+         mkdir w && echo \"gitdir: $PWD/m/.git/worktrees/x\" > w/.git && echo \"$PWD/w/.git\" > m/.git/worktrees/x/gitdir; echo -C w",
+    ),
+];
+
+/// A directory is judged at the moment it becomes a repository: its configs are judged
+/// and remade as new files then, so a descriptor opened or a link made before reaches
+/// nothing git reads; a hand-built worktree with a config git work does not write never
+/// becomes one. Control: without the sandbox the host's `git status` runs each.
+#[test]
+fn a_directory_is_judged_when_it_becomes_a_repository() {
+    if !tools_present() {
+        return;
+    }
+    each(|backend, user| {
+        for mode in ["none", backend] {
+            for (name, route) in BECOMING {
+                let lab = repo_lab("becoming", user);
+                let mark = format!("{}/{name}.sh", lab.ws.display());
+                fs::write(
+                    &mark,
+                    format!(
+                        "#!/bin/sh\ntouch {}/{name}\nexit 1\n",
+                        lab.outside.display()
+                    ),
+                )
+                .unwrap();
+                let script = route
+                    .replace("{mark}", &mark)
+                    .replace("PY", super::sandbox::PYTHON);
+                let script = format!("chmod +x {mark}; {script}");
+                if user == User::Nobody {
+                    super::sandbox::chown_tree(&lab.dir, super::sandbox::NOBODY);
+                }
+                let (_, out, err) = lab.sh(mode, &[], &script);
+                let what = format!("{} {name}", lab.what(mode));
+                let args = out.lines().last().unwrap_or_default();
+                assert!(args.starts_with('-'), "{what}: {out}{err}");
+                let args: Vec<&str> = args.split(' ').chain(["status", "--short"]).collect();
+                let _ = host_git(&lab, &lab.ws, &args);
+                let ran = lab.outside.join(name).exists();
+                assert_eq!(
+                    ran,
+                    mode == "none",
+                    "{what}: the host's git ran it: {ran}\n{out}{err}"
+                );
+            }
+        }
+    });
+}
+
 #[test]
 fn what_the_host_does_during_a_session_is_left_alone() {
     if !tools_present() {

@@ -4,7 +4,7 @@
 //! themselves are `opening.rs` (opens) and `making.rs` (every other call that makes a name).
 
 use super::at::{fd_path, fstatat, open_path, open_plain, os_errno, Res};
-use super::git::{completes_git, git_place, holds_plants, is_git, linked_worktree};
+use super::git::{completes_git, git_place, holds_plants, linked_worktree};
 use super::notify::{Call, Listener};
 use super::opens::{self};
 use super::threads::Cwd;
@@ -216,9 +216,10 @@ impl<'a> Acting<'a> {
     }
 
     /// Why `e` may not be made: outside where the program may make names (`Reach`), a
-    /// name `names` refuses, or the last of `HEAD`, `objects` and `refs` in a directory
-    /// that holds what a git directory may not (it would become one with it: names made
-    /// there before were not asked as a git directory's).
+    /// name `names` refuses, or the marker that would make a git directory of one that
+    /// holds what a git directory may not (names made there before were not asked as a
+    /// git directory's). At that moment its configs are judged and remade
+    /// (`remake_configs`), so what git will trust is what was judged.
     pub(super) fn refusal(&self, e: &Entry<'_>, made: Made) -> Option<Cause> {
         let parent = &e.path;
         let name = e.name_os();
@@ -229,22 +230,52 @@ impl<'a> Acting<'a> {
         if self.names.refused(parent, name, made, git).is_some() {
             return Some(Cause::Protected);
         }
-        let marker = names::GIT_MARKERS.iter().any(|m| name == *m);
-        if marker
-            && !is_git(e.dir.as_fd(), parent)
-            && completes_git(e.dir.as_fd(), name)
-            && holds_plants(e.dir.as_fd(), parent, self.names)
-        {
-            return Some(Cause::Protected);
+        if !crate::protect::gitdir::MARKERS.iter().any(|m| name == *m) {
+            return None;
         }
         // `HEAD` with `commondir` is a git directory too (a linked worktree's): outside
         // `worktrees/` of a git directory, neither completes the other.
         let has = |n: &CStr| fstatat(e.dir.as_fd(), n).is_ok();
         let pair = (name == "commondir" && has(c"HEAD")) || (name == "HEAD" && has(c"commondir"));
-        if pair && !linked_worktree(e.dir.as_fd(), parent) {
+        let linked = pair && linked_worktree(e.dir.as_fd(), parent);
+        if pair && !linked {
+            return Some(Cause::Protected);
+        }
+        if completes_git(e.dir.as_fd(), parent, name)
+            && (holds_plants(e.dir.as_fd(), linked) || self.remake_configs(e).is_err())
+        {
             return Some(Cause::Protected);
         }
         None
+    }
+
+    /// A directory's configs (`config`, `config.worktree`) at the moment it becomes a git
+    /// directory: each read once (a regular file, whole, `CONFIG_LIMIT` at most), judged,
+    /// and put back as a new file (`place_fresh`), so that a descriptor opened or a link
+    /// made while it was an ordinary directory reaches nothing git reads. Anything else by
+    /// those names, or a config refused, refuses the marker.
+    fn remake_configs(&self, e: &Entry<'_>) -> Res<()> {
+        for name in [c"config", c"config.worktree"] {
+            let st = match fstatat(e.dir.as_fd(), name) {
+                Err(libc::ENOENT) => continue,
+                Err(err) => return Err(err),
+                Ok(st) => st,
+            };
+            if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                return Err(libc::EACCES);
+            }
+            let limit = super::making::CONFIG_LIMIT;
+            let (text, st) =
+                super::at::read_regular(e.dir.as_fd(), name, limit).map_err(|_| libc::EACCES)?;
+            let at = Entry {
+                dir: Dir::Held(e.dir.as_fd()),
+                path: e.path.clone(),
+                name: name.to_owned(),
+            };
+            self.judge_config(&at, &text)?;
+            self.place_fresh(&at, &text, st.st_mode & 0o7777)?;
+        }
+        Ok(())
     }
 
     /// Refuse opening the existing entry `e` for writing where `names::refused_write` says.

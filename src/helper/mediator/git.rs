@@ -1,30 +1,28 @@
 //! What the guard looks at in a directory to tell a git directory: the markers it holds,
 //! and what may not be in one (a config key git work does not write, `commondir`, hooks).
 
-use super::at::{fstatat, open_path, openat, read_regular};
-use crate::protect::names::{self, GitPlace, Names};
+use super::at::{fstatat, open_path, openat};
+use crate::protect::names::GitPlace;
 use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
-/// Whether making `name` (one of `names::GIT_MARKERS`) in `dir` gives it all three.
-pub(super) fn completes_git(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
-    names::GIT_MARKERS
-        .iter()
-        .filter(|m| name != **m)
-        .all(|m| CString::new(*m).is_ok_and(|m| fstatat(dir, &m).is_ok()))
+/// Whether `dir` (at `path`) holds the entry `name`, whatever it is.
+fn has(dir: BorrowedFd<'_>, name: &str) -> bool {
+    CString::new(name).is_ok_and(|n| fstatat(dir, &n).is_ok())
 }
 
-/// Whether `dir` holds what a git directory may not: a config with a key git work does
-/// not write (`Names::config_rename`), a `commondir`, a hook other than a `*.sample`, or a
-/// `hooks` that is not a directory.
-pub(super) fn holds_plants(dir: BorrowedFd<'_>, path: &std::path::Path, names: &Names) -> bool {
-    // A regular file only (a FIFO or a device there is never opened): anything else
-    // named `config` counts as a plant.
-    let read = |name: &CStr| read_regular(dir, name, 16 << 20).ok().map(|(text, _)| text);
+/// Whether making `name` in `dir` (at `path`) makes it a git directory
+/// (`gitdir::completes`).
+pub(super) fn completes_git(dir: BorrowedFd<'_>, path: &std::path::Path, name: &OsStr) -> bool {
+    crate::protect::gitdir::completes(path.file_name(), name, |n| has(dir, n))
+}
+
+/// Whether `dir` holds what a git directory may not besides its configs (which are judged
+/// as they are remade, `Acting::remake_configs`): a `commondir` (but in a linked
+/// worktree's, `linked`), a hook other than a `*.sample`, or a `hooks` that is not a
+/// directory.
+pub(super) fn holds_plants(dir: BorrowedFd<'_>, linked: bool) -> bool {
     let exists = |name: &CStr| fstatat(dir, name).is_ok();
-    let config = [c"config", c"config.worktree"]
-        .iter()
-        .any(|n| exists(n) && read(n).is_none_or(|t| names.config_rename(path, &t).is_some()));
     // `hooks` as anything but a directory of its own (a symlink: git follows it, to a
     // directory nobody judges as hooks) is a plant too.
     let how = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
@@ -40,7 +38,7 @@ pub(super) fn holds_plants(dir: BorrowedFd<'_>, path: &std::path::Path, names: &
                 })
             }),
     };
-    config || hooks || exists(c"commondir")
+    hooks || (!linked && exists(c"commondir"))
 }
 
 /// What the directory `dir` (at `path`) is among git's, as far as it matters for the name
@@ -97,10 +95,7 @@ pub(super) fn linked_worktree(dir: BorrowedFd<'_>, path: &std::path::Path) -> bo
         && open_path(dir.as_raw_fd(), c"../..").is_ok_and(|g| is_git(g.as_fd(), git))
 }
 
-/// A git directory: named `.git`, or holding `HEAD` and either `objects` and `refs` or
-/// `commondir` (a linked worktree's, under `worktrees/`).
+/// Whether `dir` (at `path`) is a git directory (`gitdir::is_git_dir`).
 pub(super) fn is_git(dir: BorrowedFd<'_>, path: &std::path::Path) -> bool {
-    let has = |n: &CStr| fstatat(dir, n).is_ok();
-    path.file_name() == Some(OsStr::new(".git"))
-        || (has(c"HEAD") && ((has(c"objects") && has(c"refs")) || has(c"commondir")))
+    crate::protect::gitdir::is_git_dir(path.file_name(), |n| has(dir, n))
 }

@@ -205,20 +205,36 @@ impl Acting<'_> {
     /// guard's own, and that file renamed into place; the program's is removed. What the
     /// program does to its file afterwards (it may still hold it open) reaches nothing.
     pub(super) fn config_rename(&self, from: &Entry<'_>, to: &Entry<'_>) -> Res<i64> {
-        use std::hash::BuildHasher;
-        const LIMIT: u64 = 16 << 20;
         // A regular file only: what is read here is never a FIFO or a device, which
         // would wait or act when opened.
-        let (text, st) = super::at::read_regular(from.dir.as_fd(), &from.name, LIMIT)
+        let (text, st) = super::at::read_regular(from.dir.as_fd(), &from.name, CONFIG_LIMIT)
             .map_err(|_| libc::EACCES)?;
-        if let Some(why) = self.names.config_rename(&to.path, &text) {
-            // Said where the program's own error appears (its terminal), once per refusal.
-            eprintln!(
-                "sbx-shell: refused {why} in {}: keys that ordinary git work does not write can make the host's git run code\nHint: to allow one, run with --allow-git-config KEY (or \"git\": {{\"allow_config\": [\"KEY\"]}} in the config)",
-                to.full().display()
-            );
-            return Err(refuse(Cause::Protected, &to.full()));
-        }
+        self.judge_config(to, &text)?;
+        self.place_fresh(to, &text, st.st_mode & 0o7777)?;
+        let from_dir = from.dir.as_fd().as_raw_fd();
+        // SAFETY: our directory descriptor and a NUL-terminated name.
+        unsafe { libc::unlinkat(from_dir, from.name.as_ptr(), 0) };
+        Ok(0)
+    }
+
+    /// Refuse `text` as the config at `at` where `names::config_rename` does, said where
+    /// the program's own error appears (its terminal), once per refusal.
+    pub(super) fn judge_config(&self, at: &Entry<'_>, text: &[u8]) -> Res<()> {
+        let Some(why) = self.names.config_rename(&at.path, text) else {
+            return Ok(());
+        };
+        eprintln!(
+            "sbx-shell: refused {why} in {}: keys that ordinary git work does not write can make the host's git run code\nHint: to allow one, run with --allow-git-config KEY (or \"git\": {{\"allow_config\": [\"KEY\"]}} in the config)",
+            at.full().display()
+        );
+        Err(refuse(Cause::Protected, &at.full()))
+    }
+
+    /// `text` put at `at` as a new file of the guard's own (with `mode`), renamed over
+    /// what is there: no descriptor opened before and no link made before reaches what is
+    /// there now.
+    pub(super) fn place_fresh(&self, at: &Entry<'_>, text: &[u8], mode: u32) -> Res<()> {
+        use std::hash::BuildHasher;
         let temp = CString::new(format!(
             ".sbx-shell-config.{:016x}",
             std::collections::hash_map::RandomState::new().hash_one(self.call.id)
@@ -226,23 +242,25 @@ impl Acting<'_> {
         .map_err(|_| libc::EINVAL)?;
         let how =
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        let file = openat(to.dir.as_fd(), &temp, how, st.st_mode & 0o7777)?;
-        let (to_dir, from_dir) = (to.dir.as_fd().as_raw_fd(), from.dir.as_fd().as_raw_fd());
-        let written = std::io::Write::write_all(&mut std::fs::File::from(file), &text);
+        let file = openat(at.dir.as_fd(), &temp, how, mode)?;
+        let dir = at.dir.as_fd().as_raw_fd();
+        let written = std::io::Write::write_all(&mut std::fs::File::from(file), text);
         let placed = written.is_ok()
             // SAFETY: our directory descriptor and NUL-terminated names.
-            && unsafe { libc::renameat(to_dir, temp.as_ptr(), to_dir, to.name.as_ptr()) } == 0;
+            && unsafe { libc::renameat(dir, temp.as_ptr(), dir, at.name.as_ptr()) } == 0;
         if !placed {
             let e = last_errno();
             // SAFETY: our directory descriptor and a NUL-terminated name.
-            unsafe { libc::unlinkat(to_dir, temp.as_ptr(), 0) };
+            unsafe { libc::unlinkat(dir, temp.as_ptr(), 0) };
             return Err(e);
         }
-        // SAFETY: our directory descriptor and a NUL-terminated name.
-        unsafe { libc::unlinkat(from_dir, from.name.as_ptr(), 0) };
-        Ok(0)
+        Ok(())
     }
 }
+
+/// The most of a config the guard reads: a larger one is refused whole, never judged by
+/// a part.
+pub(super) const CONFIG_LIMIT: u64 = 16 << 20;
 
 /// A new name `to` for the object `object` is open on, made through that descriptor:
 /// never by a name looked up again. `AT_EMPTY_PATH` where the kernel lets the opener of a

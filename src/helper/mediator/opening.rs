@@ -47,12 +47,19 @@ impl Acting<'_> {
             .map_err(|e| os_errno(&e))?;
             return self.reopen(dir.as_fd(), flags);
         };
-        if flags & libc::O_CREAT != 0 && self.refusal(&e, Made::File).is_none() {
-            // Most opens that may make a file make it: tried first, exclusively (what
-            // exists is opened below, as it is).
-            match self.create(&e, flags, mode) {
-                Err(libc::EEXIST) => {}
-                other => return other,
+        if flags & libc::O_CREAT != 0 {
+            match self.refusal(&e, Made::File) {
+                // Most opens that may make a file make it: tried first, exclusively (what
+                // exists is opened below, as it is).
+                None => match self.create(&e, flags, mode) {
+                    Err(libc::EEXIST) => {}
+                    other => return other,
+                },
+                // Refused where nothing is there: said once, not judged again below.
+                Some(cause) if fstatat(e.dir.as_fd(), &e.name) == Err(libc::ENOENT) => {
+                    return Err(refuse(cause, &e.full()));
+                }
+                Some(_) => {}
             }
         }
         let mut links = 0;

@@ -82,13 +82,12 @@ impl Node {
     }
 }
 
-/// Whether the directory `dir` holds `HEAD`, `objects/` and `refs/`.
+/// Whether the directory `dir` is a git directory by what it holds
+/// (`gitdir::is_git_dir`; a `.git` is one by its name, which the caller knows).
 pub(super) fn looks_like_git(dir: BorrowedFd<'_>) -> bool {
-    let is = |name: &str, want_dir: bool| {
-        nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| (st.st_mode & libc::S_IFMT == libc::S_IFDIR) == want_dir)
-    };
-    is("HEAD", false) && is("objects", true) && is("refs", true)
+    crate::protect::gitdir::is_git_dir(None, |name| {
+        nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok()
+    })
 }
 
 /// A git config's text; `None` when it is not a regular file, or too large to read.

@@ -197,7 +197,7 @@ impl State {
         };
         let bytes = name.as_encoded_bytes();
         let by_role = match dir.role {
-            Role::Tree => matches!(bytes, b"HEAD" | b"objects" | b"refs"),
+            Role::Tree => crate::protect::gitdir::MARKERS.iter().any(|m| name == *m),
             Role::Git => matches!(bytes, b"config" | b"config.worktree" | b"commondir"),
             Role::Hooks => true,
             Role::ObjectsInfo => bytes == b"alternates",
@@ -369,7 +369,7 @@ impl State {
                 Err(_) => {}
             }
         } else if role == Role::Tree
-            && ["HEAD", "objects", "refs"].iter().any(|n| name == *n)
+            && crate::protect::gitdir::MARKERS.iter().any(|n| name == *n)
             && looks_like_git(dir.fd.as_fd())
         {
             if let Some(dir) = self.dirs.get_mut(&wd) {
