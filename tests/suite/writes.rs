@@ -316,6 +316,20 @@ const BECOMING: &[(&str, &str)] = &[
         "mkdir -p h/refs && printf '[core]\\n\\trepositoryformatversion = 0\\n' > h/config && ln h/config notes && echo 'ref: refs/heads/main' > h/HEAD && mkdir h/objects; printf '\\tfsmonitor = {mark}\\n' >> notes; echo --git-dir=h",
     ),
     (
+        // A config larger than any part a check might read, the key at its end.
+        "size",
+        "mkdir -p s/refs && PY -c \"open('s/config', 'w').write('[core]\\n' + '#' * (17 << 20) + '\\n\\tfsmonitor = {mark}\\n')\" && echo 'ref: refs/heads/main' > s/HEAD && mkdir s/objects; echo --git-dir=s",
+    ),
+    (
+        // The last marker a symlink, or renamed into place.
+        "symlink",
+        "mkdir -p y/refs store && printf '[core]\\n\\tfsmonitor = {mark}\\n' > y/config && echo 'ref: refs/heads/main' > y/HEAD && ln -s ../store y/objects; echo --git-dir=y",
+    ),
+    (
+        "renamed",
+        "mkdir -p q/refs q/objects && printf '[core]\\n\\tfsmonitor = {mark}\\n' > q/config && echo 'ref: refs/heads/main' > H && mv H q/HEAD; echo --git-dir=q",
+    ),
+    (
         // A linked worktree built by hand: its config written before its `HEAD` and
         // `commondir`, then a `.git` file pointing at it.
         "worktree",
