@@ -367,6 +367,10 @@ pub const ALLOWED: &[&str] = &[
     "advice.*",
 ];
 
+/// The most of a config any part of sbx-shell reads: a larger one is judged as one that
+/// cannot be read (refused, or named), never by a part.
+pub const CONFIG_LIMIT: u64 = 16 << 20;
+
 /// Keys whose value is a URL git connects to: checked by `url_runs`.
 const URL_KEYS: &[&str] = &["remote.*.url", "remote.*.pushurl", "submodule.*.url"];
 

@@ -143,11 +143,12 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
 
 /// What is new or changed in `after` since `before`, in path order. A git config is named
 /// only when it holds keys ordinary git work does not write (`config_keys`, with the
-/// policy's `allow`): a new repository is no plant.
+/// policy's `allow`), or cannot be read whole as a file (`read`: `None`): a new repository
+/// is no plant.
 pub fn compare(
     before: &Snapshot,
     after: &Snapshot,
-    read: &dyn Fn(&Path) -> Vec<u8>,
+    read: &dyn Fn(&Path) -> Option<Vec<u8>>,
     allow: &[String],
 ) -> Vec<Planted> {
     let mut out = Vec::new();
@@ -159,13 +160,16 @@ pub fn compare(
         };
         let kind = match what {
             What::GitHook => "git hook".to_string(),
-            What::GitConfig => {
-                let keys = config_keys(&read(path), allow);
-                if keys.is_empty() {
-                    continue;
+            What::GitConfig => match read(path) {
+                None => "git config that cannot be read whole as a file".to_string(),
+                Some(text) => {
+                    let keys = config_keys(&text, allow);
+                    if keys.is_empty() {
+                        continue;
+                    }
+                    format!("git config ({})", keys.join(", "))
                 }
-                format!("git config ({})", keys.join(", "))
-            }
+            },
             What::GitPointer => "git pointer to another directory".to_string(),
             What::ProjectFile => "editor/agent project file".to_string(),
             What::Executable => "executable in $PATH".to_string(),
@@ -281,7 +285,7 @@ mod tests {
             "/w/sub/.git/hooks/post-checkout".into(),
             (What::GitHook, print(5)),
         );
-        let read = |_: &Path| b"[core]\n\tpager = evil\n".to_vec();
+        let read = |_: &Path| Some(b"[core]\n\tpager = evil\n".to_vec());
         let planted = compare(&before, &after, &read, &[]);
         let got: Vec<(String, String)> = planted
             .iter()

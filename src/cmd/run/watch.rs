@@ -78,7 +78,10 @@ impl Watch {
         };
         let after = snapshot(policy, &git, &self.path_dirs, self.mediated);
         let allow: Vec<String> = policy.git_config_allow.iter().cloned().collect();
-        let read = |p: &Path| std::fs::read(p).unwrap_or_default();
+        // A regular file only, and whole (a FIFO there would wait; a huge file is named).
+        let read = |p: &Path| {
+            crate::sys::files::read_regular(p, crate::policy::gitconfig::CONFIG_LIMIT).ok()
+        };
         let mut left = planted::compare(&self.before, &after, &read, &allow);
         // A `.git` symlink put back by the watch is new, but says what it said; a recorded
         // path is as recorded (the watch's last pass), only its inode or time is new.

@@ -264,7 +264,7 @@ impl<'a> Acting<'a> {
             if st.st_mode & libc::S_IFMT != libc::S_IFREG {
                 return Err(libc::EACCES);
             }
-            let limit = super::making::CONFIG_LIMIT;
+            let limit = crate::policy::gitconfig::CONFIG_LIMIT;
             let (text, st) =
                 super::at::read_regular(e.dir.as_fd(), name, limit).map_err(|_| libc::EACCES)?;
             let at = Entry {

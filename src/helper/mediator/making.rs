@@ -207,8 +207,12 @@ impl Acting<'_> {
     pub(super) fn config_rename(&self, from: &Entry<'_>, to: &Entry<'_>) -> Res<i64> {
         // A regular file only: what is read here is never a FIFO or a device, which
         // would wait or act when opened.
-        let (text, st) = super::at::read_regular(from.dir.as_fd(), &from.name, CONFIG_LIMIT)
-            .map_err(|_| libc::EACCES)?;
+        let (text, st) = super::at::read_regular(
+            from.dir.as_fd(),
+            &from.name,
+            crate::policy::gitconfig::CONFIG_LIMIT,
+        )
+        .map_err(|_| libc::EACCES)?;
         self.judge_config(to, &text)?;
         self.place_fresh(to, &text, st.st_mode & 0o7777)?;
         let from_dir = from.dir.as_fd().as_raw_fd();
@@ -257,10 +261,6 @@ impl Acting<'_> {
         Ok(())
     }
 }
-
-/// The most of a config the guard reads: a larger one is refused whole, never judged by
-/// a part.
-pub(super) const CONFIG_LIMIT: u64 = 16 << 20;
 
 /// A new name `to` for the object `object` is open on, made through that descriptor:
 /// never by a name looked up again. `AT_EMPTY_PATH` where the kernel lets the opener of a

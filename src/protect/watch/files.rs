@@ -9,13 +9,6 @@ use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-/// A place no git command writes, so that making it once is an attack on the host's git,
-/// and the watch ends the session at its first answer: `commondir` in a git directory
-/// other than a linked worktree's (`worktrees/NAME/commondir` is git's own). It points the
-/// host's git at another directory's config and hooks.
-/// A config larger than this is moved aside unread.
-pub(super) const CONFIG_READ_LIMIT: u64 = 16 << 20;
-
 /// At most this many bytes of each file moved aside are kept.
 pub(super) const KEEP_LIMIT: u64 = 1 << 20;
 
@@ -92,13 +85,13 @@ pub(super) fn looks_like_git(dir: BorrowedFd<'_>) -> bool {
 
 /// A git config's text; `None` when it is not a regular file, or too large to read.
 pub(super) fn read_config(at: &Path, node: &Node) -> Option<String> {
-    if node.kind != libc::S_IFREG || node.len > CONFIG_READ_LIMIT {
+    if node.kind != libc::S_IFREG || node.len > crate::policy::gitconfig::CONFIG_LIMIT {
         return None;
     }
     let mut file = open_plain(at).ok()?;
     let mut bytes = Vec::new();
     file.by_ref()
-        .take(CONFIG_READ_LIMIT)
+        .take(crate::policy::gitconfig::CONFIG_LIMIT)
         .read_to_end(&mut bytes)
         .ok()?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
