@@ -37,3 +37,21 @@ pub fn layers_with(workspace: &str, extra: &str) -> (Policy, Vec<Layer>, PathCon
     let policy = resolve("test", &layers, &ctx, &SameFs).unwrap();
     (policy, layers, ctx)
 }
+
+/// Whether git is on PATH for a differential test against it (`what` names the test):
+/// when it is not, a failure under SBX_REQUIRE_ALL=1 (as in CI), else a loud skip.
+pub fn git_present(what: &str) -> bool {
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return true;
+    }
+    assert!(
+        std::env::var("SBX_REQUIRE_ALL").as_deref() != Ok("1"),
+        "git is needed for {what}"
+    );
+    eprintln!("SKIPPED: no git on PATH for {what}");
+    false
+}

@@ -32,6 +32,17 @@ pub(super) fn host_git(lab: &Lab, dir: &Path, args: &[&str]) -> std::process::Ou
     cmd.shown()
 }
 
+/// The host's `git commit --allow-empty` in `dir` (what runs its hooks).
+fn host_commit(lab: &Lab, dir: &Path) -> std::process::Output {
+    let identity = ["-c", "user.name=t", "-c", "user.email=t@t"];
+    let args = [
+        &identity[..],
+        &["commit", "-q", "--allow-empty", "-m", "host"],
+    ]
+    .concat();
+    host_git(lab, dir, &args)
+}
+
 /// A real repository with one commit in the lab's workspace (owned by the lab's user).
 pub(super) fn repo_lab(name: &str, user: User) -> Lab {
     let lab = Lab::new(name, user, false);
@@ -524,21 +535,7 @@ fn what_no_mount_can_refuse_is_refused_when_made() {
             for dir in [ws.join("fresh"), ws.clone(), ws.join("linked")] {
                 host_git(&lab, &dir, &["status", "--short"]);
             }
-            host_git(
-                &lab,
-                &ws.join("deep/a/b"),
-                &[
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "commit",
-                    "-q",
-                    "--allow-empty",
-                    "-m",
-                    "x",
-                ],
-            );
+            host_commit(&lab, &ws.join("deep/a/b"));
             let marks = ["fresh", "link", "hook"];
             let fired: Vec<&str> = marks
                 .iter()
@@ -1251,21 +1248,7 @@ fn symlinks_in_a_git_directory_protect_where_they_lead() {
                 "{what}: the session did not start or failed: {err}"
             );
             assert!(out.lines().any(|l| l == "GC-OK"), "{what}: {out}{err}");
-            let commit = host_git(
-                &lab,
-                &lab.ws,
-                &[
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "commit",
-                    "-q",
-                    "--allow-empty",
-                    "-m",
-                    "host",
-                ],
-            );
+            let commit = host_commit(&lab, &lab.ws);
             assert!(commit.status.success(), "{what}: host commit: {commit:?}");
             let planted = out.lines().any(|l| l == "PLANTED");
             if mode == "none" {

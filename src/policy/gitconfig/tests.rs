@@ -292,16 +292,7 @@ fn git_reads(file: &std::path::Path) -> Option<Vec<Entry>> {
 /// config could pass the allow-list and run something in the host's git.
 #[test]
 fn the_parser_reads_what_git_reads() {
-    if std::process::Command::new("git")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        assert!(
-            std::env::var("SBX_REQUIRE_ALL").as_deref() != Ok("1"),
-            "git is needed for the differential test of the config parser"
-        );
-        eprintln!("SKIPPED: no git on PATH for the config parser's differential test");
+    if !crate::policy::test_support::git_present("the differential test of the config parser") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("sbx-gitconfig-fuzz-{}", std::process::id()));
