@@ -32,7 +32,7 @@ pub enum Made {
 pub enum GitPlace {
     /// None of the below.
     Plain,
-    /// A git directory (named `.git`, or holding `HEAD`, `objects` and `refs`); `linked`:
+    /// A git directory (`gitdir::is_git_dir`); `linked`:
     /// a linked worktree's (`worktrees/NAME` of another git directory), where git itself
     /// writes `commondir`.
     GitDir { linked: bool },
