@@ -48,18 +48,8 @@ impl Acting<'_> {
             return self.reopen(dir.as_fd(), flags);
         };
         if flags & libc::O_CREAT != 0 {
-            match self.refusal(&e, Made::File) {
-                // Most opens that may make a file make it: tried first, exclusively (what
-                // exists is opened below, as it is).
-                None => match self.create(&e, flags, mode) {
-                    Err(libc::EEXIST) => {}
-                    other => return other,
-                },
-                // Refused where nothing is there: said once, not judged again below.
-                Some(cause) if fstatat(e.dir.as_fd(), &e.name) == Err(libc::ENOENT) => {
-                    return Err(refuse(cause, &e.full()));
-                }
-                Some(_) => {}
+            if let Some(done) = self.create_first(&e, flags, mode) {
+                return done;
             }
         }
         let mut links = 0;
@@ -107,6 +97,22 @@ impl Acting<'_> {
                     other => return other,
                 },
             }
+        }
+    }
+
+    /// An open that may make a file, tried first as a create, exclusively, since most
+    /// such opens make one: its outcome, or `None` when something is there (opened below,
+    /// as it is). Refused where nothing is there: said once, not judged again.
+    fn create_first(&self, e: &Entry<'_>, flags: i32, mode: u32) -> Option<Res<Opened>> {
+        match self.refusal(e, Made::File) {
+            None => match self.create(e, flags, mode) {
+                Err(libc::EEXIST) => None,
+                other => Some(other),
+            },
+            Some(cause) if fstatat(e.dir.as_fd(), &e.name) == Err(libc::ENOENT) => {
+                Some(Err(refuse(cause, &e.full())))
+            }
+            Some(_) => None,
         }
     }
 
