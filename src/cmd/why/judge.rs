@@ -254,8 +254,9 @@ fn writable_by(
     }
 }
 
-/// Whether `at` is a protected place (the policy's list, or git's hooks and config in any
-/// repository), with the rule, its source and what changes it.
+/// Whether `at` is a protected place (the policy's list, or git's own places in any git
+/// directory, as `protect::gitdir` tells one), with the rule, its source and what changes
+/// it.
 fn protected(
     policy: &Policy,
     layers: &[Layer],
@@ -263,7 +264,7 @@ fn protected(
     at: &Path,
 ) -> Option<(String, Option<Source>, String)> {
     let home = policy.filesystem.home.path.as_path();
-    let fix_for = |p: &Path| match p.ends_with(".git/config") {
+    let fix_for = |p: &Path| match p.file_name().is_some_and(crate::protect::names::is_config) {
         true => "--allow-git-config KEY lets the program write that one key".to_string(),
         false => "none: it would run outside the sandbox, so only you change it, outside".into(),
     };
@@ -276,20 +277,34 @@ fn protected(
         );
         return Some((rule, source, fix_for(&p.path)));
     }
-    let parts: Vec<&std::ffi::OsStr> = at.iter().collect();
-    let git = parts
-        .windows(2)
-        .position(|w| w[0] == ".git" && (w[1] == "hooks" || w[1] == "config"))?;
-    let place: PathBuf = parts[..git + 2].iter().collect();
+    let place = git_place_of(at)?;
     let rule = format!(
         "protected: {} of a repository would run code outside the sandbox",
         tilde(&place, home)
     );
     Some((
         rule,
-        builtin("protected paths: .git/hooks, .git/config"),
+        builtin("git's own places in every repository: hooks, config, config.worktree, commondir"),
         fix_for(&place),
     ))
+}
+
+/// The place of the innermost git directory holding `at` (`gitdir::is_git_dir`, by what
+/// it holds now) that makes git run code or read another directory, when `at` is or lies
+/// in one: its `hooks`, `config`, `config.worktree` or `commondir`.
+fn git_place_of(at: &Path) -> Option<PathBuf> {
+    at.ancestors().skip(1).find_map(|dir| {
+        let first = at.strip_prefix(dir).ok()?.iter().next()?;
+        let own = ["hooks", "config", "config.worktree", "commondir"]
+            .iter()
+            .any(|n| first == *n);
+        let git = || {
+            crate::protect::gitdir::is_git_dir(dir.file_name(), |n| {
+                dir.join(n).symlink_metadata().is_ok()
+            })
+        };
+        (own && git()).then(|| dir.join(first))
+    })
 }
 
 /// A host (`name` or `name:port`; port 443 when none), as the proxy judges it.
@@ -472,6 +487,15 @@ mod tests {
         assert!(a.rule.starts_with("protected"));
         let a = ask("{}", "/w/src/main.rs");
         assert_eq!((a.allowed, a.write), (true, Some(true)));
+        // git's own places in any git directory, as `gitdir` tells one.
+        let a = ask("{}", "/w/sub/.git/config");
+        assert_eq!(
+            (
+                a.allowed,
+                a.fix.as_deref().map(|f| f.contains("--allow-git-config"))
+            ),
+            (false, Some(true))
+        );
         let a = ask(
             r#"{"filesystem": {"write": ["~/notes"]}}"#,
             "/home/u/notes/a",
@@ -484,6 +508,47 @@ mod tests {
         let a = ask("{}", "/etc/hosts");
         assert_eq!((a.read, a.write), (Some(true), Some(false)));
         assert_eq!(a.fix.as_deref(), Some("--write /etc"));
+    }
+
+    /// A bare repository, a submodule's git directory: git's own places there too, by what
+    /// the directory holds; not in an ordinary directory that only looks alike.
+    #[test]
+    fn git_places_are_found_in_every_git_directory() {
+        let root = std::env::temp_dir().join(format!("sbx-why-git-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for dir in [
+            "bare.git/objects",
+            "bare.git/refs",
+            "w/.git/modules/sm/refs",
+            "plain/hooks",
+        ] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        std::fs::create_dir_all(root.join("w/.git/modules/sm/objects")).unwrap();
+        for head in ["bare.git/HEAD", "w/.git/modules/sm/HEAD"] {
+            std::fs::write(root.join(head), "ref: refs/heads/main\n").unwrap();
+        }
+        for (path, want) in [
+            ("bare.git/hooks/pre-commit", Some("bare.git/hooks")),
+            ("bare.git/config", Some("bare.git/config")),
+            (
+                "w/.git/modules/sm/hooks/post-checkout",
+                Some("w/.git/modules/sm/hooks"),
+            ),
+            (
+                "w/.git/modules/sm/commondir",
+                Some("w/.git/modules/sm/commondir"),
+            ),
+            ("plain/hooks/pre-commit", None),
+            ("bare.git/objects/info/alternates", None),
+        ] {
+            assert_eq!(
+                git_place_of(&root.join(path)),
+                want.map(|w| root.join(w)),
+                "{path}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
