@@ -308,5 +308,16 @@ mod tests {
             .unwrap()
             .contains("/w/sub/.git/hooks/post-checkout (new git hook)"));
         assert_eq!(line(&[]), None);
+        // A config that cannot be read whole as a file (a FIFO, too large) is named; one
+        // with only the keys git work writes is not.
+        let unreadable = compare(&before, &after, &|_: &Path| None, &[]);
+        assert_eq!(
+            unreadable[0].what,
+            "changed git config that cannot be read whole as a file"
+        );
+        let plain = |_: &Path| Some(b"[core]\n\tbare = false\n".to_vec());
+        let ordinary = compare(&before, &after, &plain, &[]);
+        assert!(ordinary.iter().all(|p| p.what != "changed git config"));
+        assert_eq!(ordinary.len(), 1);
     }
 }
