@@ -156,9 +156,37 @@ pub fn parse_report(line: &[u8]) -> Option<(Cause, std::path::PathBuf)> {
 /// The report the guard writes: at most `PIPE_BUF` bytes (one atomic write), a newline in
 /// the path shown as `?`.
 pub fn report_line(cause: Cause, path: &[u8]) -> Vec<u8> {
-    const PIPE_BUF: usize = 4096;
+    line_of(cause.code() as u8, path)
+}
+
+/// The letter of the guard's other report: a directory of git's state that the session
+/// touched (`protect::gitstate`), looked at when it ends; `/` for every one in the
+/// writable trees.
+pub const STATE_CODE: u8 = b't';
+
+/// The report of the state directory `path` (`STATE_CODE`): whole, or not written (a
+/// longer path than `PIPE_BUF` is reported as `/`).
+pub fn state_line(path: &[u8]) -> Vec<u8> {
+    match path.len() + 2 > PIPE_BUF || path.contains(&b'\n') {
+        true => line_of(STATE_CODE, b"/"),
+        false => line_of(STATE_CODE, path),
+    }
+}
+
+/// The state directory a report names (`state_line`), or `None` for any other line.
+pub fn parse_state(line: &[u8]) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let path = line.strip_prefix(&[STATE_CODE])?;
+    (path.first() == Some(&b'/'))
+        .then(|| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(path)))
+}
+
+const PIPE_BUF: usize = 4096;
+
+fn line_of(code: u8, path: &[u8]) -> Vec<u8> {
     let mut line = Vec::with_capacity(path.len().min(PIPE_BUF - 2) + 2);
-    line.push(cause.code() as u8);
+    line.push(code);
     line.extend(
         path.iter()
             .take(PIPE_BUF - 2)

@@ -4,6 +4,7 @@
 //! and the supervisor's watch on the writable trees (`watch`).
 
 pub mod gitdir;
+pub mod gitstate;
 pub mod names;
 pub mod planted;
 pub mod repos;

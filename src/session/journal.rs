@@ -8,7 +8,9 @@
 //!
 //! The guard's reports arrive on a pipe (`listen`): one line per refusal, a cause letter
 //! (`refusal::Cause::code`) and the path; the guard never waits on it (a full pipe drops
-//! the report, not the program's call).
+//! the report, not the program's call). Besides, it reports the directories of git's state
+//! the session touched (`protect::gitstate`), kept here for the end of the session
+//! (`states`).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -17,7 +19,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::policy::refusal::{parse_report, Cause, Refusal, Sink, Tally};
+use crate::policy::refusal::{parse_report, parse_state, Cause, Refusal, Sink, Tally};
 use crate::sys::files::{lock_held as held, try_lock as lock};
 
 /// How long the reader of the guard's reports rests after each batch: at the guard's
@@ -40,6 +42,10 @@ struct Inner {
     /// The session is over: readers that wait for quiet may stop.
     ending: bool,
     tally: Tally,
+    /// The state directories of git's the guard reported (`parse_state`), and whether its
+    /// reports were read to their end (every writer gone).
+    states: std::collections::BTreeSet<PathBuf>,
+    reports_ended: bool,
     file: Option<File>,
     /// One per reader of the guard's reports: disconnected once it read to the end.
     readers: Vec<std::sync::mpsc::Receiver<()>>,
@@ -149,7 +155,11 @@ impl Journal {
             let mut line = Vec::new();
             let mut judged: HashMap<(Cause, PathBuf), Refusal> = HashMap::new();
             while lines.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
-                if let Some(key) = parse_report(&line) {
+                if let Some(dir) = parse_state(&line) {
+                    if let Ok(mut inner) = journal.inner.lock() {
+                        inner.states.insert(dir);
+                    }
+                } else if let Some(key) = parse_report(&line) {
                     if judged.len() >= JUDGED && !judged.contains_key(&key) {
                         judged.clear();
                     }
@@ -162,6 +172,9 @@ impl Journal {
                 if lines.buffer().is_empty() {
                     std::thread::sleep(BATCH);
                 }
+            }
+            if let Ok(mut inner) = journal.inner.lock() {
+                inner.reports_ended = true;
             }
         })
     }
@@ -187,7 +200,7 @@ impl Journal {
     }
 
     /// Wait, at most `limit`, until the guard's reports are read to their end (every
-    /// writer gone): the last refusals come in before the summary.
+    /// writer gone): the last refusals come in before the summary. Whether they were.
     pub fn drain(&self, limit: std::time::Duration) {
         let readers = match self.inner.lock() {
             Ok(mut inner) => {
@@ -201,6 +214,15 @@ impl Journal {
             let left = until.saturating_duration_since(std::time::Instant::now());
             let _ = r.recv_timeout(left);
         }
+    }
+
+    /// The state directories of git's the guard reported (`/`: every one in the writable
+    /// trees), once its reports were read to their end; `None` before, or without a guard.
+    pub fn states(&self) -> Option<Vec<PathBuf>> {
+        let inner = self.inner.lock().ok()?;
+        inner
+            .reports_ended
+            .then(|| inner.states.iter().cloned().collect())
     }
 }
 

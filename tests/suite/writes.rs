@@ -386,6 +386,114 @@ fn a_directory_is_judged_when_it_becomes_a_repository() {
     });
 }
 
+/// Ways a session leaves a rebase whose todo holds a command (`{mark}`) for the host's
+/// `git rebase --continue`, in the directory printed last (relative to the workspace).
+/// `STOP`: a real interactive rebase of the workspace's last commit, stopped at a `break`.
+const CONTINUED: &[(&str, &str)] = &[
+    // git's own todo, from `rebase -x`.
+    ("exec-flag", "STOP -x {mark}; echo ."),
+    // A command appended in place, as an editor writes.
+    (
+        "in-place",
+        "STOP; printf 'exec {mark}\\n' >> .git/rebase-merge/git-rebase-todo; echo .",
+    ),
+    // Written through a second name made for the todo.
+    (
+        "hardlink",
+        "STOP; ln .git/rebase-merge/git-rebase-todo .git/notes; printf 'x {mark}\\n' >> .git/notes; echo .",
+    ),
+    // The todo a symlink to a file of the workspace.
+    (
+        "symlink",
+        "STOP; printf 'exec {mark}\\n' > plan; ln -sf ../../plan .git/rebase-merge/git-rebase-todo; echo .",
+    ),
+    // A new repository's rebase, its whole tree then renamed into place.
+    (
+        "renamed-tree",
+        "mkdir -p n && cd n && git init -q && echo a > a && git add a && G commit -qm a && echo b > b && git add b && G commit -qm b && \
+         STOP -x {mark}; cd .. && mkdir -p deep && mv n deep/m; echo deep/m",
+    ),
+];
+
+/// A rebase a session leaves runs nothing it wrote when the host continues it: when the
+/// session ends, every `exec` line of the todos it wrote, made or moved is a comment, and
+/// each todo is named. Control: without the sandbox the host's `git rebase --continue`
+/// runs each.
+#[test]
+fn a_rebase_left_by_a_session_runs_nothing_when_continued_outside() {
+    if !tools_present() {
+        return;
+    }
+    let stop = "G() { git -c user.name=t -c user.email=t@t \"$@\"; }; \
+        echo more > more && git add more && G commit -qm more && \
+        GIT_SEQUENCE_EDITOR='sed -i 1ibreak' G rebase -q -i HEAD~1";
+    each(|backend, user| {
+        for mode in ["none", backend] {
+            for (name, route) in CONTINUED {
+                let lab = repo_lab("continued", user);
+                let mark = format!("{}/{name}.sh", lab.ws.display());
+                let body = format!("#!/bin/sh\ntouch {}/{name}\n", lab.outside.display());
+                fs::write(&mark, body).unwrap();
+                let script = route
+                    .replace("STOP", stop)
+                    .replace("{mark}", &mark)
+                    .replace(" G ", " git -c user.name=t -c user.email=t@t ");
+                let script = format!("chmod +x {mark}; {script}");
+                if user == User::Nobody {
+                    super::sandbox::chown_tree(&lab.dir, super::sandbox::NOBODY);
+                }
+                let (_, out, err) = lab.sh(mode, &[], &script);
+                let what = format!("{} {name}", lab.what(mode));
+                let dir = lab.ws.join(out.lines().last().unwrap_or_default());
+                let status = host_git(&lab, &dir, &["status"]);
+                let status = String::from_utf8_lossy(&status.stdout);
+                assert!(status.contains("rebase"), "{what}: {status}\n{out}{err}");
+                let _ = host_git(&lab, &dir, &["rebase", "--continue"]);
+                let ran = lab.outside.join(name).exists();
+                assert_eq!(
+                    ran,
+                    mode == "none",
+                    "{what}: the host's git ran it\n{out}{err}"
+                );
+                if mode != "none" {
+                    assert!(
+                        err.contains("made them comments") && err.contains("git-rebase-todo"),
+                        "{what}: not named\n{err}"
+                    );
+                }
+            }
+        }
+    });
+}
+
+/// A rebase the host left with commands in its todo is the host's: a session that reads it
+/// and works in the repository leaves it as it was.
+#[test]
+fn a_rebase_the_host_left_is_left_alone() {
+    if !tools_present() {
+        return;
+    }
+    each(|backend, user| {
+        let lab = repo_lab("hostrebase", user);
+        let stop = "G() { git -c user.name=t -c user.email=t@t \"$@\"; }; \
+            echo more > more && git add more && G commit -qm more && \
+            GIT_SEQUENCE_EDITOR='sed -i 1ibreak' G rebase -q -i HEAD~1 -x 'make test'";
+        if user == User::Nobody {
+            super::sandbox::chown_tree(&lab.dir, super::sandbox::NOBODY);
+        }
+        let _ = lab.sh("none", &[], stop);
+        let todo = lab.ws.join(".git/rebase-merge/git-rebase-todo");
+        let before = fs::read_to_string(&todo).unwrap();
+        assert!(before.contains("\nexec make test"), "{before}");
+        let work = "cat .git/rebase-merge/git-rebase-todo >/dev/null && git status >/dev/null && echo x > y && echo OK";
+        let (code, out, err) = lab.sh(backend, &[], work);
+        let what = lab.what(backend);
+        assert_eq!((code, out.trim()), (0, "OK"), "{what}: {err}");
+        assert_eq!(fs::read_to_string(&todo).unwrap(), before, "{what}");
+        assert!(!err.contains("made them comments"), "{what}: {err}");
+    });
+}
+
 #[test]
 fn what_the_host_does_during_a_session_is_left_alone() {
     if !tools_present() {

@@ -23,6 +23,7 @@
 //! below calls back up into this file.
 
 mod argv;
+mod disarm;
 mod environment;
 mod prepare;
 mod report;
@@ -113,16 +114,16 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         cgroup.end();
     }
     places.end_temp();
-    let (planted, ended_by_watch) = watch.finish(&plan.policy);
+    let (mut planted, ended_by_watch) = watch.finish(&plan.policy);
     drop(launcher);
     drop(ssh);
     journal.drain(std::time::Duration::from_millis(500));
-    let summary = (&code, &planted[..], ended_by_watch);
+    planted.extend(disarm::after(&plan.policy, &backend, &journal, started));
     report::record(
         &plan,
         (&backend, &host),
         started,
-        summary,
+        (&code, &planted[..], ended_by_watch),
         (net.as_ref(), &journal),
         say,
     );

@@ -223,6 +223,7 @@ impl<'a> Acting<'a> {
     pub(super) fn refusal(&self, e: &Entry<'_>, made: Made) -> Option<Cause> {
         let parent = &e.path;
         let name = e.name_os();
+        touched(parent, name);
         if !self.reach.may_make_in(parent) {
             return Some(Cause::Outside);
         }
@@ -284,6 +285,7 @@ impl<'a> Acting<'a> {
             return Ok(());
         }
         let name = e.name_os();
+        touched(&e.path, name);
         if !self.names.protected.is_empty() && self.names.guards(&e.full()) {
             return Err(refuse(Cause::Protected, &e.full()));
         }
@@ -315,6 +317,14 @@ impl<'a> Acting<'a> {
     pub(super) fn made_here(&self, e: &Entry<'_>) -> bool {
         fstatat(e.dir.as_fd(), &e.name)
             .is_ok_and(|st| self.made.borrow().contains(&(st.st_dev, st.st_ino)))
+    }
+}
+
+/// Report the state directory of git's (`gitstate::state_dir`) that making, writing or
+/// linking `name` in `parent` touches, if any: it is looked at when the session ends.
+pub(super) fn touched(parent: &Path, name: &OsStr) {
+    if let Some(dir) = crate::protect::gitstate::state_dir(parent, name.as_bytes()) {
+        super::report::state(dir);
     }
 }
 

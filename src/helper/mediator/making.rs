@@ -121,6 +121,10 @@ impl Acting<'_> {
         let Some(dir) = at.parent().filter(|d| d.is_absolute()) else {
             return Err(libc::EACCES);
         };
+        // A new name for a todo of git's: writes through it reach the todo.
+        if let Some(name) = at.file_name() {
+            super::acting::touched(dir, name);
+        }
         if !self.reach.may_make_in(dir) {
             return Err(refuse(Cause::Outside, at));
         }
@@ -192,10 +196,16 @@ impl Acting<'_> {
         if rc == -1 {
             return Err(last_errno());
         }
+        let to_path = to.full();
+        let mut moves = vec![(old_path.clone(), to_path.clone())];
+        if exchange {
+            moves.push((to_path.clone(), old_path.clone()));
+        }
+        super::report::renamed(&moves);
         let mut renamed = self.renamed.borrow_mut();
         renamed.push(old_path);
         if exchange {
-            renamed.push(to.full());
+            renamed.push(to_path);
         }
         Ok(0)
     }

@@ -1,12 +1,14 @@
-//! The guard's refusals, reported to sbx-shell as they happen (`session::journal`): one
-//! line per refusal on an inherited pipe (`HelperSpec::refusals_fd`), written without
-//! waiting — a full pipe loses the report, never delays the program's call.
+//! The guard's reports to sbx-shell (`session::journal`), one line each on an inherited
+//! pipe (`HelperSpec::refusals_fd`): its refusals, written without waiting — a full pipe
+//! loses the report, never delays the program's call; and the directories of git's state
+//! the session touched (`protect::gitstate`), which sbx-shell looks at when the session
+//! has ended: written whole, waiting while the pipe is full, never lost.
 
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
-use std::sync::OnceLock;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
-use crate::policy::refusal::{report_line, Cause};
+use crate::policy::refusal::{report_line, state_line, Cause};
 
 static REPORTS: OnceLock<OwnedFd> = OnceLock::new();
 
@@ -23,4 +25,79 @@ pub(super) fn refused(cause: Cause, path: &Path) {
     // SAFETY: `line` is valid for its length; a write of at most PIPE_BUF bytes to a
     // pipe is whole or not at all. The pipe is non-blocking: EAGAIN drops the report.
     let _ = unsafe { libc::write(fd.as_raw_fd(), line.as_ptr().cast(), line.len()) };
+}
+
+/// The state directories reported so far (`None` once `STATES_MAX` were: every one in
+/// the writable trees was then reported, as `/`).
+static STATES: Mutex<Option<Vec<PathBuf>>> = Mutex::new(Some(Vec::new()));
+
+/// More distinct state directories than a session of git work touches.
+const STATES_MAX: usize = 256;
+
+/// Report the state directory `dir`, which the call being answered touches, unless it was.
+pub(super) fn state(dir: PathBuf) {
+    let Ok(mut states) = STATES.lock() else {
+        return;
+    };
+    add_state(&mut states, dir);
+}
+
+/// `from` was renamed to `to`: report where each state directory it carried is now.
+pub(super) fn renamed(moves: &[(PathBuf, PathBuf)]) {
+    let Ok(mut states) = STATES.lock() else {
+        return;
+    };
+    let Some(known) = states.as_ref() else { return };
+    let now: Vec<PathBuf> = known
+        .iter()
+        .flat_map(|dir| {
+            moves
+                .iter()
+                .filter_map(|(from, to)| crate::protect::gitstate::moved(dir, from, to))
+        })
+        .collect();
+    for dir in now {
+        add_state(&mut states, dir);
+    }
+}
+
+fn add_state(states: &mut Option<Vec<PathBuf>>, dir: PathBuf) {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(known) = states.as_mut() else { return };
+    if known.contains(&dir) {
+        return;
+    }
+    if known.len() >= STATES_MAX {
+        *states = None;
+        send_whole(&state_line(b"/"));
+        return;
+    }
+    send_whole(&state_line(dir.as_os_str().as_bytes()));
+    known.push(dir);
+}
+
+/// Write `line` (at most PIPE_BUF bytes) to the reports pipe whole, waiting while it is
+/// full: sbx-shell reads it until the guard is gone. Nothing is sent when there is no
+/// pipe, or no reader (EPIPE).
+fn send_whole(line: &[u8]) {
+    let Some(fd) = REPORTS.get() else { return };
+    loop {
+        // SAFETY: `line` is valid for its length; a pipe write of at most PIPE_BUF bytes
+        // is whole or not at all.
+        let rc = unsafe { libc::write(fd.as_raw_fd(), line.as_ptr().cast(), line.len()) };
+        if rc >= 0 {
+            return;
+        }
+        match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::EAGAIN) => {
+                let mut fds = [nix::poll::PollFd::new(
+                    fd.as_fd(),
+                    nix::poll::PollFlags::POLLOUT,
+                )];
+                let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE);
+            }
+            Some(libc::EINTR) => {}
+            _ => return,
+        }
+    }
 }
