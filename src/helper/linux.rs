@@ -107,19 +107,20 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), MountEr
     for m in plan {
         if m.how == How::Resolves {
             if crate::sys::files::followed_identity_of(&m.path) != m.id {
-                return Err(changed(m));
+                return Err(changed(m, "it leads elsewhere now"));
             }
             continue;
         }
         let (fd, dir) = match mounts::find(&m.path).map_err(failed(m))? {
             Seen::Node(fd, id, dir) => {
                 if m.id.is_some_and(|want| want != id) {
-                    return Err(changed(m));
+                    return Err(changed(m, "another file or directory is there now"));
                 }
                 (fd, dir)
             }
             Seen::Missing | Seen::Symlink if m.id.is_none() => continue,
-            Seen::Missing | Seen::Symlink => return Err(changed(m)),
+            Seen::Missing => return Err(changed(m, "it is gone")),
+            Seen::Symlink => return Err(changed(m, "it is a symlink now")),
         };
         apply_mount(plan, m, (fd.as_fd(), dir))?;
     }
@@ -147,7 +148,7 @@ fn apply_mount(
         How::Writable => {
             let (root, writable) = mounts::mount_state(fd).map_err(failed(m))?;
             if !(root && writable) {
-                return Err(changed(m));
+                return Err(changed(m, "it is not the writable mount it was"));
             }
         }
         How::Seal { readonly } => {
@@ -187,7 +188,10 @@ fn apply_mount(
             layers,
         } => {
             if *want != dir {
-                return Err(changed(m));
+                return Err(match dir {
+                    true => changed(m, "a directory is there now"),
+                    false => changed(m, "a file is there now"),
+                });
             }
             // The host's directory beneath the private layers; the twin when the
             // kernel refuses (no overlay in a user namespace before Linux 5.11).
@@ -214,9 +218,10 @@ fn failed(m: &crate::sandbox::bwrap::Mount) -> impl Fn(io::Error) -> MountError 
     }
 }
 
-fn changed(m: &crate::sandbox::bwrap::Mount) -> MountError {
+fn changed(m: &crate::sandbox::bwrap::Mount, now: &'static str) -> MountError {
     MountError::Changed {
         path: m.path.display().to_string(),
+        now,
     }
 }
 

@@ -999,6 +999,14 @@ fn a_symlink_flipped_while_sessions_start(user: User, flipper: &str) {
             ran += 1;
         } else {
             refused += 1;
+            // A start refused for a change says what it found.
+            let err = String::from_utf8_lossy(&out.stderr);
+            if err.contains("changed while the sandbox started") {
+                assert!(
+                    err.contains("changed while the sandbox started (") && err.contains("ls -la"),
+                    "{err}"
+                );
+            }
         }
     }
     let (runs, ended) = flipping.stop();

@@ -338,6 +338,21 @@ const BECOMING: &[(&str, &str)] = &[
          git -C m rev-parse HEAD > m/.git/worktrees/x/HEAD && echo ../.. > m/.git/worktrees/x/commondir; \
          mkdir w && echo \"gitdir: $PWD/m/.git/worktrees/x\" > w/.git && echo \"$PWD/w/.git\" > m/.git/worktrees/x/gitdir; echo -C w",
     ),
+    (
+        // A submodule's git directory built by hand in `modules/`, its work tree's `.git`
+        // file pointing at it.
+        "module",
+        "git init -q p && mkdir -p p/.git/modules/s/refs p/.git/modules/s/objects && \
+         printf '[core]\\n\\tfsmonitor = {mark}\\n' > p/.git/modules/s/config && \
+         echo 'ref: refs/heads/main' > p/.git/modules/s/HEAD; mkdir -p p/s && echo 'gitdir: ../.git/modules/s' > p/s/.git; echo -C p/s",
+    ),
+    (
+        // A whole tree built in the session's temporary directory, then renamed into
+        // the workspace.
+        "tree",
+        "t=$(mktemp -d) && mkdir -p $t/r/g/refs $t/r/g/objects && printf '[core]\\n\\tfsmonitor = {mark}\\n' > $t/r/g/config && \
+         echo 'ref: refs/heads/main' > $t/r/g/HEAD; mv $t/r r; echo --git-dir=r/g",
+    ),
 ];
 
 /// A directory is judged at the moment it becomes a repository: its configs are judged
@@ -381,6 +396,10 @@ fn a_directory_is_judged_when_it_becomes_a_repository() {
                     mode == "none",
                     "{what}: the host's git ran it: {ran}\n{out}{err}"
                 );
+                // The config whose second name was cut off is named.
+                if *name == "hardlink" && mode != "none" {
+                    assert!(err.contains("/h/config"), "{what}: not named\n{err}");
+                }
             }
         }
     });

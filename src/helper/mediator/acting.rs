@@ -275,6 +275,11 @@ impl<'a> Acting<'a> {
             };
             self.judge_config(&at, &text)?;
             self.place_fresh(&at, &text, st.st_mode & 0o7777)?;
+            if st.st_nlink > 1 {
+                // Its other name is now an ordinary file: what is written there is not
+                // read by git, and the session names the config as protected.
+                super::report::refused(Cause::Protected, &at.full());
+            }
         }
         Ok(())
     }
