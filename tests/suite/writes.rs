@@ -339,6 +339,12 @@ const BECOMING: &[(&str, &str)] = &[
          mkdir w && echo \"gitdir: $PWD/m/.git/worktrees/x\" > w/.git && echo \"$PWD/w/.git\" > m/.git/worktrees/x/gitdir; echo -C w",
     ),
     (
+        // A config that is a symlink to a file of the work tree (git follows it).
+        "config-symlink",
+        "mkdir -p c/refs c/objects && printf '[core]\\n\\tfsmonitor = {mark}\\n' > cfg && ln -s ../cfg c/config && \
+         echo 'ref: refs/heads/main' > c/HEAD; echo --git-dir=c",
+    ),
+    (
         // A submodule's git directory built by hand in `modules/`, its work tree's `.git`
         // file pointing at it.
         "module",
