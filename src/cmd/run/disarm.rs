@@ -97,7 +97,7 @@ fn disarm_in(dir: &Path, since: SystemTime, roots: &[&Path]) -> Option<Planted> 
             ),
             None => (
                 comment("was a symlink"),
-                "a symlink leading out, removed".to_string(),
+                "a symlink leading out of the writable places, replaced by a comment".to_string(),
             ),
         }
     } else if seen.file_type().is_file() {
@@ -108,7 +108,7 @@ fn disarm_in(dir: &Path, since: SystemTime, roots: &[&Path]) -> Option<Planted> 
             }
             None => (
                 comment("could not be read whole"),
-                "too large, emptied".to_string(),
+                "too large to read whole, replaced by a comment".to_string(),
             ),
         }
     } else {
@@ -153,8 +153,8 @@ fn named(lines: &[String]) -> String {
     format!("exec lines made comments: {}{more}", shown.join("; "))
 }
 
-/// Put `text` at `dir`/`TODO` as a new file (`mode`, owned by `uid`:`gid`), renamed over
-/// whatever is there.
+/// Put `text` at `dir`/`TODO` as a new file (`mode`, owned by `uid`:`gid` when sbx-shell
+/// runs as root), renamed over whatever is there.
 fn place(dir: &Path, text: &[u8], (mode, uid, gid): (u32, u32, u32)) -> std::io::Result<()> {
     use std::io::Write;
     let temp = dir.join(format!(".{TODO}.sbx-shell-{}", std::process::id()));
@@ -167,9 +167,11 @@ fn place(dir: &Path, text: &[u8], (mode, uid, gid): (u32, u32, u32)) -> std::io:
         .open(&temp)?;
     let done = file
         .write_all(text)
-        .and_then(|()| {
-            nix::unistd::fchown(file.as_fd(), Some(uid.into()), Some(gid.into()))
-                .map_err(Into::into)
+        .and_then(|()| match nix::unistd::geteuid().is_root() {
+            // Another user's file only root can make (root's sessions write as root).
+            true => nix::unistd::fchown(file.as_fd(), Some(uid.into()), Some(gid.into()))
+                .map_err(Into::into),
+            false => Ok(()),
         })
         .and_then(|()| file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode)))
         .and_then(|()| std::fs::rename(&temp, dir.join(TODO)));
