@@ -164,8 +164,8 @@ pub fn report_line(cause: Cause, path: &[u8]) -> Vec<u8> {
 /// writable trees.
 pub const STATE_CODE: u8 = b't';
 
-/// The report of the state directory `path` (`STATE_CODE`): whole, or not written (a
-/// longer path than `PIPE_BUF` is reported as `/`).
+/// The report of the state directory `path` (`STATE_CODE`), one atomic write: a path that
+/// does not fit in `PIPE_BUF`, or holds a newline, is reported as `/` (every one).
 pub fn state_line(path: &[u8]) -> Vec<u8> {
     match path.len() + 2 > PIPE_BUF || path.contains(&b'\n') {
         true => line_of(STATE_CODE, b"/"),

@@ -200,7 +200,7 @@ impl Journal {
     }
 
     /// Wait, at most `limit`, until the guard's reports are read to their end (every
-    /// writer gone): the last refusals come in before the summary. Whether they were.
+    /// writer gone): the last refusals come in before the summary.
     pub fn drain(&self, limit: std::time::Duration) {
         let readers = match self.inner.lock() {
             Ok(mut inner) => {
