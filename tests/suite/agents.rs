@@ -48,7 +48,8 @@ const GEMINI: Agent = Agent {
 const CODEX: Agent = Agent {
     name: "codex",
     marker: "Welcome to Codex",
-    key_lines: &["1. Sign in with ChatGPT", "3. Sign in another way"],
+    // Its lower lines: shrunk, codex bare sometimes redraws with its top scrolled away.
+    key_lines: &["3. Sign in another way", "Press enter to continue"],
     env: &[],
     quit: &["C-c"],
     suspends: true,
