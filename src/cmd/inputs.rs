@@ -72,13 +72,23 @@ pub fn gather(
     Ok((name, layers))
 }
 
+/// How root's files that only root may read are kept from root's program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootFiles {
+    /// Found by walking the host (`host::rootsecrets`) and denied each.
+    Walk,
+    /// Left to the kernel: the program runs as another host id (`cmd::run` decides).
+    Kernel,
+}
+
 /// Resolve the policy the flags, the user config and the profile ask for.
 pub fn resolve(
     args: &PolicyArgs,
     home: &Path,
     user_config: Option<Layer>,
+    root_files: RootFiles,
 ) -> anyhow::Result<Policy> {
-    resolve_with_layers(args, home, user_config).map(|(policy, _, _)| policy)
+    resolve_with_layers(args, home, user_config, root_files).map(|(policy, _, _)| policy)
 }
 
 /// The same, with the layers and the paths' context it was resolved from (`why`).
@@ -86,6 +96,7 @@ pub fn resolve_with_layers(
     args: &PolicyArgs,
     home: &Path,
     user_config: Option<Layer>,
+    root_files: RootFiles,
 ) -> anyhow::Result<(Policy, Vec<Layer>, PathContext)> {
     let workspace = match &args.workspace {
         Some(dir) => {
@@ -107,7 +118,7 @@ pub fn resolve_with_layers(
     };
     let fs = RealFs::default();
     let policy = policy::resolve(&name, &layers, &ctx, &fs)?;
-    if !nix::unistd::geteuid().is_root() {
+    if !nix::unistd::geteuid().is_root() || root_files == RootFiles::Kernel {
         return Ok((policy, layers, ctx));
     }
     // Root: the walk for root-only files goes around what the session has anyway — its

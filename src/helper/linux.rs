@@ -96,7 +96,10 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
 /// In a mount namespace of the helper's own: for an unprivileged user, bwrap puts the
 /// sandbox in a second user namespace that does not own bwrap's mount namespace, so mounts
 /// there fail; a new one is owned by ours (its mounts copied, locked, and mounted over).
-pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), MountError> {
+pub fn apply_mounts(
+    plan: &[crate::sandbox::bwrap::Mount],
+    root_as: Option<&RootAs>,
+) -> Result<(), MountError> {
     use crate::sandbox::bwrap::How;
     use mounts::Seen;
     use std::os::fd::AsFd;
@@ -122,7 +125,7 @@ pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), MountEr
             Seen::Missing => return Err(changed(m, "it is gone")),
             Seen::Symlink => return Err(changed(m, "it is a symlink now")),
         };
-        apply_mount(plan, m, (fd.as_fd(), dir))?;
+        apply_mount(plan, m, (fd.as_fd(), dir), root_as.map(RootAs::layers))?;
     }
     let cwd = std::env::current_dir().map_err(|source| MountError::Failed {
         path: "the working directory".into(),
@@ -140,6 +143,7 @@ fn apply_mount(
     plan: &[crate::sandbox::bwrap::Mount],
     m: &crate::sandbox::bwrap::Mount,
     (fd, dir): (std::os::fd::BorrowedFd<'_>, bool),
+    layers_as: Option<mounts::LayersAs<'_>>,
 ) -> Result<(), MountError> {
     use crate::sandbox::bwrap::{stays_writable, How};
     use mounts::Seen;
@@ -179,7 +183,7 @@ fn apply_mount(
             // A cache's twin: left as it is when the host's cache or the layers are
             // not what they were (a symlink) or the kernel refuses the overlay.
             if let Ok(Seen::Node(lower, _, true)) = mounts::find(lower) {
-                let _ = mounts::overlay(lower.as_fd(), upper, work, fd);
+                let _ = mounts::overlay(lower.as_fd(), (upper, work), fd, layers_as);
             }
         }
         How::Twin {
@@ -196,7 +200,7 @@ fn apply_mount(
             // The host's directory beneath the private layers; the twin when the
             // kernel refuses (no overlay in a user namespace before Linux 5.11).
             if let Some((upper, work)) = layers {
-                if mounts::overlay(fd, upper, work, fd).is_ok() {
+                if mounts::overlay(fd, (upper, work), fd, layers_as).is_ok() {
                     return Ok(());
                 }
             }
@@ -303,4 +307,52 @@ pub fn apply_cloexec_above_stderr() -> io::Result<()> {
     }
     // A kernel before 5.11: one fd at a time.
     crate::sys::files::cloexec_each_fd_above_stderr()
+}
+
+/// Root's program as another host id (`HelperSpec::root_as`): the user namespace it
+/// enters, that id, and the paths id-mapped for it.
+pub struct RootAs {
+    userns: std::os::fd::OwnedFd,
+    id: u32,
+    tops: Vec<std::path::PathBuf>,
+}
+
+impl RootAs {
+    /// What an overlay's lower layer is id-mapped through, and whom its upper belongs to.
+    fn layers(&self) -> mounts::LayersAs<'_> {
+        use std::os::fd::AsFd;
+        mounts::LayersAs {
+            userns: self.userns.as_fd(),
+            id: self.id,
+        }
+    }
+}
+
+/// The namespace sbx-shell handed over, taken once.
+pub fn take_root_as(spec: &HelperSpec) -> Option<RootAs> {
+    use std::os::fd::FromRawFd;
+    let r = spec.root_as.as_ref()?;
+    // SAFETY: sbx-shell handed this descriptor over for this alone; taken once.
+    let userns = unsafe { std::os::fd::OwnedFd::from_raw_fd(r.userns_fd) };
+    Some(RootAs {
+        userns,
+        id: r.id,
+        tops: r.idmapped.clone(),
+    })
+}
+
+/// Become root's program as another host id: each mount at or below the trees copied and
+/// id-mapped (where its file system allows; CAP_SYS_ADMIN, so before the capabilities go),
+/// then the namespace entered over those copies, and the working directory entered again
+/// under what now covers it.
+pub fn become_root_as(r: RootAs) -> io::Result<()> {
+    use std::os::fd::AsFd;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let trees = crate::sys::userns::mounts_under(&mountinfo, &r.tops)
+        .into_iter()
+        .map(|p| Ok((crate::sys::userns::idmapped_clone(&p, r.userns.as_fd())?.0, p)))
+        .collect::<io::Result<Vec<_>>>()?;
+    crate::sys::userns::enter(r.userns.as_fd(), &trees)?;
+    let cwd = std::env::current_dir()?;
+    std::env::set_current_dir(cwd)
 }

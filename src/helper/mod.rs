@@ -81,6 +81,8 @@ pub enum HelperError {
     CloseOnExec(#[source] io::Error),
     #[error("cannot prepare the sandbox: {0}")]
     Confine(#[from] ConfineError),
+    #[error("cannot run root's program as another host id: {0}\nHint: this needs id-mapped mounts of the writable places (Linux 5.12, their file systems' support); `--backend landlock` runs without")]
+    RootAs(#[source] io::Error),
     #[error("cannot run {program}: {}", .errno.desc())]
     Exec { program: String, errno: Errno },
 }
@@ -114,11 +116,18 @@ pub fn run(args: &[OsString]) -> ExitCode {
 fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
     let parsed = parse_helper_args(args)?;
     let spec = read_spec(parsed.spec_fd)?;
+    let root_as = os::take_root_as(&spec);
     if !spec.mounts.is_empty() {
-        os::apply_mounts(&spec.mounts)?;
+        os::apply_mounts(&spec.mounts, root_as.as_ref())?;
     }
     if let Some(listen) = spec.proxy_listen {
         hand_over_proxy_port(listen).map_err(HelperError::ProxyPort)?;
+    }
+    // Root's program as another host id: the helper itself becomes it, before its
+    // capabilities go (the id-mapped copies of the trees need CAP_SYS_ADMIN), so that the
+    // guard acts with the program's rights through the same id-mapped trees.
+    if let Some(root_as) = root_as {
+        os::become_root_as(root_as).map_err(HelperError::RootAs)?;
     }
     let name_server = spec.proxy_listen.is_some_and(|l| l.lookups_fd.is_some());
     if !spec.mounts.is_empty() || name_server {

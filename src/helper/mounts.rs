@@ -372,22 +372,41 @@ pub fn bind_twin(twin: &Path, dir: bool, path: &Path, fd: BorrowedFd<'_>) -> io:
     put(take(source.as_fd())?, fd, path, 0)
 }
 
+/// Root's program as another host id (`helper::RootAs`), for an overlay: its lower layer
+/// id-mapped through `userns`, so that host root's files there are the program's; its upper
+/// layer belonging to `id`, which the kernel writes what the program makes and copies up
+/// as (an id-mapped upper cannot hold the overlay's own work files).
+#[derive(Clone, Copy)]
+pub struct LayersAs<'a> {
+    pub userns: BorrowedFd<'a>,
+    pub id: u32,
+}
+
 /// An overlay on the directory `target`: `lower` (a descriptor) read-only beneath the
 /// directories `upper` and `work` (opened here without following a symlink). Every
 /// directory is named by its descriptor's magic link, so nothing is looked up by a path
 /// the program could have changed; `userxattr`, as an overlay in a user namespace needs;
-/// nosuid and nodev (not noexec: `npx` runs what it keeps in npm's cache).
+/// nosuid and nodev (not noexec: `npx` runs what it keeps in npm's cache). With `layers_as`,
+/// for root's program as another id: the lower layer id-mapped, the upper one that id's.
 pub fn overlay(
     lower: BorrowedFd<'_>,
-    upper: &Path,
-    work: &Path,
+    (upper, work): (&Path, &Path),
     target: BorrowedFd<'_>,
+    layers_as: Option<LayersAs<'_>>,
 ) -> io::Result<()> {
     let open_dir = |path: &Path| match find(path)? {
         Seen::Node(fd, _, true) => Ok(fd),
         _ => Err(io::Error::from_raw_os_error(libc::ELOOP)),
     };
     let (upper, work) = (open_dir(upper)?, open_dir(work)?);
+    let mapped = match layers_as {
+        Some(l) => {
+            give_tree(upper.as_fd(), l.id)?;
+            Some(crate::sys::userns::idmapped_clone_of(lower, l.userns)?)
+        }
+        None => None,
+    };
+    let lower = mapped.as_ref().map_or(lower, |m| m.as_fd());
     let link = |fd: BorrowedFd<'_>| magic_link(fd).map(|l| l.to_string_lossy().into_owned());
     let options = std::ffi::CString::new(format!(
         "lowerdir={},upperdir={},workdir={},userxattr",
@@ -401,6 +420,51 @@ pub fn overlay(
         libc::MS_NOSUID | libc::MS_NODEV,
         &options,
     )
+}
+
+/// The directory `dir` and all beneath it made `id`'s (uid and gid), unless `dir` is that
+/// id's already: an upper layer that sessions before root's program ran as another id left
+/// as host root's. Through descriptors alone, never following a symlink.
+fn give_tree(dir: BorrowedFd<'_>, id: u32) -> io::Result<()> {
+    use nix::fcntl::{AtFlags, OFlag};
+    use nix::sys::stat::Mode;
+    let owner = Some(nix::unistd::Uid::from_raw(id));
+    let group = Some(nix::unistd::Gid::from_raw(id));
+    if nix::sys::stat::fstat(dir)?.st_uid == id {
+        return Ok(());
+    }
+    let mut stack = vec![nix::fcntl::openat(
+        dir,
+        ".",
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?];
+    while let Some(fd) = stack.pop() {
+        nix::unistd::fchown(&fd, owner, group)?;
+        // Listed through the descriptor's magic link: the directory itself, not a path.
+        for entry in std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let name = name.as_os_str();
+            let sub = nix::fcntl::openat(
+                &fd,
+                name,
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            );
+            match sub {
+                Ok(sub) => stack.push(sub),
+                Err(_) => nix::unistd::fchownat(
+                    &fd,
+                    name,
+                    owner,
+                    group,
+                    AtFlags::AT_SYMLINK_NOFOLLOW,
+                )?,
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A new file system of type `fstype`, with `flags` and the options `data`, mounted on

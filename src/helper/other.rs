@@ -22,7 +22,10 @@ pub fn split_off_guard(_spec: &HelperSpec) -> io::Result<super::parts::Split> {
     Err(io::Error::other("guard mode exists on Linux only"))
 }
 
-pub fn apply_mounts(plan: &[crate::sandbox::bwrap::Mount]) -> Result<(), MountError> {
+pub fn apply_mounts(
+    plan: &[crate::sandbox::bwrap::Mount],
+    _root_as: Option<&RootAs>,
+) -> Result<(), MountError> {
     Err(MountError::Failed {
         path: plan
             .first()
@@ -60,4 +63,15 @@ pub fn set_default_disposition(signal: i32) {
 
 pub fn apply_cloexec_above_stderr() -> io::Result<()> {
     crate::sys::files::cloexec_each_fd_above_stderr()
+}
+
+/// Root's program as another host id: Linux only.
+pub enum RootAs {}
+
+pub fn take_root_as(_spec: &HelperSpec) -> Option<RootAs> {
+    None
+}
+
+pub fn become_root_as(r: RootAs) -> io::Result<()> {
+    match r {}
 }

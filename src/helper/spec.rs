@@ -70,6 +70,22 @@ pub struct HelperSpec {
     /// its mediator (`mediator::report`, read by sbx-shell's `session::journal`).
     #[serde(default)]
     pub refusals_fd: Option<i32>,
+    /// Linux, root's session inside bwrap: the program runs as root of this user namespace
+    /// (another host id), with these paths id-mapped so that their files are root's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_as: Option<RootAs>,
+}
+
+/// How root's program becomes another host id (`sys::userns`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RootAs {
+    /// The inherited descriptor of the user namespace (`userns::mapped_root`).
+    pub userns_fd: i32,
+    /// The host id uid and gid 0 are in it (`sys::userns::unused_id`).
+    pub id: u32,
+    /// The paths mounted id-mapped for the program: the writable trees and the home.
+    pub idmapped: Vec<std::path::PathBuf>,
 }
 
 /// Where the helper opens the proxy's port, and how it hands it over.
@@ -232,6 +248,7 @@ mod tests {
             stop_notify_fd: None,
             lifeline_fd: None,
             refusals_fd: None,
+            root_as: None,
             mounts: Vec::new(),
             proxy_listen: Some(ProxyListen {
                 port: 3128,

@@ -7,3 +7,5 @@ pub mod fdpass;
 pub mod files;
 pub mod process;
 pub mod say;
+#[cfg(target_os = "linux")]
+pub mod userns;

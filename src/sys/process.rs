@@ -341,6 +341,11 @@ mod tests {
             mediated: None,
             names: None,
             refusals_fd: Some(9),
+            root_as: Some(crate::helper::spec::RootAs {
+                userns_fd: 11,
+                id: 2_147_000_000,
+                idmapped: vec!["/w".into(), "/tmp".into()],
+            }),
         };
         let handover = Handover::new(crate::helper::spec::spec_bytes(&spec).unwrap()).unwrap();
         let fd = std::os::fd::IntoRawFd::into_raw_fd(handover.read.try_clone().unwrap());

@@ -3,6 +3,7 @@
 //! the launcher, with the pipes that carry its spec and bwrap's options.
 
 use super::environment::{Places, SessionDirs};
+use super::os;
 use super::prepare::Plan;
 use crate::helper::spec::{self as helper_spec, HelperSpec, ProcessLimits, ProxyListen};
 use crate::host::Host;
@@ -114,6 +115,9 @@ impl Launcher {
         let dirs = places.dirs();
         let mut spec = helper_spec(plan, (host, layers), net, session, (&lifeline, dirs));
         spec.refusals_fd = reports.as_ref().map(AsRawFd::as_raw_fd);
+        if let Some(root_as) = &plan.root_as {
+            os::hand_over_root_as(root_as, &mut spec)?;
+        }
         let spec = handover(helper_spec::spec_bytes(&spec)?)?;
         let helper_argv =
             helper_spec::build_helper_argv(&helper.path, spec.child_fd(), &plan.launch);
@@ -225,6 +229,7 @@ fn helper_spec(
         mediated: mediated_rules(plan, layers, (dirs.shm, net)),
         names: layers.names.clone(),
         refusals_fd: None,
+        root_as: None,
     }
 }
 

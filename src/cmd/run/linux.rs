@@ -259,3 +259,80 @@ fn restored_note(recorded: &[PathBuf], backend_named: bool) -> Option<String> {
         "sbx-shell: on this kernel Landlock alone restores the protected paths in writable trees ({named}) after a change, rather than preventing it{fix}"
     ))
 }
+
+/// Root's program under bwrap as root of a user namespace that maps it to another host id
+/// (`sys::userns`): that namespace, the id, and the paths the helper mounts id-mapped for
+/// it (the writable trees, the home, bwrap's `/tmp` and `/dev/shm`; none inside another).
+pub(super) struct RootAs {
+    userns: std::os::fd::OwnedFd,
+    id: u32,
+    tops: Vec<PathBuf>,
+}
+
+/// Whether root's program runs as another host id, and the namespace it enters: under
+/// bwrap, unless the whole file system is writable (then nothing is root's only), where
+/// the kernel can id-map each writable place and a tmpfs. `Ok(None)`: not asked of this
+/// session; an error: asked, and not possible on this machine (why).
+pub(super) fn root_as(
+    plan: &super::prepare::Plan,
+    backend: &crate::sandbox::Backend,
+) -> anyhow::Result<Option<RootAs>> {
+    use anyhow::{bail, Context as _};
+    use std::os::fd::AsFd;
+    let fs = &plan.policy.filesystem;
+    let roots = fs.writable_roots();
+    let bwrap = matches!(backend, crate::sandbox::Backend::Bwrap { .. });
+    if !bwrap || roots.contains(&std::path::Path::new("/")) {
+        return Ok(None);
+    }
+    let mut paths: Vec<PathBuf> = roots.iter().map(|r| r.to_path_buf()).collect();
+    paths.push(fs.home.real().to_path_buf());
+    paths.sort();
+    paths.dedup();
+    let mut tops: Vec<PathBuf> = paths
+        .iter()
+        .filter(|p| !paths.iter().any(|q| q != *p && p.starts_with(q)))
+        .cloned()
+        .collect();
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let id = crate::sys::userns::unused_id(
+        &read("/etc/passwd"),
+        &read("/etc/group"),
+        &read("/etc/subuid"),
+        &read("/etc/subgid"),
+    );
+    let userns = crate::sys::userns::mapped_root(id).context("no user namespace")?;
+    for top in tops.iter().filter(|t| t.exists()) {
+        match crate::sys::userns::idmapped_clone(top, userns.as_fd()) {
+            Ok((_, true)) => {}
+            Ok((_, false)) => bail!("{} is on a file system that cannot be id-mapped", top.display()),
+            Err(e) => bail!("{} cannot be id-mapped: {e}", top.display()),
+        }
+    }
+    if !crate::sys::userns::tmpfs_idmaps(userns.as_fd()).context("no tmpfs")? {
+        bail!("a tmpfs cannot be id-mapped (Linux 6.3)");
+    }
+    // bwrap's own: made by host root, written by every program.
+    tops.extend(["/tmp", "/dev/shm"].map(PathBuf::from));
+    Ok(Some(RootAs { userns, id, tops }))
+}
+
+/// `root_as` handed to the helper: the namespace's descriptor inherited, named in `spec`.
+pub(super) fn hand_over_root_as(
+    root_as: &RootAs,
+    spec: &mut crate::helper::spec::HelperSpec,
+) -> Result<(), Failure> {
+    use anyhow::Context as _;
+    use std::os::fd::AsRawFd;
+    nix::fcntl::fcntl(
+        &root_as.userns,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .context("cannot hand the user namespace over")?;
+    spec.root_as = Some(crate::helper::spec::RootAs {
+        userns_fd: root_as.userns.as_raw_fd(),
+        id: root_as.id,
+        idmapped: root_as.tops.clone(),
+    });
+    Ok(())
+}

@@ -58,3 +58,20 @@ pub(super) fn read_landlock_refusals(
     _say: Verbosity,
 ) {
 }
+
+/// Root's program as another host id: Linux only.
+pub(super) enum RootAs {}
+
+pub(super) fn root_as(
+    _plan: &super::prepare::Plan,
+    _backend: &crate::sandbox::Backend,
+) -> anyhow::Result<Option<RootAs>> {
+    Ok(None)
+}
+
+pub(super) fn hand_over_root_as(
+    root_as: &RootAs,
+    _spec: &mut crate::helper::spec::HelperSpec,
+) -> Result<(), Failure> {
+    match *root_as {}
+}

@@ -24,6 +24,10 @@ pub(super) struct Plan {
     pub(super) home: PathBuf,
     pub(super) launch: Launch,
     pub(super) policy: Policy,
+    /// What the policy was resolved from, for root's second resolution (`root_files`).
+    sources: (crate::cli::PolicyArgs, Option<crate::policy::Layer>),
+    /// Root's session under bwrap: its program as another host id (`root_files`).
+    pub(super) root_as: Option<super::os::RootAs>,
 }
 
 /// Step 1: the real shell, the launch plan (the program checked before anything else is
@@ -70,14 +74,43 @@ pub(super) fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Pla
             "sbx-shell: profile {agent}, picked for the command {agent} (--profile chooses another)"
         ));
     }
-    let policy = inputs::resolve(&policy_args, &home, user_config)?;
+    let policy = inputs::resolve(
+        &policy_args,
+        &home,
+        user_config.clone(),
+        inputs::RootFiles::Kernel,
+    )?;
     let launch = launch.with_program_args(&policy.program_args);
     create_own_dirs(&home)?;
     Ok(Plan {
         home,
         launch,
         policy,
+        sources: (policy_args, user_config),
+        root_as: None,
     })
+}
+
+/// Step 3b, root's session only: what only host root may read kept from its program — by
+/// the kernel where the program can run as another host id (`os::root_as`), else by
+/// walking the host for such files and denying each (the policy resolved again).
+pub(super) fn root_files(plan: &mut Plan, backend: &Backend, say: Verbosity) -> Result<(), Failure> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    match super::os::root_as(plan, backend) {
+        Ok(Some(root_as)) => {
+            plan.root_as = Some(root_as);
+            return Ok(());
+        }
+        Ok(None) => {}
+        Err(why) => say.detail(&format!(
+            "sbx-shell: root's program stays host root ({why:#}): the files only root may read are found by walking the host"
+        )),
+    }
+    let (args, user_config) = &plan.sources;
+    plan.policy = inputs::resolve(args, &plan.home, user_config.clone(), inputs::RootFiles::Walk)?;
+    Ok(())
 }
 
 /// Step 2 (after the policy, which says whether bwrap is wanted at all): the host, with
