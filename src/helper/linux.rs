@@ -315,6 +315,7 @@ pub struct RootAs {
     userns: std::os::fd::OwnedFd,
     id: u32,
     tops: Vec<std::path::PathBuf>,
+    scaffolds: Vec<crate::sandbox::rootas::Scaffold>,
 }
 
 impl RootAs {
@@ -338,19 +339,28 @@ pub fn take_root_as(spec: &HelperSpec) -> Option<RootAs> {
         userns,
         id: r.id,
         tops: r.idmapped.clone(),
+        scaffolds: r.scaffolds.clone(),
     })
 }
 
-/// Become root's program as another host id: each mount at or below the trees copied and
-/// id-mapped (where its file system allows; CAP_SYS_ADMIN, so before the capabilities go),
-/// then the namespace entered over those copies, and the working directory entered again
-/// under what now covers it.
+/// Become root's program as another host id: the scaffolds built, each mount at or below
+/// the trees copied and id-mapped (where its file system allows; CAP_SYS_ADMIN, so before
+/// the capabilities go), then the namespace entered over those copies, and the working
+/// directory entered again under what now covers it.
 pub fn become_root_as(r: RootAs) -> io::Result<()> {
     use std::os::fd::AsFd;
+    for s in &r.scaffolds {
+        mounts::scaffold(s)?;
+    }
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
     let trees = crate::sys::userns::mounts_under(&mountinfo, &r.tops)
         .into_iter()
-        .map(|p| Ok((crate::sys::userns::idmapped_clone(&p, r.userns.as_fd())?.0, p)))
+        .map(|p| {
+            Ok((
+                crate::sys::userns::idmapped_clone(&p, r.userns.as_fd())?.0,
+                p,
+            ))
+        })
         .collect::<io::Result<Vec<_>>>()?;
     crate::sys::userns::enter(r.userns.as_fd(), &trees)?;
     let cwd = std::env::current_dir()?;

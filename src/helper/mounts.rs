@@ -454,17 +454,58 @@ fn give_tree(dir: BorrowedFd<'_>, id: u32) -> io::Result<()> {
             );
             match sub {
                 Ok(sub) => stack.push(sub),
-                Err(_) => nix::unistd::fchownat(
-                    &fd,
-                    name,
-                    owner,
-                    group,
-                    AtFlags::AT_SYMLINK_NOFOLLOW,
-                )?,
+                Err(_) => {
+                    nix::unistd::fchownat(&fd, name, owner, group, AtFlags::AT_SYMLINK_NOFOLLOW)?
+                }
             }
         }
     }
     Ok(())
+}
+
+/// A scaffold (`sandbox::rootas`): the kept trees copied with the mounts below them, the
+/// directory covered by an empty tmpfs, the way to each made there (directories 0755, an
+/// empty file where a file goes), each copy put in its place, the tmpfs made read-only.
+pub fn scaffold(s: &crate::sandbox::rootas::Scaffold) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let not_there = || io::Error::from_raw_os_error(libc::ENOENT);
+    let mut kept = Vec::new();
+    for path in &s.keep {
+        let Seen::Node(fd, _, dir) = find(path)? else {
+            return Err(not_there());
+        };
+        let names: Vec<_> = path
+            .strip_prefix(&s.dir)
+            .map_err(io::Error::other)?
+            .iter()
+            .collect();
+        kept.push((clone_tree(fd.as_fd())?, names, dir));
+    }
+    let Seen::Node(top, _, true) = find(&s.dir)? else {
+        return Err(not_there());
+    };
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    mount_new(c"tmpfs", top.as_fd(), flags, c"mode=0755,size=64k")?;
+    for (tree, names, dir) in kept {
+        let mut at = s.dir.clone();
+        for (i, name) in names.iter().enumerate() {
+            at.push(name);
+            let made = match i + 1 == names.len() && !dir {
+                true => std::fs::File::create_new(&at).map(drop),
+                false => std::fs::create_dir(&at),
+            };
+            match made {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                other => other?,
+            }
+            std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o755))?;
+        }
+        let Seen::Node(target, _, _) = find(&at)? else {
+            return Err(not_there());
+        };
+        attach(tree.as_fd(), target.as_fd())?;
+    }
+    legacy_remount(&s.dir, MOUNT_ATTR_RDONLY)
 }
 
 /// A new file system of type `fstype`, with `flags` and the options `data`, mounted on

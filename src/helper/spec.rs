@@ -84,8 +84,11 @@ pub struct RootAs {
     pub userns_fd: i32,
     /// The host id uid and gid 0 are in it (`sys::userns::unused_id`).
     pub id: u32,
-    /// The paths mounted id-mapped for the program: the writable trees and the home.
+    /// The paths mounted id-mapped for the program: what the policy grants it.
     pub idmapped: Vec<std::path::PathBuf>,
+    /// Directories it may not search on the way to them (`sandbox::rootas`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scaffolds: Vec<crate::sandbox::rootas::Scaffold>,
 }
 
 /// Where the helper opens the proxy's port, and how it hands it over.

@@ -17,6 +17,7 @@ pub mod bwrap;
 pub mod landlock;
 pub mod mediated;
 pub mod plan;
+pub mod rootas;
 pub mod seatbelt;
 pub mod seccomp;
 pub mod select;

@@ -345,6 +345,10 @@ mod tests {
                 userns_fd: 11,
                 id: 2_147_000_000,
                 idmapped: vec!["/w".into(), "/tmp".into()],
+                scaffolds: vec![crate::sandbox::rootas::Scaffold {
+                    dir: "/root".into(),
+                    keep: vec!["/root/.cargo".into()],
+                }],
             }),
         };
         let handover = Handover::new(crate::helper::spec::spec_bytes(&spec).unwrap()).unwrap();

@@ -82,10 +82,32 @@ pub fn idmapped_clone(path: &Path, userns: BorrowedFd<'_>) -> io::Result<(OwnedF
 /// The same for the object `fd` names (a layer of an overlay), an error where it cannot be
 /// id-mapped.
 pub fn idmapped_clone_of(fd: BorrowedFd<'_>, userns: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    match idmap(open_tree(fd.as_raw_fd(), c"", libc::AT_EMPTY_PATH as libc::c_uint)?, userns)? {
+    match idmap(
+        open_tree(fd.as_raw_fd(), c"", libc::AT_EMPTY_PATH as libc::c_uint)?,
+        userns,
+    )? {
         (tree, true) => Ok(tree),
         (_, false) => Err(io::Error::from_raw_os_error(libc::EINVAL)),
     }
+}
+
+/// A detached tree (`open_tree`) put over `path` (`move_mount`).
+pub fn move_tree(tree: BorrowedFd<'_>, path: &Path) -> io::Result<()> {
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+    let c = CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: a detached tree's descriptor, an empty path, and a NUL-terminated
+    // destination.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })?;
+    Ok(())
 }
 
 /// A detached copy of the mount `path` names from `dirfd` (`open_tree`, OPEN_TREE_CLONE).
@@ -208,25 +230,13 @@ fn unescape(field: &str) -> std::ffi::OsString {
 /// each of `trees` (`idmapped_clone`) covers its path, and become its root: uid and gid 0
 /// there, no supplementary groups.
 pub fn enter(userns: BorrowedFd<'_>, trees: &[(OwnedFd, std::path::PathBuf)]) -> io::Result<()> {
-    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+    use std::os::fd::AsFd;
     // SAFETY: a namespace descriptor of ours and a flag.
     check(unsafe { libc::setns(userns.as_raw_fd(), libc::CLONE_NEWUSER) }.into())?;
     // SAFETY: flags only.
     check(unsafe { libc::unshare(libc::CLONE_NEWNS) }.into())?;
     for (tree, path) in trees {
-        let c = CString::new(path.as_os_str().as_bytes())?;
-        // SAFETY: our detached tree's descriptor, an empty path, and a NUL-terminated
-        // destination.
-        check(unsafe {
-            libc::syscall(
-                libc::SYS_move_mount,
-                tree.as_raw_fd(),
-                c"".as_ptr(),
-                libc::AT_FDCWD,
-                c.as_ptr(),
-                MOVE_MOUNT_F_EMPTY_PATH,
-            )
-        })?;
+        move_tree(tree.as_fd(), path)?;
     }
     nix::unistd::setgroups(&[])?;
     nix::unistd::setresgid(0.into(), 0.into(), 0.into())?;
@@ -261,7 +271,10 @@ pub fn unused_id(passwd: &str, group: &str, subuid: &str, subgid: &str) -> u32 {
         })
         .collect();
     let taken = |id: u32| {
-        named.contains(&id) || ranges.iter().any(|(s, e)| (*s..*e).contains(&u64::from(id)))
+        named.contains(&id)
+            || ranges
+                .iter()
+                .any(|(s, e)| (*s..*e).contains(&u64::from(id)))
     };
     (1..=FIRST).rev().find(|id| !taken(*id)).unwrap_or(FIRST)
 }
@@ -281,8 +294,9 @@ mod tests {
         // A range ending at the id (exclusive) leaves it free; one holding it does not.
         let subuid = "u:2146000000:999998\n";
         assert_eq!(unused_id(passwd, group, subuid, ""), 2_146_999_998);
+        // Below the one range, the other: the first free id is under both.
         let subgid = "u:2146999000:1000\n";
-        assert_eq!(unused_id(passwd, group, subuid, subgid), 2_146_998_999);
+        assert_eq!(unused_id(passwd, group, subuid, subgid), 2_145_999_999);
         // Lines that are not entries are passed over.
         assert_eq!(unused_id("#x\n::\n", "junk", "a:b:c", ":"), 2_147_000_000);
     }

@@ -261,12 +261,26 @@ fn restored_note(recorded: &[PathBuf], backend_named: bool) -> Option<String> {
 }
 
 /// Root's program under bwrap as root of a user namespace that maps it to another host id
-/// (`sys::userns`): that namespace, the id, and the paths the helper mounts id-mapped for
-/// it (the writable trees, the home, bwrap's `/tmp` and `/dev/shm`; none inside another).
+/// (`sandbox::rootas`): that namespace, the id, the paths the helper mounts id-mapped for
+/// it (what the policy grants, bwrap's `/tmp` and `/dev/shm`; none inside another) and
+/// the scaffolds on the way to them.
 pub(super) struct RootAs {
     userns: std::os::fd::OwnedFd,
     id: u32,
     tops: Vec<PathBuf>,
+    scaffolds: Vec<sandbox::rootas::Scaffold>,
+}
+
+impl RootAs {
+    /// For `-v`.
+    pub(super) fn describe(&self) -> String {
+        format!(
+            "sbx-shell: root's program runs as root of its own user namespace (host id {}): what only host root may read is refused by the kernel; {} granted trees id-mapped, {} reached through a scaffold",
+            self.id,
+            self.tops.len(),
+            self.scaffolds.iter().map(|s| s.keep.len()).sum::<usize>()
+        )
+    }
 }
 
 /// Whether root's program runs as another host id, and the namespace it enters: under
@@ -279,21 +293,13 @@ pub(super) fn root_as(
 ) -> anyhow::Result<Option<RootAs>> {
     use anyhow::{bail, Context as _};
     use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
     let fs = &plan.policy.filesystem;
     let roots = fs.writable_roots();
     let bwrap = matches!(backend, crate::sandbox::Backend::Bwrap { .. });
     if !bwrap || roots.contains(&std::path::Path::new("/")) {
         return Ok(None);
     }
-    let mut paths: Vec<PathBuf> = roots.iter().map(|r| r.to_path_buf()).collect();
-    paths.push(fs.home.real().to_path_buf());
-    paths.sort();
-    paths.dedup();
-    let mut tops: Vec<PathBuf> = paths
-        .iter()
-        .filter(|p| !paths.iter().any(|q| q != *p && p.starts_with(q)))
-        .cloned()
-        .collect();
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
     let id = crate::sys::userns::unused_id(
         &read("/etc/passwd"),
@@ -302,19 +308,43 @@ pub(super) fn root_as(
         &read("/etc/subgid"),
     );
     let userns = crate::sys::userns::mapped_root(id).context("no user namespace")?;
-    for top in tops.iter().filter(|t| t.exists()) {
+    // What the program writes must be root's: each writable place id-mapped, or no switch.
+    let mut written: Vec<PathBuf> = roots.iter().map(|r| r.to_path_buf()).collect();
+    written.push(fs.home.real().to_path_buf());
+    for top in sandbox::rootas::outermost(written)
+        .iter()
+        .filter(|t| t.exists())
+    {
         match crate::sys::userns::idmapped_clone(top, userns.as_fd()) {
             Ok((_, true)) => {}
-            Ok((_, false)) => bail!("{} is on a file system that cannot be id-mapped", top.display()),
+            Ok((_, false)) => bail!(
+                "{} is on a file system that cannot be id-mapped",
+                top.display()
+            ),
             Err(e) => bail!("{} cannot be id-mapped: {e}", top.display()),
         }
     }
     if !crate::sys::userns::tmpfs_idmaps(userns.as_fd()).context("no tmpfs")? {
         bail!("a tmpfs cannot be id-mapped (Linux 6.3)");
     }
+    let mut tops = sandbox::rootas::granted(fs);
+    tops.retain(|t| t.exists());
+    let mut reach = tops.clone();
+    reach.extend(std::env::current_dir().ok());
+    let searchable = |dir: &std::path::Path| {
+        std::fs::metadata(dir)
+            .map(|m| m.mode() & 0o001 != 0 || m.uid() == id || m.gid() == id)
+            .unwrap_or(true)
+    };
+    let scaffolds = sandbox::rootas::scaffolds(&reach, &searchable);
     // bwrap's own: made by host root, written by every program.
     tops.extend(["/tmp", "/dev/shm"].map(PathBuf::from));
-    Ok(Some(RootAs { userns, id, tops }))
+    Ok(Some(RootAs {
+        userns,
+        id,
+        tops,
+        scaffolds,
+    }))
 }
 
 /// `root_as` handed to the helper: the namespace's descriptor inherited, named in `spec`.
@@ -333,6 +363,7 @@ pub(super) fn hand_over_root_as(
         userns_fd: root_as.userns.as_raw_fd(),
         id: root_as.id,
         idmapped: root_as.tops.clone(),
+        scaffolds: root_as.scaffolds.clone(),
     });
     Ok(())
 }

@@ -62,6 +62,12 @@ pub(super) fn read_landlock_refusals(
 /// Root's program as another host id: Linux only.
 pub(super) enum RootAs {}
 
+impl RootAs {
+    pub(super) fn describe(&self) -> String {
+        match *self {}
+    }
+}
+
 pub(super) fn root_as(
     _plan: &super::prepare::Plan,
     _backend: &crate::sandbox::Backend,

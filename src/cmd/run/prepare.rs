@@ -94,12 +94,17 @@ pub(super) fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Pla
 /// Step 3b, root's session only: what only host root may read kept from its program — by
 /// the kernel where the program can run as another host id (`os::root_as`), else by
 /// walking the host for such files and denying each (the policy resolved again).
-pub(super) fn root_files(plan: &mut Plan, backend: &Backend, say: Verbosity) -> Result<(), Failure> {
+pub(super) fn root_files(
+    plan: &mut Plan,
+    backend: &Backend,
+    say: Verbosity,
+) -> Result<(), Failure> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(());
     }
     match super::os::root_as(plan, backend) {
         Ok(Some(root_as)) => {
+            say.detail(&root_as.describe());
             plan.root_as = Some(root_as);
             return Ok(());
         }
@@ -109,7 +114,12 @@ pub(super) fn root_files(plan: &mut Plan, backend: &Backend, say: Verbosity) -> 
         )),
     }
     let (args, user_config) = &plan.sources;
-    plan.policy = inputs::resolve(args, &plan.home, user_config.clone(), inputs::RootFiles::Walk)?;
+    plan.policy = inputs::resolve(
+        args,
+        &plan.home,
+        user_config.clone(),
+        inputs::RootFiles::Walk,
+    )?;
     Ok(())
 }
 

@@ -1,0 +1,126 @@
+//! Root's program as another host id under bwrap: what is mounted id-mapped for it and how
+//! it reaches what it was granted. Pure; `cmd::run` looks at the host and makes the user
+//! namespace (`sys::userns`), the helper applies.
+//!
+//! The model: a root user's program runs as root of a user namespace whose root is one
+//! host id that owns nothing, so every file only host root may read is refused by the
+//! kernel's own permission check, however and whenever it became root-only. What the
+//! policy grants the program — its writable trees, the home, the workspace, read grants,
+//! sockets — is mounted id-mapped through that namespace, where host root's files are the
+//! program's own and what it makes belongs to host root. A grant behind a directory that
+//! such an id may not search (a grant in `/root`, 0700) is reached through a scaffold: that
+//! directory covered by a read-only tmpfs that holds only the ways to the grants in it.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::config::FsMode;
+use crate::policy::Filesystem;
+
+/// A directory the program's id may not search, covered by an empty read-only tmpfs with
+/// each of `keep` (copies of the host's trees, mounts below them included) at its path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scaffold {
+    pub dir: PathBuf,
+    pub keep: Vec<PathBuf>,
+}
+
+/// What the policy grants the program, each path once, outermost only (one inside another
+/// comes with it): the writable roots, the home, the workspace, read grants and sockets.
+pub fn granted(fs: &Filesystem) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = fs
+        .writable_roots()
+        .into_iter()
+        .map(Path::to_path_buf)
+        .collect();
+    paths.push(fs.home.real().to_path_buf());
+    if fs.mode == FsMode::ReadOnly {
+        paths.push(fs.workspace.real().to_path_buf());
+    }
+    paths.extend(fs.readable.iter().map(|p| p.real().to_path_buf()));
+    paths.extend(fs.sockets.iter().map(|p| p.real().to_path_buf()));
+    paths.extend(fs.own_sockets.iter().cloned());
+    outermost(paths)
+}
+
+/// `paths` sorted, each once, without those inside another.
+pub fn outermost(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    paths.sort();
+    paths.dedup();
+    let all = paths.clone();
+    paths.retain(|p| !all.iter().any(|q| q != p && p.starts_with(q)));
+    paths
+}
+
+/// The scaffolds that make each of `reach` reachable: for each path, the outermost of its
+/// ancestors (itself not included) that `searchable` says the program's id may not search;
+/// the paths behind one directory kept together, outermost only. Ancestors are asked
+/// outermost first, so a directory inside a scaffold is never asked about.
+pub fn scaffolds(reach: &[PathBuf], searchable: &dyn Fn(&Path) -> bool) -> Vec<Scaffold> {
+    let mut out: Vec<Scaffold> = Vec::new();
+    for path in outermost(reach.to_vec()) {
+        let mut ancestors: Vec<&Path> = path.ancestors().skip(1).collect();
+        ancestors.reverse();
+        let Some(dir) = ancestors.into_iter().find(|a| !searchable(a)) else {
+            continue;
+        };
+        match out.iter_mut().find(|s| s.dir == dir) {
+            Some(s) => s.keep.push(path.clone()),
+            None => out.push(Scaffold {
+                dir: dir.to_path_buf(),
+                keep: vec![path.clone()],
+            }),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    #[test]
+    fn paths_inside_another_go_with_it() {
+        let got = outermost(vec![p("/w/a"), p("/w"), p("/x"), p("/w"), p("/wx")]);
+        assert_eq!(got, vec![p("/w"), p("/wx"), p("/x")]);
+    }
+
+    #[test]
+    fn a_grant_behind_a_closed_directory_is_kept_in_its_scaffold() {
+        let closed = |d: &Path| d != Path::new("/root") && d != Path::new("/root/.cache/in");
+        let reach = [
+            p("/root/.cargo"),
+            p("/root/.cache/in/agents"),
+            p("/srv/open"),
+            p("/root"),
+        ];
+        // `/root` itself granted: nothing inside it needs a way in.
+        assert!(scaffolds(&reach, &closed).is_empty());
+        let got = scaffolds(&reach[..3], &closed);
+        assert_eq!(
+            got,
+            vec![Scaffold {
+                dir: p("/root"),
+                keep: vec![p("/root/.cache/in/agents"), p("/root/.cargo")],
+            }]
+        );
+    }
+
+    #[test]
+    fn separate_closed_directories_get_a_scaffold_each() {
+        let closed = |d: &Path| !d.ends_with("private");
+        let reach = [p("/a/private/x"), p("/b/private/y/z"), p("/c/open")];
+        let got = scaffolds(&reach, &closed);
+        assert_eq!(
+            got.iter().map(|s| s.dir.clone()).collect::<Vec<_>>(),
+            vec![p("/a/private"), p("/b/private")]
+        );
+        assert_eq!(got[1].keep, vec![p("/b/private/y/z")]);
+    }
+}
