@@ -250,6 +250,10 @@ pub struct Filesystem {
     /// lock file, a backup being rewritten) is no reason to stop; the rest of `denied` is
     /// checked against what sbx-shell saw.
     pub found_denied: Vec<PathBuf>,
+    /// What `allow_denied` let the program at: for root's program as another id
+    /// (`sandbox::rootas`), granted like a read grant, so that a root-only file is read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed: Vec<ResolvedPath>,
     /// The session's own sockets the program may connect to (its ssh agent): set for the
     /// session by sbx-shell, not by a layer; reachable under every backend (with Landlock
     /// alone, the guard connects them).

@@ -149,8 +149,9 @@ fn resolve_filesystem(
         .collect();
     deny_ssh_identities(&mut denied, &mut found_denied, (&trees, &home), ctx, fs)?;
     denied.extend(collect(&|c| &c.filesystem.deny)?);
-    for allowed in collect(&|c| &c.filesystem.allow_denied)? {
-        denied.remove(&allowed);
+    let allowed = collect(&|c| &c.filesystem.allow_denied)?;
+    for path in &allowed {
+        denied.remove(path);
     }
     let mut protected = builtin(DEFAULT_PROTECTED, "default protected paths")?;
     // sbx-shell's own configuration, profiles and state, wherever XDG puts them: a session
@@ -171,6 +172,7 @@ fn resolve_filesystem(
         protected: protected.into_iter().collect(),
         sockets: sockets.into_iter().collect(),
         found_denied,
+        allowed,
         own_sockets: Vec::new(),
         revealed: Vec::new(),
         views: Vec::new(),

@@ -6,7 +6,7 @@
 //! host id that owns nothing, so every file only host root may read is refused by the
 //! kernel's own permission check, however and whenever it became root-only. What the
 //! policy grants the program — its writable trees, the home, the workspace, read grants,
-//! sockets — is mounted id-mapped through that namespace, where host root's files are the
+//! what `allow_denied` lets it at, sockets — is mounted id-mapped through that namespace, where host root's files are the
 //! program's own and what it makes belongs to host root. A grant behind a directory that
 //! such an id may not search (a grant in `/root`, 0700) is reached through a scaffold: that
 //! directory covered by a read-only tmpfs that holds only the ways to the grants in it.
@@ -28,7 +28,8 @@ pub struct Scaffold {
 }
 
 /// What the policy grants the program, each path once, outermost only (one inside another
-/// comes with it): the writable roots, the home, the workspace, read grants and sockets.
+/// comes with it): the writable roots, the home, the workspace, read grants, what
+/// `allow_denied` lets it at, and sockets.
 pub fn granted(fs: &Filesystem) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = fs
         .writable_roots()
@@ -40,6 +41,7 @@ pub fn granted(fs: &Filesystem) -> Vec<PathBuf> {
         paths.push(fs.workspace.real().to_path_buf());
     }
     paths.extend(fs.readable.iter().map(|p| p.real().to_path_buf()));
+    paths.extend(fs.allowed.iter().map(|p| p.real().to_path_buf()));
     paths.extend(fs.sockets.iter().map(|p| p.real().to_path_buf()));
     paths.extend(fs.own_sockets.iter().cloned());
     outermost(paths)

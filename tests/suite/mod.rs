@@ -12,6 +12,7 @@ mod policy;
 mod privatehome;
 mod protections;
 mod refusals;
+mod rootfiles;
 mod sandbox;
 mod ssh;
 mod sshagent;

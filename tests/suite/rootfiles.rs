@@ -1,0 +1,134 @@
+//! Root's program is not root on the host: under bwrap it runs as root of its own user
+//! namespace, another host id, and the kernel refuses it every file only host root may
+//! read — made before the session, during it, or made root-only in place — while the
+//! workspace stays writable and what it makes there is host root's. Each run beside an
+//! unconfined control that reads them all.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use super::sandbox::{assert_lines, tools_present, Lab, User};
+use super::support::wait_until;
+
+/// A directory of root's files outside every grant, removed on drop.
+struct Planted(PathBuf);
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn plant(path: &Path, text: &str, mode: u32) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, format!("{text}\n")).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// One session of `backend`: it reads `inplace` (still readable), says it started, waits
+/// for the host's changes, reads every file, then makes one in the workspace. Its output.
+fn session(lab: &Lab, backend: &str, dir: &Path) -> String {
+    for name in ["started", "go", "made"] {
+        let _ = fs::remove_file(lab.ws.join(name));
+    }
+    plant(&dir.join("inplace"), "PUBLIC-THEN-SECRET", 0o644);
+    let _ = fs::remove_file(dir.join("during.key"));
+    let _ = fs::remove_dir_all(dir.join("new"));
+    let d = dir.display();
+    let script = format!(
+        "cat {d}/inplace; echo > started; while [ ! -e go ]; do sleep 0.05; done; \
+         for f in before.key inplace during.key new/deep.key; do cat {d}/$f 2>&1; done; \
+         echo made > made && echo DONE"
+    );
+    let child = lab
+        .command(backend, &["-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the session to start", || {
+        lab.ws.join("started").exists().then_some(())
+    });
+    // The host, while the session runs: a new root-only file, a new root-only file in a
+    // new directory, and a readable file made root-only in place.
+    plant(&dir.join("during.key"), "SECRET-DURING", 0o600);
+    plant(&dir.join("new/deep.key"), "SECRET-NEW-DIR", 0o600);
+    fs::set_permissions(dir.join("inplace"), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::write(lab.ws.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    format!(
+        "{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn root_only_files_stay_unreadable_made_before_during_or_in_place() {
+    if !tools_present() {
+        return;
+    }
+    let dir = PathBuf::from(format!("/srv/sbx-rootfiles-{}", std::process::id()));
+    let _planted = Planted(dir.clone());
+    plant(&dir.join("before.key"), "SECRET-BEFORE", 0o600);
+    let lab = Lab::new("rootfiles", User::Root, false);
+    let control = session(&lab, "none", &dir);
+    assert_lines(
+        &control,
+        &[
+            "PUBLIC-THEN-SECRET",
+            "SECRET-BEFORE",
+            "SECRET-DURING",
+            "SECRET-NEW-DIR",
+            "DONE",
+        ],
+        "control",
+    );
+    let backend = "bwrap";
+    let out = session(&lab, backend, &dir);
+    assert_lines(&out, &["PUBLIC-THEN-SECRET", "DONE"], backend);
+    for secret in ["SECRET-BEFORE", "SECRET-DURING", "SECRET-NEW-DIR"] {
+        assert!(
+            !out.contains(secret),
+            "{backend}: {secret} was read:\n{out}"
+        );
+    }
+    assert_eq!(
+        out.matches("PUBLIC-THEN-SECRET").count(),
+        1,
+        "{backend}: made root-only in place, still read:\n{out}"
+    );
+    assert_eq!(
+        out.matches("Permission denied").count(),
+        4,
+        "{backend}: each refused by the kernel:\n{out}"
+    );
+    let made = fs::metadata(lab.ws.join("made")).unwrap();
+    assert_eq!(
+        (made.uid(), made.gid()),
+        (0, 0),
+        "{backend}: the workspace's new file is not root's"
+    );
+    // What it sees of itself: root, with host root's files its own in the workspace, and
+    // the rest of the host's owners unknown to it.
+    let (_, ids, err) = lab.sh(
+        backend,
+        &[],
+        "id -u; stat -c %u README; stat -c %U /etc/passwd; chown 1:1 README 2>&1",
+    );
+    assert_lines(&ids, &["0", "0", "nobody"], &format!("{backend}: {err}"));
+    assert!(
+        ids.contains("Operation not permitted") || ids.contains("Invalid argument"),
+        "{backend}: a chown to an id outside its namespace worked:\n{ids}"
+    );
+    let readme = fs::metadata(lab.ws.join("README")).unwrap();
+    assert_eq!(readme.uid(), 0, "{backend}: README's owner changed");
+    // Refused by the kernel, not by a list of root's files: the session says so.
+    let (_, _, said) = lab.sh(backend, &["-v"], "true");
+    assert!(
+        said.contains("root's program runs as root of its own user namespace"),
+        "{backend}: {said}"
+    );
+}
