@@ -89,6 +89,16 @@ pub struct Cli {
     pub command: Vec<OsString>,
 }
 
+impl Cli {
+    /// How much the run says (`-q`, `-v`).
+    pub fn verbosity(&self) -> crate::sys::say::Verbosity {
+        crate::sys::say::Verbosity {
+            quiet: self.quiet,
+            verbose: self.verbose,
+        }
+    }
+}
+
 /// Commands other than running a program.
 #[derive(Debug, Subcommand)]
 pub enum Action {

@@ -452,18 +452,24 @@ fn names_nul(joined: &[u8]) -> impl Iterator<Item = PathBuf> + '_ {
 
 /// Write the record at `path` (0600 in a 0700 directory), whole or not at all. A
 /// directory whose path or names hold a newline is left out (listed afresh each time).
+/// Written unnamed (`O_TMPFILE`), named only to be renamed over the record at once; a name
+/// a killed writer left is removed by the next one.
 fn write_record(path: &Path, record: &Record) -> std::io::Result<()> {
     use std::io::Write;
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let dir = path.parent().unwrap_or(Path::new("/"));
     crate::sys::files::create_private_dir(dir)?;
-    let temp = dir.join(format!(".root-only.{}", std::process::id()));
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temp)?;
+    remove_stray_temps(dir);
+    let temp = dir.join(format!("{TEMP_PREFIX}{}", std::process::id()));
+    let _ = std::fs::remove_file(&temp);
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).mode(0o600);
+    // A file system without unnamed files (overlayfs before Linux 6.6): named from the start.
+    let (file, named) = match open.clone().custom_flags(libc::O_TMPFILE).open(dir) {
+        Ok(file) => (file, false),
+        Err(_) => (open.create_new(true).open(&temp)?, true),
+    };
     let mut out = std::io::BufWriter::new(file);
     out.write_all(RECORD_HEADER)?;
     writeln!(
@@ -505,8 +511,40 @@ fn write_record(path: &Path, record: &Record) -> std::io::Result<()> {
         }
     }
     out.write_all(&record.verbatim)?;
-    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    if !named {
+        nix::unistd::linkat(
+            nix::fcntl::AT_FDCWD,
+            format!("/proc/self/fd/{}", file.as_raw_fd()).as_str(),
+            nix::fcntl::AT_FDCWD,
+            &temp,
+            nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+        )?;
+    }
     std::fs::rename(&temp, path)
+}
+
+/// The name a record is given just before it is renamed over the last: `TEMP_PREFIX` and
+/// the writer's pid.
+const TEMP_PREFIX: &str = ".root-only.";
+
+/// Names a writer killed between naming its record and renaming it left in `dir`: those
+/// whose process is gone.
+fn remove_stray_temps(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(TEMP_PREFIX))
+            .and_then(|p| p.parse::<i32>().ok());
+        if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// uid 0's home directory, from the passwd database.
@@ -648,7 +686,16 @@ mod tests {
                 dirs: b"ssh/ssl".to_vec(),
             },
         );
+        // A writer killed between naming its record and renaming it left one behind.
+        let stray = base.join("cache/.root-only.2147483646");
+        std::fs::create_dir_all(stray.parent().unwrap()).unwrap();
+        std::fs::write(&stray, "half").unwrap();
         write_record(&path, &record).unwrap();
+        let names: Vec<_> = std::fs::read_dir(base.join("cache"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("root-only.json")]);
         let back = read_record(&path, None);
         if nix::unistd::geteuid().is_root() {
             let back = back.unwrap();

@@ -18,6 +18,29 @@ use serde::{Deserialize, Serialize};
 use crate::policy::config::FsMode;
 use crate::policy::Filesystem;
 
+/// Root's program as another host id, as sbx-shell made it ready (`cmd::run`): the user
+/// namespace whose root is `id`, the paths the helper mounts id-mapped through it (what
+/// the policy grants, bwrap's `/tmp` and `/dev/shm`; none inside another) and the
+/// scaffolds on the way to them.
+pub struct RootAs {
+    pub userns: std::os::fd::OwnedFd,
+    pub id: u32,
+    pub tops: Vec<PathBuf>,
+    pub scaffolds: Vec<Scaffold>,
+}
+
+impl RootAs {
+    /// For `-v`.
+    pub fn describe(&self) -> String {
+        format!(
+            "sbx-shell: root's program runs as root of its own user namespace (host id {}): what only host root may read is refused by the kernel; {} granted trees id-mapped, {} reached through a scaffold",
+            self.id,
+            self.tops.len(),
+            self.scaffolds.iter().map(|s| s.keep.len()).sum::<usize>()
+        )
+    }
+}
+
 /// A directory the program's id may not search, covered by an empty read-only tmpfs with
 /// each of `keep` (copies of the host's trees, mounts below them included) at its path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

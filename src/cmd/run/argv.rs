@@ -3,7 +3,6 @@
 //! the launcher, with the pipes that carry its spec and bwrap's options.
 
 use super::environment::{Places, SessionDirs};
-use super::os;
 use super::prepare::Plan;
 use crate::helper::spec::{self as helper_spec, HelperSpec, ProcessLimits, ProxyListen};
 use crate::host::Host;
@@ -116,7 +115,7 @@ impl Launcher {
         let mut spec = helper_spec(plan, (host, layers), net, session, (&lifeline, dirs));
         spec.refusals_fd = reports.as_ref().map(AsRawFd::as_raw_fd);
         if let Some(root_as) = &plan.root_as {
-            os::hand_over_root_as(root_as, &mut spec)?;
+            hand_over_root_as(root_as, &mut spec)?;
         }
         let spec = handover(helper_spec::spec_bytes(&spec)?)?;
         let helper_argv =
@@ -261,4 +260,25 @@ pub(super) fn session_options(policy: &Policy, layers: &InProcess) -> SessionOpt
         cgroup: None,
         clipboard: policy.clipboard,
     }
+}
+
+/// `root_as` handed to the helper: the namespace's descriptor inherited, named in `spec`.
+fn hand_over_root_as(
+    root_as: &crate::sandbox::rootas::RootAs,
+    spec: &mut crate::helper::spec::HelperSpec,
+) -> Result<(), Failure> {
+    use anyhow::Context as _;
+    use std::os::fd::AsRawFd;
+    nix::fcntl::fcntl(
+        &root_as.userns,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .context("cannot hand the user namespace over")?;
+    spec.root_as = Some(crate::helper::spec::RootAs {
+        userns_fd: root_as.userns.as_raw_fd(),
+        id: root_as.id,
+        idmapped: root_as.tops.clone(),
+        scaffolds: root_as.scaffolds.clone(),
+    });
+    Ok(())
 }

@@ -11,6 +11,7 @@ use super::argv::HelperExe;
 use super::prepare::Plan;
 use crate::protect::planted::{Planted, Snapshot};
 use crate::protect::repos::Repos;
+use crate::sandbox::rootas::RootAs;
 use crate::sandbox::{self, Backend};
 use crate::sys::exit::Failure;
 use crate::sys::say::Verbosity;
@@ -260,41 +261,21 @@ fn restored_note(recorded: &[PathBuf], backend_named: bool) -> Option<String> {
     ))
 }
 
-/// Root's program under bwrap as root of a user namespace that maps it to another host id
-/// (`sandbox::rootas`): that namespace, the id, the paths the helper mounts id-mapped for
-/// it (what the policy grants, bwrap's `/tmp` and `/dev/shm`; none inside another) and
-/// the scaffolds on the way to them.
-pub(super) struct RootAs {
-    userns: std::os::fd::OwnedFd,
-    id: u32,
-    tops: Vec<PathBuf>,
-    scaffolds: Vec<sandbox::rootas::Scaffold>,
-}
-
-impl RootAs {
-    /// For `-v`.
-    pub(super) fn describe(&self) -> String {
-        format!(
-            "sbx-shell: root's program runs as root of its own user namespace (host id {}): what only host root may read is refused by the kernel; {} granted trees id-mapped, {} reached through a scaffold",
-            self.id,
-            self.tops.len(),
-            self.scaffolds.iter().map(|s| s.keep.len()).sum::<usize>()
-        )
-    }
-}
-
-/// Whether root's program runs as another host id, and the namespace it enters: under
-/// bwrap, unless the whole file system is writable (then nothing is root's only), where
-/// the kernel can id-map each writable place and a tmpfs. `Ok(None)`: not asked of this
-/// session; an error: asked, and not possible on this machine (why).
+/// Whether root's program runs as another host id, and the namespace it enters: for root,
+/// under bwrap, unless the whole file system is writable (then nothing is root's only),
+/// where the kernel can id-map each writable place and a tmpfs. `Ok(None)`: not asked of
+/// this session; an error: asked, and not possible on this machine (why).
 pub(super) fn root_as(
-    plan: &super::prepare::Plan,
+    policy: &crate::policy::Policy,
     backend: &crate::sandbox::Backend,
 ) -> anyhow::Result<Option<RootAs>> {
     use anyhow::{bail, Context as _};
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
     use std::os::fd::AsFd;
     use std::os::unix::fs::MetadataExt;
-    let fs = &plan.policy.filesystem;
+    let fs = &policy.filesystem;
     let roots = fs.writable_roots();
     let bwrap = matches!(backend, crate::sandbox::Backend::Bwrap { .. });
     if !bwrap || roots.contains(&std::path::Path::new("/")) {
@@ -345,25 +326,4 @@ pub(super) fn root_as(
         tops,
         scaffolds,
     }))
-}
-
-/// `root_as` handed to the helper: the namespace's descriptor inherited, named in `spec`.
-pub(super) fn hand_over_root_as(
-    root_as: &RootAs,
-    spec: &mut crate::helper::spec::HelperSpec,
-) -> Result<(), Failure> {
-    use anyhow::Context as _;
-    use std::os::fd::AsRawFd;
-    nix::fcntl::fcntl(
-        &root_as.userns,
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-    )
-    .context("cannot hand the user namespace over")?;
-    spec.root_as = Some(crate::helper::spec::RootAs {
-        userns_fd: root_as.userns.as_raw_fd(),
-        id: root_as.id,
-        idmapped: root_as.tops.clone(),
-        scaffolds: root_as.scaffolds.clone(),
-    });
-    Ok(())
 }

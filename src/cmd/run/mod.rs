@@ -48,20 +48,16 @@ use crate::session::pty;
 use crate::session::{Child, Session, SessionOptions};
 use crate::sys::exit::Failure;
 use crate::sys::process;
-use crate::sys::say::Verbosity;
 
 pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let started = SystemTime::now();
-    let say = Verbosity {
-        quiet: cli.quiet,
-        verbose: cli.verbose,
-    };
+    let say = cli.verbosity();
     process::install_subreaper();
     pty::install_panic_hook();
     let mut plan = prepare::resolve(&cli, login_arg0, say)?;
     let host = prepare::measure_host(&plan);
     let backend = prepare::choose_backend(&plan, &host, say)?;
-    prepare::root_files(&mut plan, &backend, say)?;
+    prepare::root_files(os::root_as(&plan.policy, &backend), &mut plan, say)?;
     let (journal, _journal_file) = Journal::open(&journal::dir(&plan.home));
     let net = prepare::start_network(&plan, &backend, (&cli.resolve, journal.sink()), say)?;
     let (ssh, questions) = ssh::start(&mut plan, &backend, net.as_ref(), &journal, say)?;

@@ -60,24 +60,9 @@ pub(super) fn read_landlock_refusals(
 }
 
 /// Root's program as another host id: Linux only.
-pub(super) enum RootAs {}
-
-impl RootAs {
-    pub(super) fn describe(&self) -> String {
-        match *self {}
-    }
-}
-
 pub(super) fn root_as(
-    _plan: &super::prepare::Plan,
+    _policy: &crate::policy::Policy,
     _backend: &crate::sandbox::Backend,
-) -> anyhow::Result<Option<RootAs>> {
+) -> anyhow::Result<Option<crate::sandbox::rootas::RootAs>> {
     Ok(None)
-}
-
-pub(super) fn hand_over_root_as(
-    root_as: &RootAs,
-    _spec: &mut crate::helper::spec::HelperSpec,
-) -> Result<(), Failure> {
-    match *root_as {}
 }

@@ -11,6 +11,7 @@ use crate::policy::profiles;
 use crate::policy::program;
 use crate::policy::shell;
 use crate::policy::Policy;
+use crate::sandbox::rootas::RootAs;
 use crate::sandbox::{select, Backend};
 use crate::session::cgroup;
 use crate::sys::exit::Failure;
@@ -27,7 +28,7 @@ pub(super) struct Plan {
     /// What the policy was resolved from, for root's second resolution (`root_files`).
     sources: (crate::cli::PolicyArgs, Option<crate::policy::Layer>),
     /// Root's session under bwrap: its program as another host id (`root_files`).
-    pub(super) root_as: Option<super::os::RootAs>,
+    pub(super) root_as: Option<RootAs>,
 }
 
 /// Step 1: the real shell, the launch plan (the program checked before anything else is
@@ -92,17 +93,17 @@ pub(super) fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Pla
 }
 
 /// Step 3b, root's session only: what only host root may read kept from its program — by
-/// the kernel where the program can run as another host id (`os::root_as`), else by
-/// walking the host for such files and denying each (the policy resolved again).
+/// the kernel where the program can run as another host id (`found`, `os::root_as`), else
+/// by walking the host for such files and denying each (the policy resolved again).
 pub(super) fn root_files(
+    found: anyhow::Result<Option<RootAs>>,
     plan: &mut Plan,
-    backend: &Backend,
     say: Verbosity,
 ) -> Result<(), Failure> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(());
     }
-    match super::os::root_as(plan, backend) {
+    match found {
         Ok(Some(root_as)) => {
             say.detail(&root_as.describe());
             plan.root_as = Some(root_as);
