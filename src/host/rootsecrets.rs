@@ -466,9 +466,9 @@ fn write_record(path: &Path, record: &Record) -> std::io::Result<()> {
     let mut open = std::fs::OpenOptions::new();
     open.write(true).mode(0o600);
     // A file system without unnamed files (overlayfs before Linux 6.6): named from the start.
-    let (file, named) = match open.clone().custom_flags(libc::O_TMPFILE).open(dir) {
-        Ok(file) => (file, false),
-        Err(_) => (open.create_new(true).open(&temp)?, true),
+    let (file, named) = match UNNAMED.map(|flag| open.clone().custom_flags(flag).open(dir)) {
+        Some(Ok(file)) => (file, false),
+        _ => (open.create_new(true).open(&temp)?, true),
     };
     let mut out = std::io::BufWriter::new(file);
     out.write_all(RECORD_HEADER)?;
@@ -524,6 +524,12 @@ fn write_record(path: &Path, record: &Record) -> std::io::Result<()> {
     }
     std::fs::rename(&temp, path)
 }
+
+/// How a file is opened unnamed in a directory, where there is a way.
+#[cfg(target_os = "linux")]
+const UNNAMED: Option<i32> = Some(libc::O_TMPFILE);
+#[cfg(not(target_os = "linux"))]
+const UNNAMED: Option<i32> = None;
 
 /// The name a record is given just before it is renamed over the last: `TEMP_PREFIX` and
 /// the writer's pid.
