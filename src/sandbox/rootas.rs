@@ -19,26 +19,39 @@ use crate::policy::config::FsMode;
 use crate::policy::Filesystem;
 
 /// Root's program as another host id, as sbx-shell made it ready (`cmd::run`): the user
-/// namespace whose root is `id`, the paths the helper mounts id-mapped through it (what
-/// the policy grants, bwrap's `/tmp` and `/dev/shm`; none inside another) and the
-/// scaffolds on the way to them.
+/// namespace whose root is `id`. What is mounted for it follows from the policy as it is
+/// when the helper is started (`mounts`): the session adds its own sockets late.
 pub struct RootAs {
     pub userns: std::os::fd::OwnedFd,
     pub id: u32,
-    pub tops: Vec<PathBuf>,
-    pub scaffolds: Vec<Scaffold>,
 }
 
 impl RootAs {
     /// For `-v`.
     pub fn describe(&self) -> String {
         format!(
-            "sbx-shell: root's program runs as root of its own user namespace (host id {}): what only host root may read is refused by the kernel; {} granted trees id-mapped, {} reached through a scaffold",
-            self.id,
-            self.tops.len(),
-            self.scaffolds.iter().map(|s| s.keep.len()).sum::<usize>()
+            "sbx-shell: root's program runs as root of its own user namespace (host id {}): what only host root may read is refused by the kernel",
+            self.id
         )
     }
+}
+
+/// The paths the helper mounts id-mapped (what `fs` grants that exists, bwrap's `/tmp` and
+/// `/dev/shm`) and the scaffolds on the way to them and to `cwd`; `searchable` says
+/// whether the program's id may search a directory of the host.
+pub fn mounts(
+    fs: &Filesystem,
+    cwd: &Path,
+    searchable: &dyn Fn(&Path) -> bool,
+) -> (Vec<PathBuf>, Vec<Scaffold>) {
+    let mut tops = granted(fs);
+    tops.retain(|t| t.exists());
+    let mut reach = tops.clone();
+    reach.push(cwd.to_path_buf());
+    let scaffolds = scaffolds(&reach, searchable);
+    // bwrap's own: made by host root, written by every program.
+    tops.extend(["/tmp", "/dev/shm"].map(PathBuf::from));
+    (tops, scaffolds)
 }
 
 /// A directory the program's id may not search, covered by an empty read-only tmpfs with
@@ -108,6 +121,22 @@ mod tests {
 
     fn p(s: &str) -> PathBuf {
         PathBuf::from(s)
+    }
+
+    #[test]
+    fn what_the_policy_grants_is_mapped_outermost_only() {
+        let policy = crate::policy::test_support::policy_with(
+            "/home/u/proj",
+            r#"{"filesystem": {"read": ["/srv/data", "/srv/data/deep"], "write": ["/out"],
+                "allow_denied": ["/etc/app.key"]}}"#,
+        );
+        let got = granted(&policy.filesystem);
+        for want in ["/home/u", "/srv/data", "/out", "/etc/app.key"] {
+            assert!(got.contains(&p(want)), "{want} in {got:?}");
+        }
+        // Inside the home, or inside another grant: mounted with it.
+        assert!(!got.contains(&p("/home/u/proj")), "{got:?}");
+        assert!(!got.contains(&p("/srv/data/deep")), "{got:?}");
     }
 
     #[test]

@@ -115,7 +115,9 @@ impl Launcher {
         let mut spec = helper_spec(plan, (host, layers), net, session, (&lifeline, dirs));
         spec.refusals_fd = reports.as_ref().map(AsRawFd::as_raw_fd);
         if let Some(root_as) = &plan.root_as {
-            hand_over_root_as(root_as, &mut spec)?;
+            let fs = &plan.policy.filesystem;
+            let cwd = host.place.cwd.as_deref().unwrap_or(fs.workspace.real());
+            hand_over_root_as(root_as, (fs, cwd, session.tty()), &mut spec)?;
         }
         let spec = handover(helper_spec::spec_bytes(&spec)?)?;
         let helper_argv =
@@ -262,23 +264,43 @@ pub(super) fn session_options(policy: &Policy, layers: &InProcess) -> SessionOpt
     }
 }
 
-/// `root_as` handed to the helper: the namespace's descriptor inherited, named in `spec`.
+/// `root_as` handed to the helper: the namespace's descriptor inherited, named in `spec`
+/// with what is mounted for the program (`rootas::mounts`, from `fs` as it now is); the
+/// session's own terminal (`tty`, the inner pty) given to the program's id, as a login
+/// gives the user's terminal to the user: its name opens it (`/dev/console` under bwrap).
 fn hand_over_root_as(
     root_as: &crate::sandbox::rootas::RootAs,
+    (fs, cwd, tty): (
+        &crate::policy::Filesystem,
+        &std::path::Path,
+        Option<&std::path::Path>,
+    ),
     spec: &mut crate::helper::spec::HelperSpec,
 ) -> Result<(), Failure> {
     use anyhow::Context as _;
     use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
     nix::fcntl::fcntl(
         &root_as.userns,
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
     )
     .context("cannot hand the user namespace over")?;
+    let id = root_as.id;
+    if let Some(tty) = tty {
+        std::os::unix::fs::chown(tty, Some(id), Some(id))
+            .with_context(|| format!("cannot give {} to the program", tty.display()))?;
+    }
+    let searchable = |dir: &std::path::Path| {
+        std::fs::metadata(dir)
+            .map(|m| m.mode() & 0o001 != 0 || m.uid() == id || m.gid() == id)
+            .unwrap_or(true)
+    };
+    let (idmapped, scaffolds) = crate::sandbox::rootas::mounts(fs, cwd, &searchable);
     spec.root_as = Some(crate::helper::spec::RootAs {
         userns_fd: root_as.userns.as_raw_fd(),
-        id: root_as.id,
-        idmapped: root_as.tops.clone(),
-        scaffolds: root_as.scaffolds.clone(),
+        id,
+        idmapped,
+        scaffolds,
     });
     Ok(())
 }

@@ -274,7 +274,6 @@ pub(super) fn root_as(
         return Ok(None);
     }
     use std::os::fd::AsFd;
-    use std::os::unix::fs::MetadataExt;
     let fs = &policy.filesystem;
     let roots = fs.writable_roots();
     let bwrap = matches!(backend, crate::sandbox::Backend::Bwrap { .. });
@@ -308,22 +307,5 @@ pub(super) fn root_as(
     if !crate::sys::userns::tmpfs_idmaps(userns.as_fd()).context("no tmpfs")? {
         bail!("a tmpfs cannot be id-mapped (Linux 6.3)");
     }
-    let mut tops = sandbox::rootas::granted(fs);
-    tops.retain(|t| t.exists());
-    let mut reach = tops.clone();
-    reach.extend(std::env::current_dir().ok());
-    let searchable = |dir: &std::path::Path| {
-        std::fs::metadata(dir)
-            .map(|m| m.mode() & 0o001 != 0 || m.uid() == id || m.gid() == id)
-            .unwrap_or(true)
-    };
-    let scaffolds = sandbox::rootas::scaffolds(&reach, &searchable);
-    // bwrap's own: made by host root, written by every program.
-    tops.extend(["/tmp", "/dev/shm"].map(PathBuf::from));
-    Ok(Some(RootAs {
-        userns,
-        id,
-        tops,
-        scaffolds,
-    }))
+    Ok(Some(RootAs { userns, id }))
 }
