@@ -8,6 +8,7 @@
 # Environment:
 #   BENCH_DIRS   directories made outside the package trees first (default 10000)
 #   BENCH_RUNS   starts per subject, alternating; the median is kept (default 21)
+#   SBX_BIN      an sbx-shell binary to measure instead of this checkout's release build
 # Needs root (to run as nobody), bwrap, python3 and /usr/bin/time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,14 +17,18 @@ for tool in bwrap python3 /usr/bin/time setpriv; do
   command -v "$tool" >/dev/null || { echo "needs $tool. Hint: apt-get install bubblewrap python3 time util-linux" >&2; exit 1; }
 done
 
-revision=$(git describe --always --dirty 2>/dev/null || echo unknown)
-cargo build --release --locked --quiet
+if [ -n "${SBX_BIN:-}" ]; then
+  revision="$SBX_BIN"
+else
+  revision=$(git describe --always --dirty 2>/dev/null || echo unknown)
+  cargo build --release --locked --quiet
+fi
 # Outside /tmp (private inside the sandbox), where nobody may enter; the binary is copied
 # there so that nobody can run it from any checkout.
 work=$(mktemp -d -p /var/tmp sbx-bench-root.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"
-cp target/release/sbx-shell "$work/sbx-shell"
+cp "${SBX_BIN:-target/release/sbx-shell}" "$work/sbx-shell"
 dirs=${BENCH_DIRS:-10000}
 python3 - "$work/host" "$dirs" <<'EOF'
 import os, sys
