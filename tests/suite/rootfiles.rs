@@ -132,3 +132,76 @@ fn root_only_files_stay_unreadable_made_before_during_or_in_place() {
         "{backend}: {said}"
     );
 }
+
+/// No file the program makes or changes runs as its owner or group: root's would run as
+/// host root for anyone. chmod, an open that makes a file, an unnamed file, mknod — each
+/// beside an unconfined control that makes them all, and an ordinary mode still set.
+#[test]
+fn no_file_the_program_makes_is_set_user_or_group_id() {
+    if !tools_present() {
+        return;
+    }
+    let script = r#"
+import os, stat
+def tried(what, act):
+    try:
+        act()
+        print(what, "MADE")
+    except OSError as e:
+        print(what, "REFUSED", e.errno)
+open("plain", "w").close()
+tried("chmod-suid", lambda: os.chmod("plain", 0o4755))
+tried("chmod-sgid", lambda: os.chmod("plain", 0o2755))
+fd = os.open("plain", os.O_RDONLY)
+tried("fchmod-suid", lambda: os.fchmod(fd, 0o4755))
+tried("open-suid", lambda: os.close(os.open("made", os.O_CREAT | os.O_WRONLY, 0o4755)))
+tried("tmpfile-suid", lambda: os.close(os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o6755)))
+tried("mknod-suid", lambda: os.mknod("node", stat.S_IFREG | 0o4755))
+tried("chmod-plain", lambda: os.chmod("plain", 0o755))
+for name in ("plain", "made", "node"):
+    try:
+        mode = os.stat(name).st_mode
+        print(name, "SETID" if mode & 0o6000 else "plain")
+    except FileNotFoundError:
+        pass
+"#;
+    let setid = [
+        "chmod-suid",
+        "chmod-sgid",
+        "fchmod-suid",
+        "open-suid",
+        "tmpfile-suid",
+        "mknod-suid",
+    ];
+    for user in [User::Root, User::Nobody] {
+        let lab = Lab::new("setid", user, false);
+        let (_, control, err) = lab.sh("none", &[], &format!("python3 -c '{script}'"));
+        for what in setid {
+            assert_lines(
+                &control,
+                &[&format!("{what} MADE")],
+                &format!("control: {err}"),
+            );
+        }
+        for backend in ["bwrap", "landlock"] {
+            let what = lab.what(backend);
+            for name in ["plain", "made", "node"] {
+                let _ = fs::remove_file(lab.ws.join(name));
+            }
+            let (_, out, err) = lab.sh(backend, &[], &format!("python3 -c '{script}'"));
+            for call in setid {
+                assert_lines(
+                    &out,
+                    &[&format!("{call} REFUSED 1")],
+                    &format!("{what}: {err}"),
+                );
+            }
+            assert_lines(
+                &out,
+                &["chmod-plain MADE", "plain plain"],
+                &format!("{what}: {err}"),
+            );
+            assert!(!out.contains("SETID"), "{what}:\n{out}");
+        }
+    }
+}

@@ -209,6 +209,20 @@ fn write_seccomp(out: &mut String, title: &str, filter: &seccomp::Filter) {
                 family,
                 types: Some(types),
             } => format!(" when the family is {family} and the type one of {types:?}"),
+            seccomp::Condition::SetsSetId {
+                arg,
+                creating: None,
+            } => format!(" when the mode (argument {arg}) sets S_ISUID or S_ISGID"),
+            seccomp::Condition::SetsSetId {
+                arg,
+                creating: Some((flags_arg, flags)),
+            } => {
+                let flags: Vec<String> = flags.iter().map(|f| format!("{f:#o}")).collect();
+                format!(
+                    " when the mode (argument {arg}) sets S_ISUID or S_ISGID and the flags (argument {flags_arg}) one of {}",
+                    flags.join(" ")
+                )
+            }
         };
         let _ = writeln!(out, "  {}{when}: {}", rule.syscalls.join(" "), rule.why);
     }

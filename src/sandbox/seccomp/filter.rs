@@ -48,7 +48,22 @@ pub enum Condition {
         #[serde(default)]
         types: Option<Vec<u32>>,
     },
+    /// Denied when argument `arg`, a file mode, sets S_ISUID or S_ISGID; with `creating`
+    /// (argument, flags), only when one of those flags is set in it too (open's O_CREAT,
+    /// O_TMPFILE: its mode is read only then).
+    SetsSetId {
+        arg: u8,
+        #[serde(default)]
+        creating: Option<(u8, Vec<u32>)>,
+    },
 }
+
+pub const S_ISUID: u32 = 0o4000;
+pub const S_ISGID: u32 = 0o2000;
+/// open's flags that make a file with the mode given (`__O_TMPFILE` alone: `O_TMPFILE`
+/// adds `O_DIRECTORY`, which an ordinary open of a directory sets too).
+pub const O_CREAT: u32 = 0o100;
+pub const O_TMPFILE_ONLY: u32 = 0o20000000;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,6 +100,7 @@ fn always(syscalls: &[&str], why: &str) -> Rule {
 /// host socket with every datagram.
 pub fn build_filter(policy: &Policy, alone: bool) -> Filter {
     let mut rules = always_denied();
+    rules.extend(setid_rules());
     rules.extend(socket_rules(&policy.network, alone));
     Filter {
         rules,
@@ -139,6 +155,25 @@ fn always_denied() -> Vec<Rule> {
             ],
             "changing what the filesystem looks like",
         ),
+    ]
+}
+
+/// No file the program makes or changes runs as its owner or group (set-user-ID or
+/// set-group-ID): root's program would otherwise leave a program that runs as host root
+/// for anyone, and any program one that runs as its user. `chmod`, `creat`, `open` and
+/// `mknod` exist on x86_64 only.
+fn setid_rules() -> Vec<Rule> {
+    let creating = vec![O_CREAT, O_TMPFILE_ONLY];
+    let rule = |syscalls: &[&str], arg, creating: Option<(u8, Vec<u32>)>| Rule {
+        syscalls: syscalls.iter().map(|s| s.to_string()).collect(),
+        condition: Condition::SetsSetId { arg, creating },
+        why: "set-user-ID and set-group-ID files".into(),
+    };
+    vec![
+        rule(&["chmod", "fchmod", "creat", "mknod"], 1, None),
+        rule(&["fchmodat", "fchmodat2", "mknodat"], 2, None),
+        rule(&["open"], 2, Some((1, creating.clone()))),
+        rule(&["openat"], 3, Some((2, creating))),
     ]
 }
 
