@@ -424,7 +424,8 @@ pub fn overlay(
 
 /// The directory `dir` and all beneath it made `id`'s (uid and gid), unless `dir` is that
 /// id's already: an upper layer that sessions before root's program ran as another id left
-/// as host root's. Through descriptors alone, never following a symlink.
+/// as host root's. Through descriptors alone, never following a symlink; a file with more
+/// than one name is left as it is.
 fn give_tree(dir: BorrowedFd<'_>, id: u32) -> io::Result<()> {
     use nix::fcntl::{AtFlags, OFlag};
     use nix::sys::stat::Mode;
@@ -452,12 +453,23 @@ fn give_tree(dir: BorrowedFd<'_>, id: u32) -> io::Result<()> {
                 OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
                 Mode::empty(),
             );
-            match sub {
-                Ok(sub) => stack.push(sub),
-                Err(_) => {
-                    nix::unistd::fchownat(&fd, name, owner, group, AtFlags::AT_SYMLINK_NOFOLLOW)?
-                }
+            if let Ok(sub) = sub {
+                stack.push(sub);
+                continue;
             }
+            // Anything else as the very object found (`O_PATH`, not followed); a file
+            // with other names is left as it is: one of them could lie outside the layer.
+            let node = nix::fcntl::openat(
+                &fd,
+                name,
+                OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )?;
+            let st = nix::sys::stat::fstat(&node)?;
+            if st.st_mode & libc::S_IFMT != libc::S_IFDIR && st.st_nlink > 1 {
+                continue;
+            }
+            nix::unistd::fchownat(&node, "", owner, group, AtFlags::AT_EMPTY_PATH)?;
         }
     }
     Ok(())
@@ -551,4 +563,43 @@ pub fn mount_state(fd: BorrowedFd<'_>) -> io::Result<(bool, bool)> {
     let vfs = nix::sys::statvfs::fstatvfs(fd)?;
     let writable = !vfs.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY);
     Ok((root, writable))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn a_layer_is_given_whole_but_a_file_with_another_name() {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "giving files to another id takes root: run the unit tests as root"
+        );
+        let base = std::env::temp_dir().join(format!("sbx-give-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("upper/a/b")).unwrap();
+        std::fs::write(base.join("upper/a/b/f"), "x").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", base.join("upper/a/link")).unwrap();
+        // A name in the layer for a file outside it.
+        std::fs::write(base.join("outside"), "y").unwrap();
+        std::fs::hard_link(base.join("outside"), base.join("upper/a/linked")).unwrap();
+        let Seen::Node(upper, _, true) = find(&base.join("upper")).unwrap() else {
+            panic!("no layer");
+        };
+        give_tree(upper.as_fd(), 4_000_123).unwrap();
+        let uid = |p: &str| std::fs::symlink_metadata(base.join(p)).unwrap().uid();
+        for given in [
+            "upper",
+            "upper/a",
+            "upper/a/b",
+            "upper/a/b/f",
+            "upper/a/link",
+        ] {
+            assert_eq!(uid(given), 4_000_123, "{given}");
+        }
+        assert_eq!(uid("outside"), 0);
+        assert_eq!(std::fs::metadata("/etc/passwd").unwrap().uid(), 0);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 }
