@@ -261,9 +261,10 @@ pub struct PolicyArgs {
     #[arg(long = "deny", value_name = "PATH")]
     pub deny: Vec<String>,
 
-    /// Network: none, full, or allow=DOMAIN,DOMAIN… (e.g. allow=api.example.com,*.example.org).
+    /// Network: none, full, or allow=DOMAIN,DOMAIN… (e.g. allow=api.example.com,*.example.org);
+    /// repeatable: allow-lists add up, to the profile's too; none or full replaces.
     #[arg(long, value_name = "none|full|allow=DOMAINS")]
-    pub net: Option<String>,
+    pub net: Vec<String>,
 
     /// Pass on the environment variable NAME although it looks secret or names a hidden
     /// socket (repeatable).

@@ -149,7 +149,7 @@ pub fn flags_layer(args: &PolicyArgs) -> anyhow::Result<Layer> {
         .map(|p| Entry::from(p.as_str()))
         .collect();
     config.clipboard = args.clipboard;
-    config.network = args.net.as_deref().map(parse_net).transpose()?;
+    config.network = net_flags(&args.net)?;
     config.environment.allow = args
         .allow_env
         .iter()
@@ -206,6 +206,22 @@ pub fn parse_net(value: &str) -> anyhow::Result<NetworkConfig> {
     }
 }
 
+/// Every `--net`, in order, as one layer's network: allow-lists add up, `none` and `full`
+/// replace what came before (as layers do, `policy::domains`).
+fn net_flags(values: &[String]) -> anyhow::Result<Option<NetworkConfig>> {
+    let mut network = None;
+    for value in values {
+        network = Some(match (parse_net(value)?, network) {
+            (NetworkConfig::Allow(more), Some(NetworkConfig::Allow(mut list))) => {
+                list.allow.extend(more.allow);
+                NetworkConfig::Allow(list)
+            }
+            (this, _) => this,
+        });
+    }
+    Ok(network)
+}
+
 /// Seconds from `90`, `90s`, `30m` or `2h`.
 pub fn parse_duration(value: &str) -> anyhow::Result<u64> {
     let (number, unit) = match value.find(|c: char| !c.is_ascii_digit()) {
@@ -229,6 +245,31 @@ pub fn parse_duration(value: &str) -> anyhow::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn net_flags_add_up_in_order() {
+        let hosts = |values: &[&str]| {
+            let values: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+            match net_flags(&values).unwrap() {
+                Some(NetworkConfig::Allow(list)) => list
+                    .allow
+                    .iter()
+                    .map(|e| e.value().to_string())
+                    .collect::<Vec<_>>(),
+                other => vec![format!("{other:?}")],
+            }
+        };
+        assert_eq!(
+            hosts(&["allow=a.example.com", "allow=b.example.com,c.example.com"]),
+            ["a.example.com", "b.example.com", "c.example.com"]
+        );
+        assert_eq!(
+            hosts(&["allow=a.example.com", "none"]),
+            ["Some(Mode(None))"]
+        );
+        assert_eq!(hosts(&["full", "allow=a.example.com"]), ["a.example.com"]);
+        assert_eq!(hosts(&[]), ["None"]);
+    }
 
     #[test]
     fn durations_take_a_unit() {

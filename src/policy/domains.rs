@@ -7,26 +7,30 @@ use std::collections::BTreeSet;
 use super::config::{NetworkConfig, NetworkMode};
 use super::model::{DomainRule, Layer, Network, PolicyError};
 
+/// The network from every layer, in order: `none` or `full` replaces what came before; an
+/// allow-list adds its hosts to the one before it (a profile's hosts are kept when the user
+/// allows one more), or replaces `none` and `full`. Each host is read with its layer's
+/// origin; none of it: no network.
 pub(super) fn resolve_network(layers: &[Layer]) -> Result<Network, PolicyError> {
-    let Some((origin, network)) = layers
-        .iter()
-        .rev()
-        .find_map(|l| l.config.network.as_ref().map(|n| (&l.origin, n)))
-    else {
-        return Ok(Network::None);
-    };
-    match network {
-        NetworkConfig::Mode(NetworkMode::None) => Ok(Network::None),
-        NetworkConfig::Mode(NetworkMode::Full) => Ok(Network::Full),
-        NetworkConfig::Allow(list) => {
-            let rules: BTreeSet<DomainRule> = list
-                .allow
-                .iter()
-                .map(|e| parse_domain_rule(e.value(), origin))
-                .collect::<Result<_, _>>()?;
-            Ok(Network::Allow(rules.into_iter().collect()))
-        }
+    let mut network = Network::None;
+    for layer in layers {
+        network = match (&layer.config.network, network) {
+            (None, kept) => kept,
+            (Some(NetworkConfig::Mode(NetworkMode::None)), _) => Network::None,
+            (Some(NetworkConfig::Mode(NetworkMode::Full)), _) => Network::Full,
+            (Some(NetworkConfig::Allow(list)), before) => {
+                let mut rules: BTreeSet<DomainRule> = match before {
+                    Network::Allow(rules) => rules.into_iter().collect(),
+                    Network::None | Network::Full => BTreeSet::new(),
+                };
+                for entry in &list.allow {
+                    rules.insert(parse_domain_rule(entry.value(), &layer.origin)?);
+                }
+                Network::Allow(rules.into_iter().collect())
+            }
+        };
     }
+    Ok(network)
 }
 
 /// "example.com", "*.example.com", "1.2.3.4", "[::1]", each with an optional ":port".

@@ -535,3 +535,66 @@ fn without_network_what_the_program_asked_for_is_named_at_once() {
         "control: {text}\n{err}"
     );
 }
+
+/// Allow-lists add up: a host of the user's configuration (as a profile's would be) stays
+/// when `--net allow=` is given, twice; `--net none` after them replaces them all. Each
+/// backend, beside the origin reached bare.
+#[test]
+fn repeated_net_flags_add_to_the_hosts_a_lower_layer_allows() {
+    if !tools_present() || !curl_present() {
+        return;
+    }
+    let origin = Origin::start();
+    let port = origin.port;
+    let script = ["kept", "one", "two", "other"]
+        .map(|h| {
+            format!(
+                "curl -sS --max-time 10 -o /dev/null -w '{h} %{{http_code}}\\n' http://{h}.test:{port}/ 2>/dev/null || echo {h} FAILED\n"
+            )
+        })
+        .concat();
+    let bare = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            &format!("http://127.0.0.1:{port}/bare"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&bare.stdout).contains("ORIGIN-OK GET /bare"),
+        "bare: {bare:?}"
+    );
+    let lab = Lab::new("net-add", super::sandbox::User::Root, false);
+    let config = lab.home.join(".config/sbx-shell");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.json"),
+        format!(r#"{{"network": {{"allow": ["kept.test:{port}"]}}}}"#),
+    )
+    .unwrap();
+    let mut owned: Vec<String> = ["one", "two"]
+        .iter()
+        .flat_map(|h| ["--net".to_string(), format!("allow={h}.test:{port}")])
+        .collect();
+    for host in ["kept", "one", "two", "other"] {
+        owned.extend(["--resolve".to_string(), format!("{host}.test:127.0.0.1")]);
+    }
+    let args: Vec<&str> = owned.iter().map(String::as_str).collect();
+    for backend in ["bwrap", "landlock"] {
+        let (_, out, err) = lab.sh(backend, &args, &script);
+        let what = format!("{backend}:\n{out}\n{err}");
+        assert_lines(
+            &out,
+            &["kept 200", "one 200", "two 200", "other 403"],
+            &what,
+        );
+        // No --resolve: it applies to an allow-list only.
+        let mut none = args[..4].to_vec();
+        none.extend(["--net", "none"]);
+        let (_, out, err) = lab.sh(backend, &none, &script);
+        let what = format!("{backend}, then none:\n{out}\n{err}");
+        assert!(!out.contains(" 200"), "{what}");
+    }
+}

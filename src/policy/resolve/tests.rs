@@ -94,6 +94,33 @@ fn the_defaults_are_the_safe_ones() {
 }
 
 #[test]
+fn allow_lists_add_up_and_none_or_full_replaces() {
+    let hosts = |network: &[&str]| {
+        let layers: Vec<Layer> = network
+            .iter()
+            .enumerate()
+            .map(|(i, n)| layer(&format!("layer{i}"), &format!(r#"{{"network": {n}}}"#)))
+            .collect();
+        match policy(&layers).network {
+            Network::Allow(rules) => rules.into_iter().map(|r| r.host).collect(),
+            other => vec![format!("{other:?}")],
+        }
+    };
+    let a = r#"{"allow": ["a.example.com"]}"#;
+    let b = r#"{"allow": ["b.example.com", "a.example.com"]}"#;
+    // A profile's hosts kept when the user allows one more.
+    assert_eq!(hosts(&[a, b]), ["a.example.com", "b.example.com"]);
+    assert_eq!(hosts(&[a, r#""none""#]), ["None"]);
+    assert_eq!(hosts(&[a, r#""full""#]), ["Full"]);
+    // After none or full, an allow-list is the whole list.
+    assert_eq!(hosts(&[r#""full""#, b]), ["a.example.com", "b.example.com"]);
+    assert_eq!(
+        hosts(&[a, r#""none""#, r#"{"allow": ["c.example.com"]}"#]),
+        ["c.example.com"]
+    );
+}
+
+#[test]
 fn later_layers_win_for_scalars_and_add_to_lists() {
     let user = layer(
         "user",
