@@ -236,7 +236,7 @@ pub fn apply_landlock(ruleset: &Ruleset) -> Result<(), ConfineError> {
             .map_err(landlock_err)?;
     }
     let mut created = builder.create().map_err(landlock_err)?;
-    if let Some(port) = ruleset.connect_port {
+    if let Some(port) = ruleset.connect_port.filter(|_| ruleset.deny_tcp) {
         created = created
             .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
             .map_err(landlock_err)?;

@@ -433,7 +433,8 @@ fn pump(from: &mut TcpStream, to: &mut TcpStream) -> io::Result<()> {
     }
 }
 
-/// The environment that points the program's HTTP clients at the proxy.
+/// The environment that points the program's HTTP clients at the proxy, and past it for
+/// loopback only (`NO_PROXY`): a server the program started is reached directly, as bare.
 pub fn proxy_env(port: u16) -> Vec<(String, String)> {
     let url = format!("http://127.0.0.1:{port}");
     let mut env = Vec::new();
@@ -441,8 +442,14 @@ pub fn proxy_env(port: u16) -> Vec<(String, String)> {
         env.push((name.to_string(), url.clone()));
         env.push((name.to_ascii_lowercase(), url.clone()));
     }
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.push((name.to_string(), LOOPBACK_NAMES.to_string()));
+    }
     env
 }
+
+/// What `NO_PROXY` names: loopback, by name and address.
+pub const LOOPBACK_NAMES: &str = "localhost,127.0.0.1,::1";
 
 /// With no network at all, the package managers' retries only delay the failure (npm
 /// waits 70 s over two retries of a lookup that cannot succeed, pip 8 s over five): the

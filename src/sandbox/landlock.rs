@@ -231,7 +231,11 @@ pub fn build_ruleset(
             add(Path::new("/dev/pts"), Access::Terminal);
         }
     }
-    let deny_tcp = policy.network != Network::Full;
+    // Under bwrap the program's network namespace is its own (with no network or an
+    // allow-list): its loopback holds the proxy and the servers the program starts, and
+    // leads nowhere else, so TCP there is the program's, as bare. Alone, loopback is the
+    // host's: nothing but the proxy's port.
+    let deny_tcp = policy.network != Network::Full && layering == Layering::Alone;
     Ok(Ruleset {
         layering,
         rules,
@@ -653,7 +657,7 @@ mod tests {
             port(Some(3128)),
         )
         .unwrap();
-        assert_eq!((under.deny_tcp, under.connect_port), (true, Some(3128)));
+        assert_eq!((under.deny_tcp, under.connect_port), (false, Some(3128)));
         let no_port =
             super::build_ruleset(&allow, Layering::Alone, (&nothing, &children), port(None));
         assert_eq!(no_port, Err(LandlockError::NoProxy));
@@ -665,7 +669,8 @@ mod tests {
         assert_eq!(access_of(&r, "/"), [Access::Read]);
         assert_eq!(access_of(&r, "/home/u/proj"), [Access::ReadWrite]);
         assert_eq!(access_of(&r, "/dev/pts"), [Access::Terminal]);
-        assert!(r.deny_tcp && r.scoped);
+        // TCP in the sandbox's own network namespace is the program's.
+        assert!(!r.deny_tcp && r.scoped);
         assert!(!r.rules.iter().any(|rule| rule.path == Path::new("/home/u")));
     }
 

@@ -78,7 +78,8 @@ port = int(sys.argv[1])
 proxy = os.environ["HTTP_PROXY"]
 print("PROXY", proxy)
 names = ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"]
-if all(os.environ.get(n) == proxy for n in names) and not ({"NO_PROXY", "no_proxy"} & set(os.environ)):
+loopback = "localhost,127.0.0.1,::1"
+if all(os.environ.get(n) == proxy for n in names) and all(os.environ.get(n) == loopback for n in ("NO_PROXY", "no_proxy")):
     print("PROXY-ENV-OK")
 phost, pport = proxy.rsplit("/", 1)[1].rsplit(":", 1)
 def ask(raw):
@@ -153,7 +154,8 @@ fn the_allow_list_lets_listed_hosts_through_the_proxy_and_nothing_else() {
             "-c",
             &script,
         ];
-        // A NO_PROXY that would send allowed.test around the proxy is removed.
+        // A NO_PROXY that would send allowed.test around the proxy is replaced (loopback
+        // only).
         let out = lab
             .command(backend, &args)
             .env("NO_PROXY", "allowed.test,127.0.0.1")
@@ -597,4 +599,37 @@ fn repeated_net_flags_add_to_the_hosts_a_lower_layer_allows() {
         let what = format!("{backend}, then none:\n{out}\n{err}");
         assert!(!out.contains(" 200"), "{what}");
     }
+}
+
+/// A server the program starts on loopback is reached directly, by curl and by python's
+/// urllib, with the proxy in place for everything else (`NO_PROXY` names loopback): under
+/// bwrap, the sandbox's own loopback. Beside the same run bare.
+#[test]
+fn the_programs_own_server_on_loopback_is_reached_past_the_proxy() {
+    if !tools_present() || !curl_present() {
+        return;
+    }
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let script = format!(
+        r#"{PYTHON} -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 & server=$!
+        for i in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:{port}/ --noproxy '*' && break; sleep 0.05; done
+        curl -sS --max-time 10 -o /dev/null -w 'CURL %{{http_code}}\n' http://localhost:{port}/
+        {PYTHON} -c 'import urllib.request; print("URLLIB", urllib.request.urlopen("http://localhost:{port}/", timeout=10).status)'
+        kill $server"#
+    );
+    let lab = Lab::new("loopback", super::sandbox::User::Root, false);
+    let bare = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("HTTP_PROXY", "http://127.0.0.1:9")
+        .env("http_proxy", "http://127.0.0.1:9")
+        .env("NO_PROXY", "localhost,127.0.0.1")
+        .output()
+        .unwrap();
+    let bare = String::from_utf8_lossy(&bare.stdout).into_owned();
+    assert_lines(&bare, &["CURL 200", "URLLIB 200"], "bare");
+    let (_, out, err) = lab.sh("bwrap", &["--net", "allow=example.test"], &script);
+    assert_lines(&out, &["CURL 200", "URLLIB 200"], &format!("bwrap: {err}"));
 }
