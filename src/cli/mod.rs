@@ -36,7 +36,7 @@ pub const VERSION: &str = if cfg!(target_os = "linux") {
     version = VERSION,
     about = "Run a shell or an agent TUI on a pseudo-terminal of its own, supervised",
     after_help = include_str!("help_examples.txt"),
-    override_usage = "sbx-shell [OPTIONS] [-- COMMAND [ARGS...]]\n       sbx-shell [OPTIONS] -c COMMAND_STRING [-- ARG0 [ARGS...]]\n       sbx-shell explain|why|doctor|schema|log|completions|man [OPTIONS]",
+    override_usage = "sbx-shell [OPTIONS] [-- COMMAND [ARGS...]]\n       sbx-shell [OPTIONS] -c COMMAND_STRING [-- ARG0 [ARGS...]]\n       sbx-shell explain|why|doctor|setup|login-shell|schema|log|home|completions|man [OPTIONS]",
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {

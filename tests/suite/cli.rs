@@ -23,14 +23,37 @@ fn version_and_help_with_examples() {
         out.contains("Examples:") && out.contains("sbx-shell -- claude"),
         "{out}"
     );
+    // The usage names every command.
+    let usage = out
+        .lines()
+        .find(|l| l.contains("explain|"))
+        .unwrap_or_default();
+    for command in [
+        "explain",
+        "why",
+        "doctor",
+        "setup",
+        "login-shell",
+        "log",
+        "home",
+        "man",
+    ] {
+        assert!(usage.contains(command), "{command} not in: {usage}");
+    }
 }
 
 #[test]
 fn bad_input_gets_an_error_and_a_hint() {
-    let cases: [(&[&str], i32, &str); 5] = [
+    let cases: [(&[&str], i32, &str); 6] = [
         (&["--frobnicate"], 2, "--frobnicate"),
         (&["--pty", "sometimes"], 2, "sometimes"),
         (&["vim"], 1, "sbx-shell -- vim"),
+        // A command of sbx-shell after the options: put first, not run as a program.
+        (
+            &["--profile", "gemini", "explain"],
+            1,
+            "Hint: sbx-shell explain [OPTIONS]",
+        ),
         (
             &["--", "no-such-command-xyz"],
             127,

@@ -60,7 +60,7 @@ pub(super) fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Pla
         passwd: program::passwd_shell(),
     };
     let shell = shell::resolve(&candidates, &system)?;
-    let launch = launch::plan(&request, &shell)?;
+    let launch = launch::plan(&request, &shell).map_err(subcommand_after_options)?;
     if shell::fell_back(&candidates, &shell) && launch.program == shell.as_os_str() {
         say.note(&format!(
             "sbx-shell: no real shell is known ($SHELL and the passwd entry name sbx-shell or nothing usable, and no \"shell\" is configured): running {}. Fix: sbx-shell login-shell --shell /bin/bash (records \"shell\" in {}), or run with --shell",
@@ -90,6 +90,21 @@ pub(super) fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Pla
         sources: (policy_args, user_config),
         root_as: None,
     })
+}
+
+/// A stray word that is one of sbx-shell's commands (`sbx-shell --profile p explain`): a
+/// command comes before the options, which the error says rather than to run a program of
+/// that name.
+fn subcommand_after_options(e: launch::PlanError) -> anyhow::Error {
+    use clap::CommandFactory;
+    match e {
+        launch::PlanError::StrayArgument(word)
+            if crate::cli::Cli::command().find_subcommand(&word).is_some() =>
+        {
+            anyhow!("`{word}` is a command of sbx-shell, and a command comes before the options\nHint: sbx-shell {word} [OPTIONS] (to run a program named {word} instead: sbx-shell [OPTIONS] -- {word})")
+        }
+        other => other.into(),
+    }
 }
 
 /// Step 3b, root's session only: what only host root may read kept from its program — by
