@@ -220,8 +220,14 @@ pub fn shell_word(value: &str) -> String {
 
 /// What the guard reported (`cause`, `path`), judged by where it points: a denied path is
 /// hidden, a protected refusal is protected, anything else is a write outside the writable
-/// places, allowed by `--write` of its directory.
-pub fn of_write(cause: Cause, path: &Path, policy: &super::Policy, home: &Path) -> Refusal {
+/// places, allowed by `--write` of its directory — unless that would open the home or a
+/// directory programs run from (`runs_from`, the `PATH`): then why none is suggested.
+pub fn of_write(
+    cause: Cause,
+    path: &Path,
+    policy: &super::Policy,
+    (home, runs_from): (&Path, &[std::path::PathBuf]),
+) -> Refusal {
     let fs = &policy.filesystem;
     if cause == Cause::Socket {
         return Refusal {
@@ -265,11 +271,25 @@ pub fn of_write(cause: Cause, path: &Path, policy: &super::Policy, home: &Path) 
         };
     }
     let dir = path.parent().unwrap_or(path);
+    let grant = format!("--write {}", shell_word(&tilde(dir, home)));
+    let opens = if home.starts_with(dir) {
+        Some("the whole home, with what runs at your next login".to_string())
+    } else {
+        runs_from
+            .iter()
+            .find(|p| p.is_absolute() && p.starts_with(dir))
+            .map(|p| format!("{}, which programs run from (PATH)", tilde(p, home)))
+    };
     Refusal {
         kind: Kind::Write,
         subject: path.display().to_string(),
         why: "outside the writable places".into(),
-        fix: Some(format!("--write {}", shell_word(&tilde(dir, home)))),
+        fix: Some(match opens {
+            Some(opens) => format!(
+                "none suggested: {grant} would open {opens}; grant a directory deeper inside"
+            ),
+            None => grant,
+        }),
     }
 }
 
@@ -280,12 +300,12 @@ pub fn of_landlock(
     reads: bool,
     blockers: &[String],
     path: &Path,
-    (policy, home): (&super::Policy, &Path),
+    (policy, home, runs_from): (&super::Policy, &Path, &[std::path::PathBuf]),
 ) -> Option<Refusal> {
     if !blockers.iter().all(|b| b.starts_with("fs.")) {
         return None;
     }
-    let hidden = of_write(Cause::Outside, path, policy, home);
+    let hidden = of_write(Cause::Outside, path, policy, (home, runs_from));
     if hidden.kind == Kind::Hidden || !reads {
         return Some(hidden);
     }
@@ -513,9 +533,45 @@ fn plural(n: u64, word: &str) -> String {
 mod tests {
     use super::*;
     use crate::policy::test_support::policy_with;
+    use std::path::PathBuf;
 
     fn home() -> &'static Path {
         Path::new("/home/u")
+    }
+
+    #[test]
+    fn no_grant_is_suggested_that_opens_the_home_or_where_programs_run_from() {
+        let policy = policy_with("/w", "{}");
+        let runs_from = [
+            PathBuf::from("/home/u/.cargo/bin"),
+            PathBuf::from("/usr/local/bin"),
+            PathBuf::from("relative"),
+        ];
+        let fix = |p: &str| {
+            of_write(Cause::ReadOnly, Path::new(p), &policy, (home(), &runs_from))
+                .fix
+                .unwrap()
+        };
+        // A build's cache: its own directory, which holds no programs.
+        assert_eq!(
+            fix("/home/u/.cargo/registry/index/x"),
+            "--write ~/.cargo/registry/index"
+        );
+        assert_eq!(fix("/home/u/.cache/pip/y"), "--write ~/.cache/pip");
+        for (path, opens) in [
+            (
+                "/home/u/.cargo/.package-cache",
+                "~/.cargo/bin, which programs run from",
+            ),
+            ("/home/u/.notes-at-the-top", "the whole home"),
+            ("/home/x", "the whole home"),
+            ("/usr/local/lib", "/usr/local/bin"),
+            ("/usr/local/bin/tool", "/usr/local/bin"),
+        ] {
+            let fix = fix(path);
+            assert!(fix.starts_with("none suggested: --write "), "{path}: {fix}");
+            assert!(fix.contains(opens), "{path}: {fix}");
+        }
     }
 
     #[test]
@@ -525,7 +581,7 @@ mod tests {
             Cause::ReadOnly,
             Path::new("/home/u/notes/a"),
             &policy,
-            home(),
+            (home(), &[]),
         );
         assert_eq!(w.kind, Kind::Write);
         assert_eq!(w.fix.as_deref(), Some("--write ~/notes"));
@@ -533,7 +589,7 @@ mod tests {
             Cause::ReadOnly,
             Path::new("/home/u/.ssh/x"),
             &policy,
-            home(),
+            (home(), &[]),
         );
         assert_eq!(h.kind, Kind::Hidden);
         assert!(h.fix.unwrap().contains("\"allow_denied\": [\"~/.ssh\"]"));
@@ -541,7 +597,7 @@ mod tests {
             Cause::Protected,
             Path::new("/w/.git/hooks/pre-commit"),
             &policy,
-            home(),
+            (home(), &[]),
         );
         assert_eq!(p.kind, Kind::Protected);
         assert!(p.fix.unwrap().starts_with("none: "));
@@ -549,10 +605,15 @@ mod tests {
             Cause::Protected,
             Path::new("/w/.git/config"),
             &policy,
-            home(),
+            (home(), &[]),
         );
         assert!(c.fix.unwrap().starts_with("--allow-git-config"));
-        let s = of_write(Cause::Socket, Path::new("/run/user/0/bus"), &policy, home());
+        let s = of_write(
+            Cause::Socket,
+            Path::new("/run/user/0/bus"),
+            &policy,
+            (home(), &[]),
+        );
         assert_eq!(
             (s.kind, s.fix.as_deref()),
             (
@@ -657,7 +718,7 @@ mod tests {
     fn what_landlock_refused_is_judged_by_where_it_points() {
         let policy = policy_with("/w", "{}");
         let read = vec!["fs.read_file".to_string()];
-        let at = |p: &str, reads| of_landlock(reads, &read, Path::new(p), (&policy, home()));
+        let at = |p: &str, reads| of_landlock(reads, &read, Path::new(p), (&policy, home(), &[]));
         assert_eq!(
             at("/home/u/.aws/credentials", true).unwrap().kind,
             Kind::Hidden
@@ -670,7 +731,7 @@ mod tests {
         assert_eq!(at("/srv/data/x", false).unwrap().kind, Kind::Write);
         let net = vec!["net.connect_tcp".to_string()];
         assert_eq!(
-            of_landlock(false, &net, Path::new("/x"), (&policy, home())),
+            of_landlock(false, &net, Path::new("/x"), (&policy, home(), &[])),
             None
         );
     }

@@ -186,9 +186,10 @@ fn reports_pipe(plan: &Plan, journal: &Journal) -> Result<std::os::fd::OwnedFd, 
     };
     let (read, write) = pipe().context("cannot create the pipe for the guard's refusals")?;
     let (policy, home) = (plan.policy.clone(), plan.home.clone());
+    let runs_from = runs_from();
     journal
         .listen(read, move |cause, path| {
-            refusal::of_write(cause, path, &policy, &home)
+            refusal::of_write(cause, path, &policy, (&home, &runs_from))
         })
         .context("cannot start reading the guard's refusals")?;
     Ok(write)
@@ -303,4 +304,12 @@ fn hand_over_root_as(
         scaffolds,
     });
     Ok(())
+}
+
+/// The directories programs run from, which no suggested grant may cover: this process's
+/// `PATH` (the program's, but for what the policy adds).
+pub(super) fn runs_from() -> Vec<std::path::PathBuf> {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default()
 }

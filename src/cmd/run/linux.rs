@@ -66,9 +66,11 @@ pub(super) fn read_landlock_refusals(
         }
     };
     let (policy, home) = (plan.policy.clone(), plan.home.clone());
+    let runs_from = super::argv::runs_from();
     let judge = move |blockers: &[String], path: &std::path::Path| {
         let reads = crate::session::audit::reads(blockers);
-        crate::policy::refusal::of_landlock(reads, blockers, path, (&policy, &home))
+        let judged = (&policy, home.as_path(), runs_from.as_slice());
+        crate::policy::refusal::of_landlock(reads, blockers, path, judged)
     };
     // As the kernel names it: with every symlink on the way resolved.
     let marker = std::fs::canonicalize(marker).unwrap_or_else(|_| marker.to_path_buf());
