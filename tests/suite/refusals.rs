@@ -578,3 +578,50 @@ fn reads_landlock_refuses_are_named_from_the_audit() {
         assert_eq!(summary_line(&err, "hidden paths"), "", "{err}");
     }
 }
+
+/// A refused write whose directory would, granted, open the home or a directory programs
+/// run from (on `PATH`) gets no `--write` suggestion but why; one deeper inside gets its
+/// own directory. Both backends, beside the same writes bare.
+#[test]
+fn no_write_suggested_opens_the_home_or_a_path_directory() {
+    if !tools_present() {
+        return;
+    }
+    let lab = Lab::new("refusals-narrow", User::Root, false);
+    for dir in [".cargo/bin", ".cargo/notes"] {
+        std::fs::create_dir_all(lab.home.join(dir)).unwrap();
+    }
+    let path = format!("{}/.cargo/bin:/usr/bin:/bin", lab.home.display());
+    let script = "touch ~/.cargo/.package-cache ~/.top-file ~/.cargo/notes/x; true";
+    let bare = Command::new("/bin/sh")
+        .args(["-c", script])
+        .env("HOME", &lab.home)
+        .status()
+        .unwrap();
+    assert!(
+        bare.success() && lab.home.join(".top-file").exists(),
+        "bare"
+    );
+    for name in [".cargo/.package-cache", ".top-file", ".cargo/notes/x"] {
+        std::fs::remove_file(lab.home.join(name)).unwrap();
+    }
+    for backend in ["bwrap", "landlock"] {
+        let out = lab
+            .command(backend, &["-c", script])
+            .env("PATH", &path)
+            .shown();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let what = format!("{}: {err}", lab.what(backend));
+        let line = summary_line(&err, "writes outside the writable places");
+        assert!(
+            line.contains("3 (") && line.contains("--write ~/.cargo/notes"),
+            "{what}"
+        );
+        for why in [
+            "none suggested: --write ~/.cargo would open ~/.cargo/bin, which programs run from (PATH)",
+            "none suggested: --write ~ would open the whole home",
+        ] {
+            assert!(line.contains(why), "{why}: {what}");
+        }
+    }
+}
