@@ -42,6 +42,11 @@ pub struct Launch {
 }
 
 impl Launch {
+    /// Whether this runs the shell for the user to type into (no command, no `-c`).
+    pub fn is_shell_session(&self) -> bool {
+        self.program == self.shell.as_os_str() && !self.args.iter().any(|a| a == "-c")
+    }
+
     /// With `extra` put right after the program's name when its file name has an entry
     /// (`policy.program_args`); a shell or an unlisted program is left as it is.
     pub fn with_program_args(
@@ -206,6 +211,18 @@ mod tests {
         assert_eq!(launch.arg0, "/bin/bash");
         assert!(launch.args.is_empty());
         assert_eq!(launch.shell, Path::new("/bin/bash"));
+        assert!(launch.is_shell_session());
+        let string = Request {
+            command_string: Some("true".into()),
+            ..request()
+        };
+        let command = Request {
+            command: vec!["vim".into()],
+            ..request()
+        };
+        for r in [string, command] {
+            assert!(!plan(&r, Path::new("/bin/bash")).unwrap().is_shell_session());
+        }
     }
 
     #[test]

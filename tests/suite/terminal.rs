@@ -635,3 +635,36 @@ fn the_programs_terminal_has_a_name_it_can_open() {
         );
     }
 }
+
+/// A shell the user types into starts with one line that says it is sandboxed, by what,
+/// and where refusals show; a command, or the same shell with `--quiet`, gets none. Both
+/// backends.
+#[test]
+fn an_interactive_shell_says_once_that_it_is_sandboxed() {
+    const LINE: &str = "this shell is sandboxed (";
+    let typed = |args: &[&str]| {
+        let mut outer = OuterPty::spawn(args);
+        outer.write(b"echo READY-$((6*7))\n");
+        let out = outer.expect("READY-42");
+        outer.write(b"exit\n");
+        assert!(outer.wait().success(), "{args:?}: {out}");
+        out
+    };
+    for backend in ["bwrap", "landlock"] {
+        if backend == "bwrap" && !super::support::require("bwrap", "the bwrap backend") {
+            return;
+        }
+        let out = typed(&["--backend", backend, "--shell", "/bin/sh"]);
+        assert_eq!(out.matches(LINE).count(), 1, "{backend}: {out}");
+        assert!(
+            out.contains(&format!("{LINE}{backend}")) && out.contains("sbx-shell log --follow"),
+            "{backend}: {out}"
+        );
+        let quiet = typed(&["--backend", backend, "--quiet", "--shell", "/bin/sh"]);
+        assert!(!quiet.contains(LINE), "{backend} --quiet: {quiet}");
+        let mut outer = OuterPty::spawn(&["--backend", backend, "--", "sh", "-c", "echo DONE"]);
+        let out = outer.expect("DONE");
+        assert!(outer.wait().success(), "{backend}: {out}");
+        assert!(!out.contains(LINE), "{backend}, a command: {out}");
+    }
+}

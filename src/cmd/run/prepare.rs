@@ -175,7 +175,24 @@ pub(super) fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result
         backend.name(),
         backend.layers().join(", ")
     ));
+    say_sandboxed(plan, &backend, say);
     Ok(backend)
+}
+
+/// One line at the start of a shell the user types into, on a terminal (not for a
+/// command, not with `--quiet`): that it is sandboxed, by what, and where refusals show.
+fn say_sandboxed(plan: &Plan, backend: &Backend, say: Verbosity) {
+    use std::io::IsTerminal;
+    let terminal = std::io::stdin().is_terminal()
+        && std::io::stdout().is_terminal()
+        && std::io::stderr().is_terminal();
+    if plan.launch.is_shell_session() && terminal && *backend != Backend::None {
+        say.note(&format!(
+            "sbx-shell: this shell is sandboxed ({}, profile {}); what it refuses: `sbx-shell log --follow` from another terminal, `sbx-shell why PATH|HOST`",
+            backend.name(),
+            plan.policy.profile
+        ));
+    }
 }
 
 pub(super) fn say_unconfined(program: &OsStr) {
