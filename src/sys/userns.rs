@@ -24,7 +24,8 @@ fn check(rc: libc::c_long) -> io::Result<libc::c_long> {
 
 /// A new user namespace, owned by the caller, in which uid and gid 0 are `host` (and no
 /// other id is mapped): made by a child that unshares it and waits while the caller writes
-/// its maps, then exits; the namespace lives on through the returned descriptor.
+/// its maps, then exits — also when the caller is killed meanwhile; the namespace lives on
+/// through the returned descriptor.
 pub fn mapped_root(host: u32) -> io::Result<OwnedFd> {
     let (ready_r, ready_w) = nix::unistd::pipe()?;
     let (go_r, go_w) = nix::unistd::pipe()?;
@@ -33,6 +34,14 @@ pub fn mapped_root(host: u32) -> io::Result<OwnedFd> {
     let child = match unsafe { libc::fork() } {
         -1 => return Err(io::Error::last_os_error()),
         0 => {
+            // SAFETY: our copies of the ends the parent keeps, closed (the child never
+            // returns, so they are not closed twice), and integer arguments: the read below
+            // ends when the parent goes, however it goes (a SIGKILL), and the child with it.
+            unsafe {
+                libc::close(go_w.as_raw_fd());
+                libc::close(ready_r.as_raw_fd());
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            }
             // SAFETY: flags only.
             let ok = unsafe { libc::unshare(libc::CLONE_NEWUSER) } == 0;
             let byte = [u8::from(ok)];
@@ -54,7 +63,7 @@ pub fn mapped_root(host: u32) -> io::Result<OwnedFd> {
         Ok(false) => Err(io::Error::other("cannot make a user namespace")),
         Err(e) => Err(e.into()),
     };
-    // The child holds both ends of its pipe too: it is told, not left to see the end.
+    // Told to go on; had this process been killed, the child would see the pipe's end.
     let _ = nix::unistd::write(&go_w, b"g");
     // SAFETY: our own child, reaped once.
     unsafe { libc::waitpid(child, std::ptr::null_mut(), 0) };
