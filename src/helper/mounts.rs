@@ -25,14 +25,7 @@ const MOUNT_ATTR_NOSUID: u64 = 0x2;
 const MOUNT_ATTR_NODEV: u64 = 0x4;
 const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 
-/// `struct mount_attr` of <linux/mount.h>.
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
+use crate::sys::userns::MountAttr;
 
 /// What the helper found at a planned path.
 pub enum Seen {

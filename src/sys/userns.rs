@@ -129,17 +129,20 @@ fn open_tree(dirfd: i32, path: &std::ffi::CStr, flags: libc::c_uint) -> io::Resu
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// `struct mount_attr` of <linux/mount.h>, as `mount_setattr` reads it (here and in the
+/// helper's mounts).
+#[repr(C)]
+pub struct MountAttr {
+    pub attr_set: u64,
+    pub attr_clr: u64,
+    pub propagation: u64,
+    pub userns_fd: u64,
+}
+
 /// `tree` id-mapped through `userns` (`mount_setattr`, MOUNT_ATTR_IDMAP); `false` where its
 /// file system does not allow it (EINVAL).
 fn idmap(tree: OwnedFd, userns: BorrowedFd<'_>) -> io::Result<(OwnedFd, bool)> {
     const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
-    #[repr(C)]
-    struct MountAttr {
-        attr_set: u64,
-        attr_clr: u64,
-        propagation: u64,
-        userns_fd: u64,
-    }
     let attr = MountAttr {
         attr_set: MOUNT_ATTR_IDMAP,
         attr_clr: 0,
