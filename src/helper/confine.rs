@@ -316,8 +316,12 @@ pub fn apply_mediation(
     if spec.names.is_some() {
         table.extend(mediated::creating());
     }
-    if spec.mediated.is_some() {
+    if let Some(scope) = &spec.mediated {
         table.extend(mediated::table());
+        if !scope.carved.is_empty() {
+            table.retain(|m| m.syscall != "unlinkat");
+            table.extend(mediated::removing());
+        }
     }
     install_listened(&table, channel)
 }

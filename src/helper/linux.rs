@@ -47,7 +47,8 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
         rules.extend(confine::own_terminal_rules());
         rules
     });
-    let reach = crate::helper::mediator::Reach::new(rules.as_deref());
+    let carved = spec.landlock.as_ref().map_or(&[][..], |r| &r.carved[..]);
+    let reach = crate::helper::mediator::Reach::new(rules.as_deref(), carved);
     let net =
         spec.landlock
             .as_ref()

@@ -48,6 +48,8 @@ mod opening;
 pub mod opens;
 pub mod paths;
 #[cfg(target_os = "linux")]
+mod pool;
+#[cfg(target_os = "linux")]
 pub mod replay;
 #[cfg(target_os = "linux")]
 mod report;

@@ -264,6 +264,8 @@ mod tests {
                 shm: Some("/dev/shm/sbx-shell-0/session-9".into()),
                 lookups: Some("sbx-shell-names-9-00".into()),
                 sockets: vec!["/s/ssh/9/agent.sock".into()],
+                carved: Vec::new(),
+                pools: Vec::new(),
             }),
             names: Some(crate::protect::names::Names {
                 protected: vec!["/w/.mcp.json".into()],

@@ -115,6 +115,13 @@ pub struct Ruleset {
     /// domain's first record, by which sbx-shell tells its session's records.
     #[serde(default)]
     pub audit_marker: Option<PathBuf>,
+    /// Alone: the directories inside writable trees left without a rule of their own
+    /// around what the program may not change there (`carve`).
+    #[serde(default)]
+    pub carved: Vec<super::carve::Carved>,
+    /// Their pools (`carve::Pool`), made once the ruleset is built (`session::pool`).
+    #[serde(default)]
+    pub pools: Vec<super::carve::Pool>,
 }
 
 /// What the bwrap backend gives that Landlock alone does not, on any machine: listed by
@@ -159,6 +166,9 @@ pub struct SessionParts<'a> {
     pub shm_dir: Option<&'a Path>,
     /// Alone: the directories the program's tools run from (`tool_prefixes`).
     pub tools: &'a [PathBuf],
+    /// Whether the helper's guard makes every name the program makes
+    /// (`sandbox::names_judged`): alone, a writable tree can then be carved (`carve`).
+    pub names_judged: bool,
 }
 
 /// The ruleset for `policy`; `exists` tells which protected paths exist on the host, and
@@ -189,17 +199,35 @@ pub fn build_ruleset(
     let writable = writable_roots(fs, layering, session.temp_dir);
     let prefixes = tool_prefixes(session.tools);
     let readable = readable_roots(fs, layering, &prefixes);
+    let carving = layering == Layering::Alone && session.names_judged;
     if layering == Layering::Alone {
-        check_alone(fs, &writable, exists)?;
+        check_alone(fs, (&writable, carving), exists)?;
     }
     let mut rules = read_rules(fs, layering, readable, children);
+    let (writable, carved) = match carving {
+        true => {
+            let out = super::carve::left_out(fs, &writable, children);
+            let mut parts = Vec::new();
+            let mut carved = Vec::new();
+            for root in &writable {
+                let (p, c) = super::carve::carve(root, &out, children);
+                parts.extend(p);
+                carved.extend(c);
+            }
+            (parts, carved)
+        }
+        false => (
+            writable.iter().map(|w| w.to_path_buf()).collect(),
+            Vec::new(),
+        ),
+    };
     let mut add = |path: &Path, access| {
         rules.push(PathRule {
             path: path.to_path_buf(),
             access,
         })
     };
-    for path in writable {
+    for path in &writable {
         add(path, Access::ReadWrite);
     }
     // POSIX shared memory and semaphores (python multiprocessing, browsers): bwrap's
@@ -244,6 +272,8 @@ pub fn build_ruleset(
         scoped: true,
         min_abi: MIN_ABI,
         audit_marker: None,
+        carved,
+        pools: Vec::new(),
     })
 }
 
@@ -404,7 +434,7 @@ pub fn tool_prefixes(dirs: &[PathBuf]) -> Vec<PathBuf> {
 /// `root` as rules that leave out every `denied` path: `root` itself when none is inside
 /// it, nothing when it is denied, else what `around` gives for each of its entries; with
 /// the directories so carved (listed, not read).
-fn around(
+pub(super) fn around(
     root: &Path,
     denied: &[&Path],
     children: &dyn Fn(&Path) -> Vec<PathBuf>,
@@ -428,10 +458,12 @@ fn around(
 /// socket can be granted (seccomp refuses unix sockets by path, `seccomp::build_filter`):
 /// such a policy is refused, never weakened — except a protected path inside a writable
 /// tree other than `/`, which the helper's guard refuses to change (Linux 5.14 and later,
-/// `protect::names`) or restores when it changes (before, `watch::record`).
+/// `protect::names`) or restores when it changes (before, `watch::record`), and, where
+/// the guard makes every name (`carving`), a denied path inside a writable tree other
+/// than `/`, which the tree's rules are carved around (`carve`).
 fn check_alone(
     fs: &Filesystem,
-    writable: &[&Path],
+    (writable, carving): (&[&Path], bool),
     exists: &dyn Fn(&Path) -> bool,
 ) -> Result<(), LandlockError> {
     if let Some(socket) = fs.sockets.first() {
@@ -440,7 +472,11 @@ fn check_alone(
         });
     }
     for denied in fs.denied.iter().map(real) {
-        if let Some(inside) = writable.iter().find(|r| denied.starts_with(r)) {
+        let carved = |r: &Path| carving && r != Path::new("/");
+        if let Some(inside) = writable
+            .iter()
+            .find(|r| denied.starts_with(r) && !carved(r))
+        {
             return Err(LandlockError::DeniedInsideWritable {
                 denied: denied.into(),
                 inside: inside.into(),
@@ -551,6 +587,7 @@ mod tests {
             temp_dir: None,
             shm_dir: None,
             tools: &[],
+            names_judged: false,
         }
     }
 
@@ -567,6 +604,7 @@ mod tests {
                 temp_dir: Some(Path::new("/tmp/sbx-shell-0/session-9")),
                 shm_dir: Some(Path::new("/dev/shm/sbx-shell-0/session-9")),
                 tools: &[],
+                names_judged: false,
             },
         )
     }
@@ -761,7 +799,7 @@ mod tests {
             assert_eq!(access_of(&r, dir), [Access::List], "{dir}");
         }
         assert!(access_of(&r, "/home/u/.ssh").is_empty());
-        // Inside a writable tree it cannot be done: refused.
+        // Inside a writable tree, where no guard makes the names (before Linux 5.14): refused.
         let w = policy_with("/home/u", "{}");
         let err = build_ruleset(&w, Layering::Alone).unwrap_err().to_string();
         assert!(
@@ -769,6 +807,53 @@ mod tests {
                 && err.contains("writable /home/u")
                 && err.contains("Hint: "),
             "{err}"
+        );
+    }
+
+    /// Where the guard makes every name, a writable home is carved around its denied
+    /// paths and its dot entries (bwrap's seal): its other entries writable, itself only
+    /// listed, and the guard told what it leaves out.
+    #[test]
+    fn alone_a_writable_home_is_carved_where_the_guard_makes_names() {
+        let w = policy_with("/home/u", "{}");
+        let exists = |p: &Path| p.starts_with("/home/u");
+        let parts = SessionParts {
+            names_judged: true,
+            ..port(None)
+        };
+        let r = super::build_ruleset(&w, Layering::Alone, (&exists, &children), parts).unwrap();
+        assert_eq!(
+            access_of(&r, "/home/u/proj"),
+            [Access::Read, Access::ReadWrite]
+        );
+        assert_eq!(
+            access_of(&r, "/home/u/notes"),
+            [Access::Read, Access::ReadWrite]
+        );
+        assert_eq!(access_of(&r, "/home/u"), [Access::List]);
+        assert!(access_of(&r, "/home/u/.ssh").is_empty());
+        assert!(!access_of(&r, "/home/u/.config/nvim").contains(&Access::ReadWrite));
+        assert_eq!(r.carved.len(), 1);
+        let home = &r.carved[0];
+        assert_eq!(home.dir, Path::new("/home/u"));
+        for out in ["/home/u/.ssh", "/home/u/.config", "/home/u/bin"] {
+            assert!(
+                home.left_out.contains(&PathBuf::from(out)),
+                "{out}: {home:?}"
+            );
+        }
+        // Unrestricted (`/` writable): still refused.
+        let everything = policy_with(
+            "/srv/proj",
+            r#"{"filesystem": {"mode": "unrestricted"}, "network": "full"}"#,
+        );
+        let parts = SessionParts {
+            names_judged: true,
+            ..port(None)
+        };
+        assert!(
+            super::build_ruleset(&everything, Layering::Alone, (&exists, &children), parts)
+                .is_err()
         );
     }
 

@@ -24,9 +24,10 @@
 //!   the program may make names — its own sockets, never the host's; abstract addresses
 //!   are refused; a socket of another family from a thread that took on the program's TCP
 //!   rules, so that Landlock judges it as it would the program.
-//! - **Removing a name** (`unlink`, `unlinkat` from the working directory): a name in
-//!   `/dev/shm` is removed from the session's own directory for it (`mediator::shm_name`),
-//!   where the guard made it; any other removal runs as asked, judged by Landlock.
+//! - **Removing a name** (`unlink`, `unlinkat` from the working directory; every removal
+//!   where a writable tree is carved, `removing`): a name in `/dev/shm` is removed from
+//!   the session's own directory for it (`mediator::shm_name`), where the guard made it;
+//!   any other by the guard, where the program's rules let it remove it (`Reach`).
 
 #[cfg(target_os = "linux")]
 mod bpf;
@@ -34,4 +35,4 @@ mod bpf;
 pub use bpf::{compile, syscall_name, SYS_FCHMODAT2};
 
 pub(crate) mod table;
-pub use table::{creating, table, Mediated, IOPRIO_WHO_USER, PRIO_USER};
+pub use table::{creating, removing, table, Mediated, IOPRIO_WHO_USER, PRIO_USER};

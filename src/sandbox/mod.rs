@@ -14,6 +14,7 @@ use crate::host::{PathKind, Place};
 use crate::policy::Policy;
 
 pub mod bwrap;
+pub mod carve;
 pub mod landlock;
 pub mod mediated;
 pub mod plan;
@@ -74,6 +75,7 @@ impl<'a> Context<'a> {
             temp_dir: self.temp_dir,
             shm_dir: self.shm_dir,
             tools: self.tools,
+            names_judged: false,
         }
     }
 }
@@ -296,22 +298,53 @@ pub fn in_process(
             });
         }
         Backend::Bwrap { landlock, path } => under_bwrap(policy, ctx, (*landlock, path), names)?,
-        Backend::Landlock => InProcess {
-            drop_privileges: true,
-            landlock: Some(landlock::build_ruleset(
+        Backend::Landlock => {
+            let ruleset = landlock::build_ruleset(
                 policy,
                 landlock::Layering::Alone,
                 (&exists, &crate::host::children),
-                ctx.session_parts(),
-            )?),
-            seccomp: Some(filter(true)?),
-            guard: true,
-            mounts: Vec::new(),
-            launcher_depth: 0,
-            mediate: true,
-            names,
-        },
+                landlock::SessionParts {
+                    names_judged: names.is_some(),
+                    ..ctx.session_parts()
+                },
+            )?;
+            InProcess {
+                drop_privileges: true,
+                seccomp: Some(filter(true)?),
+                guard: true,
+                mounts: Vec::new(),
+                launcher_depth: 0,
+                mediate: true,
+                names: names.map(|n| carved_names(n, policy, (&ruleset.carved, &exists))),
+                landlock: Some(ruleset),
+            }
+        }
     })
+}
+
+/// Alone, with writable trees carved (`carve`): the names the guard judges, with the
+/// home sealed as bwrap seals it and what is left out pinned (renaming a directory that
+/// holds it away, or it, would carry it out of what is left out; bwrap pins with mounts).
+fn carved_names(
+    names: crate::protect::names::Names,
+    policy: &Policy,
+    (carved, exists): (&[carve::Carved], &dyn Fn(&Path) -> bool),
+) -> crate::protect::names::Names {
+    let mut pinned = names.pinned;
+    pinned.extend(
+        carved
+            .iter()
+            .flat_map(|c| &c.left_out)
+            .filter(|l| exists(l))
+            .cloned(),
+    );
+    pinned.sort();
+    pinned.dedup();
+    crate::protect::names::Names {
+        home: carve::sealed_home(&policy.filesystem),
+        pinned,
+        ..names
+    }
 }
 
 /// What the guard judges by name (`protect::names::Names`), from the policy and the

@@ -12,6 +12,8 @@ pub mod audit;
 pub mod cgroup;
 pub mod journal;
 pub mod log;
+#[cfg(target_os = "linux")]
+pub mod pool;
 pub mod pty;
 pub mod signals;
 pub mod temp;

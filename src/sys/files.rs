@@ -500,3 +500,30 @@ pub fn identity_of(path: &Path) -> Option<Identity> {
 pub fn identity_of(_path: &Path) -> Option<Identity> {
     None
 }
+
+/// The id of the mount `path` lies on (`statx`'s `STATX_MNT_ID`, Linux 5.8): a rename
+/// succeeds only within one.
+#[cfg(target_os = "linux")]
+pub fn mount_id(path: &Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: all-zero bytes are a valid statx struct.
+    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a buffer of the size the kernel writes.
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_MNT_ID,
+            &mut buf,
+        )
+    };
+    if rc == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    if buf.stx_mask & libc::STATX_MNT_ID == 0 {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    }
+    Ok(buf.stx_mnt_id)
+}

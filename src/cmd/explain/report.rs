@@ -234,7 +234,10 @@ fn landlock_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput
         policy,
         layering,
         (&exists, &crate::host::children),
-        ctx.session_parts(),
+        landlock::SessionParts {
+            names_judged: sandbox::names_judged(policy),
+            ..ctx.session_parts()
+        },
     ) {
         Ok(rules) => RulesOrRefusal::Rules(rules),
         Err(e) => RulesOrRefusal::Refuses(e.to_string()),

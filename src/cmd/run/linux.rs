@@ -311,3 +311,26 @@ pub(super) fn root_as(
     }
     Ok(Some(RootAs { userns, id }))
 }
+
+/// Landlock alone: the pools of the directories carved in the writable trees
+/// (`session::pool`), each entry given a read-write rule; removed when dropped.
+pub(super) fn make_pools(
+    plan: &Plan,
+    layers: &mut sandbox::InProcess,
+) -> crate::session::pool::Pools {
+    use crate::sandbox::landlock::{Access, PathRule};
+    let Some(ruleset) = layers.landlock.as_mut().filter(|r| !r.carved.is_empty()) else {
+        return Default::default();
+    };
+    let state = crate::sys::files::state_dir(&plan.home);
+    let (pools, made) = crate::session::pool::Pools::make(&ruleset.carved, &state);
+    for pool in &made {
+        let rules = pool.entries().map(|path| PathRule {
+            path,
+            access: Access::ReadWrite,
+        });
+        ruleset.rules.extend(rules);
+    }
+    ruleset.pools = made;
+    pools
+}

@@ -72,6 +72,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     );
     let mut layers = argv::confine(&plan, &backend, &host, net.as_ref(), (&places, &env))?;
     os::read_landlock_refusals(&plan, (&host, &mut layers), &journal, say);
+    let pools = os::make_pools(&plan, &mut layers);
     os::note_linked(&plan.policy, (&layers, &places.git), say);
     let cgroup = prepare::start_cgroup(&plan.policy, say)?;
     let watch = watch::Watch::start(
@@ -111,6 +112,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         cgroup.end();
     }
     places.end_temp();
+    drop(pools);
     let (mut planted, ended_by_watch) = watch.finish(&plan.policy);
     drop(launcher);
     drop(ssh);

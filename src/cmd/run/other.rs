@@ -66,3 +66,6 @@ pub(super) fn root_as(
 ) -> anyhow::Result<Option<crate::sandbox::rootas::RootAs>> {
     Ok(None)
 }
+
+/// No Landlock here: nothing is carved.
+pub(super) fn make_pools(_plan: &Plan, _layers: &mut crate::sandbox::InProcess) {}

@@ -34,12 +34,39 @@ pub(super) struct Where {
 }
 
 pub(super) enum Op {
-    Open { at: Where, flags: i32, mode: u32 },
-    Mkdir { at: Where, mode: u32 },
-    Mknod { at: Where, mode: u32, dev: u64 },
-    Symlink { target: CString, at: Where },
-    Link { old: Where, new: Where, flags: i32 },
-    Rename { old: Where, new: Where, flags: u32 },
+    Open {
+        at: Where,
+        flags: i32,
+        mode: u32,
+    },
+    Mkdir {
+        at: Where,
+        mode: u32,
+    },
+    Mknod {
+        at: Where,
+        mode: u32,
+        dev: u64,
+    },
+    Symlink {
+        target: CString,
+        at: Where,
+    },
+    Link {
+        old: Where,
+        new: Where,
+        flags: i32,
+    },
+    Rename {
+        old: Where,
+        new: Where,
+        flags: u32,
+    },
+    /// `unlink`, `unlinkat`, `rmdir` (`AT_REMOVEDIR`).
+    Remove {
+        at: Where,
+        flags: i32,
+    },
 }
 
 impl Op {
@@ -57,6 +84,7 @@ impl Op {
         let cwd = |w: &Where| matches!(w.base, Base::Cwd);
         match self {
             Op::Open { at, .. } | Op::Mkdir { at, .. } | Op::Mknod { at, .. } => cwd(at),
+            Op::Remove { at, .. } => cwd(at),
             Op::Symlink { at, .. } => cwd(at),
             Op::Link { old, new, .. } | Op::Rename { old, new, .. } => cwd(old) || cwd(new),
         }
@@ -67,6 +95,8 @@ pub(super) struct Acting<'a> {
     pub(super) listener: &'a Listener,
     pub(super) names: &'a Names,
     pub(super) reach: &'a super::Reach,
+    /// The carved directories' pools (`pool`).
+    pub(super) pool: &'a super::pool::Pool,
     /// The `.git` files made in this session, by `(st_dev, st_ino)`: git rewrites a new
     /// submodule's, which may be rewritten; one that existed at the start may not.
     pub(super) made: &'a RefCell<Vec<(u64, u64)>>,

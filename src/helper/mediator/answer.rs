@@ -53,61 +53,10 @@ pub(super) fn answer(
         }),
         "ioctl" => pty_peer(c, threads),
         "connect" => Reply::Answer(connect_call(c, threads, rules)),
-        "unlink" => unlink_in_shm(c, threads, rules, (a[0], 0)),
-        // An absolute path: the directory descriptor plays no part.
-        "unlinkat" => unlink_in_shm(c, threads, rules, (a[1], int(2))),
         _ => match metadata(c, threads, name, rules) {
             Ok(reply) => reply,
             Err(e) => Reply::Answer(Answer::Done(errno(&e))),
         },
-    }
-}
-
-/// A name removed from `/dev/shm` (`shm_unlink`, `sem_unlink`): removed from the session's
-/// own directory for it (`Scope::shm`). Any other removal runs as asked: the kernel reads
-/// the path again, but Landlock judges it then, so a name another thread swapped in after
-/// this look reaches only what the program's own rules let it remove.
-fn unlink_in_shm(
-    c: &Caller<'_>,
-    threads: &Threads,
-    rules: &Scope,
-    (addr, flags): (u64, i32),
-) -> Reply {
-    let go_on = Reply::Answer(Answer::Continue);
-    let Some(dir) = &rules.shm else {
-        return go_on;
-    };
-    let Ok(path) = threads.known(c.call.pid).and_then(|k| k.cstr(addr)) else {
-        // The kernel gives the program its own EFAULT or ENAMETOOLONG.
-        return go_on;
-    };
-    let Some(name) = super::shm_name(path.as_bytes()) else {
-        return go_on;
-    };
-    let (Ok(dir), Ok(name)) = (
-        CString::new(dir.as_os_str().as_encoded_bytes()),
-        CString::new(name),
-    ) else {
-        return Reply::Answer(Answer::Done(-i64::from(libc::ENOENT)));
-    };
-    // SAFETY: two NUL-terminated paths.
-    let dirfd = unsafe {
-        libc::open(
-            dir.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if dirfd < 0 {
-        return Reply::Answer(Answer::Done(errno(&io::Error::last_os_error())));
-    }
-    // SAFETY: a new descriptor of ours.
-    let dirfd = unsafe { OwnedFd::from_raw_fd(dirfd) };
-    // SAFETY: a descriptor and a NUL-terminated name.
-    let r = unsafe { libc::unlinkat(dirfd.as_raw_fd(), name.as_ptr(), flags & libc::AT_REMOVEDIR) };
-    if r < 0 {
-        Reply::Answer(Answer::Done(errno(&io::Error::last_os_error())))
-    } else {
-        Reply::Acted(0)
     }
 }
 

@@ -89,6 +89,8 @@ struct Guard {
     root: OwnedFd,
     /// The session's `/dev/shm` (Landlock alone), and its path.
     shm: Option<(OwnedFd, PathBuf)>,
+    /// The carved directories' pools (Landlock alone).
+    pool: super::pool::Pool,
     /// The guard's pid (the session's processes are its descendants).
     pid: u32,
 }
@@ -109,7 +111,9 @@ impl Guard {
             )),
             None => None,
         };
+        let pool = super::pool::Pool::open(mediated.as_ref().map_or(&[][..], |m| &m.pools[..]));
         Ok(Guard {
+            pool,
             names,
             mediated,
             reach,
@@ -141,7 +145,8 @@ fn kind(name: Option<&str>) -> Kind {
         Some("execve" | "execveat") => Kind::Exec,
         Some(
             "open" | "openat" | "creat" | "openat2" | "mkdir" | "mkdirat" | "mknod" | "mknodat"
-            | "symlink" | "symlinkat" | "link" | "linkat" | "rename" | "renameat" | "renameat2",
+            | "symlink" | "symlinkat" | "link" | "linkat" | "rename" | "renameat" | "renameat2"
+            | "unlink" | "unlinkat" | "rmdir",
         ) => Kind::Making,
         _ => Kind::Other,
     }
@@ -287,6 +292,7 @@ fn act_for(
             listener,
             names: &guard.names,
             reach: &guard.reach,
+            pool: &guard.pool,
             made,
             umask,
             root: guard.root.as_fd(),
@@ -427,6 +433,18 @@ fn read_link(args: &Args<'_>, name: &str) -> Result<Op, i64> {
             new: args.at(args.int(2), a[3])?,
             flags: a[4] as u32,
         },
+        "unlink" => Op::Remove {
+            at: args.at(cwd, a[0])?,
+            flags: 0,
+        },
+        "unlinkat" => Op::Remove {
+            at: args.at(args.int(0), a[1])?,
+            flags: args.int(2),
+        },
+        "rmdir" => Op::Remove {
+            at: args.at(cwd, a[0])?,
+            flags: libc::AT_REMOVEDIR,
+        },
         // openat2 (and anything unexpected): as a kernel without it answers.
         _ => return Err(-i64::from(libc::ENOSYS)),
     })
@@ -534,6 +552,7 @@ fn act(acting: &Acting<'_>, op: &Op, killable: bool) -> Reply {
         Op::Symlink { target, at } => done(acting.symlink(target, at)),
         Op::Link { old, new, flags } => done(acting.link(old, new, *flags)),
         Op::Rename { old, new, flags } => done(acting.rename(old, new, *flags)),
+        Op::Remove { at, flags } => done(acting.remove(at, *flags)),
     }
 }
 
@@ -556,6 +575,7 @@ fn report_read_only(acting: &Acting<'_>, op: &Op) {
         Op::Open { at, .. } | Op::Mkdir { at, .. } | Op::Mknod { at, .. } => at,
         Op::Symlink { at, .. } => at,
         Op::Link { new, .. } | Op::Rename { new, .. } => new,
+        Op::Remove { at, .. } => at,
     };
     let path = std::ffi::OsStr::from_bytes(&at.path);
     let path = if at.path.starts_with(b"/") {

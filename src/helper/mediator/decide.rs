@@ -3,6 +3,7 @@
 //! the session. Pure.
 
 use crate::protect::names::{under, PathSet};
+use crate::sandbox::carve::{held, Carved};
 use std::path::{Path, PathBuf};
 
 /// The mediator's scope with Landlock alone: what may change, and the session's own places
@@ -25,6 +26,13 @@ pub struct Scope {
     /// The session's own sockets (its ssh agent's), which the program may connect to.
     #[serde(default)]
     pub sockets: Vec<PathBuf>,
+    /// The directories carved in the writable trees (`sandbox::carve`): writable as a tree
+    /// is, but for what each leaves out.
+    #[serde(default)]
+    pub carved: Vec<Carved>,
+    /// Their pools (`sandbox::carve::Pool`), which the guard makes names from.
+    #[serde(default)]
+    pub pools: Vec<crate::sandbox::carve::Pool>,
 }
 
 impl Scope {
@@ -47,6 +55,8 @@ impl Scope {
             shm,
             lookups,
             sockets,
+            carved: ruleset.carved.clone(),
+            pools: ruleset.pools.clone(),
         }
     }
 
@@ -59,7 +69,7 @@ impl Scope {
             // removed since it was opened): in no tree.
             return true;
         }
-        self.writable.iter().any(|w| under(path, w))
+        (self.writable.iter().any(|w| under(path, w)) || held(&self.carved, path))
             && !self.protected.iter().any(|p| under(path, p))
     }
 }
@@ -122,6 +132,9 @@ struct ReachRules {
     write: PathSet,
     /// What may be opened for reading (not what may only be listed).
     read: PathSet,
+    /// The carved directories (`sandbox::carve`): each as a read-write tree but for what
+    /// it leaves out.
+    carved: Vec<Carved>,
 }
 
 impl Reach {
@@ -129,8 +142,9 @@ impl Reach {
     /// rule's path as the object it opens (symlinks followed: a container's `/dev/ptmx` is
     /// `pts/ptmx`), while the guard asks by the paths the kernel gives: a rule that lets
     /// the program write stands for its real path too. (A rule that only lets it read
-    /// matters to the guard beside a write it also judges.)
-    pub fn new(rules: Option<&[crate::sandbox::landlock::PathRule]>) -> Reach {
+    /// matters to the guard beside a write it also judges.) `carved`: the ruleset's
+    /// carved directories.
+    pub fn new(rules: Option<&[crate::sandbox::landlock::PathRule]>, carved: &[Carved]) -> Reach {
         use crate::sandbox::landlock::Access;
         let Some(rules) = rules else {
             return Reach::default();
@@ -159,6 +173,7 @@ impl Reach {
                 make: with(&|a| a == Access::ReadWrite),
                 write: with(&writes),
                 read: with(&|a| a != Access::List),
+                carved: carved.to_vec(),
             }),
         }
     }
@@ -170,16 +185,27 @@ impl Reach {
 
     /// Whether `path` is in `set`, or names no place in a tree at all (pipe:[…],
     /// socket:[…], anon_inode:… : in no tree, as for the kernel's check).
-    fn granted(path: &Path, set: &PathSet) -> bool {
+    fn granted(path: &Path, (set, carved): (&PathSet, &[Carved])) -> bool {
         use std::os::unix::ffi::OsStrExt;
-        !path.as_os_str().as_bytes().starts_with(b"/") || set.holds(path)
+        !path.as_os_str().as_bytes().starts_with(b"/") || set.holds(path) || held(carved, path)
     }
 
     /// Whether the program may make (or remove, rename away) a name in the directory `dir`.
     pub fn may_make_in(&self, dir: &Path) -> bool {
         self.rules
             .as_ref()
-            .is_none_or(|r| Reach::granted(dir, &r.make))
+            .is_none_or(|r| Reach::granted(dir, (&r.make, &r.carved)))
+    }
+
+    /// Whether `path` is what a carved directory leaves out (`sandbox::carve`), and no
+    /// rule of its own covers it.
+    pub fn left_out(&self, path: &Path) -> bool {
+        self.rules.as_ref().is_some_and(|r| {
+            !r.make.holds(path)
+                && r.carved
+                    .iter()
+                    .any(|c| under(path, &c.dir) && c.left_out.iter().any(|l| under(path, l)))
+        })
     }
 
     /// Whether the program may open the object at `path` with open `flags`.
@@ -189,7 +215,8 @@ impl Reach {
         };
         let writing = super::opens::writes(flags);
         let reading = flags & libc::O_ACCMODE != libc::O_WRONLY;
-        (!writing || Reach::granted(path, &r.write)) && (!reading || Reach::granted(path, &r.read))
+        let granted = |set| Reach::granted(path, (set, &r.carved));
+        (!writing || granted(&r.write)) && (!reading || granted(&r.read))
     }
 }
 
@@ -205,6 +232,8 @@ mod tests {
             shm: None,
             lookups: None,
             sockets: Vec::new(),
+            carved: Vec::new(),
+            pools: Vec::new(),
         };
         for yes in [
             "/srv/ws/a.sh",
@@ -281,12 +310,15 @@ mod reach_tests {
             path: p.into(),
             access,
         };
-        let reach = Reach::new(Some(&[
-            rule("/", Access::Read),
-            rule("/ws", Access::ReadWrite),
-            rule("/dev/null", Access::ReadWriteFiles),
-            rule("/dev/pts/3", Access::Terminal),
-        ]));
+        let reach = Reach::new(
+            Some(&[
+                rule("/", Access::Read),
+                rule("/ws", Access::ReadWrite),
+                rule("/dev/null", Access::ReadWriteFiles),
+                rule("/dev/pts/3", Access::Terminal),
+            ]),
+            &[],
+        );
         assert!(reach.may_make_in(Path::new("/ws/src")));
         assert!(!reach.may_make_in(Path::new("/etc")));
         assert!(!reach.may_make_in(Path::new("/wsx")));
@@ -296,7 +328,7 @@ mod reach_tests {
         assert!(!reach.may_open(Path::new("/etc/passwd (deleted)"), libc::O_RDWR));
         assert!(reach.may_open(Path::new("/etc/passwd"), libc::O_RDONLY));
         assert!(reach.may_open(Path::new("pipe:[42]"), libc::O_WRONLY));
-        let listed = Reach::new(Some(&[rule("/home/u", Access::List)]));
+        let listed = Reach::new(Some(&[rule("/home/u", Access::List)]), &[]);
         // A rule's path through a symlink (a container's /dev/ptmx is pts/ptmx): Landlock
         // holds the object it opens, the guard asks by the real path.
         let dir = std::env::temp_dir().join(format!("sbx-reach-{}", std::process::id()));
@@ -304,10 +336,10 @@ mod reach_tests {
         std::fs::create_dir_all(dir.join("pts")).unwrap();
         std::fs::write(dir.join("pts/ptmx"), "").unwrap();
         std::os::unix::fs::symlink("pts/ptmx", dir.join("ptmx")).unwrap();
-        let linked = Reach::new(Some(&[rule(
-            dir.join("ptmx").to_str().unwrap(),
-            Access::Terminal,
-        )]));
+        let linked = Reach::new(
+            Some(&[rule(dir.join("ptmx").to_str().unwrap(), Access::Terminal)]),
+            &[],
+        );
         let real = std::fs::canonicalize(dir.join("pts/ptmx")).unwrap();
         assert!(linked.may_open(&real, libc::O_RDWR));
         assert!(!linked.may_open(&real.with_file_name("0"), libc::O_RDWR));
@@ -315,5 +347,37 @@ mod reach_tests {
         assert!(!listed.may_open(Path::new("/home/u/x"), libc::O_RDONLY));
         // No Landlock: the mounts decide.
         assert!(Reach::default().may_make_in(Path::new("/etc")));
+    }
+
+    /// A carved home: a tree the guard makes names and opens in, but for what it leaves
+    /// out — where a writable tree inside that keeps its own rule.
+    #[test]
+    fn a_carved_directory_reaches_as_a_tree_but_for_what_it_leaves_out() {
+        let carved = [Carved {
+            dir: "/h".into(),
+            left_out: vec!["/h/.aws".into(), "/h/.local".into()],
+        }];
+        let private = PathRule {
+            path: "/h/.local/state/home".into(),
+            access: Access::ReadWrite,
+        };
+        let reach = Reach::new(Some(&[private]), &carved);
+        for dir in ["/h", "/h/new", "/h/new/deep", "/h/.local/state/home/x"] {
+            assert!(reach.may_make_in(Path::new(dir)), "{dir}");
+        }
+        for dir in ["/h/.aws", "/h/.local", "/h/.local/share", "/etc"] {
+            assert!(!reach.may_make_in(Path::new(dir)), "{dir}");
+        }
+        assert!(reach.may_open(Path::new("/h/new/f"), libc::O_RDWR));
+        assert!(!reach.may_open(Path::new("/h/.aws/credentials"), libc::O_RDWR));
+        assert!(reach.left_out(Path::new("/h/.aws")) && reach.left_out(Path::new("/h/.aws/x")));
+        assert!(!reach.left_out(Path::new("/h/x")));
+        assert!(!reach.left_out(Path::new("/h/.local/state/home/x")));
+        let scope = Scope {
+            carved: carved.to_vec(),
+            ..Scope::default()
+        };
+        assert!(scope.may_change(Path::new("/h/new"), 1));
+        assert!(!scope.may_change(Path::new("/h/.aws/credentials"), 1));
     }
 }

@@ -15,15 +15,50 @@ impl Acting<'_> {
     pub(super) fn mkdir(&self, at: &Where, mode: u32) -> Res<i64> {
         let e = self.entry_of(at)?;
         self.check_new(&e, Made::Dir)?;
+        let mode = mode & !self.umask & 0o7777;
+        let pooled = super::pool::Made::Dir;
+        if let Some(made) = self.pool.make((e.dir.as_fd(), &e.name), pooled, (0, mode)) {
+            return made.map(|_| 0);
+        }
         // SAFETY: our directory descriptor and a NUL-terminated name.
-        if unsafe {
-            libc::mkdirat(
+        if unsafe { libc::mkdirat(e.dir.as_fd().as_raw_fd(), e.name.as_ptr(), mode) } == -1 {
+            return Err(last_errno());
+        }
+        Ok(0)
+    }
+
+    /// A name removed (`AT_REMOVEDIR`: a directory) where the program's rules let it remove
+    /// names (`Reach`, as Landlock judges a removal), and not one a carved directory leaves
+    /// out (`sandbox::carve`), done through the directory's descriptor.
+    pub(super) fn remove(&self, at: &Where, flags: i32) -> Res<i64> {
+        let dir_only = flags & libc::AT_REMOVEDIR != 0;
+        let Some(e) = self.entry(self.base(at)?, &at.path)? else {
+            // The start itself (`.`, `..`, `/`) or nothing.
+            return Err(match (at.path.as_slice(), dir_only) {
+                (b"", _) => libc::ENOENT,
+                (p, true) if p.ends_with(b".") && !p.ends_with(b"..") => libc::EINVAL,
+                (_, true) => libc::EBUSY,
+                (_, false) => libc::EISDIR,
+            });
+        };
+        let path = e.full();
+        if !self.reach.may_make_in(&e.path) || self.reach.left_out(&path) {
+            return Err(refuse(Cause::Outside, &path));
+        }
+        if at.path.ends_with(b"/") && !dir_only {
+            let st = fstatat(e.dir.as_fd(), &e.name)?;
+            let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+            return Err(if is_dir { libc::EISDIR } else { libc::ENOTDIR });
+        }
+        // SAFETY: our directory descriptor and a NUL-terminated name.
+        let rc = unsafe {
+            libc::unlinkat(
                 e.dir.as_fd().as_raw_fd(),
                 e.name.as_ptr(),
-                mode & !self.umask & 0o7777,
+                flags & libc::AT_REMOVEDIR,
             )
-        } == -1
-        {
+        };
+        if rc == -1 {
             return Err(last_errno());
         }
         Ok(0)
@@ -125,7 +160,7 @@ impl Acting<'_> {
         if let Some(name) = at.file_name() {
             super::acting::touched(dir, name);
         }
-        if !self.reach.may_make_in(dir) {
+        if !self.reach.may_make_in(dir) || self.reach.left_out(at) {
             return Err(refuse(Cause::Outside, at));
         }
         let config = at.file_name().is_some_and(names::is_config)

@@ -161,7 +161,14 @@ impl Acting<'_> {
             Missing::Create { flags, mode } => (flags, mode),
             Missing::Fail(err) => return Err(err),
         };
-        let fd = openat(e.dir.as_fd(), &e.name, how, mode)?;
+        let pooled = super::pool::Made::File;
+        let fd = match self
+            .pool
+            .make((e.dir.as_fd(), &e.name), pooled, (how, mode))
+        {
+            Some(made) => made?.ok_or(libc::EIO)?,
+            None => openat(e.dir.as_fd(), &e.name, how, mode)?,
+        };
         if e.name.as_bytes() == b".git" {
             let st = fstat(fd.as_fd())?;
             self.made.borrow_mut().push((st.st_dev, st.st_ino));

@@ -6,7 +6,7 @@
 //! their low 32 bits (pids and requests are ints; the kernel ignores the high ones), except
 //! prlimit64's pointer, compared whole.
 
-use super::table::{creating, table, Mediated, When};
+use super::table::{creating, removing, table, Mediated, When};
 
 pub type Instruction = libc::sock_filter;
 
@@ -216,6 +216,8 @@ pub fn number(name: &str) -> Option<i64> {
         #[cfg(target_arch = "x86_64")]
         "unlink" => libc::SYS_unlink,
         "unlinkat" => libc::SYS_unlinkat,
+        #[cfg(target_arch = "x86_64")]
+        "rmdir" => libc::SYS_rmdir,
         _ => return None,
     };
     Some(nr)
@@ -229,6 +231,7 @@ pub fn syscall_name(nr: i64) -> Option<&'static str> {
         table()
             .into_iter()
             .chain(creating())
+            .chain(removing())
             .filter_map(|m| Some((number(m.syscall)?, m.syscall)))
             .collect()
     });

@@ -127,8 +127,11 @@ pub fn table() -> Vec<Mediated> {
         when: When::Always,
     });
     // glibc's `unlink` (how shm_unlink and sem_unlink remove a name) is the `unlink` call
-    // on x86_64 and `unlinkat(AT_FDCWD, …)` elsewhere. A removal relative to a directory's
-    // descriptor (`rm -r`, python's `rmtree`) is never a name in /dev/shm: not asked.
+    // on x86_64 and `unlinkat(AT_FDCWD, …)` elsewhere: a name in /dev/shm is removed from
+    // the session's own directory for it, any other where the program's rules let it (the
+    // guard removes it, `mediator::making`). A removal relative to a directory's
+    // descriptor (`rm -r`, python's `rmtree`) is never a name in /dev/shm: not asked, but
+    // where a writable tree is carved (`removing`).
     t.push(Mediated {
         syscall: "unlink",
         when: When::Always,
@@ -141,6 +144,20 @@ pub fn table() -> Vec<Mediated> {
         },
     });
     t
+}
+
+/// Every removal, where a writable tree is carved (`sandbox::carve`): a carved directory
+/// has no rule that lets the program remove its entries (the right would reach what it
+/// leaves out), so the guard removes them (`rmdir` exists on x86_64 only). In place of
+/// `table`'s `unlinkat` from the working directory.
+pub fn removing() -> Vec<Mediated> {
+    ["unlinkat", "rmdir"]
+        .into_iter()
+        .map(|syscall| Mediated {
+            syscall,
+            when: When::Always,
+        })
+        .collect()
 }
 
 /// The calls that make a name, and the opens that write: each is done by the helper's

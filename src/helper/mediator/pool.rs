@@ -1,0 +1,151 @@
+//! The carved directories' pools (`sandbox::carve`), as the guard uses them: a file or a
+//! directory the program makes at the top of a carved directory is a pool entry renamed
+//! into place (`RENAME_NOREPLACE`: what is there stays, `EEXIST`), given the mode asked
+//! and the time of its making, so that it has the read-write rule its entry was given
+//! before the program started. Each entry is known by its identity, taken when the guard
+//! started: one that is not what it was (changed from outside) is never used.
+
+use std::cell::RefCell;
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+
+use super::at::{fstat, last_errno, open_path, openat, Res};
+use crate::sandbox::carve;
+
+/// What is made at a carved directory's top.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Made {
+    File,
+    Dir,
+}
+
+/// One carved directory's pool.
+struct Holder {
+    /// The carved directory's identity (`st_dev`, `st_ino`).
+    dir: (u64, u64),
+    holder: OwnedFd,
+    /// The entries left, each by name and identity.
+    files: Vec<(CString, (u64, u64))>,
+    dirs: Vec<(CString, (u64, u64))>,
+}
+
+#[derive(Default)]
+pub(super) struct Pool {
+    holders: RefCell<Vec<Holder>>,
+}
+
+fn identity(st: &libc::stat) -> (u64, u64) {
+    (st.st_dev, st.st_ino)
+}
+
+impl Pool {
+    /// The pools the session made (`session::pool`), as they are now; one that cannot be
+    /// opened is left out.
+    pub(super) fn open(pools: &[carve::Pool]) -> Pool {
+        let holders = pools.iter().filter_map(|p| Holder::open(p).ok()).collect();
+        Pool {
+            holders: RefCell::new(holders),
+        }
+    }
+
+    /// Make `name` in `dir` from the pool when `dir` is a carved directory's top: a file
+    /// opened with `flags` (no `O_CREAT`) and given `mode`, or a directory given `mode`.
+    /// `None`: not a carved directory, or its pool is empty.
+    pub(super) fn make(
+        &self,
+        (dir, name): (BorrowedFd<'_>, &CString),
+        made: Made,
+        (flags, mode): (i32, u32),
+    ) -> Option<Res<Option<OwnedFd>>> {
+        let mut holders = self.holders.borrow_mut();
+        if holders.is_empty() {
+            return None;
+        }
+        let at = identity(&fstat(dir).ok()?);
+        let holder = holders.iter_mut().find(|h| h.dir == at)?;
+        loop {
+            let (entry, id) = match made {
+                Made::File => holder.files.pop()?,
+                Made::Dir => holder.dirs.pop()?,
+            };
+            let opened = match made {
+                Made::File => flags,
+                Made::Dir => libc::O_RDONLY | libc::O_DIRECTORY,
+            };
+            let how = (opened & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC))
+                | libc::O_NOFOLLOW
+                | libc::O_CLOEXEC;
+            let Ok(fd) = openat(holder.holder.as_fd(), &entry, how, 0) else {
+                continue;
+            };
+            if fstat(fd.as_fd()).map(|st| identity(&st)) != Ok(id) {
+                continue;
+            }
+            return Some(place(holder, (entry, id), fd, (dir, name), (made, mode)));
+        }
+    }
+}
+
+/// Entry `entry` (open on `fd`) given `mode`, its times made now, and renamed to `name` in
+/// `dir`; put back when something is there (`EEXIST`).
+fn place(
+    holder: &mut Holder,
+    (entry, id): (CString, (u64, u64)),
+    fd: OwnedFd,
+    (dir, name): (BorrowedFd<'_>, &CString),
+    (made, mode): (Made, u32),
+) -> Res<Option<OwnedFd>> {
+    // SAFETY: our descriptor.
+    if unsafe { libc::fchmod(fd.as_raw_fd(), mode & 0o7777) } == -1 {
+        return Err(last_errno());
+    }
+    // SAFETY: our descriptor and no times: both set to now.
+    unsafe { libc::futimens(fd.as_raw_fd(), std::ptr::null()) };
+    // SAFETY: our descriptors and NUL-terminated names.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            holder.holder.as_raw_fd(),
+            entry.as_ptr(),
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == -1 {
+        let err = last_errno();
+        let back = match made {
+            Made::File => &mut holder.files,
+            Made::Dir => &mut holder.dirs,
+        };
+        back.push((entry, id));
+        return Err(err);
+    }
+    Ok((made == Made::File).then_some(fd))
+}
+
+impl Holder {
+    fn open(pool: &carve::Pool) -> std::io::Result<Holder> {
+        let c = |p: &std::path::Path| CString::new(p.as_os_str().as_bytes());
+        let dir = open_path(libc::AT_FDCWD, &c(&pool.dir)?)?;
+        let holder = open_path(libc::AT_FDCWD, &c(&pool.holder)?)?;
+        let known = |names: &[String]| -> Vec<(CString, (u64, u64))> {
+            names
+                .iter()
+                .filter_map(|n| {
+                    let name = CString::new(n.as_bytes()).ok()?;
+                    let st = super::at::fstatat(holder.as_fd(), &name).ok()?;
+                    Some((name, identity(&st)))
+                })
+                .collect()
+        };
+        let err = |e: i32| std::io::Error::from_raw_os_error(e);
+        Ok(Holder {
+            dir: identity(&fstat(dir.as_fd()).map_err(err)?),
+            files: known(&pool.files),
+            dirs: known(&pool.dirs),
+            holder,
+        })
+    }
+}

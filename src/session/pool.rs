@@ -1,0 +1,153 @@
+//! Landlock alone: the pools of the carved directories (`sandbox::carve`). For each, empty
+//! files and directories made before the program starts, on the directory's own mount —
+//! in `STATE/pool/PID-N` when sbx-shell's state directory is there, else in the directory
+//! itself as `.sbx-shell-pool-PID` — each given a read-write rule; the guard renames one
+//! into place when the program makes a name at the carved directory's top
+//! (`mediator::pool`). What is left is removed when the session ends; what a session that
+//! did not end left is removed by the next one.
+
+use std::fs::DirBuilder;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::sandbox::carve::{Carved, Pool, POOLS_AT_MOST, POOL_DIRS, POOL_FILES};
+
+/// The holders this session made: removed, with what is left in them, when dropped.
+#[derive(Debug, Default)]
+pub struct Pools {
+    holders: Vec<PathBuf>,
+}
+
+/// The name of a pool's holder inside a carved directory.
+const IN_DIR: &str = ".sbx-shell-pool-";
+
+impl Pools {
+    /// A pool for each carved directory where one can be made, `POOLS_AT_MOST` at most
+    /// (none where neither the state directory nor the directory itself takes one: names
+    /// made at its top then have no rule of their own).
+    pub fn make(carved: &[Carved], state: &Path) -> (Pools, Vec<Pool>) {
+        let pid = std::process::id();
+        let base = state.join("pool");
+        let base_mount = crate::sys::files::create_private_dir(&base)
+            .and_then(|()| crate::sys::files::mount_id(&base))
+            .ok();
+        sweep(&base, session_of_holder);
+        let mut pools = Pools::default();
+        let mut made = Vec::new();
+        for (n, c) in carved.iter().take(POOLS_AT_MOST).enumerate() {
+            let Ok(mount) = crate::sys::files::mount_id(&c.dir) else {
+                continue;
+            };
+            let holder = match base_mount == Some(mount) {
+                true => base.join(format!("{pid}-{n}")),
+                false => {
+                    sweep(&c.dir, session_in_dir);
+                    c.dir.join(format!("{IN_DIR}{pid}"))
+                }
+            };
+            let _ = std::fs::remove_dir_all(&holder);
+            pools.holders.push(holder.clone());
+            if let Ok(pool) = fill(&c.dir, holder) {
+                made.push(pool);
+            }
+        }
+        (pools, made)
+    }
+}
+
+impl Drop for Pools {
+    fn drop(&mut self) {
+        for holder in &self.holders {
+            // remove_dir_all does not follow symlinks the program left inside.
+            let _ = std::fs::remove_dir_all(holder);
+        }
+    }
+}
+
+/// `holder` made (0700) and filled: empty 0600 files, empty 0700 directories.
+fn fill(dir: &Path, holder: PathBuf) -> std::io::Result<Pool> {
+    DirBuilder::new().mode(0o700).create(&holder)?;
+    let files: Vec<String> = (0..POOL_FILES).map(|i| format!("f{i}")).collect();
+    let dirs: Vec<String> = (0..POOL_DIRS).map(|i| format!("d{i}")).collect();
+    for f in &files {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(holder.join(f))?;
+    }
+    for d in &dirs {
+        DirBuilder::new().mode(0o700).create(holder.join(d))?;
+    }
+    Ok(Pool {
+        dir: dir.to_path_buf(),
+        holder,
+        files,
+        dirs,
+    })
+}
+
+/// The session a holder in the state directory belongs to (`PID-N`).
+fn session_of_holder(name: &str) -> Option<&str> {
+    name.split('-').next()
+}
+
+/// The session a holder in a carved directory belongs to (`.sbx-shell-pool-PID`).
+fn session_in_dir(name: &str) -> Option<&str> {
+    name.strip_prefix(IN_DIR)
+}
+
+/// Remove the entries of `dir` that `pid_of` names by a pid that is gone.
+fn sweep(dir: &Path, pid_of: fn(&str) -> Option<&str>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(pid_of)
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pools_are_made_on_the_carved_directorys_mount_and_removed_at_the_end() {
+        let base = std::env::temp_dir().join(format!("sbx-pool-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (state, home) = (base.join("state"), base.join("home"));
+        std::fs::create_dir_all(&home).unwrap();
+        // A dead session's leftovers, in the state directory.
+        std::fs::create_dir_all(state.join("pool/4194999-0/d0")).unwrap();
+        let carved = [Carved {
+            dir: home.clone(),
+            left_out: vec![home.join(".aws")],
+        }];
+        let (pools, made) = Pools::make(&carved, &state);
+        assert_eq!(made.len(), 1);
+        let pool = &made[0];
+        assert_eq!(
+            pool.holder,
+            state.join(format!("pool/{}-0", std::process::id()))
+        );
+        assert_eq!((pool.files.len(), pool.dirs.len()), (POOL_FILES, POOL_DIRS));
+        assert!(pool.entries().all(|e| e.exists()));
+        assert!(
+            !state.join("pool/4194999-0").exists(),
+            "a dead session's pool is swept"
+        );
+        drop(pools);
+        assert!(!pool.holder.exists());
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
