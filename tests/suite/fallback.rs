@@ -831,3 +831,107 @@ fn everyday_programs_work_alone_as_bare() {
     assert_eq!(results[2], results[0], "landlock against bare");
     assert_eq!(results[0].2, "hello from vim\n");
 }
+
+/// What a session started in the home does there, on both backends, as root and as
+/// nobody: the home's secrets unreadable and its dot entries unchanged, as under bwrap,
+/// while ordinary work at its top goes on as bare — files and directories made, read,
+/// moved and removed (Landlock alone: the home is carved around what it leaves out, and
+/// names made at its top come from the session's pool, gone afterwards). Control: bare,
+/// every secret is read and every change is made.
+#[test]
+fn a_session_in_the_home_works_there_and_keeps_its_secrets() {
+    if !tools_present() {
+        return;
+    }
+    let script = r#"
+        cat .aws/credentials 2>/dev/null || echo SECRET-UNREADABLE
+        cat .netrc 2>/dev/null || echo NETRC-UNREADABLE
+        cat .bashrc >/dev/null && echo RC-READABLE
+        ls >/dev/null && echo LISTED
+        echo made > notes.txt && [ "$(cat notes.txt)" = made ] && echo FILE-OK
+        mkdir proj2 && echo inside > proj2/f && ls proj2 | grep -qx f && cat proj2/f >/dev/null && echo DIR-OK
+        mkdir -p deep/a/b && echo x > deep/a/b/c && cat deep/a/b/c >/dev/null && echo DEEP-OK
+        python3 -c "open('py.txt', 'w').write('p'); print(open('py.txt').read())" | grep -qx p && echo PY-OK
+        mv notes.txt notes2.txt && cat notes2.txt >/dev/null && echo MV-OK
+        rm notes2.txt py.txt && rm -r proj2 deep && [ ! -e deep ] && echo RM-OK
+        ln -s .aws/credentials lnk 2>/dev/null; cat lnk 2>/dev/null || echo LINK-UNREADABLE; rm -f lnk
+        ln .netrc netrc2 2>/dev/null || echo LINK-SECRET-REFUSED
+        rm .aws/credentials 2>/dev/null || echo REMOVE-SECRET-REFUSED
+        mv .aws aws2 2>/dev/null || echo MOVE-SECRET-REFUSED
+        touch .newdot 2>/dev/null || echo DOT-REFUSED
+        echo x >> .bashrc 2>/dev/null || echo RC-REFUSED
+        echo DONE
+    "#;
+    let worked = [
+        "RC-READABLE",
+        "LISTED",
+        "FILE-OK",
+        "DIR-OK",
+        "DEEP-OK",
+        "PY-OK",
+        "MV-OK",
+        "RM-OK",
+        "DONE",
+    ];
+    let refused = [
+        "SECRET-UNREADABLE",
+        "NETRC-UNREADABLE",
+        "LINK-UNREADABLE",
+        "LINK-SECRET-REFUSED",
+        "REMOVE-SECRET-REFUSED",
+        "MOVE-SECRET-REFUSED",
+        "DOT-REFUSED",
+        "RC-REFUSED",
+    ];
+    let in_home = |lab: &Lab, backend: &str| {
+        let mut cmd = lab.command(backend, &["-c", script]);
+        let out = cmd.current_dir(&lab.home).shown();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), text, err)
+    };
+    each(|backend, user| {
+        let lab = Lab::new("home", user, false);
+        let what = lab.what(backend);
+        let (code, text, err) = in_home(&lab, backend);
+        assert_eq!(code, Some(0), "{what}: {text}\n{err}");
+        assert_lines(&text, &worked, &what);
+        assert_lines(&text, &refused, &what);
+        assert!(!text.contains(super::sandbox::CANARY), "{what}: {text}");
+        for secret in [".aws/credentials", ".netrc"] {
+            let kept = fs::read_to_string(lab.home.join(secret)).unwrap_or_default();
+            assert!(kept.contains(super::sandbox::CANARY), "{what}: {secret}");
+        }
+        for never in ["netrc2", "aws2", ".newdot", "notes.txt", "proj2"] {
+            assert!(!lab.home.join(never).exists(), "{what}: {never}");
+        }
+        assert_eq!(
+            fs::read_to_string(lab.home.join(".bashrc")).unwrap(),
+            "# rc\n"
+        );
+        let pools = lab.home.join(".local/state/sbx-shell/pool");
+        let left: Vec<_> = fs::read_dir(&pools)
+            .map(|d| d.flatten().collect())
+            .unwrap_or_default();
+        assert!(
+            left.is_empty(),
+            "{what}: left in {}: {left:?}",
+            pools.display()
+        );
+    });
+    // Control: bare, every secret is read and every change made.
+    let lab = Lab::new("home-control", User::Nobody, false);
+    let (code, text, err) = in_home(&lab, "none");
+    assert_eq!(code, Some(0), "control: {err}");
+    assert_lines(&text, &worked, "control");
+    for line in refused {
+        assert!(
+            !text.lines().any(|l| l == line),
+            "control: {line} in\n{text}"
+        );
+    }
+    assert!(text.contains(super::sandbox::CANARY), "control: {text}");
+    for made in ["netrc2", "aws2", ".newdot"] {
+        assert!(lab.home.join(made).exists(), "control: {made}");
+    }
+}

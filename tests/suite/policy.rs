@@ -184,7 +184,7 @@ fn the_schema_command_prints_the_committed_schema() {
 }
 
 /// A policy the chosen backend cannot enforce is refused before anything runs, never
-/// weakened: a denied file inside the writable workspace under Landlock alone, a backend
+/// weakened: a host socket granted under Landlock alone (it has no socket right), a backend
 /// that does not exist here, and a backend name from the config file.
 #[test]
 fn a_policy_the_backend_cannot_enforce_is_refused() {
@@ -192,15 +192,22 @@ fn a_policy_the_backend_cannot_enforce_is_refused() {
     let (home, ws) = (dir.path("home"), dir.path("ws"));
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::create_dir_all(&home).unwrap();
-    let secret = ws.join("secret.txt");
-    std::fs::write(&secret, "").unwrap();
-    let secret = secret.to_str().unwrap();
+    let socket = ws.join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let socket = socket.to_str().unwrap();
     let marker = ws.join("ran");
     let touch = format!("touch {}", marker.display());
     let cases: [(&[&str], &str); 2] = [
         (
-            &["--backend", "landlock", "--deny", secret, "-c", &touch],
-            "cannot deny",
+            &[
+                "--backend",
+                "landlock",
+                "--allow-socket",
+                socket,
+                "-c",
+                &touch,
+            ],
+            "cannot grant the host socket",
         ),
         (&["--backend", "seatbelt", "-c", &touch], "macOS backend"),
     ];
@@ -217,12 +224,12 @@ fn a_policy_the_backend_cannot_enforce_is_refused() {
     std::fs::create_dir_all(&config_dir).unwrap();
     std::fs::write(
         config_dir.join("config.json"),
-        format!(r#"{{"backend": "landlock", "filesystem": {{"deny": ["{secret}"]}}}}"#),
+        format!(r#"{{"backend": "landlock", "filesystem": {{"sockets": ["{socket}"]}}}}"#),
     )
     .unwrap();
     let (code, _, err) = run(&home, &ws, &["-c", &touch]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("cannot deny"), "{err}");
+    assert!(err.contains("cannot grant the host socket"), "{err}");
     assert!(!marker.exists());
 }
 
