@@ -4,7 +4,7 @@
 //! denied path (the home as the workspace: `~/.aws`), or the home's entries that bwrap's
 //! seal keeps read-only (its dot entries and `HOME_READONLY`, `plan::How::SealDots`), the
 //! tree gets no rule of its own: each entry gets one, but what is left out, recursively
-//! down to it (`landlock::around`). The directories so **carved** keep the model a tree
+//! down to it (`around`). The directories so **carved** keep the model a tree
 //! would give, held by the guard, which makes every name the program makes: inside a
 //! carved directory the program may make names and open files, except what is left out
 //! (`Carved::holds`). A name made at the top of a carved directory would have no rule (a
@@ -128,7 +128,7 @@ pub fn carve(
         .map(PathBuf::as_path)
         .filter(|l| l.starts_with(root) && *l != root)
         .collect();
-    let (parts, dirs) = super::landlock::around(root, &inside, children);
+    let (parts, dirs) = around(root, &inside, children);
     let carved = dirs
         .into_iter()
         .map(|dir| Carved {
@@ -140,6 +140,53 @@ pub fn carve(
             dir,
         })
         .collect();
+    (parts, carved)
+}
+
+/// `root` as rules that leave out every `denied` path: `root` itself when none is inside
+/// it, nothing when it is denied, else what `around` gives for each of its entries; with
+/// the directories so carved (listed, not read).
+pub(super) fn around(
+    root: &Path,
+    denied: &[&Path],
+    children: &dyn Fn(&Path) -> Vec<PathBuf>,
+) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    if denied.iter().any(|d| root.starts_with(d)) {
+        return (Vec::new(), Vec::new());
+    }
+    if !denied.iter().any(|d| d.starts_with(root)) {
+        return (vec![root.to_path_buf()], Vec::new());
+    }
+    let mut out = (Vec::new(), vec![root.to_path_buf()]);
+    for child in children(root) {
+        let (parts, carved) = around(&child, denied, children);
+        out.0.extend(parts);
+        out.1.extend(carved);
+    }
+    out
+}
+
+/// The writable trees `writable`, `carving` them: without what they leave out
+/// (`left_out`). The paths that get read-write rules, and the directories carved.
+pub fn writable(
+    fs: &Filesystem,
+    (writable, carving): (&[&Path], bool),
+    children: &dyn Fn(&Path) -> Vec<PathBuf>,
+) -> (Vec<PathBuf>, Vec<Carved>) {
+    if !carving {
+        return (
+            writable.iter().map(|w| w.to_path_buf()).collect(),
+            Vec::new(),
+        );
+    }
+    let out = left_out(fs, writable, children);
+    let mut parts = Vec::new();
+    let mut carved = Vec::new();
+    for root in writable {
+        let (p, c) = carve(root, &out, children);
+        parts.extend(p);
+        carved.extend(c);
+    }
     (parts, carved)
 }
 

@@ -8,9 +8,9 @@
 //!   paths and the host's own `/tmp` and `/dev` (`HOST_PRIVATE`: the session gets its
 //!   temporary directory and the harmless devices by rules of their own). A denied path
 //!   inside a readable tree is left out by allowing around it: the tree's rule is replaced by rules on each of its
-//!   entries but the denied one, recursively down to it (`around`; `/etc` without
-//!   `/etc/shadow` for root). A denied path inside a writable tree, or an existing protected
-//!   path inside one, cannot be expressed, and is refused.
+//!   entries but the denied one, recursively down to it (`carve::around`; `/etc` without
+//!   `/etc/shadow` for root). A writable tree is carved the same way where the guard makes
+//!   every name (`carve`); before Linux 5.14 a denied path inside one is refused.
 //!   (Landlock rights are inherited down a tree and a rename needs only rights on the parent,
 //!   so nothing short of a mount keeps `.git/config` in a writable repository unwritable.) A
 //!   protected path that does not exist yet is not enforced by either backend: bwrap can only
@@ -61,7 +61,7 @@ pub enum Layering {
 pub enum Access {
     /// execute, read_file, read_dir
     Read,
-    /// read_dir only: a directory allowed around a denied entry (`around`) can be listed;
+    /// read_dir only: a directory allowed around a denied entry (`carve::around`) can be listed;
     /// Landlock passes the right down, so a denied directory's names can be too (never its
     /// files' contents).
     List,
@@ -128,7 +128,7 @@ pub struct Ruleset {
 /// `doctor` (the start line of a fallback points there).
 pub const WITHOUT_BWRAP: &[&str] = &[
     "before Linux 5.14, protected paths inside the workspace (.git/config, hooks …) are restored after a change, not prevented (later kernels: refused by sbx-shell's guard, as under bwrap)",
-    "a denied path inside the workspace cannot be hidden (such a policy is refused)",
+    "a denied path inside the workspace is left out of its rules, not hidden: its name shows; a name made at the top of a directory holding one, beyond the session's pool of 48 files and 24 directories, or moved there, cannot be read by name until the next session (before Linux 5.14 such a policy is refused)",
     "no private /tmp: a private TMPDIR instead, the host's closed (a program that writes a fixed /tmp/name fails)",
     "POSIX shared memory and semaphores live in a directory of the session's, made by sbx-shell's guard for each name in /dev/shm; a segment opened read-only by name, or a listing of /dev/shm, is refused",
     "`ls /` is refused (listing it would list the host's /tmp and /dev/shm)",
@@ -204,23 +204,7 @@ pub fn build_ruleset(
         check_alone(fs, (&writable, carving), exists)?;
     }
     let mut rules = read_rules(fs, layering, readable, children);
-    let (writable, carved) = match carving {
-        true => {
-            let out = super::carve::left_out(fs, &writable, children);
-            let mut parts = Vec::new();
-            let mut carved = Vec::new();
-            for root in &writable {
-                let (p, c) = super::carve::carve(root, &out, children);
-                parts.extend(p);
-                carved.extend(c);
-            }
-            (parts, carved)
-        }
-        false => (
-            writable.iter().map(|w| w.to_path_buf()).collect(),
-            Vec::new(),
-        ),
-    };
+    let (writable, carved) = super::carve::writable(fs, (&writable, carving), children);
     let mut add = |path: &Path, access| {
         rules.push(PathRule {
             path: path.to_path_buf(),
@@ -314,7 +298,7 @@ fn read_rules(
             (Layering::Alone, true) => &denied_or_private,
             _ => &denied,
         };
-        let (parts, carved) = around(path, left_out, children);
+        let (parts, carved) = super::carve::around(path, left_out, children);
         for part in parts {
             add(&part, Access::Read);
         }
@@ -416,7 +400,7 @@ fn readable_roots<'a>(
 /// itself where its parent is `/`. Readable alone, so that a program installed outside
 /// the home and the system directories (linuxbrew, a project's `node_modules`, `/snap`)
 /// starts, as it does under bwrap, where everything not denied is readable; denied paths
-/// inside stay left out (`around`).
+/// inside stay left out (`carve::around`).
 pub fn tool_prefixes(dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = dirs
         .iter()
@@ -428,29 +412,6 @@ pub fn tool_prefixes(dirs: &[PathBuf]) -> Vec<PathBuf> {
         .collect();
     out.sort();
     out.dedup();
-    out
-}
-
-/// `root` as rules that leave out every `denied` path: `root` itself when none is inside
-/// it, nothing when it is denied, else what `around` gives for each of its entries; with
-/// the directories so carved (listed, not read).
-pub(super) fn around(
-    root: &Path,
-    denied: &[&Path],
-    children: &dyn Fn(&Path) -> Vec<PathBuf>,
-) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    if denied.iter().any(|d| root.starts_with(d)) {
-        return (Vec::new(), Vec::new());
-    }
-    if !denied.iter().any(|d| d.starts_with(root)) {
-        return (vec![root.to_path_buf()], Vec::new());
-    }
-    let mut out = (Vec::new(), vec![root.to_path_buf()]);
-    for child in children(root) {
-        let (parts, carved) = around(&child, denied, children);
-        out.0.extend(parts);
-        out.1.extend(carved);
-    }
     out
 }
 

@@ -315,7 +315,7 @@ pub fn in_process(
                 mounts: Vec::new(),
                 launcher_depth: 0,
                 mediate: true,
-                names: names.map(|n| carved_names(n, policy, (&ruleset.carved, &exists))),
+                names: names.map(|n| carved_names(n, policy, &ruleset.carved, &exists)),
                 landlock: Some(ruleset),
             }
         }
@@ -328,7 +328,8 @@ pub fn in_process(
 fn carved_names(
     names: crate::protect::names::Names,
     policy: &Policy,
-    (carved, exists): (&[carve::Carved], &dyn Fn(&Path) -> bool),
+    carved: &[carve::Carved],
+    exists: &dyn Fn(&Path) -> bool,
 ) -> crate::protect::names::Names {
     let mut pinned = names.pinned;
     pinned.extend(

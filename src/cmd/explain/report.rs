@@ -108,7 +108,7 @@ pub enum BackendOutput {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RulesOrRefusal {
-    Rules(landlock::Ruleset),
+    Rules(Box<landlock::Ruleset>),
     Refuses(String),
 }
 
@@ -239,7 +239,7 @@ fn landlock_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput
             ..ctx.session_parts()
         },
     ) {
-        Ok(rules) => RulesOrRefusal::Rules(rules),
+        Ok(rules) => RulesOrRefusal::Rules(Box::new(rules)),
         Err(e) => RulesOrRefusal::Refuses(e.to_string()),
     };
     match ruleset(landlock::Layering::UnderBwrap) {

@@ -67,5 +67,13 @@ pub(super) fn root_as(
     Ok(None)
 }
 
-/// No Landlock here: nothing is carved.
-pub(super) fn make_pools(_plan: &Plan, _layers: &mut crate::sandbox::InProcess) {}
+/// No Landlock here: nothing is carved, no pool is made.
+pub(super) struct Pools;
+
+impl Drop for Pools {
+    fn drop(&mut self) {}
+}
+
+pub(super) fn make_pools(_plan: &Plan, _layers: &mut crate::sandbox::InProcess) -> Pools {
+    Pools
+}

@@ -177,7 +177,7 @@ fn serve(listener: &Listener, guard: &Guard) -> io::Result<()> {
                 // A call noted only goes on all the same (nothing of the caller is read).
                 Err(_) if noted(&call) => Reply::Answer(Answer::Continue),
                 Err(e) => {
-                    unreadable(&call, &e);
+                    super::report::unreadable(&call, &e);
                     Reply::Answer(Answer::Done(errno(&e)))
                 }
             },
@@ -192,29 +192,6 @@ fn noted(call: &Call) -> bool {
         kind(syscall_name(call.nr)),
         Kind::Umask | Kind::Chdir | Kind::Exec
     )
-}
-
-/// Said once per process on the session's terminal when the guard may not read a program's
-/// memory, so cannot tell what its calls name and refuses them: never a session in which
-/// every name fails without a word. (A machine where the guard can read none is refused
-/// before the program runs: `handshake`.)
-fn unreadable(call: &Call, e: &io::Error) {
-    use std::sync::Mutex;
-    static TOLD: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    if !matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) {
-        return;
-    }
-    let command = std::fs::read_to_string(format!("/proc/{}/comm", call.pid)).unwrap_or_default();
-    let command = command.trim().to_string();
-    let mut told = TOLD.lock().unwrap_or_else(|p| p.into_inner());
-    if told.contains(&command) || told.len() > 64 {
-        return;
-    }
-    told.push(command.clone());
-    eprintln!(
-        "sbx-shell: the guard cannot read what {command}'s calls name (/proc/{}/mem: {e}), so it refuses every name {command} makes\nHint: a program whose file may be run but not read (mode 711) cannot be read by its parent either: make it readable (chmod a+r on it), or run it outside sbx-shell",
-        call.pid
-    );
 }
 
 /// The reply to `call`, from a thread the guard knows (`Threads::caller`).
