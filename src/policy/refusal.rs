@@ -140,15 +140,23 @@ impl Cause {
 }
 
 /// One report of the guard: a cause letter and a path, up to the newline.
-pub fn parse_report(line: &[u8]) -> Option<(Cause, std::path::PathBuf)> {
+pub fn parse_report(line: &[u8]) -> Option<(Cause, std::path::PathBuf, String)> {
     use std::os::unix::ffi::OsStrExt;
     let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let (&code, path) = line.split_first()?;
+    let (&code, rest) = line.split_first()?;
     let cause = Cause::from_code(char::from(code))?;
+    let (path, about) = match rest.iter().position(|b| *b == 0) {
+        Some(i) => (
+            &rest[..i],
+            String::from_utf8_lossy(&rest[i + 1..]).into_owned(),
+        ),
+        None => (rest, String::new()),
+    };
     (path.first() == Some(&b'/')).then(|| {
         (
             cause,
             std::path::PathBuf::from(std::ffi::OsStr::from_bytes(path)),
+            about,
         )
     })
 }
@@ -157,6 +165,13 @@ pub fn parse_report(line: &[u8]) -> Option<(Cause, std::path::PathBuf)> {
 /// the path shown as `?`.
 pub fn report_line(cause: Cause, path: &[u8]) -> Vec<u8> {
     line_of(cause.code() as u8, path)
+}
+
+/// `report_line`, with what was refused there after a NUL (a git config's keys), as much
+/// as fits.
+pub fn report_line_about(cause: Cause, path: &[u8], about: &[u8]) -> Vec<u8> {
+    let whole = [path, b"\0", about].concat();
+    line_of(cause.code() as u8, &whole)
 }
 
 /// The letter of the guard's other report: a directory of git's state that the session
@@ -224,7 +239,7 @@ pub fn shell_word(value: &str) -> String {
 /// directory programs run from (`runs_from`, the `PATH`): then why none is suggested.
 pub fn of_write(
     cause: Cause,
-    path: &Path,
+    (path, about): (&Path, &str),
     policy: &super::Policy,
     (home, runs_from): (&Path, &[std::path::PathBuf]),
 ) -> Refusal {
@@ -260,6 +275,9 @@ pub fn of_write(
             && path
                 .parent()
                 .is_some_and(|p| p.file_name().is_some_and(|n| n == ".git"));
+        if git_config && !about.is_empty() {
+            return of_git_config(path, about);
+        }
         return Refusal {
             kind: Kind::Protected,
             subject: path.display().to_string(),
@@ -293,6 +311,25 @@ pub fn of_write(
     }
 }
 
+/// A git config refused for `keys` (`protect::names::Names::config_rename`): each named,
+/// with the option that allows it (a key that names no setting, none).
+fn of_git_config(path: &Path, keys: &str) -> Refusal {
+    let allow: Vec<String> = keys
+        .split(", ")
+        .filter(|k| !k.is_empty() && !k.contains(' '))
+        .map(|k| format!("--allow-git-config {}", shell_word(k)))
+        .collect();
+    Refusal {
+        kind: Kind::Protected,
+        subject: format!("{} ({keys})", path.display()),
+        why: "a git config with keys that ordinary git work does not write: they can make the host's git run code".into(),
+        fix: Some(match allow.is_empty() {
+            true => "none: only you change it, outside the sandbox".into(),
+            false => allow.join(" "),
+        }),
+    }
+}
+
 /// What Landlock refused (`blockers`, from its audit records) at `path`: a denied path is
 /// hidden; a read elsewhere is outside the readable places (`--read`); a write is judged
 /// as the guard's are. `None` for what is not about files.
@@ -305,7 +342,7 @@ pub fn of_landlock(
     if !blockers.iter().all(|b| b.starts_with("fs.")) {
         return None;
     }
-    let hidden = of_write(Cause::Outside, path, policy, (home, runs_from));
+    let hidden = of_write(Cause::Outside, (path, ""), policy, (home, runs_from));
     if hidden.kind == Kind::Hidden || !reads {
         return Some(hidden);
     }
@@ -426,7 +463,7 @@ impl Tally {
             let fix = if fixes.is_empty() {
                 String::new()
             } else {
-                format!(" → {}", fixes.join("  "))
+                format!(" → {}", fixes.join("; "))
             };
             lines.push(format!(
                 "  {}: {} ({}{more}){fix}",
@@ -450,7 +487,7 @@ impl Tally {
                     .collect();
                 let fix = match k.fixes.is_empty() {
                     true => String::new(),
-                    false => format!(" → {}", printable(&k.fixes.join("  "))),
+                    false => format!(" → {}", printable(&k.fixes.join("; "))),
                 };
                 format!(
                     "  {}: {} ({}){fix}",
@@ -548,9 +585,14 @@ mod tests {
             PathBuf::from("relative"),
         ];
         let fix = |p: &str| {
-            of_write(Cause::ReadOnly, Path::new(p), &policy, (home(), &runs_from))
-                .fix
-                .unwrap()
+            of_write(
+                Cause::ReadOnly,
+                (Path::new(p), ""),
+                &policy,
+                (home(), &runs_from),
+            )
+            .fix
+            .unwrap()
         };
         // A build's cache: its own directory, which holds no programs.
         assert_eq!(
@@ -579,7 +621,7 @@ mod tests {
         let policy = policy_with("/w", "{}");
         let w = of_write(
             Cause::ReadOnly,
-            Path::new("/home/u/notes/a"),
+            (Path::new("/home/u/notes/a"), ""),
             &policy,
             (home(), &[]),
         );
@@ -587,7 +629,7 @@ mod tests {
         assert_eq!(w.fix.as_deref(), Some("--write ~/notes"));
         let h = of_write(
             Cause::ReadOnly,
-            Path::new("/home/u/.ssh/x"),
+            (Path::new("/home/u/.ssh/x"), ""),
             &policy,
             (home(), &[]),
         );
@@ -595,7 +637,7 @@ mod tests {
         assert!(h.fix.unwrap().contains("\"allow_denied\": [\"~/.ssh\"]"));
         let p = of_write(
             Cause::Protected,
-            Path::new("/w/.git/hooks/pre-commit"),
+            (Path::new("/w/.git/hooks/pre-commit"), ""),
             &policy,
             (home(), &[]),
         );
@@ -603,14 +645,14 @@ mod tests {
         assert!(p.fix.unwrap().starts_with("none: "));
         let c = of_write(
             Cause::Protected,
-            Path::new("/w/.git/config"),
+            (Path::new("/w/.git/config"), ""),
             &policy,
             (home(), &[]),
         );
         assert!(c.fix.unwrap().starts_with("--allow-git-config"));
         let s = of_write(
             Cause::Socket,
-            Path::new("/run/user/0/bus"),
+            (Path::new("/run/user/0/bus"), ""),
             &policy,
             (home(), &[]),
         );
@@ -629,7 +671,16 @@ mod tests {
         assert_eq!(line, b"r/home/u/a?b\n");
         assert_eq!(
             parse_report(&line),
-            Some((Cause::ReadOnly, std::path::PathBuf::from("/home/u/a?b")))
+            Some((Cause::ReadOnly, "/home/u/a?b".into(), String::new()))
+        );
+        let line = report_line_about(Cause::Protected, b"/w/.git/config", b"core.fsmonitor");
+        assert_eq!(
+            parse_report(&line),
+            Some((
+                Cause::Protected,
+                "/w/.git/config".into(),
+                "core.fsmonitor".into()
+            ))
         );
         assert_eq!(parse_report(b"x/a\n"), None);
         assert_eq!(parse_report(b"rrelative\n"), None);
@@ -686,7 +737,7 @@ mod tests {
         assert!(lines[0].contains("refused 6 requests"));
         assert_eq!(
             lines[1],
-            "  writes outside the writable places: 5 (~/f ×4, /etc/x) → --write ~  --write /etc"
+            "  writes outside the writable places: 5 (~/f ×4, /etc/x) → --write ~; --write /etc"
         );
         assert_eq!(
             lines[2],

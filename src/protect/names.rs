@@ -330,17 +330,17 @@ impl Names {
         self.objects.contains(&(dev, ino))
     }
 
-    /// Why a file with `text` may not be renamed over the config of the git directory at
-    /// `git_dir`, or `None`: it sets a key that ordinary git work does not write and the
+    /// The keys for which a file with `text` may not be renamed over the config of the git
+    /// directory at `git_dir`, or `None`: it sets a key that ordinary git work does not write and the
     /// policy does not allow (`gitconfig::refused`), git cannot read it, or its
     /// `core.worktree` leads outside the writable trees (the host's git would check out,
     /// reset and stash into that directory: a home's rc files).
-    pub fn config_rename(&self, git_dir: &Path, text: &[u8]) -> Option<String> {
+    pub fn config_rename(&self, git_dir: &Path, text: &[u8]) -> Option<Vec<String>> {
         let mut keys = crate::policy::gitconfig::refused(text, &self.git_config_allow);
         if keys.is_empty() && !self.worktree_inside(git_dir, text) {
             keys.push("core.worktree (outside the writable places)".to_string());
         }
-        (!keys.is_empty()).then(|| format!("a git config ({})", keys.join(", ")))
+        (!keys.is_empty()).then_some(keys)
     }
 
     /// Whether the `core.worktree` that `text` sets (the last one, as git reads it; none
@@ -584,7 +584,7 @@ mod tests {
         );
         assert!(names
             .config_rename(Path::new("/ws/.git"), b"[core] fsmonitor = /x.sh\n")
-            .is_some_and(|why| why.contains("core.fsmonitor")));
+            .is_some_and(|keys| keys == ["core.fsmonitor"]));
         assert!(names
             .config_rename(Path::new("/ws/.git"), b"[alias]\n\tst = !touch /x\n")
             .is_some());

@@ -142,7 +142,7 @@ impl Journal {
     pub fn listen(
         &self,
         reports: OwnedFd,
-        judge: impl Fn(Cause, &Path) -> Refusal + Send + 'static,
+        judge: impl Fn(Cause, &Path, &str) -> Refusal + Send + 'static,
     ) -> std::io::Result<()> {
         let journal = self.clone();
         let (done, drained) = std::sync::mpsc::channel::<()>();
@@ -153,7 +153,7 @@ impl Journal {
             let _done = done;
             let mut lines = BufReader::with_capacity(1 << 16, File::from(reports));
             let mut line = Vec::new();
-            let mut judged: HashMap<(Cause, PathBuf), Refusal> = HashMap::new();
+            let mut judged: HashMap<(Cause, PathBuf, String), Refusal> = HashMap::new();
             while lines.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
                 if let Some(dir) = parse_state(&line) {
                     if let Ok(mut inner) = journal.inner.lock() {
@@ -165,7 +165,7 @@ impl Journal {
                     }
                     let r = judged
                         .entry(key)
-                        .or_insert_with_key(|(cause, path)| judge(*cause, path));
+                        .or_insert_with_key(|(cause, path, about)| judge(*cause, path, about));
                     journal.record(r, 1);
                 }
                 line.clear();

@@ -8,4 +8,6 @@ pub mod files;
 pub mod process;
 pub mod say;
 #[cfg(target_os = "linux")]
+pub mod title;
+#[cfg(target_os = "linux")]
 pub mod userns;

@@ -352,7 +352,12 @@ mod tests {
             }),
         };
         let handover = Handover::new(crate::helper::spec::spec_bytes(&spec).unwrap()).unwrap();
-        let fd = std::os::fd::IntoRawFd::into_raw_fd(handover.read.try_clone().unwrap());
+        // A number far above what the other tests, running beside this one, open (a new
+        // descriptor takes the lowest free number), so that none takes it once closed.
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&handover.read);
+        // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor of ours at 900 or above.
+        let fd = unsafe { libc::fcntl(raw, libc::F_DUPFD_CLOEXEC, 900) };
+        assert!(fd >= 900);
         assert_eq!(crate::helper::spec::read_spec(fd).unwrap(), spec);
         // read_spec closed it.
         // SAFETY: F_GETFD only reads the fd's flags.

@@ -379,7 +379,7 @@ fn a_refusal_names_the_option_that_allows_it() {
             .unwrap_or_default();
         assert!(
             line.contains(&format!(
-                "→ --resolve mirror.corp.test:127.0.0.1  --net allow=other.test:{port}"
+                "→ --resolve mirror.corp.test:127.0.0.1; --net allow=other.test:{port}"
             )),
             "{what}"
         );

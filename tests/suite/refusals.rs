@@ -625,3 +625,46 @@ fn no_write_suggested_opens_the_home_or_a_path_directory() {
         }
     }
 }
+
+/// Nothing sbx-shell says while the program runs lands on the program's screen: a git
+/// config the guard refuses (as opencode's first prompt in a repository writes) shows only
+/// the program's own error, as a full-screen program would draw it; the summary after it
+/// names the keys and the option that allows each. On both backends, beside bare, where
+/// the config is written.
+#[test]
+fn a_refusal_while_the_program_runs_draws_nothing_on_its_screen() {
+    if !tools_present() {
+        return;
+    }
+    let script = "echo SCREEN-START; git init -q r && git -C r config core.fsmonitor /bin/true; \
+                  git -C r config --get core.fsmonitor; echo SCREEN-END";
+    for backend in ["bwrap", "landlock", "none"] {
+        let lab = Lab::new("screen", User::Root, false);
+        let mut launch =
+            super::support::Launch::new(&["--backend", backend, "--", "/bin/sh", "-c", script]);
+        launch.cwd = Some(lab.ws.clone());
+        launch
+            .env
+            .push(("HOME".into(), lab.home.display().to_string()));
+        let mut pty = OuterPty::launch(launch);
+        pty.expect("SCREEN-END");
+        pty.wait();
+        let text = pty.output_text();
+        let (before, after) = text.split_at(text.find("SCREEN-END").unwrap());
+        let screen = &before[before.find("SCREEN-START").unwrap()..];
+        assert!(
+            !screen.contains("sbx-shell"),
+            "{backend}: drawn on the screen:\n{screen}"
+        );
+        if backend == "none" {
+            assert!(screen.contains("/bin/true"), "control: {screen}");
+            continue;
+        }
+        assert!(!screen.contains("/bin/true"), "{backend}: {screen}");
+        assert!(
+            after.contains("(core.fsmonitor)")
+                && after.contains("--allow-git-config core.fsmonitor"),
+            "{backend}: the summary:\n{after}"
+        );
+    }
+}

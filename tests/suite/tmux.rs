@@ -172,3 +172,54 @@ fn as_default_command_every_pane_is_supervised() {
         .then_some(())
     });
 }
+
+/// As tmux's `default-command` or pane command, sbx-shell follows the program in the
+/// foreground: `#{pane_current_path}` after `cd` (what the usual split binding opens in) and
+/// `#{pane_current_command}` while a command runs, as bare — on both backends. A private
+/// directory of the session (its `/tmp` under bwrap) is not the host's, and not followed.
+#[test]
+fn pane_formats_follow_the_program_as_bare() {
+    if !require("tmux", "pane formats") || !require("bwrap", "the bwrap backend") {
+        return;
+    }
+    let dir = Scratch::new("follow");
+    let (ws, sub) = (dir.path("ws"), dir.path("ws/sub dir"));
+    std::fs::create_dir_all(&sub).unwrap();
+    let shell = "bash --norc --noprofile -i";
+    let runs = [
+        ("bare", shell.to_string()),
+        ("bwrap", sbx(&format!("--backend bwrap -- {shell}"))),
+        ("landlock", sbx(&format!("--backend landlock -- {shell}"))),
+    ];
+    for (what, command) in runs {
+        let tmux = Tmux::start(
+            &format!("cd {} && exec {command}", sh_quote(path_str(&ws))),
+            100,
+            30,
+        );
+        tmux.type_line("PS1='P''> '; cd 'sub dir'; echo IN-$((1+1))");
+        tmux.expect("IN-2");
+        let path = wait_until(&format!("{what}: the pane's path"), || {
+            let now = tmux.display("#{pane_current_path}");
+            (now == path_str(&sub)).then_some(now)
+        });
+        assert_eq!(path, path_str(&sub), "{what}");
+        tmux.type_line("sleep 77.5");
+        wait_running("sleep 77.5");
+        wait_until(&format!("{what}: the pane's command"), || {
+            (tmux.display("#{pane_current_command}") == "sleep").then_some(())
+        });
+        tmux.send_keys(&["C-c"]);
+        tmux.type_line("cd /tmp; echo TMP-$((1+1))");
+        tmux.expect("TMP-2");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let path = tmux.display("#{pane_current_path}");
+        match what {
+            // Under bwrap /tmp is the session's own: the host's is not where it is.
+            "bwrap" => assert_eq!(path, path_str(&sub), "{what}"),
+            _ => assert_eq!(path, "/tmp", "{what}"),
+        }
+        tmux.type_line("exit 0");
+        assert_eq!(tmux.wait_dead(), 0, "{what}");
+    }
+}

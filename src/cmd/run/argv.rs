@@ -188,8 +188,8 @@ fn reports_pipe(plan: &Plan, journal: &Journal) -> Result<std::os::fd::OwnedFd, 
     let (policy, home) = (plan.policy.clone(), plan.home.clone());
     let runs_from = runs_from();
     journal
-        .listen(read, move |cause, path| {
-            refusal::of_write(cause, path, &policy, (&home, &runs_from))
+        .listen(read, move |cause, path, about| {
+            refusal::of_write(cause, (path, about), &policy, (&home, &runs_from))
         })
         .context("cannot start reading the guard's refusals")?;
     Ok(write)

@@ -266,17 +266,15 @@ impl Acting<'_> {
         Ok(0)
     }
 
-    /// Refuse `text` as the config at `at` where `names::config_rename` does, said where
-    /// the program's own error appears (its terminal), once per refusal.
+    /// Refuse `text` as the config at `at` where `names::config_rename` does, reported with
+    /// the keys refused (the summary names them and the option that allows each; nothing is
+    /// said on the program's terminal, which a full-screen program draws on).
     pub(super) fn judge_config(&self, at: &Entry<'_>, text: &[u8]) -> Res<()> {
-        let Some(why) = self.names.config_rename(&at.path, text) else {
+        let Some(keys) = self.names.config_rename(&at.path, text) else {
             return Ok(());
         };
-        eprintln!(
-            "sbx-shell: refused {why} in {}: keys that ordinary git work does not write can make the host's git run code\nHint: to allow one, run with --allow-git-config KEY (or \"git\": {{\"allow_config\": [\"KEY\"]}} in the config)",
-            at.full().display()
-        );
-        Err(refuse(Cause::Protected, &at.full()))
+        super::report::refused_about(Cause::Protected, &at.full(), keys.join(", ").as_bytes());
+        Err(libc::EACCES)
     }
 
     /// `text` put at `at` as a new file of the guard's own (with `mode`), renamed over

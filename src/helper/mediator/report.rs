@@ -8,7 +8,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use crate::policy::refusal::{report_line, state_line, Cause};
+use crate::policy::refusal::{report_line, report_line_about, state_line, Cause};
 
 static REPORTS: OnceLock<OwnedFd> = OnceLock::new();
 
@@ -20,8 +20,21 @@ pub(super) fn to(fd: OwnedFd) {
 /// Report a refusal of `path` (absolute; a relative one is not reported).
 pub(super) fn refused(cause: Cause, path: &Path) {
     use std::os::unix::ffi::OsStrExt;
+    write(&report_line(cause, path.as_os_str().as_bytes()));
+}
+
+/// `refused`, with what was refused there (a git config's keys).
+pub(super) fn refused_about(cause: Cause, path: &Path, about: &[u8]) {
+    use std::os::unix::ffi::OsStrExt;
+    write(&report_line_about(
+        cause,
+        path.as_os_str().as_bytes(),
+        about,
+    ));
+}
+
+fn write(line: &[u8]) {
     let Some(fd) = REPORTS.get() else { return };
-    let line = report_line(cause, path.as_os_str().as_bytes());
     // SAFETY: `line` is valid for its length; a write of at most PIPE_BUF bytes to a
     // pipe is whole or not at all. The pipe is non-blocking: EAGAIN drops the report.
     let _ = unsafe { libc::write(fd.as_raw_fd(), line.as_ptr().cast(), line.len()) };

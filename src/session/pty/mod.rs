@@ -9,6 +9,8 @@
 
 pub mod ask;
 mod clipboard;
+#[cfg(target_os = "linux")]
+mod follow;
 mod modes;
 mod raw_mode;
 mod relay;

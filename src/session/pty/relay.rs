@@ -61,6 +61,9 @@ pub struct Relay<'a> {
     clipboard: (Clipboard, Option<Sink>),
     /// Questions to the user (`ask`), answered by the next key typed.
     questions: Option<super::ask::Desk>,
+    /// The foreground program's directory and command, taken on for the outer terminal.
+    #[cfg(target_os = "linux")]
+    follow: Option<super::follow::Follow>,
 }
 
 impl<'a> Relay<'a> {
@@ -88,6 +91,8 @@ impl<'a> Relay<'a> {
             clipboard_in: Filter::new(Clipboard::None, Direction::Input),
             clipboard: (Clipboard::None, None),
             questions: None,
+            #[cfg(target_os = "linux")]
+            follow: outer.map(|_| super::follow::Follow::new()),
         }
     }
 
@@ -187,14 +192,33 @@ impl<'a> Relay<'a> {
             .on_time(now, || nix::unistd::tcgetpgrp(master.as_fd()).ok());
         let until = |at: Instant| PollTimeout::try_from(at - now).unwrap_or(PollTimeout::MAX);
         if !self.supervisor.is_over() {
-            return Some(
-                self.supervisor
-                    .next_deadline()
-                    .map_or(PollTimeout::NONE, |at| until(at.max(now))),
-            );
+            let next = [self.supervisor.next_deadline(), self.follow_due()]
+                .into_iter()
+                .flatten()
+                .min();
+            return Some(next.map_or(PollTimeout::NONE, |at| until(at.max(now))));
         }
         let deadline = *self.drain_until.get_or_insert(now + DRAIN_MAX);
         (now < deadline && self.master_open).then(|| until(deadline))
+    }
+
+    /// When the foreground program is next looked at (`follow`).
+    fn follow_due(&self) -> Option<Instant> {
+        #[cfg(target_os = "linux")]
+        return self.follow.as_ref().and_then(super::follow::Follow::due);
+        #[cfg(not(target_os = "linux"))]
+        None
+    }
+
+    /// Look at the foreground program, when due (`follow`).
+    fn follow_look(&mut self) {
+        #[cfg(target_os = "linux")]
+        {
+            let group = self.foreground();
+            if let Some(follow) = self.follow.as_mut() {
+                follow.look(group, Instant::now());
+            }
+        }
     }
 
     /// The inner terminal's foreground process group.
@@ -276,6 +300,7 @@ impl<'a> Relay<'a> {
         if master.contains(PollFlags::POLLOUT) && !self.to_child.is_empty() {
             self.write_master();
         }
+        self.follow_look();
     }
 
     fn on_signal(&mut self, signal: i32) {
@@ -384,6 +409,10 @@ impl<'a> Relay<'a> {
                     return;
                 }
                 Ok(n) => {
+                    #[cfg(target_os = "linux")]
+                    if let Some(follow) = self.follow.as_mut() {
+                        follow.wrote();
+                    }
                     self.modes.feed(&buf[..n]);
                     let before = self.clipboard_out.dropped + self.clipboard_in.dropped;
                     let shown = self.clipboard_out.filter(&buf[..n]);
