@@ -47,6 +47,20 @@ impl Launch {
         self.program == self.shell.as_os_str() && !self.args.iter().any(|a| a == "-c")
     }
 
+    /// Whether this is a shell's `-c` running the server end of a file copy, as sshd
+    /// starts one through the login shell: `scp -t`/`scp -f` (legacy scp), `sftp-server`
+    /// (sftp, and scp since OpenSSH 9), `rsync --server`. What it writes must reach the
+    /// host's files, never a private place that ends with the session.
+    pub fn is_file_transfer(&self) -> bool {
+        let Some(at) = self.args.iter().position(|a| a == "-c") else {
+            return false;
+        };
+        let Some(command) = self.args.get(at + 1).and_then(|c| c.to_str()) else {
+            return false;
+        };
+        file_transfer(command)
+    }
+
     /// With `extra` put right after the program's name when its file name has an entry
     /// (`policy.program_args`); a shell or an unlisted program is left as it is.
     pub fn with_program_args(
@@ -164,6 +178,29 @@ pub fn child_env(
 /// Names that would make clients skip the proxy: removed from the program's environment.
 pub const BYPASS_ENV: [&str; 2] = ["NO_PROXY", "no_proxy"];
 
+/// Whether the shell command `command` runs the server end of a file copy
+/// (`Launch::is_file_transfer`).
+pub fn file_transfer(command: &str) -> bool {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let name = words
+        .first()
+        .map_or("", |w| w.rsplit('/').next().unwrap_or(w));
+    let flag = |letter: char| {
+        words[1..].iter().any(|w| {
+            w.starts_with('-')
+                && !w.starts_with("--")
+                && w[1..].chars().all(|c| c.is_ascii_alphanumeric())
+                && w.contains(letter)
+        })
+    };
+    match name {
+        "scp" => flag('t') || flag('f'),
+        "sftp-server" => true,
+        "rsync" => words.contains(&"--server"),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,6 +302,30 @@ mod tests {
         assert_eq!(launch.arg0, "vim");
         assert_eq!(launch.args, os(&["a.txt"]));
         assert_eq!(launch.shell, Path::new("/bin/zsh"));
+    }
+
+    #[test]
+    fn the_server_ends_of_file_copies_are_told_apart() {
+        for yes in [
+            "scp -t /tmp/f",
+            "scp -v -p -t -- .",
+            "scp -f files/x",
+            "/usr/lib/openssh/sftp-server",
+            "/usr/lib/sftp-server -l INFO",
+            "rsync --server -vlogDtpre.iLsfxCIvu . .",
+        ] {
+            assert!(file_transfer(yes), "{yes}");
+        }
+        for no in [
+            "scp f host:x",
+            "ls -t",
+            "rsync -av a b",
+            "make -f Makefile",
+            "",
+            "echo scp -t",
+        ] {
+            assert!(!file_transfer(no), "{no}");
+        }
     }
 
     #[test]

@@ -259,6 +259,10 @@ pub struct Filesystem {
     /// alone, the guard connects them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub own_sockets: Vec<PathBuf>,
+    /// Whether the session's private `/tmp` (bwrap's; alone its temporary directory) may
+    /// be written: not for the server end of a file copy (`Launch::is_file_transfer`),
+    /// whose writes there would vanish with the session — they fail instead.
+    pub private_tmp_writable: bool,
     /// Paths inside denied ones that stay readable (the ssh client's `known_hosts` and
     /// `config`, `policy::ssh`): set for the session by sbx-shell, not by a layer.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -174,6 +174,7 @@ fn resolve_filesystem(
         found_denied,
         allowed,
         own_sockets: Vec::new(),
+        private_tmp_writable: true,
         revealed: Vec::new(),
         views: Vec::new(),
         seed: Vec::new(),

@@ -356,7 +356,8 @@ fn writable_roots<'a>(
         FsMode::WorkspaceWrite => {
             let mut w: Vec<&Path> = vec![real(&fs.workspace)];
             match layering {
-                Layering::UnderBwrap => w.push(Path::new("/tmp")),
+                Layering::UnderBwrap if fs.private_tmp_writable => w.push(Path::new("/tmp")),
+                Layering::UnderBwrap => {}
                 Layering::Alone => w.extend(temp_dir),
             }
             w.extend(fs.writable.iter().map(real));

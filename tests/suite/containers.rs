@@ -4,7 +4,8 @@
 //! is built from Debian's packages (mmdebstrap) and imported, so no registry is needed.
 //! Where bwrap cannot run, `auto` takes Landlock alone, whose guard answers every name the
 //! program makes: each kind of call works as bare (the control: `--backend none`), as root
-//! and as an ordinary user (uid 1000).
+//! and as an ordinary user (uid 1000), and so does a session started in the home, whose
+//! secret only the control reads.
 //!
 //! Podman runs here with lowered limits (`--ulimit`): this VM withholds CAP_SYS_RESOURCE
 //! even from root, so Podman's default — raising the open files to 1,048,576 — fails before
@@ -17,7 +18,8 @@ use std::sync::OnceLock;
 
 use super::support::{require, require_root, run_dir, skipped, Shown};
 
-const LINES: [&str; 7] = [
+const LINES: [&str; 8] = [
+    "HOME-OK",
     "FILES-OK",
     "TAR-OK",
     "FD-META-OK",
@@ -145,9 +147,9 @@ fn landlock_alone_works_in_docker_and_podman_as_they_come() {
             let (code, bare, err) = inside(engine, &image, user, "none");
             let what = format!("{} as {user:?}", engine.name);
             assert_eq!(code, 0, "{what}, control: {err}");
-            for line in LINES {
+            for line in LINES.iter().chain(&["SECRET-READ"]) {
                 assert!(
-                    bare.lines().any(|l| l == line),
+                    bare.lines().any(|l| l == *line),
                     "{what}, control: no {line}: {bare}{err}"
                 );
             }
@@ -164,6 +166,7 @@ fn landlock_alone_works_in_docker_and_podman_as_they_come() {
                     !err.contains("Operation not permitted"),
                     "{what}, {backend}: {err}"
                 );
+                assert!(!out.contains("SECRET-READ"), "{what}, {backend}: {out}");
             }
         }
     }

@@ -431,8 +431,35 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
         .shown();
     assert!(!out.status.success(), "scp outside the workspace succeeded");
     assert!(!denied.exists());
+    // Into /tmp, the session's own (it ends with the session): each copy fails, never a
+    // success whose file vanishes — scp over SFTP, legacy scp and sftp's put.
+    let tmp = format!("/tmp/sbx-ssh-copy-{}.bin", sshd.port);
+    for legacy in [false, true] {
+        let mut up = Command::new("scp");
+        up.args(&opts).args(["-P", &port]);
+        if legacy {
+            up.arg("-O");
+        }
+        let out = up.arg(&source).arg(remote(&tmp)).shown();
+        assert!(
+            !out.status.success(),
+            "scp (legacy: {legacy}) into /tmp succeeded"
+        );
+    }
+    let batch = local.join("batch-tmp");
+    fs::write(&batch, format!("put {} {tmp}\n", source.display())).unwrap();
+    let out = Command::new("sftp")
+        .args(&opts)
+        .args(["-P", &port, "-b"])
+        .arg(&batch)
+        .arg(format!("{USER}@127.0.0.1"))
+        .shown();
+    assert!(!out.status.success(), "sftp put into /tmp succeeded");
     // (The directory itself is open to everyone: the control in the remote-command test
     // shows the same user writing there without a sandbox.)
+    // A remote command other than a copy keeps its private /tmp.
+    let out = sshd.run("echo x > /tmp/own && cat /tmp/own");
+    assert_eq!(text(&out.stdout), "x\n", "{}", text(&out.stderr));
 }
 
 #[test]

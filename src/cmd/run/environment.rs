@@ -64,8 +64,10 @@ fn record_dropped(
 /// Landlock alone in workspace-write: the session's private temporary directory, in place
 /// of the private `/tmp` bwrap gives (`session::temp`).
 fn session_temp(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, Failure> {
+    let fs = &plan.policy.filesystem;
     if *backend != Backend::Landlock
-        || plan.policy.filesystem.mode != crate::policy::config::FsMode::WorkspaceWrite
+        || fs.mode != crate::policy::config::FsMode::WorkspaceWrite
+        || !fs.private_tmp_writable
     {
         return Ok(None);
     }

@@ -85,8 +85,8 @@ pub(super) fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Pla
     create_own_dirs(&home)?;
     Ok(Plan {
         home,
+        policy: for_launch(policy, &launch),
         launch,
-        policy,
         sources: (policy_args, user_config),
         root_as: None,
     })
@@ -136,7 +136,18 @@ pub(super) fn root_files(
         user_config.clone(),
         inputs::RootFiles::Walk,
     )?;
+    plan.policy.filesystem.private_tmp_writable = !plan.launch.is_file_transfer();
     Ok(())
+}
+
+/// `policy` for what `launch` runs: the server end of a file copy (scp, sftp, rsync over
+/// ssh through the login shell) gets no writable private `/tmp`, so that a copy there
+/// fails instead of vanishing with the session.
+fn for_launch(mut policy: crate::policy::Policy, launch: &Launch) -> crate::policy::Policy {
+    if launch.is_file_transfer() {
+        policy.filesystem.private_tmp_writable = false;
+    }
+    policy
 }
 
 /// Step 2 (after the policy, which says whether bwrap is wanted at all): the host, with
