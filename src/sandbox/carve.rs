@@ -24,8 +24,8 @@ use crate::policy::Filesystem;
 use crate::protect::names::under;
 
 /// How many files and directories each carved directory's pool holds.
-pub const POOL_FILES: usize = 48;
-pub const POOL_DIRS: usize = 24;
+pub const POOL_FILES: usize = 16;
+pub const POOL_DIRS: usize = 8;
 /// How many carved directories get a pool, the outermost first (the home, as the
 /// workspace, is one).
 pub const POOLS_AT_MOST: usize = 8;

@@ -128,7 +128,7 @@ pub struct Ruleset {
 /// `doctor` (the start line of a fallback points there).
 pub const WITHOUT_BWRAP: &[&str] = &[
     "before Linux 5.14, protected paths inside the workspace (.git/config, hooks …) are restored after a change, not prevented (later kernels: refused by sbx-shell's guard, as under bwrap)",
-    "a denied path inside the workspace is left out of its rules, not hidden: its name shows; a name made at the top of a directory holding one, beyond the session's pool of 48 files and 24 directories, or moved there, cannot be read by name until the next session (before Linux 5.14 such a policy is refused)",
+    "a denied path inside the workspace is left out of its rules, not hidden: its name shows; a name made at the top of a directory holding one, beyond the session's pool of 16 files and 8 directories, or moved there, cannot be read by name until the next session (before Linux 5.14 such a policy is refused)",
     "no private /tmp: a private TMPDIR instead, the host's closed (a program that writes a fixed /tmp/name fails)",
     "POSIX shared memory and semaphores live in a directory of the session's, made by sbx-shell's guard for each name in /dev/shm; a segment opened read-only by name, or a listing of /dev/shm, is refused",
     "`ls /` is refused (listing it would list the host's /tmp and /dev/shm)",
