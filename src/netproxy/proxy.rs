@@ -326,18 +326,23 @@ impl Proxy {
         }
     }
 
+    /// Answer `client` with `refusal`, logged; counted and recorded as the sandbox's
+    /// refusal unless the name does not resolve, which is the network's answer, not the
+    /// sandbox's (no option would change it).
     fn refuse(&self, client: &mut TcpStream, target: &Target, refusal: &Refusal) {
         let reason = refusal.reason();
         self.log(target, &format!("refused: {reason}"));
-        if let Ok(mut stats) = self.shared.stats.lock() {
-            stats.refused += 1;
+        if !matches!(refusal, Refusal::Unresolved) {
+            if let Ok(mut stats) = self.shared.stats.lock() {
+                stats.refused += 1;
+            }
+            self.shared.sink.record(refusal::Refusal {
+                kind: Kind::Host,
+                subject: target.to_string(),
+                why: reason.clone(),
+                fix: refusal.fix(target),
+            });
         }
-        self.shared.sink.record(refusal::Refusal {
-            kind: Kind::Host,
-            subject: target.to_string(),
-            why: reason.clone(),
-            fix: refusal.fix(target),
-        });
         let hint = refusal
             .fix(target)
             .map(|fix| format!("\nHint: {fix} allows it (sbx-shell's network allow-list)"))

@@ -353,9 +353,11 @@ fn a_refusal_names_the_option_that_allows_it() {
         let hosts = lab.dir.join("hosts");
         std::fs::write(&hosts, "127.0.0.1 localhost\n127.0.0.1 mirror.corp.test\n").unwrap();
         let allow = format!("allow=mirror.corp.test:{port}");
+        let nowhere = format!("allow=nowhere.invalid:{port}");
         let script = format!(
             "curl -sS --max-time 10 http://mirror.corp.test:{port}/mirror; echo; \
-             curl -sS --max-time 10 http://other.test:{port}/; echo"
+             curl -sS --max-time 10 http://other.test:{port}/; echo; \
+             curl -sS --max-time 10 http://nowhere.invalid:{port}/; echo"
         );
         let run = |args: &[&str]| {
             let out = with_hosts(&lab.command(backend, args), &hosts).shown();
@@ -364,8 +366,13 @@ fn a_refusal_names_the_option_that_allows_it() {
                 String::from_utf8_lossy(&out.stderr).into_owned(),
             )
         };
-        let (text, err) = run(&["--net", &allow, "-c", &script]);
+        let (text, err) = run(&["--net", &allow, "--net", &nowhere, "-c", &script]);
         let what = format!("{backend}\nstdout:\n{text}\nstderr:\n{err}");
+        // A listed name that does not resolve: the network's answer, not a refusal the
+        // sandbox counts (no option would change it).
+        assert!(text.contains("name does not resolve"), "{what}");
+        assert!(!err.contains("nowhere.invalid"), "{what}");
+        assert!(err.contains("the sandbox refused 2 requests"), "{what}");
         assert!(
             text.contains("resolves to the non-public address 127.0.0.1")
                 && text.contains("Hint: --resolve mirror.corp.test:127.0.0.1 allows it")
