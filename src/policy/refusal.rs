@@ -298,6 +298,16 @@ pub fn of_write(
             .find(|p| p.is_absolute() && p.starts_with(dir))
             .map(|p| format!("{}, which programs run from (PATH)", tilde(p, home)))
     };
+    if ["/proc", "/sys"].iter().any(|k| path.starts_with(k)) {
+        // A user namespace's maps (`unshare -U`), a process's or the kernel's settings:
+        // no grant reaches them, and none would help.
+        return Refusal {
+            kind: Kind::Write,
+            subject: path.display().to_string(),
+            why: "the kernel's own files (/proc, /sys) cannot be written in the sandbox".into(),
+            fix: Some("none: run it outside sbx-shell".into()),
+        };
+    }
     Refusal {
         kind: Kind::Write,
         subject: path.display().to_string(),
@@ -650,6 +660,25 @@ mod tests {
             (home(), &[]),
         );
         assert!(c.fix.unwrap().starts_with("--allow-git-config"));
+        // With the keys the guard reported: each named, with its option.
+        let keys = of_write(
+            Cause::Protected,
+            (Path::new("/w/.git/config"), "core.fsmonitor, alias.x"),
+            &policy,
+            (home(), &[]),
+        );
+        assert_eq!(keys.subject, "/w/.git/config (core.fsmonitor, alias.x)");
+        assert_eq!(
+            keys.fix.as_deref(),
+            Some("--allow-git-config core.fsmonitor --allow-git-config alias.x")
+        );
+        let uid_map = of_write(
+            Cause::Outside,
+            (Path::new("/proc/42/uid_map"), ""),
+            &policy,
+            (home(), &[]),
+        );
+        assert_eq!(uid_map.fix.as_deref(), Some("none: run it outside sbx-shell"));
         let s = of_write(
             Cause::Socket,
             (Path::new("/run/user/0/bus"), ""),
