@@ -55,6 +55,7 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
             .map_or(Default::default(), |r| crate::helper::mediator::NetRules {
                 deny_tcp: r.deny_tcp,
                 connect_port: r.connect_port,
+                own_port: None,
                 min_abi: r.min_abi,
             });
     // The pipe the guard reports its refusals on (`mediator::report`), inherited for it

@@ -60,4 +60,4 @@ mod threads;
 mod waiting;
 
 mod decide;
-pub use decide::{in_session, shm_name, NetRules, Reach, Scope};
+pub use decide::{in_session, loopback_bind, loopback_port, shm_name, NetRules, Reach, Scope};

@@ -299,14 +299,7 @@ pub fn of_write(
             .map(|p| format!("{}, which programs run from (PATH)", tilde(p, home)))
     };
     if ["/proc", "/sys"].iter().any(|k| path.starts_with(k)) {
-        // A user namespace's maps (`unshare -U`), a process's or the kernel's settings:
-        // no grant reaches them, and none would help.
-        return Refusal {
-            kind: Kind::Write,
-            subject: path.display().to_string(),
-            why: "the kernel's own files (/proc, /sys) cannot be written in the sandbox".into(),
-            fix: Some("none: run it outside sbx-shell".into()),
-        };
+        return of_kernel_file(path);
     }
     Refusal {
         kind: Kind::Write,
@@ -318,6 +311,17 @@ pub fn of_write(
             ),
             None => grant,
         }),
+    }
+}
+
+/// A write to the kernel's own files: a user namespace's maps (`unshare -U`), a process's
+/// or the kernel's settings. No grant reaches them, and none would help.
+fn of_kernel_file(path: &Path) -> Refusal {
+    Refusal {
+        kind: Kind::Write,
+        subject: path.display().to_string(),
+        why: "the kernel's own files (/proc, /sys) cannot be written in the sandbox".into(),
+        fix: Some("none: run it outside sbx-shell".into()),
     }
 }
 
@@ -678,7 +682,10 @@ mod tests {
             &policy,
             (home(), &[]),
         );
-        assert_eq!(uid_map.fix.as_deref(), Some("none: run it outside sbx-shell"));
+        assert_eq!(
+            uid_map.fix.as_deref(),
+            Some("none: run it outside sbx-shell")
+        );
         let s = of_write(
             Cause::Socket,
             (Path::new("/run/user/0/bus"), ""),

@@ -134,6 +134,7 @@ pub const WITHOUT_BWRAP: &[&str] = &[
     "`ls /` is refused (listing it would list the host's /tmp and /dev/shm)",
     "no overlay of the host's package caches: they start empty (cargo cannot unpack a dependency)",
     "unix sockets by path reach only the program's own (in its writable trees); none can be granted; datagram and abstract ones are refused",
+    "no network namespace: the program's TCP servers listen on the host's loopback (the guard binds them there), reachable from the host as bare",
     "no pid namespace: your other processes and their command lines are visible",
     "no ipc namespace: the host's System V IPC objects are reachable within their permissions",
     "a nested pty cannot be opened by its name in /dev/pts",

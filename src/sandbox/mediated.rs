@@ -24,6 +24,10 @@
 //!   the program may make names — its own sockets, never the host's; abstract addresses
 //!   are refused; a socket of another family from a thread that took on the program's TCP
 //!   rules, so that Landlock judges it as it would the program.
+//! - **Binding a TCP socket** (`bind`), where the program's TCP is restricted: done by
+//!   sbx-shell on the program's socket at a loopback address (the any-address becomes
+//!   loopback's), so a server the program starts listens for this machine only, and the
+//!   program's connects to loopback may reach its port; another address is refused.
 //! - **Removing a name** (`unlink`, `unlinkat` from the working directory; every removal
 //!   where a writable tree is carved, `removing`): a name in `/dev/shm` is removed from
 //!   the session's own directory for it (`mediator::shm_name`), where the guard made it;

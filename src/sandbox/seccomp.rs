@@ -12,7 +12,7 @@
 //! Route netlink answers getifaddrs() and if_nameindex(), which glibc, Go and node use to
 //! list interfaces (inside the bwrap layer only `lo` exists); it cannot move data off the
 //! machine. Other netlink families (audit, netfilter, sock_diag, uevents) and every other
-//! address family (AF_INET*, AF_PACKET, AF_VSOCK — which reached the hypervisor from this VM)
+//! address family (AF_INET* — but TCP alone, below —, AF_PACKET, AF_VSOCK — which reached the hypervisor from this VM)
 //! are denied.
 //!
 //! Under bwrap, with no network or an allow-list, AF_INET and AF_INET6 are allowed too: the

@@ -18,8 +18,9 @@ use std::sync::OnceLock;
 
 use super::support::{require, require_root, run_dir, skipped, Shown};
 
-const LINES: [&str; 8] = [
+const LINES: [&str; 9] = [
     "HOME-OK",
+    "SERVER-OK",
     "FILES-OK",
     "TAR-OK",
     "FD-META-OK",

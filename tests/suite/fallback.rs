@@ -935,3 +935,49 @@ fn a_session_in_the_home_works_there_and_keeps_its_secrets() {
         assert!(lab.home.join(made).exists(), "control: {made}");
     }
 }
+
+/// A server the program starts, with no network: it binds and is reached from inside, as
+/// bare — under Landlock alone on the host's loopback only (the guard binds it there; an
+/// any-address bind becomes loopback's, another address is refused) — while a service
+/// of the host's on loopback stays out of reach. Control: bare, the host's service is
+/// reached.
+#[test]
+fn the_programs_own_server_binds_and_is_reached_and_the_hosts_is_not() {
+    if !tools_present() {
+        return;
+    }
+    let host_service = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let host_port = host_service.local_addr().unwrap().port();
+    let script = format!(
+        r#"
+import http.server, socket, threading, urllib.request
+class Q(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a): pass
+for host in ("127.0.0.1", "0.0.0.0"):
+    s = http.server.ThreadingHTTPServer((host, 0), Q)
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+    code = urllib.request.urlopen("http://127.0.0.1:%d/" % s.server_address[1], timeout=10).status
+    print("SERVED", host, code)
+    s.shutdown()
+try:
+    socket.create_connection(("127.0.0.1", {host_port}), timeout=5)
+    print("HOST-SERVICE-REACHED")
+except OSError:
+    print("HOST-SERVICE-REFUSED")
+"#
+    );
+    let served = ["SERVED 127.0.0.1 200", "SERVED 0.0.0.0 200"];
+    each(|backend, user| {
+        let lab = Lab::new("server", user, false);
+        let what = lab.what(backend);
+        let (code, out, err) = lab.sh(backend, &[], &format!("python3 -c '{script}'"));
+        assert_eq!(code, 0, "{what}: {out}{err}");
+        assert_lines(&out, &served, &what);
+        assert_lines(&out, &["HOST-SERVICE-REFUSED"], &what);
+    });
+    let lab = Lab::new("server-control", User::Nobody, false);
+    let (_, out, err) = lab.sh("none", &[], &format!("python3 -c '{script}'"));
+    assert_lines(&out, &served, "control");
+    assert_lines(&out, &["HOST-SERVICE-REACHED"], &format!("control: {err}"));
+    drop(host_service);
+}

@@ -53,6 +53,7 @@ pub(super) fn answer(
         }),
         "ioctl" => pty_peer(c, threads),
         "connect" => Reply::Answer(connect_call(c, threads, rules)),
+        "bind" => Reply::Answer(bind_call(c, threads)),
         _ => match metadata(c, threads, name, rules) {
             Ok(reply) => reply,
             Err(e) => Reply::Answer(Answer::Done(errno(&e))),
@@ -185,12 +186,15 @@ fn connect_call(c: &Caller<'_>, threads: &mut Threads, rules: &Scope) -> Answer 
         let len = (call.args[2] as u32 as usize).min(max);
         let addr = threads.known(call.pid)?.read(call.args[1], len)?;
         if family != libc::AF_UNIX {
+            // To a server of the program's own on loopback (`bind_call`): that port too.
+            let own_port = super::loopback_port(&addr).filter(|p| own_ports(|own| own.contains(p)));
+            let net = super::NetRules { own_port, ..c.net };
             let work = (socket, addr);
             return Ok(super::connecting::start(
                 c.listener,
                 call,
                 work,
-                (c.net, c.killable),
+                (net, c.killable),
             ));
         }
         let Some(path) = unix_path(&addr) else {
@@ -231,6 +235,107 @@ fn connect_call(c: &Caller<'_>, threads: &mut Threads, rules: &Scope) -> Answer 
         Ok(connect(c, socket, &To::Object(&object)))
     };
     run().unwrap_or_else(|e| Answer::Done(errno(&e)))
+}
+
+/// The loopback ports where the program's own servers listen (`bind_call`), which its
+/// connects to loopback may reach (the host's other loopback ports stay closed).
+fn own_ports<T>(f: impl FnOnce(&mut std::collections::BTreeSet<u16>) -> T) -> T {
+    use std::sync::Mutex;
+    static OWN: Mutex<std::collections::BTreeSet<u16>> =
+        Mutex::new(std::collections::BTreeSet::new());
+    f(&mut OWN.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// A TCP `bind` where the program's TCP is restricted (Landlock alone, no full network):
+/// done here, on the program's socket, at the loopback address `loopback_bind` gives —
+/// a server the program starts listens for this machine only, and its port is one the
+/// program's own connects may reach. Another address is refused (EACCES); any other bind
+/// (a unix socket's, judged by Landlock; TCP with the full network) goes on as asked.
+fn bind_call(c: &Caller<'_>, threads: &mut Threads) -> Answer {
+    let call = c.call;
+    if !c.net.deny_tcp {
+        return Answer::Continue;
+    }
+    let run = || -> io::Result<Answer> {
+        let max = std::mem::size_of::<libc::sockaddr_storage>();
+        let len = (call.args[2] as u32 as usize).min(max);
+        let addr = threads.known(call.pid)?.read(call.args[1], len)?;
+        let family = addr
+            .get(..2)
+            .map(|f| i32::from(u16::from_ne_bytes([f[0], f[1]])));
+        if !matches!(family, Some(libc::AF_INET | libc::AF_INET6)) {
+            return Ok(Answer::Continue);
+        }
+        let Some(addr) = super::loopback_bind(&addr) else {
+            return Ok(Answer::Done(-i64::from(libc::EACCES)));
+        };
+        let (socket, _) = program_socket(c, threads)?;
+        let (fd, replace) = match socket {
+            Socket::Copied(fd) => (fd, None),
+            Socket::Like(like) => {
+                let fd = like.make()?;
+                let on: libc::c_int = 1;
+                // SAFETY: our socket, and one int the option reads. A server sets it
+                // before it binds; the one made here cannot carry the program's over.
+                unsafe {
+                    libc::setsockopt(
+                        fd.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        libc::SO_REUSEADDR,
+                        (&on as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    )
+                };
+                (fd, Some(like.cloexec))
+            }
+        };
+        // SAFETY: our socket, and an address valid for its length.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                addr.as_ptr().cast(),
+                addr.len() as libc::socklen_t,
+            )
+        };
+        if rc == -1 {
+            return Ok(Answer::Done(errno(&io::Error::last_os_error())));
+        }
+        if let Some(cloexec) = replace {
+            c.listener
+                .replace_fd(call.id, call.args[0] as u32, &fd, cloexec)?;
+        }
+        if let Some(port) = bound_port(&fd) {
+            own_ports(|own| own.insert(port));
+        }
+        Ok(Answer::Done(0))
+    };
+    run().unwrap_or_else(|e| Answer::Done(errno(&e)))
+}
+
+/// The port a socket is bound to.
+fn bound_port(fd: &OwnedFd) -> Option<u16> {
+    // SAFETY: sockaddr_storage is plain data; all zeroes is a valid value.
+    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: getsockname writes at most `len` bytes into `addr`.
+    let rc = unsafe {
+        libc::getsockname(
+            fd.as_raw_fd(),
+            (&mut addr as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        )
+    };
+    if rc == -1 {
+        return None;
+    }
+    // SAFETY: a sockaddr_storage viewed as the bytes it holds.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            (&addr as *const libc::sockaddr_storage).cast::<u8>(),
+            len as usize,
+        )
+    };
+    super::loopback_port(bytes)
 }
 
 /// The caller's socket a `connect` names, and its family: the very socket where this

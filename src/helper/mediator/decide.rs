@@ -110,8 +110,57 @@ pub struct NetRules {
     /// TCP connect and bind handled: denied but to `connect_port`.
     pub deny_tcp: bool,
     pub connect_port: Option<u16>,
+    /// A loopback port where a server of the program's own listens (`loopback_bind`),
+    /// which this connect, to loopback, may reach.
+    pub own_port: Option<u16>,
     /// The Landlock ABI the rules need.
     pub min_abi: u32,
+}
+
+/// What becomes of a TCP `bind` of the program's (Landlock alone, where TCP is the host's):
+/// its servers listen on loopback only. `None`: refused (another address);
+/// else the address to bind — the same, or, for the any-address (`0.0.0.0`, `::`), its
+/// loopback (`127.0.0.1`, `::1`), so that a server meant for everyone serves this machine.
+pub fn loopback_bind(addr: &[u8]) -> Option<Vec<u8>> {
+    match ip_of(addr)? {
+        (std::net::IpAddr::V4(ip), _) if ip.is_loopback() => Some(addr.to_vec()),
+        (std::net::IpAddr::V6(ip), _) if ip.is_loopback() => Some(addr.to_vec()),
+        (std::net::IpAddr::V4(ip), _) if ip.is_unspecified() => {
+            let mut out = addr.to_vec();
+            out[4..8].copy_from_slice(&[127, 0, 0, 1]);
+            Some(out)
+        }
+        (std::net::IpAddr::V6(ip), _) if ip.is_unspecified() => {
+            let mut out = addr.to_vec();
+            out[8..24].copy_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets());
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+/// The port of a loopback destination (`sockaddr_in`, `sockaddr_in6`), else `None`.
+pub fn loopback_port(addr: &[u8]) -> Option<u16> {
+    let (ip, port) = ip_of(addr)?;
+    ip.is_loopback().then_some(port)
+}
+
+/// The address and port a `sockaddr_in` or `sockaddr_in6` holds (native-endian family,
+/// network-order port and address, as the kernel reads them).
+fn ip_of(addr: &[u8]) -> Option<(std::net::IpAddr, u16)> {
+    let family = i32::from(u16::from_ne_bytes([*addr.first()?, *addr.get(1)?]));
+    let port = u16::from_be_bytes([*addr.get(2)?, *addr.get(3)?]);
+    match family {
+        libc::AF_INET => {
+            let b: [u8; 4] = addr.get(4..8)?.try_into().ok()?;
+            Some((std::net::Ipv4Addr::from(b).into(), port))
+        }
+        libc::AF_INET6 => {
+            let b: [u8; 16] = addr.get(8..24)?.try_into().ok()?;
+            Some((std::net::Ipv6Addr::from(b).into(), port))
+        }
+        _ => None,
+    }
 }
 
 /// Where the program may make names and open files, as its Landlock ruleset says: what the
@@ -296,6 +345,56 @@ mod tests {
         assert!(!in_session(500, 100, &parent));
         assert!(!in_session(999, 100, &parent), "gone");
         assert!(!in_session(0, 100, &parent));
+    }
+}
+
+#[cfg(test)]
+mod bind_tests {
+    use super::*;
+
+    fn v4(ip: [u8; 4], port: u16) -> Vec<u8> {
+        let mut a = (libc::AF_INET as u16).to_ne_bytes().to_vec();
+        a.extend(port.to_be_bytes());
+        a.extend(ip);
+        a.extend([0; 8]);
+        a
+    }
+
+    fn v6(ip: std::net::Ipv6Addr, port: u16) -> Vec<u8> {
+        let mut a = (libc::AF_INET6 as u16).to_ne_bytes().to_vec();
+        a.extend(port.to_be_bytes());
+        a.extend([0; 4]);
+        a.extend(ip.octets());
+        a.extend([0; 4]);
+        a
+    }
+
+    #[test]
+    fn a_server_listens_on_loopback_only() {
+        assert_eq!(
+            loopback_bind(&v4([127, 0, 0, 1], 8000)),
+            Some(v4([127, 0, 0, 1], 8000))
+        );
+        assert_eq!(
+            loopback_bind(&v4([127, 1, 2, 3], 0)),
+            Some(v4([127, 1, 2, 3], 0))
+        );
+        assert_eq!(
+            loopback_bind(&v4([0, 0, 0, 0], 8000)),
+            Some(v4([127, 0, 0, 1], 8000))
+        );
+        assert_eq!(loopback_bind(&v4([10, 0, 0, 5], 8000)), None);
+        let (any, lo) = (
+            std::net::Ipv6Addr::UNSPECIFIED,
+            std::net::Ipv6Addr::LOCALHOST,
+        );
+        assert_eq!(loopback_bind(&v6(any, 5173)), Some(v6(lo, 5173)));
+        assert_eq!(loopback_bind(&v6(lo, 5173)), Some(v6(lo, 5173)));
+        assert_eq!(loopback_bind(&v6("fe80::1".parse().unwrap(), 1)), None);
+        assert_eq!(loopback_bind(&[1, 0]), None);
+        assert_eq!(loopback_port(&v4([127, 0, 0, 1], 8000)), Some(8000));
+        assert_eq!(loopback_port(&v6(lo, 9)), Some(9));
+        assert_eq!(loopback_port(&v4([93, 184, 216, 34], 443)), None);
     }
 }
 

@@ -213,6 +213,7 @@ pub fn number(name: &str) -> Option<i64> {
         "execve" => libc::SYS_execve,
         "execveat" => libc::SYS_execveat,
         "connect" => libc::SYS_connect,
+        "bind" => libc::SYS_bind,
         #[cfg(target_arch = "x86_64")]
         "unlink" => libc::SYS_unlink,
         "unlinkat" => libc::SYS_unlinkat,

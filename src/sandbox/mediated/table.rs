@@ -126,6 +126,11 @@ pub fn table() -> Vec<Mediated> {
         syscall: "connect",
         when: When::Always,
     });
+    // A TCP server binds on loopback only, through the guard (`mediator::answer`).
+    t.push(Mediated {
+        syscall: "bind",
+        when: When::Always,
+    });
     // glibc's `unlink` (how shm_unlink and sem_unlink remove a name) is the `unlink` call
     // on x86_64 and `unlinkat(AT_FDCWD, …)` elsewhere: a name in /dev/shm is removed from
     // the session's own directory for it, any other where the program's rules let it (the

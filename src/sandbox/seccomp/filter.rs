@@ -203,13 +203,16 @@ fn socket_rules(network: &Network, alone: bool) -> Vec<Rule> {
             },
             why: "no network of its own: local sockets, and the namespace's own loopback".into(),
         }),
+        // TCP on the host's loopback: the program's own servers there (bound on loopback
+        // by the guard), and the proxy's port; Landlock refuses every other connect.
         Network::None => rules.push(Rule {
             syscalls: created,
             condition: Condition::SocketNotIn {
-                allowed: local,
-                stream_only: Vec::new(),
+                allowed: [local, vec![(AF_INET, None), (AF_INET6, None)]].concat(),
+                stream_only: vec![AF_INET, AF_INET6],
             },
-            why: "network none: only local sockets".into(),
+            why: "network none: local sockets, and TCP for the program's own servers on loopback"
+                .into(),
         }),
         Network::Allow(_) => rules.push(Rule {
             syscalls: created,
@@ -319,13 +322,14 @@ mod tests {
                     },
                 ],
             ),
+            // No network: TCP all the same, for the program's own servers on loopback.
             (
                 "{}",
                 vec![
                     dgram.clone(),
                     Condition::SocketNotIn {
-                        allowed: vec![(1, None), (16, Some(0))],
-                        stream_only: vec![],
+                        allowed: vec![(1, None), (16, Some(0)), (2, None), (10, None)],
+                        stream_only: vec![2, 10],
                     },
                 ],
             ),
