@@ -60,4 +60,6 @@ mod threads;
 mod waiting;
 
 mod decide;
-pub use decide::{in_session, loopback_bind, loopback_port, shm_name, NetRules, Reach, Scope};
+pub use decide::{
+    describe_addr, in_session, loopback_bind, loopback_port, shm_name, NetRules, Reach, Scope,
+};

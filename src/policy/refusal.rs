@@ -116,6 +116,9 @@ pub enum Cause {
     ReadOnly,
     /// A unix socket the program may not connect to.
     Socket,
+    /// A TCP server on an address other than loopback (Landlock alone); the address is
+    /// what the report is about, its path `/`.
+    Server,
 }
 
 impl Cause {
@@ -125,6 +128,7 @@ impl Cause {
             Cause::Protected => 'p',
             Cause::ReadOnly => 'r',
             Cause::Socket => 's',
+            Cause::Server => 'n',
         }
     }
 
@@ -134,6 +138,7 @@ impl Cause {
             'p' => Cause::Protected,
             'r' => Cause::ReadOnly,
             's' => Cause::Socket,
+            'n' => Cause::Server,
             _ => return None,
         })
     }
@@ -244,6 +249,9 @@ pub fn of_write(
     (home, runs_from): (&Path, &[std::path::PathBuf]),
 ) -> Refusal {
     let fs = &policy.filesystem;
+    if cause == Cause::Server {
+        return of_server(about);
+    }
     if cause == Cause::Socket {
         return Refusal {
             kind: Kind::Socket,
@@ -311,6 +319,16 @@ pub fn of_write(
             ),
             None => grant,
         }),
+    }
+}
+
+/// A TCP server on `address`, not loopback (Landlock alone, `mediator::answer`).
+fn of_server(address: &str) -> Refusal {
+    Refusal {
+        kind: Kind::Socket,
+        subject: format!("a TCP server on {address}"),
+        why: "Landlock alone: the program's servers listen on the host's loopback only".into(),
+        fix: Some("bind 127.0.0.1 or 0.0.0.0 (which listens there), or --backend bwrap (a network of the sandbox's own)".into()),
     }
 }
 

@@ -964,6 +964,10 @@ try:
     print("HOST-SERVICE-REACHED")
 except OSError:
     print("HOST-SERVICE-REFUSED")
+try:
+    socket.socket().bind(("192.0.2.1", 8123))
+except OSError as e:
+    print("ELSEWHERE", e.errno)
 "#
     );
     let served = ["SERVED 127.0.0.1 200", "SERVED 0.0.0.0 200"];
@@ -974,6 +978,14 @@ except OSError:
         assert_eq!(code, 0, "{what}: {out}{err}");
         assert_lines(&out, &served, &what);
         assert_lines(&out, &["HOST-SERVICE-REFUSED"], &what);
+        if backend == "landlock" {
+            // Another address: refused, and the summary says why.
+            assert_lines(&out, &["ELSEWHERE 13"], &what);
+            assert!(
+                err.contains("a TCP server on 192.0.2.1:8123"),
+                "{what}: {err}"
+            );
+        }
     });
     let lab = Lab::new("server-control", User::Nobody, false);
     let (_, out, err) = lab.sh("none", &[], &format!("python3 -c '{script}'"));

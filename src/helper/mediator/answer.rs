@@ -267,6 +267,9 @@ fn bind_call(c: &Caller<'_>, threads: &mut Threads) -> Answer {
             return Ok(Answer::Continue);
         }
         let Some(addr) = super::loopback_bind(&addr) else {
+            let about = super::describe_addr(&addr).unwrap_or_default();
+            let cause = crate::policy::refusal::Cause::Server;
+            super::report::refused_about(cause, std::path::Path::new("/"), about.as_bytes());
             return Ok(Answer::Done(-i64::from(libc::EACCES)));
         };
         let (socket, _) = program_socket(c, threads)?;

@@ -139,6 +139,12 @@ pub fn loopback_bind(addr: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// A `sockaddr_in` or `sockaddr_in6` as people write it (`10.0.0.5:8000`, `[fe80::1]:80`).
+pub fn describe_addr(addr: &[u8]) -> Option<String> {
+    let (ip, port) = ip_of(addr)?;
+    Some(std::net::SocketAddr::new(ip, port).to_string())
+}
+
 /// The port of a loopback destination (`sockaddr_in`, `sockaddr_in6`), else `None`.
 pub fn loopback_port(addr: &[u8]) -> Option<u16> {
     let (ip, port) = ip_of(addr)?;
@@ -395,6 +401,10 @@ mod bind_tests {
         assert_eq!(loopback_port(&v4([127, 0, 0, 1], 8000)), Some(8000));
         assert_eq!(loopback_port(&v6(lo, 9)), Some(9));
         assert_eq!(loopback_port(&v4([93, 184, 216, 34], 443)), None);
+        assert_eq!(
+            describe_addr(&v4([10, 0, 0, 5], 8000)).as_deref(),
+            Some("10.0.0.5:8000")
+        );
     }
 }
 
