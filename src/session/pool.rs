@@ -31,7 +31,7 @@ impl Pools {
         let base_mount = crate::sys::files::create_private_dir(&base)
             .and_then(|()| crate::sys::files::mount_id(&base))
             .ok();
-        sweep(&base, session_of_holder);
+        super::temp::sweep_dead(&base, session_of_holder);
         let mut pools = Pools::default();
         let mut made = Vec::new();
         for (n, c) in carved.iter().take(POOLS_AT_MOST).enumerate() {
@@ -41,7 +41,7 @@ impl Pools {
             let holder = match base_mount == Some(mount) {
                 true => base.join(format!("{pid}-{n}")),
                 false => {
-                    sweep(&c.dir, session_in_dir);
+                    super::temp::sweep_dead(&c.dir, session_in_dir);
                     c.dir.join(format!("{IN_DIR}{pid}"))
                 }
             };
@@ -95,26 +95,6 @@ fn session_of_holder(name: &str) -> Option<&str> {
 /// The session a holder in a carved directory belongs to (`.sbx-shell-pool-PID`).
 fn session_in_dir(name: &str) -> Option<&str> {
     name.strip_prefix(IN_DIR)
-}
-
-/// Remove the entries of `dir` that `pid_of` names by a pid that is gone.
-fn sweep(dir: &Path, pid_of: fn(&str) -> Option<&str>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(pid_of)
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
 }
 
 #[cfg(test)]

@@ -86,14 +86,21 @@ impl Drop for SessionTemp {
 
 /// Remove the directories of sessions whose sbx-shell is gone.
 fn sweep(user_dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(user_dir) else {
+    sweep_dead(user_dir, |name| name.strip_prefix("session-"));
+}
+
+/// Remove what `dir` holds of sessions whose sbx-shell is gone: each entry whose name
+/// `pid_of` reads a pid from, when no such process lives (a session's temporary
+/// directory here; its pools, `session::pool`).
+pub(crate) fn sweep_dead(dir: &Path, pid_of: fn(&str) -> Option<&str>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(pid) = name
             .to_str()
-            .and_then(|n| n.strip_prefix("session-"))
+            .and_then(pid_of)
             .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
