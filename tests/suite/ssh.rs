@@ -215,6 +215,16 @@ fn write_user_config(text: &str) -> PathBuf {
     config
 }
 
+/// `sftp -b BATCH` to the test user on the server's port, with the client options `opts`.
+fn sftp_batch(opts: &[String], port: &str, batch: &Path) -> Output {
+    Command::new("sftp")
+        .args(opts)
+        .args(["-P", port, "-b"])
+        .arg(batch)
+        .arg(format!("{USER}@127.0.0.1"))
+        .shown()
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -381,12 +391,7 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
         ),
     )
     .unwrap();
-    let out = Command::new("sftp")
-        .args(&opts)
-        .args(["-P", &port, "-b"])
-        .arg(&batch)
-        .arg(format!("{USER}@127.0.0.1"))
-        .shown();
+    let out = sftp_batch(&opts, &port, &batch);
     check("sftp", out);
     assert_eq!(
         fs::read(site.home.join("files/sftp.bin")).unwrap(),
@@ -448,12 +453,7 @@ fn scp_sftp_and_rsync_copy_byte_exact_both_ways() {
     }
     let batch = local.join("batch-tmp");
     fs::write(&batch, format!("put {} {tmp}\n", source.display())).unwrap();
-    let out = Command::new("sftp")
-        .args(&opts)
-        .args(["-P", &port, "-b"])
-        .arg(&batch)
-        .arg(format!("{USER}@127.0.0.1"))
-        .shown();
+    let out = sftp_batch(&opts, &port, &batch);
     assert!(!out.status.success(), "sftp put into /tmp succeeded");
     // (The directory itself is open to everyone: the control in the remote-command test
     // shows the same user writing there without a sandbox.)
