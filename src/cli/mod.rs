@@ -68,6 +68,11 @@ pub struct Cli {
     #[arg(long = "resolve", value_name = "HOST:ADDR")]
     pub resolve: Vec<String>,
 
+    /// Make the program's server on PORT reachable at this machine's localhost:HOSTPORT
+    /// (same port when HOSTPORT is left out; repeatable). Loopback only.
+    #[arg(long = "publish", short = 'p', value_name = "[HOSTPORT:]PORT")]
+    pub publish: Vec<String>,
+
     /// Say nothing but errors and warnings (no network summary at the end).
     #[arg(short = 'q', long, conflicts_with = "verbose")]
     pub quiet: bool,

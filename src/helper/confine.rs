@@ -285,7 +285,7 @@ pub fn restrict_thread_network(
         .map_err(landlock_err)?
         .create()
         .map_err(landlock_err)?;
-    for port in net.connect_port.into_iter().chain(net.own_port) {
+    for port in net.connect_port.into_iter().chain(net.loopback_port) {
         created = created
             .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
             .map_err(landlock_err)?;

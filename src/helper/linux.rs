@@ -8,6 +8,8 @@ mod confine;
 mod guard;
 #[path = "mounts.rs"]
 mod mounts;
+#[path = "netsockets.rs"]
+mod netsockets;
 
 use super::parts::MountError;
 use std::io;
@@ -55,17 +57,26 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
             .map_or(Default::default(), |r| crate::helper::mediator::NetRules {
                 deny_tcp: r.deny_tcp,
                 connect_port: r.connect_port,
-                own_port: None,
+                loopback_port: None,
                 min_abi: r.min_abi,
             });
     // The pipe the guard reports its refusals on (`mediator::report`), inherited for it
     // alone: the program's side closes it with every other descriptor before exec.
+    use std::os::fd::FromRawFd;
     let reports = spec.refusals_fd.filter(|_| listened).map(|fd| {
-        use std::os::fd::FromRawFd;
         // SAFETY: sbx-shell made this pipe end for the guard; nothing else here owns it.
         unsafe { OwnedFd::from_raw_fd(fd) }
     });
+    let sockets = spec.proxy_listen.as_ref().and_then(|l| l.sockets_fd);
     let on_guard = move || {
+        if let Some(fd) = sockets {
+            // SAFETY: sbx-shell passed this channel for the guard's sockets; nothing else
+            // here owns it (the program's side closes it with every other before exec).
+            let channel = unsafe { OwnedFd::from_raw_fd(fd) };
+            if let Err(e) = netsockets::serve(channel) {
+                eprintln!("sbx-shell: the guard cannot make sockets for the published ports: {e}");
+            }
+        }
         let Some(channel) = ours else {
             return;
         };

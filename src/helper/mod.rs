@@ -10,12 +10,14 @@
 //!    says (`sandbox::bwrap::mounts`; a socket that vanished since sbx-shell looked is
 //!    skipped, any other difference ends the helper);
 //! 0. inside bwrap with an allow-list or no network, in a network namespace of its own,
-//!    open the proxy's port and the name server's, and hand the sockets to sbx-shell
-//!    (`netproxy`); then drop every capability;
+//!    open the proxy's port, the name server's and the host services' (`localhost:PORT`
+//!    on the allow-list), and hand the sockets to sbx-shell (`netproxy`); then drop every
+//!    capability;
 //! 0. in guard mode, fork: the parent stays behind as the guard of the program's process
 //!    tree (`guard.rs`), the child goes on; with a pty, the guard first leads a new session
 //!    with fd 0 as its controlling terminal, and the child takes a foreground process
-//!    group of its own in it (not orphaned: ^Z stops it);
+//!    group of its own in it (not orphaned: ^Z stops it); the guard makes the sockets a
+//!    published port is reached through (`netsockets.rs`);
 //! 1. without a guard: new session, and fd 0 (the inner pty) as the controlling terminal,
 //!    when asked;
 //! 2. every signal disposition back to default, the signal mask emptied (a parent that
@@ -120,7 +122,7 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
     if !spec.mounts.is_empty() {
         os::apply_mounts(&spec.mounts, root_as.as_ref())?;
     }
-    if let Some(listen) = spec.proxy_listen {
+    if let Some(listen) = &spec.proxy_listen {
         hand_over_proxy_port(listen).map_err(HelperError::ProxyPort)?;
     }
     // Root's program as another host id: the helper itself becomes it, before its
@@ -129,7 +131,10 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
     if let Some(root_as) = root_as {
         os::become_root_as(root_as).map_err(HelperError::RootAs)?;
     }
-    let name_server = spec.proxy_listen.is_some_and(|l| l.lookups_fd.is_some());
+    let name_server = spec
+        .proxy_listen
+        .as_ref()
+        .is_some_and(|l| l.lookups_fd.is_some());
     if !spec.mounts.is_empty() || name_server {
         // CAP_SYS_ADMIN was kept for the mounts only, CAP_NET_BIND_SERVICE for the name
         // server's port: gone before anything else runs.
@@ -162,9 +167,9 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
 }
 
 /// Listen on the loopback port inside the sandbox's network namespace and send the socket
-/// to sbx-shell's proxy, which then accepts there, and the name server's (UDP port 53)
-/// likewise; close all here.
-fn hand_over_proxy_port(listen: ProxyListen) -> io::Result<()> {
+/// to sbx-shell's proxy, which then accepts there, and the name server's (UDP port 53) and
+/// the host services' (`services`) likewise; close all here.
+fn hand_over_proxy_port(listen: &ProxyListen) -> io::Result<()> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     // SAFETY: sbx-shell passed this fd for this purpose; nothing else in the helper owns it.
     let channel = unsafe { OwnedFd::from_raw_fd(listen.channel_fd) };
@@ -178,6 +183,18 @@ fn hand_over_proxy_port(listen: ProxyListen) -> io::Result<()> {
         let channel = unsafe { OwnedFd::from_raw_fd(fd) };
         let socket = std::net::UdpSocket::bind(("127.0.0.1", 53))?;
         crate::sys::fdpass::send_fd(channel.as_raw_fd(), socket.as_raw_fd())?;
+    }
+    if let Some(fd) = listen.services_fd {
+        // SAFETY: as above, the host services' channel.
+        let channel = unsafe { OwnedFd::from_raw_fd(fd) };
+        for &port in &listen.services {
+            let v4 = std::net::TcpListener::bind(("127.0.0.1", port))?;
+            crate::sys::fdpass::send_fd(channel.as_raw_fd(), v4.as_raw_fd())?;
+            // IPv6's loopback where the namespace has one (`localhost` may be `::1`).
+            if let Ok(v6) = std::net::TcpListener::bind(("::1", port)) {
+                crate::sys::fdpass::send_fd(channel.as_raw_fd(), v6.as_raw_fd())?;
+            }
+        }
     }
     Ok(())
 }

@@ -92,7 +92,7 @@ pub struct RootAs {
 }
 
 /// Where the helper opens the proxy's port, and how it hands it over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProxyListen {
     pub port: u16,
@@ -101,6 +101,16 @@ pub struct ProxyListen {
     /// which bwrap kept for it and which is then dropped).
     #[serde(default)]
     pub lookups_fd: Option<i32>,
+    /// The host's loopback services the allow-list names: listened for on the sandbox's
+    /// loopback, each listener sent over `services_fd` (`netproxy::forward`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<u16>,
+    #[serde(default)]
+    pub services_fd: Option<i32>,
+    /// Where the guard answers the supervisor's asks for sockets of the sandbox's network
+    /// (a published port's connections: `helper::netsockets`).
+    #[serde(default)]
+    pub sockets_fd: Option<i32>,
 }
 
 /// The rlimits the helper sets. `None` leaves a limit as inherited.
@@ -257,6 +267,9 @@ mod tests {
                 port: 3128,
                 channel_fd: 7,
                 lookups_fd: Some(8),
+                services: vec![5432],
+                services_fd: Some(9),
+                sockets_fd: Some(10),
             }),
             mediated: Some(crate::helper::mediator::Scope {
                 writable: vec!["/w".into()],
@@ -266,6 +279,7 @@ mod tests {
                 sockets: vec!["/s/ssh/9/agent.sock".into()],
                 carved: Vec::new(),
                 pools: Vec::new(),
+                services: vec![5432],
             }),
             names: Some(crate::protect::names::Names {
                 protected: vec!["/w/.mcp.json".into()],

@@ -17,6 +17,7 @@
 
 pub mod agent;
 pub mod connect;
+pub mod forward;
 pub mod lookups;
 pub mod request;
 pub mod session;

@@ -9,7 +9,7 @@ use crate::policy::refusal::{self, Kind, Sink};
 use crate::policy::DomainRule;
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -411,31 +411,7 @@ fn tunnel(
         upstream.write_all(&request.forward_head)?;
     }
     upstream.write_all(extra)?;
-    let (mut client_in, mut upstream_out) = (client.try_clone()?, upstream.try_clone()?);
-    let uplink = thread::Builder::new()
-        .name("sbx-proxy".into())
-        .spawn(move || {
-            let _ = pump(&mut client_in, &mut upstream_out);
-            let _ = upstream_out.shutdown(Shutdown::Write);
-        })?;
-    let _ = pump(&mut upstream, &mut client);
-    let _ = client.shutdown(Shutdown::Write);
-    let _ = uplink.join();
-    Ok(())
-}
-
-/// Copy until end of file, in large chunks (io::copy's 8 KiB cost a download half its speed).
-fn pump(from: &mut TcpStream, to: &mut TcpStream) -> io::Result<()> {
-    let mut buf = vec![0u8; 128 * 1024];
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        to.write_all(buf.get(..n).unwrap_or_default())?;
-    }
+    super::forward::both_ways(client, upstream)
 }
 
 /// The environment that points the program's HTTP clients at the proxy, and past it for

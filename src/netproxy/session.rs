@@ -29,13 +29,38 @@ pub struct ProxySession {
     /// Landlock alone: the abstract unix socket where sbx-shell answers the name service
     /// requests that the guard connects to it (`lookups::NAME_SERVICE_SOCKETS`).
     pub name_service: Option<String>,
+    /// Inside bwrap, with host services on the allow-list: the helper's end of the channel
+    /// for their listeners (`forward::serve_services_from_sandbox`).
+    pub services: Option<OwnedFd>,
+    /// Inside bwrap, with published ports: the guard's end of its socket maker's channel,
+    /// and ours (`forward::Maker`).
+    pub sockets: Option<OwnedFd>,
+    pub maker: Option<super::forward::Maker>,
 }
 
-/// Start the proxy when the policy has a network allow-list, or no network under bwrap.
+/// Start the proxy when the policy has a network allow-list, or no network under bwrap;
+/// and the forwards of host services and published ports (`forward`).
 pub fn start(
     policy: &Policy,
     backend: &Backend,
-    resolve: &[String],
+    (resolve, publish): (&[String], &[super::forward::Publish]),
+    (home, sink): (&Path, crate::policy::refusal::Sink),
+) -> anyhow::Result<Option<ProxySession>> {
+    let net = start_proxy(policy, backend, (resolve, publish), (home, sink))?;
+    let own_network = net.as_ref().is_some_and(|n| n.channel.is_some());
+    for &p in publish {
+        let maker = net.as_ref().and_then(|n| n.maker.clone());
+        if let Some(leads) = super::forward::leads(p, own_network) {
+            super::forward::publish(p, leads, maker).map_err(|e| anyhow!(e))?;
+        }
+    }
+    Ok(net)
+}
+
+fn start_proxy(
+    policy: &Policy,
+    backend: &Backend,
+    (resolve, publish): (&[String], &[super::forward::Publish]),
     (home, sink): (&Path, crate::policy::refusal::Sink),
 ) -> anyhow::Result<Option<ProxySession>> {
     let bwrap = matches!(backend, Backend::Bwrap { .. });
@@ -47,33 +72,21 @@ pub fn start(
         Network::None if bwrap || *backend == Backend::Landlock => None,
         _ => return Ok(None),
     };
-    let overrides = request::parse_resolve(resolve).map_err(|e| anyhow!(e))?;
+    let mut overrides = request::parse_resolve(resolve).map_err(|e| anyhow!(e))?;
+    let services = policy.network.loopback_ports();
+    if !services.is_empty() {
+        // A host service by name: the proxy, asked for it, connects to the host's loopback.
+        overrides
+            .entry("localhost".into())
+            .or_insert(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+    }
     let log = network_log(home);
     let proxy = match rules {
         Some(rules) => Proxy::new(rules.clone(), overrides, (log.clone(), sink)),
         None => Proxy::no_network(log.clone(), sink),
     };
     if bwrap {
-        let channel = || {
-            crate::sys::process::inheritable_socketpair()
-                .context("cannot create the network proxy's channel")
-        };
-        let (ours, theirs) = channel()?;
-        proxy
-            .serve_from_sandbox(ours)
-            .context("cannot start the network proxy")?;
-        let (ours, lookups) = channel()?;
-        proxy
-            .serve_lookups_from_sandbox(ours)
-            .context("cannot start the sandbox's name server")?;
-        return Ok(Some(ProxySession {
-            proxy,
-            port: Some(SANDBOX_PORT),
-            channel: Some(theirs),
-            log,
-            lookups: Some(lookups),
-            name_service: None,
-        }));
+        return in_sandbox(proxy, log, (&services, publish)).map(Some);
     }
     let name_service = match backend {
         Backend::Landlock => Some(
@@ -91,6 +104,9 @@ pub fn start(
             log,
             lookups: None,
             name_service,
+            services: None,
+            sockets: None,
+            maker: None,
         }));
     }
     let port = proxy
@@ -103,7 +119,62 @@ pub fn start(
         log,
         lookups: None,
         name_service,
+        services: None,
+        sockets: None,
+        maker: None,
     }))
+}
+
+/// Under bwrap: the proxy and the name server accept on the sockets the helper opens in
+/// the sandbox's network namespace, the host services' forwards likewise, and published
+/// ports reach in through sockets the guard makes there (`forward`).
+fn in_sandbox(
+    proxy: Proxy,
+    log: Option<PathBuf>,
+    (services, publish): (&[u16], &[super::forward::Publish]),
+) -> anyhow::Result<ProxySession> {
+    let channel = || {
+        crate::sys::process::inheritable_socketpair()
+            .context("cannot create the network proxy's channel")
+    };
+    let (ours, theirs) = channel()?;
+    proxy
+        .serve_from_sandbox(ours)
+        .context("cannot start the network proxy")?;
+    let (ours, lookups) = channel()?;
+    proxy
+        .serve_lookups_from_sandbox(ours)
+        .context("cannot start the sandbox's name server")?;
+    if services.contains(&SANDBOX_PORT) {
+        return Err(anyhow!("--net allow=localhost:{SANDBOX_PORT}: the sandbox's proxy listens on port {SANDBOX_PORT} of the sandbox's loopback\nHint: reach that service through another port of the host, or with --backend landlock"));
+    }
+    let services = match services.is_empty() {
+        true => None,
+        false => {
+            let (ours, theirs) = channel()?;
+            super::forward::serve_services_from_sandbox(ours)
+                .context("cannot start the host services' forwards")?;
+            Some(theirs)
+        }
+    };
+    let (sockets, maker) = match publish.is_empty() {
+        true => (None, None),
+        false => {
+            let (ours, theirs) = channel()?;
+            (Some(theirs), Some(super::forward::Maker::new(ours)))
+        }
+    };
+    Ok(ProxySession {
+        proxy,
+        port: Some(SANDBOX_PORT),
+        channel: Some(theirs),
+        log,
+        lookups: Some(lookups),
+        name_service: None,
+        services,
+        sockets,
+        maker,
+    })
 }
 
 /// `$XDG_STATE_HOME/sbx-shell/network.log` (else under ~/.local/state), its directory

@@ -33,13 +33,32 @@ pub(super) fn resolve_network(layers: &[Layer]) -> Result<Network, PolicyError> 
     Ok(network)
 }
 
-/// "example.com", "*.example.com", "1.2.3.4", "[::1]", each with an optional ":port".
+/// "example.com", "*.example.com", "1.2.3.4", "[::1]", each with an optional ":port"; and
+/// a service on this machine's loopback, which names its port: "localhost:5432",
+/// "127.0.0.1:5432", "[::1]:5432" (`DomainRule::loopback_port`).
 pub fn parse_domain_rule(entry: &str, origin: &str) -> Result<DomainRule, PolicyError> {
     let bad = || PolicyError::BadDomain {
         origin: origin.to_string(),
         entry: entry.to_string(),
     };
     let (host, port) = split_port(entry).ok_or_else(bad)?;
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        let Some(port) = port else {
+            return Err(PolicyError::LoopbackWithoutPort {
+                origin: origin.to_string(),
+                entry: entry.to_string(),
+            });
+        };
+        return Ok(DomainRule {
+            host: host.to_ascii_lowercase(),
+            wildcard: false,
+            port: Some(port),
+        });
+    }
     let (wildcard, name) = match host.strip_prefix("*.") {
         Some(name) => (true, name),
         None => (false, host),

@@ -18,6 +18,7 @@ pub mod launch;
 pub mod profiles;
 pub mod program;
 pub mod refusal;
+pub mod report;
 pub mod shell;
 pub mod ssh;
 

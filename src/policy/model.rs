@@ -299,6 +299,32 @@ pub struct DomainRule {
     pub port: Option<u16>,
 }
 
+impl DomainRule {
+    /// The port of a service on this machine's loopback that the rule names
+    /// (`localhost:5432`, `127.0.0.1:5432`, `[::1]:5432`): the program reaches it at that
+    /// address as bare, that port only.
+    pub fn loopback_port(&self) -> Option<u16> {
+        let loopback = self.host == "localhost"
+            || self
+                .host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        self.port.filter(|_| loopback && !self.wildcard)
+    }
+}
+
+impl Network {
+    /// The host's loopback services the allow-list names (`DomainRule::loopback_port`).
+    pub fn loopback_ports(&self) -> Vec<u16> {
+        let Network::Allow(rules) = self else {
+            return Vec::new();
+        };
+        let ports: std::collections::BTreeSet<u16> =
+            rules.iter().filter_map(DomainRule::loopback_port).collect();
+        ports.into_iter().collect()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Limits {
     pub open_files: OpenFiles,
@@ -356,6 +382,8 @@ pub enum PolicyError {
     EmptyPath { origin: String },
     #[error("{origin}: {entry:?} is not a domain, `*.domain` or IP address (with an optional `:port`)\nHint: write e.g. api.example.com, *.example.com or api.example.com:443")]
     BadDomain { origin: String, entry: String },
+    #[error("{origin}: {entry:?} names this machine's loopback without a port\nHint: name the service's port, e.g. localhost:5432 (only that port of the host's loopback is reached)")]
+    LoopbackWithoutPort { origin: String, entry: String },
     #[error("{origin}: {name:?} is not a valid environment variable name\nHint: use letters, digits and `_`, not starting with a digit")]
     BadVariable { origin: String, name: String },
 }

@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::report::Cause;
+
 /// What kind of thing was refused; the order is the summary's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -105,117 +107,6 @@ impl std::fmt::Debug for Sink {
     }
 }
 
-/// Why the guard refused a name or a writing open, as it reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Cause {
-    /// The program's own rules do not reach there (Landlock alone).
-    Outside,
-    /// A protected name or write (`protect::names`).
-    Protected,
-    /// The kernel answered EROFS: a read-only mount (bwrap).
-    ReadOnly,
-    /// A unix socket the program may not connect to.
-    Socket,
-    /// A TCP server on an address other than loopback (Landlock alone); the address is
-    /// what the report is about, its path `/`.
-    Server,
-}
-
-impl Cause {
-    pub fn code(self) -> char {
-        match self {
-            Cause::Outside => 'o',
-            Cause::Protected => 'p',
-            Cause::ReadOnly => 'r',
-            Cause::Socket => 's',
-            Cause::Server => 'n',
-        }
-    }
-
-    pub fn from_code(c: char) -> Option<Cause> {
-        Some(match c {
-            'o' => Cause::Outside,
-            'p' => Cause::Protected,
-            'r' => Cause::ReadOnly,
-            's' => Cause::Socket,
-            'n' => Cause::Server,
-            _ => return None,
-        })
-    }
-}
-
-/// One report of the guard: a cause letter and a path, up to the newline.
-pub fn parse_report(line: &[u8]) -> Option<(Cause, std::path::PathBuf, String)> {
-    use std::os::unix::ffi::OsStrExt;
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let (&code, rest) = line.split_first()?;
-    let cause = Cause::from_code(char::from(code))?;
-    let (path, about) = match rest.iter().position(|b| *b == 0) {
-        Some(i) => (
-            &rest[..i],
-            String::from_utf8_lossy(&rest[i + 1..]).into_owned(),
-        ),
-        None => (rest, String::new()),
-    };
-    (path.first() == Some(&b'/')).then(|| {
-        (
-            cause,
-            std::path::PathBuf::from(std::ffi::OsStr::from_bytes(path)),
-            about,
-        )
-    })
-}
-
-/// The report the guard writes: at most `PIPE_BUF` bytes (one atomic write), a newline in
-/// the path shown as `?`.
-pub fn report_line(cause: Cause, path: &[u8]) -> Vec<u8> {
-    line_of(cause.code() as u8, path)
-}
-
-/// `report_line`, with what was refused there after a NUL (a git config's keys), as much
-/// as fits.
-pub fn report_line_about(cause: Cause, path: &[u8], about: &[u8]) -> Vec<u8> {
-    let whole = [path, b"\0", about].concat();
-    line_of(cause.code() as u8, &whole)
-}
-
-/// The letter of the guard's other report: a directory of git's state that the session
-/// touched (`protect::gitstate`), looked at when it ends; `/` for every one in the
-/// writable trees.
-pub const STATE_CODE: u8 = b't';
-
-/// The report of the state directory `path` (`STATE_CODE`), one atomic write: a path that
-/// does not fit in `PIPE_BUF`, or holds a newline, is reported as `/` (every one).
-pub fn state_line(path: &[u8]) -> Vec<u8> {
-    match path.len() + 2 > PIPE_BUF || path.contains(&b'\n') {
-        true => line_of(STATE_CODE, b"/"),
-        false => line_of(STATE_CODE, path),
-    }
-}
-
-/// The state directory a report names (`state_line`), or `None` for any other line.
-pub fn parse_state(line: &[u8]) -> Option<std::path::PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let path = line.strip_prefix(&[STATE_CODE])?;
-    (path.first() == Some(&b'/'))
-        .then(|| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(path)))
-}
-
-const PIPE_BUF: usize = 4096;
-
-fn line_of(code: u8, path: &[u8]) -> Vec<u8> {
-    let mut line = Vec::with_capacity(path.len().min(PIPE_BUF - 2) + 2);
-    line.push(code);
-    line.extend(
-        path.iter()
-            .take(PIPE_BUF - 2)
-            .map(|&b| if b == b'\n' { b'?' } else { b }),
-    );
-    line.push(b'\n');
-    line
-}
-
 /// `path` with the home directory spelled `~`, as the user types it.
 pub fn tilde(path: &Path, home: &Path) -> String {
     match path.strip_prefix(home) {
@@ -249,19 +140,11 @@ pub fn of_write(
     (home, runs_from): (&Path, &[std::path::PathBuf]),
 ) -> Refusal {
     let fs = &policy.filesystem;
-    if cause == Cause::Server {
-        return of_server(about);
-    }
-    if cause == Cause::Socket {
-        return Refusal {
-            kind: Kind::Socket,
-            subject: path.display().to_string(),
-            why: "host sockets are closed unless granted (Landlock alone grants none)".into(),
-            fix: Some(format!(
-                "--backend bwrap --allow-socket {}",
-                shell_word(&tilde(path, home))
-            )),
-        };
+    match cause {
+        Cause::Server => return of_server(about),
+        Cause::Connect => return of_connect(about, &policy.network),
+        Cause::Socket => return of_socket(path, home),
+        Cause::Outside | Cause::Protected | Cause::ReadOnly => {}
     }
     if let Some(denied) = fs
         .denied
@@ -322,6 +205,19 @@ pub fn of_write(
     }
 }
 
+/// A host unix socket at `path`, not granted (Landlock alone, `mediator::answer`).
+fn of_socket(path: &Path, home: &Path) -> Refusal {
+    Refusal {
+        kind: Kind::Socket,
+        subject: path.display().to_string(),
+        why: "host sockets are closed unless granted (Landlock alone grants none)".into(),
+        fix: Some(format!(
+            "--backend bwrap --allow-socket {}",
+            shell_word(&tilde(path, home))
+        )),
+    }
+}
+
 /// A TCP server on `address`, not loopback (Landlock alone, `mediator::answer`).
 fn of_server(address: &str) -> Refusal {
     Refusal {
@@ -329,6 +225,29 @@ fn of_server(address: &str) -> Refusal {
         subject: format!("a TCP server on {address}"),
         why: "Landlock alone: the program's servers listen on the host's loopback only".into(),
         fix: Some("bind 127.0.0.1 or 0.0.0.0 (which listens there), or --backend bwrap (a network of the sandbox's own)".into()),
+    }
+}
+
+/// A TCP connection to `address` the program made itself, not through the proxy (Landlock
+/// alone, `mediator::connecting`): to the host's loopback, the service there is allowed by
+/// name and port; elsewhere only the proxy leads out.
+fn of_connect(address: &str, network: &super::Network) -> Refusal {
+    let fix = match address.parse::<std::net::SocketAddr>() {
+        Ok(to) if to.ip().is_loopback() => format!("--net allow=localhost:{}", to.port()),
+        Ok(to) if to.port() == 22 => {
+            "--ssh-key KEY@HOST and --net allow=HOST:22 (ssh through sbx-shell's proxy)".into()
+        }
+        _ => "--net allow=HOST:PORT for a client that uses HTTPS_PROXY; --net full lets every connection through".into(),
+    };
+    let why = match network {
+        super::Network::Allow(_) => "Landlock alone: connections go through sbx-shell's proxy (HTTPS_PROXY), not straight to an address",
+        _ => "the session has no network",
+    };
+    Refusal {
+        kind: Kind::Host,
+        subject: address.to_string(),
+        why: why.into(),
+        fix: Some(fix),
     }
 }
 
@@ -717,28 +636,16 @@ mod tests {
                 Some("--backend bwrap --allow-socket /run/user/0/bus")
             )
         );
-    }
-
-    #[test]
-    fn a_report_is_a_cause_and_an_absolute_path() {
-        let line = report_line(Cause::ReadOnly, b"/home/u/a\nb");
-        assert_eq!(line, b"r/home/u/a?b\n");
-        assert_eq!(
-            parse_report(&line),
-            Some((Cause::ReadOnly, "/home/u/a?b".into(), String::new()))
-        );
-        let line = report_line_about(Cause::Protected, b"/w/.git/config", b"core.fsmonitor");
-        assert_eq!(
-            parse_report(&line),
-            Some((
-                Cause::Protected,
-                "/w/.git/config".into(),
-                "core.fsmonitor".into()
-            ))
-        );
-        assert_eq!(parse_report(b"x/a\n"), None);
-        assert_eq!(parse_report(b"rrelative\n"), None);
-        assert_eq!(report_line(Cause::Outside, &[b'a'; 9000]).len(), 4096);
+        let connect = |to: &str| {
+            let r = of_write(Cause::Connect, (Path::new("/"), to), &policy, (home(), &[]));
+            (r.kind, r.subject, r.fix.unwrap_or_default())
+        };
+        let (kind, subject, fix) = connect("127.0.0.1:5432");
+        assert_eq!((kind, &subject[..]), (Kind::Host, "127.0.0.1:5432"));
+        assert_eq!(fix, "--net allow=localhost:5432");
+        assert_eq!(connect("[::1]:6379").2, "--net allow=localhost:6379");
+        assert!(connect("10.0.0.5:22").2.starts_with("--ssh-key KEY@HOST"));
+        assert!(connect("10.0.0.5:5432").2.contains("--net full"));
     }
 
     #[test]

@@ -116,10 +116,13 @@ pub fn build_profile(inputs: &Inputs<'_>) -> Result<Profile, SeatbeltError> {
         Network::Allow(_) => {
             let port = inputs.proxy_port.ok_or(SeatbeltError::NoProxy)?;
             b.section(NETWORK_PROXY);
-            let _ = writeln!(
-                b.text,
-                "(allow network-outbound (remote tcp \"localhost:{port}\"))"
-            );
+            // The proxy, and the host's loopback services the allow-list names.
+            for port in std::iter::once(port).chain(policy.network.loopback_ports()) {
+                let _ = writeln!(
+                    b.text,
+                    "(allow network-outbound (remote tcp \"localhost:{port}\"))"
+                );
+            }
         }
     }
     write_sockets(&mut b, policy);

@@ -7,7 +7,7 @@
 //! is removed when the session ends; the session log keeps the complete tally.
 //!
 //! The guard's reports arrive on a pipe (`listen`): one line per refusal, a cause letter
-//! (`refusal::Cause::code`) and the path; the guard never waits on it (a full pipe drops
+//! (`report::Cause::code`) and the path; the guard never waits on it (a full pipe drops
 //! the report, not the program's call). Besides, it reports the directories of git's state
 //! the session touched (`protect::gitstate`), kept here for the end of the session
 //! (`states`).
@@ -19,7 +19,8 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::policy::refusal::{parse_report, parse_state, Cause, Refusal, Sink, Tally};
+use crate::policy::refusal::{Refusal, Sink, Tally};
+use crate::policy::report::{parse_report, parse_state, Cause};
 use crate::sys::files::{lock_held as held, try_lock as lock};
 
 /// How long the reader of the guard's reports rests after each batch: at the guard's

@@ -647,3 +647,159 @@ fn the_programs_own_server_on_loopback_is_reached_past_the_proxy() {
         );
     }
 }
+
+/// A free port of this machine's loopback (free when asked: bound, then let go).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A host service on loopback (a database, a dev server outside) is reached by name and
+/// port as bare when the allow-list names it (`localhost:PORT`), and no other port of the
+/// host's loopback is; under Landlock alone the closed one is named with that fix. Beside
+/// the same run bare, which reaches both; as root and as nobody.
+#[test]
+fn a_host_service_is_reached_by_name_and_port_and_no_other() {
+    if !tools_present() {
+        return;
+    }
+    let serve_as = |reply: &'static str| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let _ = stream.write_all(reply.as_bytes());
+            }
+        });
+        port
+    };
+    let (open, closed) = (serve_as("SERVICE-OPEN\n"), serve_as("SERVICE-CLOSED\n"));
+    let script = format!(
+        r#"{PYTHON} - <<'PY'
+import socket
+for name, host, port in (("open-by-name", "localhost", {open}), ("open-by-address", "127.0.0.1", {open}), ("closed", "127.0.0.1", {closed})):
+    try:
+        s = socket.create_connection((host, port), timeout=5)
+        print(name, s.recv(64).decode().strip())
+    except OSError as e:
+        print(name, "REFUSED", e.errno)
+PY"#
+    );
+    let bare = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let bare = String::from_utf8_lossy(&bare.stdout).into_owned();
+    assert_lines(
+        &bare,
+        &["open-by-name SERVICE-OPEN", "closed SERVICE-CLOSED"],
+        "bare",
+    );
+    let allow = format!("allow=localhost:{open}");
+    each(|backend, user| {
+        let lab = Lab::new("hostservice", user, false);
+        let (_, out, err) = lab.sh(backend, &["--net", &allow], &script);
+        let what = format!("{}:\n{out}\n{err}", lab.what(backend));
+        assert_lines(
+            &out,
+            &["open-by-name SERVICE-OPEN", "open-by-address SERVICE-OPEN"],
+            &what,
+        );
+        let closed_line = out.lines().find(|l| l.starts_with("closed ")).unwrap_or("");
+        assert!(closed_line.starts_with("closed REFUSED"), "{what}");
+        if backend == "landlock" {
+            assert!(
+                err.contains(&format!("127.0.0.1:{closed}"))
+                    && err.contains(&format!("--net allow=localhost:{closed}")),
+                "{what}"
+            );
+        }
+    });
+    // The printed fix, as printed, opens that port too.
+    let lab = Lab::new("hostservice-fix", super::sandbox::User::Root, false);
+    let fix = format!("allow=localhost:{closed}");
+    for backend in ["bwrap", "landlock"] {
+        let (_, out, err) = lab.sh(backend, &["--net", &allow, "--net", &fix], &script);
+        assert_lines(
+            &out,
+            &["closed SERVICE-CLOSED"],
+            &format!("{backend}: {err}"),
+        );
+    }
+}
+
+/// `--publish` makes the program's server reachable from this machine's loopback, at the
+/// same port or another, on both backends; without it, under bwrap (a network of the
+/// sandbox's own), the host does not reach it. Beside the same server run bare.
+#[test]
+fn a_published_port_reaches_the_programs_server_from_the_host() {
+    if !tools_present() {
+        return;
+    }
+    let server = |port: u16| {
+        format!(
+            r#"exec {PYTHON} -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", {port})); s.listen(5); s.settimeout(8)
+try:
+    c, _ = s.accept(); c.sendall(b"FROM-THE-PROGRAM\n"); c.close()
+except OSError:
+    pass
+'"#
+        )
+    };
+    // Connect until the server answers, for up to 6 s: what it said, else "".
+    let reach = |port: u16| -> String {
+        for _ in 0..120 {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut got = String::new();
+                let _ = s.read_to_string(&mut got);
+                if !got.is_empty() {
+                    return got;
+                }
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        String::new()
+    };
+    let port = free_port();
+    let mut bare = std::process::Command::new("sh")
+        .args(["-c", &server(port)])
+        .spawn()
+        .unwrap();
+    assert_eq!(reach(port), "FROM-THE-PROGRAM\n", "bare");
+    bare.wait().unwrap();
+    let lab = Lab::new("publish", super::sandbox::User::Root, false);
+    for backend in ["bwrap", "landlock"] {
+        let (inner, host) = (free_port(), free_port());
+        for (publish, at) in [
+            (inner.to_string(), inner),
+            (format!("{host}:{inner}"), host),
+        ] {
+            let mut run = lab
+                .command(
+                    backend,
+                    &["--publish", &publish, "--", "sh", "-c", &server(inner)],
+                )
+                .spawn()
+                .unwrap();
+            let got = reach(at);
+            let _ = run.wait();
+            assert_eq!(got, "FROM-THE-PROGRAM\n", "{backend} --publish {publish}");
+        }
+    }
+    // Unpublished, bwrap's server is the sandbox's alone (the program still serves).
+    let inner = free_port();
+    let mut run = lab
+        .command("bwrap", &["--", "sh", "-c", &server(inner)])
+        .spawn()
+        .unwrap();
+    let got = reach(inner);
+    let _ = run.wait();
+    assert_eq!(got, "", "bwrap, not published");
+}

@@ -73,7 +73,7 @@ fn mediated_rules(
         .iter()
         .map(|p| p.real().to_path_buf())
         .collect();
-    Some(crate::helper::mediator::Scope::from_ruleset(
+    let scope = crate::helper::mediator::Scope::from_ruleset(
         ruleset,
         protected,
         (
@@ -81,7 +81,11 @@ fn mediated_rules(
             net.and_then(|n| n.name_service.clone()),
         ),
         plan.policy.filesystem.own_sockets.clone(),
-    ))
+    );
+    Some(crate::helper::mediator::Scope {
+        services: plan.policy.network.loopback_ports(),
+        ..scope
+    })
 }
 
 /// What runs the helper: its argv, wrapped in the backend's launcher, and what must stay
@@ -226,6 +230,9 @@ fn helper_spec(
                 port: n.port.unwrap_or(netproxy::SANDBOX_PORT),
                 channel_fd: fd.as_raw_fd(),
                 lookups_fd: n.lookups.as_ref().map(AsRawFd::as_raw_fd),
+                services: plan.policy.network.loopback_ports(),
+                services_fd: n.services.as_ref().map(AsRawFd::as_raw_fd),
+                sockets_fd: n.sockets.as_ref().map(AsRawFd::as_raw_fd),
             })
         }),
         mediated: mediated_rules(plan, layers, (dirs.shm, net)),

@@ -59,7 +59,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let backend = prepare::choose_backend(&plan, &host, say)?;
     prepare::root_files(os::root_as(&plan.policy, &backend), &mut plan, say)?;
     let (journal, _journal_file) = Journal::open(&journal::dir(&plan.home));
-    let net = prepare::start_network(&plan, &backend, (&cli.resolve, journal.sink()), say)?;
+    let net = prepare::start_network(&plan, &backend, (&cli, journal.sink()), say)?;
     let (ssh, questions) = ssh::start(&mut plan, &backend, net.as_ref(), &journal, say)?;
     let ssh_env = ssh.as_ref().map_or(&[][..], |s| &s.env[..]);
     let mut places = environment::Places::make(&plan, &backend, say)?;

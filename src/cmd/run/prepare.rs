@@ -338,10 +338,16 @@ pub(super) fn copy_seed(
 pub(super) fn start_network(
     plan: &Plan,
     backend: &Backend,
-    (resolve, sink): (&[String], crate::policy::refusal::Sink),
+    (cli, sink): (&Cli, crate::policy::refusal::Sink),
     say: Verbosity,
 ) -> Result<Option<ProxySession>, Failure> {
-    let net = netproxy::session::start(&plan.policy, backend, resolve, (&plan.home, sink))?;
+    let publish = netproxy::forward::parse_publish(&cli.publish).map_err(|e| anyhow::anyhow!(e))?;
+    let net = netproxy::session::start(
+        &plan.policy,
+        backend,
+        (&cli.resolve, &publish),
+        (&plan.home, sink),
+    )?;
     if let Some(net) = &net {
         let proxy = match (net.port, net.channel.is_some()) {
             (Some(port), true) => format!("the proxy is at 127.0.0.1:{port} inside the sandbox"),

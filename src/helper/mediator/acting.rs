@@ -8,7 +8,7 @@ use super::git::{completes_git, git_place, holds_plants, linked_worktree};
 use super::notify::{Call, Listener};
 use super::opens::{self};
 use super::threads::Cwd;
-use crate::policy::refusal::Cause;
+use crate::policy::report::Cause;
 use crate::protect::names::{self, Made, Names};
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, OsStr};

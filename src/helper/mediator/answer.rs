@@ -186,9 +186,14 @@ fn connect_call(c: &Caller<'_>, threads: &mut Threads, rules: &Scope) -> Answer 
         let len = (call.args[2] as u32 as usize).min(max);
         let addr = threads.known(call.pid)?.read(call.args[1], len)?;
         if family != libc::AF_UNIX {
-            // To a server of the program's own on loopback (`bind_call`): that port too.
-            let own_port = super::loopback_port(&addr).filter(|p| own_ports(|own| own.contains(p)));
-            let net = super::NetRules { own_port, ..c.net };
+            // To a server of the program's own on loopback (`bind_call`), or to a host
+            // service the allow-list names: that port too.
+            let loopback_port = super::loopback_port(&addr)
+                .filter(|p| rules.services.contains(p) || own_ports(|own| own.contains(p)));
+            let net = super::NetRules {
+                loopback_port,
+                ..c.net
+            };
             let work = (socket, addr);
             return Ok(super::connecting::start(
                 c.listener,
@@ -229,7 +234,7 @@ fn connect_call(c: &Caller<'_>, threads: &mut Threads, rules: &Scope) -> Answer 
             return Ok(Answer::Done(-i64::from(libc::ECONNREFUSED)));
         }
         if !rules.may_change(&real, links) && !rules.sockets.contains(&real) {
-            super::report::refused(crate::policy::refusal::Cause::Socket, &real);
+            super::report::refused(crate::policy::report::Cause::Socket, &real);
             return Ok(Answer::Done(-i64::from(libc::EACCES)));
         }
         Ok(connect(c, socket, &To::Object(&object)))
@@ -268,7 +273,7 @@ fn bind_call(c: &Caller<'_>, threads: &mut Threads) -> Answer {
         }
         let Some(addr) = super::loopback_bind(&addr) else {
             let about = super::describe_addr(&addr).unwrap_or_default();
-            let cause = crate::policy::refusal::Cause::Server;
+            let cause = crate::policy::report::Cause::Server;
             super::report::refused_about(cause, std::path::Path::new("/"), about.as_bytes());
             return Ok(Answer::Done(-i64::from(libc::EACCES)));
         };

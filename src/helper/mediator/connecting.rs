@@ -99,6 +99,12 @@ fn connect(
         Ok(_waker) => wait_connected(listener, call, &fd, addr, killable)?,
         Err(e) => -errno(&e),
     };
+    if net.deny_tcp && done == i64::from(libc::EACCES) {
+        // The program's TCP rules refused it: named at the end with what would allow it.
+        let about = super::describe_addr(addr).unwrap_or_default();
+        let cause = crate::policy::report::Cause::Connect;
+        super::report::refused_about(cause, std::path::Path::new("/"), about.as_bytes());
+    }
     // A socket made here takes the program's place once connected, or under way (a
     // non-blocking socket's EINPROGRESS: it carries on as the program's).
     if let Some(cloexec) = replace.filter(|_| done == 0 || done == i64::from(libc::EINPROGRESS)) {

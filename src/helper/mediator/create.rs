@@ -568,7 +568,7 @@ fn report_read_only(acting: &Acting<'_>, op: &Op) {
         };
         dir.join(path)
     };
-    super::report::refused(crate::policy::refusal::Cause::ReadOnly, &path);
+    super::report::refused(crate::policy::report::Cause::ReadOnly, &path);
 }
 
 /// The reply for an act's result: a value it gave, or the errno.

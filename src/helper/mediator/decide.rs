@@ -33,6 +33,10 @@ pub struct Scope {
     /// Their pools (`sandbox::carve::Pool`), which the guard makes names from.
     #[serde(default)]
     pub pools: Vec<crate::sandbox::carve::Pool>,
+    /// The host's loopback services the allow-list names (`localhost:5432`), which the
+    /// program's connects to loopback may reach.
+    #[serde(default)]
+    pub services: Vec<u16>,
 }
 
 impl Scope {
@@ -57,6 +61,7 @@ impl Scope {
             sockets,
             carved: ruleset.carved.clone(),
             pools: ruleset.pools.clone(),
+            services: Vec::new(),
         }
     }
 
@@ -110,9 +115,10 @@ pub struct NetRules {
     /// TCP connect and bind handled: denied but to `connect_port`.
     pub deny_tcp: bool,
     pub connect_port: Option<u16>,
-    /// A loopback port where a server of the program's own listens (`loopback_bind`),
-    /// which this connect, to loopback, may reach.
-    pub own_port: Option<u16>,
+    /// A loopback port this connect, to loopback, may reach: where a server of the
+    /// program's own listens (`loopback_bind`), or a host service the allow-list names
+    /// (`Scope::services`).
+    pub loopback_port: Option<u16>,
     /// The Landlock ABI the rules need.
     pub min_abi: u32,
 }
@@ -289,6 +295,7 @@ mod tests {
             sockets: Vec::new(),
             carved: Vec::new(),
             pools: Vec::new(),
+            services: Vec::new(),
         };
         for yes in [
             "/srv/ws/a.sh",

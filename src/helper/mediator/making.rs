@@ -5,7 +5,7 @@
 use super::acting::{path_of, refuse, Acting, Entry, Where};
 use super::at::{fstat, fstatat, last_errno, open_path, openat, Res};
 use super::git::{git_place, is_git};
-use crate::policy::refusal::Cause;
+use crate::policy::report::Cause;
 use crate::protect::names::{self, GitPlace, Made};
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};

@@ -6,7 +6,7 @@
 use super::acting::{refuse, Acting, Dir, Entry, Where};
 use super::at::{fd_path, fstat, fstatat, is_proc, open_path, openat, os_errno, readlink, Res};
 use super::opens::{self, Missing, Step, There};
-use crate::policy::refusal::Cause;
+use crate::policy::report::Cause;
 use crate::protect::names::{self, Made};
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};

@@ -8,7 +8,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use crate::policy::refusal::{report_line, report_line_about, state_line, Cause};
+use crate::policy::report::{report_line, report_line_about, state_line, Cause};
 
 static REPORTS: OnceLock<OwnedFd> = OnceLock::new();
 

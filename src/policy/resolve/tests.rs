@@ -235,8 +235,20 @@ fn domain_rules_are_parsed_strictly() {
     );
     assert_eq!(ok("10.0.0.1:8080").port, Some(8080));
     assert_eq!(ok("[::1]:443").host, "::1");
+    assert_eq!(ok("[::1]:443").loopback_port(), Some(443));
+    assert_eq!(ok("LocalHost:5432").host, "localhost");
+    assert_eq!(ok("localhost:5432").loopback_port(), Some(5432));
+    assert_eq!(ok("127.0.0.2:8000").loopback_port(), Some(8000));
+    assert_eq!(ok("10.0.0.1:8080").loopback_port(), None);
+    assert_eq!(ok("localhost.example.com:80").loopback_port(), None);
+    for bad in ["localhost", "127.0.0.1", "[::1]"] {
+        let err = parse_domain_rule(bad, "t").unwrap_err().to_string();
+        assert!(
+            err.contains("Hint: name the service's port"),
+            "{bad}: {err}"
+        );
+    }
     for bad in [
-        "localhost",
         "*.1.2.3.4",
         "exa mple.com",
         "a..b",

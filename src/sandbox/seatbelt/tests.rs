@@ -108,7 +108,7 @@ fn every_shipped_profile_matches_its_golden_file() {
         (
             "shell+net-allow",
             "shell",
-            r#"{"network": {"allow": ["api.example.com"]}}"#,
+            r#"{"network": {"allow": ["api.example.com", "localhost:5432"]}}"#,
         ),
         ("shell+no-nested-pty", "shell", r#"{"nested_pty": false}"#),
         (
