@@ -228,8 +228,58 @@ pub fn variables(
     if !host_has("VIMINIT") {
         out.push(("VIMINIT".into(), vim_init(&home.dir).into()));
     }
+    // The host's own is never handed over (`ALWAYS_DROPPED`): this one takes its place.
+    out.push(("PYTHONSTARTUP".into(), twin(PYTHON_STARTUP.0)));
     out
 }
+
+/// Python before 3.13 ignores `PYTHON_HISTORY` and keeps its REPL history in
+/// `~/.python_history` only (denied): a startup file (`PYTHONSTARTUP`; the host's is
+/// never handed over) that puts the same interactive hook as Python's own `site` in place, with the
+/// history at `PYTHON_HISTORY`. From 3.13 on it does nothing; Python reads the variable
+/// itself. Written by sbx-shell into the private home at every session's start (whatever
+/// a session left there is replaced), run only inside the sandbox.
+pub const PYTHON_STARTUP: (&str, &str) = (
+    ".python_startup.py",
+    r#"# sbx-shell: Python's REPL history at PYTHON_HISTORY before Python 3.13 (which reads that
+# variable itself). Rewritten by sbx-shell at every session's start.
+import sys
+if sys.version_info < (3, 13) and hasattr(sys, "__interactivehook__"):
+    def _sbx_shell_interactive_hook():
+        import atexit
+        import os
+        try:
+            import readline
+            import rlcompleter  # noqa: F401 (tab completion, as site sets it up)
+        except ImportError:
+            return
+        doc = getattr(readline, "__doc__", "") or ""
+        readline.parse_and_bind("bind ^I rl_complete" if "libedit" in doc else "tab: complete")
+        try:
+            readline.read_init_file()
+        except OSError:
+            pass
+        if readline.get_current_history_length() != 0:
+            return
+        path = os.environ.get("PYTHON_HISTORY") or os.path.expanduser("~/.python_history")
+        try:
+            readline.read_history_file(path)
+        except OSError:
+            pass
+
+        def write_history():
+            try:
+                readline.write_history_file(path)
+            except OSError:
+                pass
+
+        atexit.register(write_history)
+
+    sys.__interactivehook__ = _sbx_shell_interactive_hook
+    del _sbx_shell_interactive_hook
+del sys
+"#,
+);
 
 /// vim's backup and swap directories in the private home (made by sbx-shell at start).
 pub const VIM_DIRS: [&str; 2] = [".vim-backup", ".vim-swap"];

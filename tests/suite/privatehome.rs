@@ -80,6 +80,82 @@ fn history_typed_in_one_session_is_there_in_the_next_and_the_hosts_is_untouched(
     }
 }
 
+/// Python's REPL history, kept as bash's is, in a Python older than 3.13 (Debian's 3.11),
+/// which ignores `PYTHON_HISTORY`: a line typed in one session is in the next session's
+/// history, the host's is neither read nor written. Beside the same REPL run bare, whose
+/// history is the host's file.
+#[test]
+fn python_history_is_kept_between_sessions_before_python_3_13() {
+    if !tools_present() {
+        return;
+    }
+    // The REPL on a terminal of `script`'s, the lines typed ahead on it; what it printed.
+    let python = |lab: &Lab, sandboxed: Option<&str>, typed: &str| -> String {
+        let python = format!("{} -q", super::sandbox::PYTHON);
+        let command = match sandboxed {
+            Some(backend) => format!("{} --backend {backend} -- {python}", bin()),
+            None => python,
+        };
+        let mut child = std::process::Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .current_dir(&lab.ws)
+            .env_clear()
+            .env("HOME", &lab.home)
+            .env("PATH", "/usr/bin:/bin")
+            .env("TERM", "xterm")
+            .env("XDG_STATE_HOME", lab.home.join(".local/state"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(typed.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        drop(stdin);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let host_line = "print('HOST-PYTHON-LINE')";
+    let show = "import readline; print('HIST', [readline.get_history_item(i + 1) for i in range(readline.get_current_history_length())], 'END')\nexit()\n";
+    for backend in [None, Some("bwrap"), Some("landlock")] {
+        let lab = Lab::new("pyhistory", User::Root, false);
+        let host_history = lab.home.join(".python_history");
+        fs::write(&host_history, format!("{host_line}\n")).unwrap();
+        let what = format!("{backend:?}");
+        python(&lab, backend, "answer = 6 * 7\nexit()\n");
+        let shown = python(&lab, backend, show);
+        let shown = shown
+            .lines()
+            .find(|l| l.starts_with("HIST ["))
+            .unwrap_or("");
+        assert!(shown.contains("answer = 6 * 7"), "{what}: {shown}");
+        let host_now = fs::read_to_string(&host_history).unwrap();
+        match backend {
+            // Bare, the history is the host's file.
+            None => {
+                assert!(shown.contains(host_line), "{what}: {shown}");
+                assert!(host_now.contains("answer = 6 * 7"), "{what}");
+            }
+            Some(_) => {
+                assert!(
+                    !shown.contains(host_line),
+                    "{what}: the host's was read: {shown}"
+                );
+                assert_eq!(
+                    host_now,
+                    format!("{host_line}\n"),
+                    "{what}: the host's was written"
+                );
+                let twin = lab
+                    .home
+                    .join(".local/state/sbx-shell/home/shell/.python_history");
+                let kept = fs::read_to_string(&twin).unwrap_or_default();
+                assert!(kept.contains("answer = 6 * 7"), "{what}: {kept}");
+            }
+        }
+    }
+}
+
 /// Caches: writable inside, kept, and the host's never written — through `XDG_CACHE_HOME`
 /// and the tools' variables, in every backend.
 #[test]

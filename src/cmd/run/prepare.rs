@@ -252,6 +252,12 @@ pub(super) fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failur
                 home.dir.display()
             )
         })?;
+        let (name, script) = crate::policy::home::PYTHON_STARTUP;
+        if let Err(e) = crate::sys::files::write_private(&home.dir.join(name), script.as_bytes()) {
+            say.detail(&format!(
+                "sbx-shell: private home: cannot write {name}: {e}"
+            ));
+        }
         for dir in crate::policy::home::VIM_DIRS {
             if let Err(e) = crate::sys::files::create_inside(&home.dir, Path::new(dir), true) {
                 say.detail(&format!(
