@@ -674,6 +674,38 @@ fn bad_ssh_settings_stop_before_the_program_runs() {
     }
 }
 
+/// A host named without its port (`KEY@git.test`) where known_hosts lists it on another
+/// port only: the note at the start names that port and the option with it, and the
+/// option, as printed, logs in.
+#[test]
+fn a_host_known_on_another_port_is_named_with_that_port() {
+    if !ssh_tools() {
+        return;
+    }
+    let world = World::new(User::Root);
+    world.add_keys();
+    let key = world.key_pub("one");
+    let login =
+        format!("{SSH_INSIDE} -p \"$GIT_PORT\" root@git.test echo LOGIN-OK || echo LOGIN-REFUSED");
+    let portless = format!("{key}@git.test");
+    let (_, out, err) = world.sandboxed("bwrap", &["--ssh-key", &portless], &login);
+    let port = world.git_port;
+    assert!(err.contains(&format!("lists it on port {port}")), "{err}");
+    assert_lines(&out, &["LOGIN-REFUSED"], &err);
+    let fix = err
+        .lines()
+        .find_map(|l| {
+            l.split_once("Fix: name the port, ")
+                .map(|(_, fix)| fix.to_string())
+        })
+        .unwrap_or_default();
+    assert_eq!(fix, format!("--ssh-key {key}@git.test:{port}"), "{err}");
+    let args: Vec<&str> = fix.split(' ').collect();
+    let (_, out, err) = world.sandboxed("bwrap", &args, &login);
+    assert_lines(&out, &["LOGIN-OK"], &err);
+    assert!(!err.contains("known_hosts lists no key"), "{err}");
+}
+
 /// A checkout or binary under /tmp: the host's /tmp is not the sandbox's (bwrap's is
 /// private, Landlock alone leaves it out), yet ssh's ProxyCommand runs sbx-shell inside.
 #[test]

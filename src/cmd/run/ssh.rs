@@ -188,7 +188,14 @@ fn rules(ssh: &Ssh, held: &[(Vec<u8>, Vec<u8>)], say: Verbosity) -> Result<judge
         for host in &k.hosts {
             let found =
                 known_hosts::keys_for(&known_text, &known_hosts::spelling(&host.name, host.port));
-            if found.is_empty() {
+            let elsewhere = match host.port {
+                None => known_hosts::other_ports(&known_text, &host.name),
+                Some(_) => Vec::new(),
+            };
+            if found.is_empty() && !elsewhere.is_empty() {
+                let ports: Vec<String> = elsewhere.iter().map(u16::to_string).collect();
+                say.note(&format!("sbx-shell: ssh: known_hosts lists no key for {host} on port 22, but lists it on port {}: logins on port 22 with {fingerprint} will be refused. Fix: name the port, --ssh-key {}@{}:{}", ports.join(", "), k.key, host.name, elsewhere[0]));
+            } else if found.is_empty() {
                 say.note(&format!("sbx-shell: ssh: known_hosts lists no key for {host}: logins there with {fingerprint} will be refused. Fix: connect once outside the sandbox and check its key"));
             }
             host_keys.extend(found);

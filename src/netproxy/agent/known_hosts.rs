@@ -51,6 +51,21 @@ pub fn named(text: &str) -> Vec<(Vec<u8>, Vec<String>)> {
         .collect()
 }
 
+/// The other ports `text` lists `host` on in plain (`[host]:2224`): where a key for the
+/// host on port 22 is not found, the port the user may have meant.
+pub fn other_ports(text: &str, host: &str) -> Vec<u16> {
+    let prefix = format!("[{}]:", host.to_ascii_lowercase());
+    let mut ports: Vec<u16> = named(text)
+        .into_iter()
+        .flat_map(|(_, names)| names)
+        .filter_map(|n| n.to_ascii_lowercase().strip_prefix(&prefix)?.parse().ok())
+        .filter(|p| *p != 22)
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum Marker {
     None,
@@ -178,6 +193,9 @@ mod tests {
         assert!(keys_for(&text, "other.host").is_empty());
         assert_eq!(keys_for(&text, "[h]:2222"), vec![blob(A)]);
         assert!(keys_for(&text, "h").is_empty());
+        let more = format!("{text}[H]:2224,[h]:22 ssh-ed25519 {B}\n[hx]:9 ssh-ed25519 {B}\n");
+        assert_eq!(other_ports(&more, "h"), vec![2222, 2224]);
+        assert!(other_ports(&more, "github.com").is_empty());
         let named = named(&text);
         assert_eq!(
             named[0],
