@@ -47,6 +47,10 @@ pub struct Record {
     /// that allow them (`policy::refusal`).
     #[serde(default, skip_serializing_if = "Tally::is_empty")]
     pub refusals: Tally,
+    /// The supervisor's pid, which named its journal file while it ran
+    /// (`session::journal`; `log --follow` tells by it which sessions it followed).
+    #[serde(default)]
+    pub session: u32,
 }
 
 impl Record {
@@ -78,6 +82,7 @@ impl Record {
             planted: Vec::new(),
             ended_by_guard: false,
             refusals: Tally::default(),
+            session: std::process::id(),
         }
     }
 

@@ -371,6 +371,63 @@ fn the_live_view_shows_a_refusal_within_a_second() {
     );
 }
 
+/// Sessions shorter than the live view's look (a command that fails at once) are shown
+/// too, each refusal once: from the session log's record when their journal came and went
+/// between two looks. Six sessions, three per backend, one after the other.
+#[test]
+fn the_live_view_shows_sessions_shorter_than_a_look() {
+    if !tools_present() {
+        return;
+    }
+    let lab = Lab::new("refusals-short", User::Root, false);
+    let mut follow = subcommand(&lab, &["log", "--follow"]);
+    follow.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut follower = follow.spawn().unwrap();
+    // Started once it says so.
+    let mut said = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(follower.stderr.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    assert!(said.contains("following"), "{said}");
+    let stdout = follower.stdout.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines.send(line);
+        }
+    });
+    let names: Vec<String> = (0..6).map(|n| format!("/etc/sbx-short-{n}")).collect();
+    for (n, name) in names.iter().enumerate() {
+        let backend = if n % 2 == 0 { "bwrap" } else { "landlock" };
+        let out = lab
+            .command(backend, &["-c", &format!("touch {name}")])
+            .shown();
+        assert!(!out.status.success(), "{backend}: {out:?}");
+    }
+    let mut shown: Vec<String> = Vec::new();
+    while let Ok(line) = seen.recv_timeout(Duration::from_secs(3)) {
+        shown.push(line);
+        if names
+            .iter()
+            .all(|n| shown.iter().any(|l| l.contains(n.as_str())))
+        {
+            break;
+        }
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let all = shown.join("\n");
+    for name in &names {
+        let times = shown.iter().filter(|l| l.contains(name.as_str())).count();
+        assert_eq!(times, 1, "{name} shown {times} times:\n{all}");
+    }
+    assert!(all.contains("→ --write /etc"), "{all}");
+}
+
 /// `why` names the rule, where it comes from (the defaults, a profile's line, a config
 /// file's line, the flags) and the option that changes it; exit 1 when refused.
 #[test]
