@@ -194,6 +194,7 @@ mod tests {
             planted: Vec::new(),
             ended_by_guard: false,
             refusals: Tally::default(),
+            session: 4242,
         }
     }
 
