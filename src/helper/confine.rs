@@ -315,6 +315,9 @@ pub fn apply_mediation(
     let mut table = Vec::new();
     if spec.names.is_some() {
         table.extend(mediated::creating());
+        if spec.mediated.is_none() {
+            table.extend(mediated::removing_dirs());
+        }
     }
     if let Some(scope) = &spec.mediated {
         table.extend(mediated::table());

@@ -144,7 +144,7 @@ pub fn of_write(
         Cause::Server => return of_server(about),
         Cause::Connect => return of_connect(about, &policy.network),
         Cause::Socket => return of_socket(path, home),
-        Cause::Outside | Cause::Protected | Cause::ReadOnly => {}
+        Cause::Outside | Cause::Protected | Cause::ReadOnly | Cause::Held => {}
     }
     if let Some(denied) = fs
         .denied
@@ -160,6 +160,9 @@ pub fn of_write(
                 tilde(&denied.path, home)
             )),
         };
+    }
+    if cause == Cause::Held {
+        return of_held(path);
     }
     if cause == Cause::Protected || fs.protected.iter().any(|p| path.starts_with(p.real())) {
         let git_config = path.file_name().is_some_and(|n| n == "config")
@@ -215,6 +218,17 @@ fn of_socket(path: &Path, home: &Path) -> Refusal {
             "--backend bwrap --allow-socket {}",
             shell_word(&tilde(path, home))
         )),
+    }
+}
+
+/// A directory the sandbox holds in place (bwrap's mounts), removed or renamed: no grant
+/// inside the sandbox moves it; outside, it is the user's to remove.
+fn of_held(path: &Path) -> Refusal {
+    Refusal {
+        kind: Kind::Protected,
+        subject: path.display().to_string(),
+        why: "held in place for the session: it is, or leads to, what the sandbox protects (a repository's hooks and config, rc files) or hides".into(),
+        fix: Some("none: only you change it, outside the sandbox".into()),
     }
 }
 

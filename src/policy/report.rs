@@ -20,6 +20,10 @@ pub enum Cause {
     /// A TCP connection the program's rules refuse (Landlock alone: it reaches the network
     /// through the proxy only); the address is what the report is about, its path `/`.
     Connect,
+    /// A directory the kernel would not remove or rename because it is a mount point
+    /// (EBUSY, bwrap): what the sandbox holds in place — a protected or hidden path, or a
+    /// directory leading to one.
+    Held,
 }
 
 impl Cause {
@@ -31,6 +35,7 @@ impl Cause {
             Cause::Socket => 's',
             Cause::Server => 'n',
             Cause::Connect => 'c',
+            Cause::Held => 'h',
         }
     }
 
@@ -42,6 +47,7 @@ impl Cause {
             's' => Cause::Socket,
             'n' => Cause::Server,
             'c' => Cause::Connect,
+            'h' => Cause::Held,
             _ => return None,
         })
     }

@@ -31,7 +31,8 @@
 //! - **Removing a name** (`unlink`, `unlinkat` from the working directory; every removal
 //!   where a writable tree is carved, `removing`): a name in `/dev/shm` is removed from
 //!   the session's own directory for it (`mediator::shm_name`), where the guard made it;
-//!   any other by the guard, where the program's rules let it remove it (`Reach`).
+//!   any other by the guard, where the program's rules let it remove it (`Reach`). Under
+//!   bwrap a directory's removal (`removing_dirs`), so that one the mounts refuse is named.
 
 #[cfg(target_os = "linux")]
 mod bpf;
@@ -39,4 +40,4 @@ mod bpf;
 pub use bpf::{compile, syscall_name, SYS_FCHMODAT2};
 
 pub(crate) mod table;
-pub use table::{creating, removing, table, Mediated, IOPRIO_WHO_USER, PRIO_USER};
+pub use table::{creating, removing, removing_dirs, table, Mediated, IOPRIO_WHO_USER, PRIO_USER};

@@ -6,8 +6,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::sandbox::{tools_present, Lab, User};
-use super::support::{OuterPty, Shown};
+use super::sandbox::{assert_lines, tools_present, Lab, User};
+use super::support::{require, OuterPty, Shown};
 
 /// Writes outside, into a protected place and into a hidden one, and what the program
 /// reads of its own refusals (then tries to write to them).
@@ -426,6 +426,64 @@ fn the_live_view_shows_sessions_shorter_than_a_look() {
         assert_eq!(times, 1, "{name} shown {times} times:\n{all}");
     }
     assert!(all.contains("→ --write /etc"), "{all}");
+}
+
+/// `rm -rf` of a repository made outside: under bwrap its git directory is held in place
+/// (its hooks read-only, the directories leading to them mount points), so the removal
+/// fails — and says so at the end, with why; under Landlock alone, where the guard refuses
+/// only what would plant code, it is removed as bare.
+#[test]
+fn removing_a_clone_made_outside_is_explained_where_it_fails() {
+    if !tools_present() || !require("git", "a repository to remove") {
+        return;
+    }
+    let lab = Lab::new("refusals-rmclone", User::Root, false);
+    let make = |name: &str| {
+        let dir = lab.ws.join(name);
+        for args in [
+            &["init", "-q"][..],
+            &["commit", "-q", "--allow-empty", "-m", "x"],
+        ] {
+            let out = Command::new("git")
+                .args(args)
+                .current_dir(if args[0] == "init" { &lab.ws } else { &dir })
+                .args(if args[0] == "init" {
+                    vec![name]
+                } else {
+                    vec![]
+                })
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@t")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@t")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        }
+        dir
+    };
+    // Control: bare, it goes.
+    let bare = make("bare");
+    let out = Command::new("rm").arg("-rf").arg(&bare).output().unwrap();
+    assert!(out.status.success() && !bare.exists(), "{out:?}");
+    for backend in ["bwrap", "landlock"] {
+        let clone = make(&format!("clone-{backend}"));
+        let script = format!("rm -rf {} 2>/dev/null; echo RM=$?", clone.display());
+        let (_, out, err) = lab.sh(backend, &[], &script);
+        let what = format!("{backend}:\n{out}\n{err}");
+        if backend == "landlock" {
+            assert_lines(&out, &["RM=0"], &what);
+            assert!(!clone.exists(), "{what}");
+            continue;
+        }
+        assert_lines(&out, &["RM=1"], &what);
+        let line = summary_line(&err, "protected places written");
+        assert!(
+            line.contains(&clone.join(".git").display().to_string())
+                && line.contains("only you change it, outside the sandbox"),
+            "{what}"
+        );
+    }
 }
 
 /// `why` names the rule, where it comes from (the defaults, a profile's line, a config

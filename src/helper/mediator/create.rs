@@ -533,20 +533,29 @@ fn act(acting: &Acting<'_>, op: &Op, killable: bool) -> Reply {
     }
 }
 
-/// `act`, and a refusal the kernel made (EROFS) reported; the guard's own refusals are
-/// reported where they are decided (`acting::refuse`).
+/// `act`, and a refusal the kernel made reported: EROFS (a read-only mount), and EBUSY for
+/// a directory removed or renamed (a mount point: what the sandbox holds in place under
+/// bwrap); the guard's own refusals are reported where they are decided
+/// (`acting::refuse`).
 fn act_and_report(acting: &Acting<'_>, op: &Op, killable: bool) -> Reply {
+    use crate::policy::report::Cause;
     let reply = act(acting, op, killable);
     if let Reply::Answer(Answer::Done(e)) = reply {
-        if e == -i64::from(libc::EROFS) {
-            report_read_only(acting, op);
+        let held = match op {
+            Op::Remove { at, .. } | Op::Rename { old: at, .. } => Some(at),
+            _ => None,
+        };
+        match held {
+            Some(at) if e == -i64::from(libc::EBUSY) => report_at(acting, at, Cause::Held),
+            _ if e == -i64::from(libc::EROFS) => report_read_only(acting, op),
+            _ => {}
         }
     }
     reply
 }
 
 /// The kernel refused the act with EROFS (a read-only mount, under bwrap): reported with
-/// the path the call named, made absolute from where it started.
+/// the path the call named.
 fn report_read_only(acting: &Acting<'_>, op: &Op) {
     let at = match op {
         Op::Open { at, .. } | Op::Mkdir { at, .. } | Op::Mknod { at, .. } => at,
@@ -554,6 +563,11 @@ fn report_read_only(acting: &Acting<'_>, op: &Op) {
         Op::Link { new, .. } | Op::Rename { new, .. } => new,
         Op::Remove { at, .. } => at,
     };
+    report_at(acting, at, crate::policy::report::Cause::ReadOnly);
+}
+
+/// Report `cause` at the path `at` names, made absolute from where it started.
+fn report_at(acting: &Acting<'_>, at: &super::acting::Where, cause: crate::policy::report::Cause) {
     let path = std::ffi::OsStr::from_bytes(&at.path);
     let path = if at.path.starts_with(b"/") {
         PathBuf::from(path)
@@ -568,7 +582,7 @@ fn report_read_only(acting: &Acting<'_>, op: &Op) {
         };
         dir.join(path)
     };
-    super::report::refused(crate::policy::report::Cause::ReadOnly, &path);
+    super::report::refused(cause, &path);
 }
 
 /// The reply for an act's result: a value it gave, or the errno.

@@ -165,6 +165,28 @@ pub fn removing() -> Vec<Mediated> {
         .collect()
 }
 
+/// A directory's removal, where the guard judges names under bwrap: done by the guard as
+/// the program would (the kernel answers it), so that one the sandbox's mounts refuse — a
+/// protected or hidden path, a read-only tree (`EROFS`, `EBUSY` for a mount point) — is
+/// named at the end (`rm -rf` of a clone made outside stops at its `.git/hooks`). A
+/// file's removal is not asked: `rm -rf` of a large tree pays a round trip per directory
+/// only.
+pub fn removing_dirs() -> Vec<Mediated> {
+    vec![
+        Mediated {
+            syscall: "rmdir",
+            when: When::Always,
+        },
+        Mediated {
+            syscall: "unlinkat",
+            when: When::FlagSet {
+                arg: 2,
+                bits: libc::AT_REMOVEDIR as u32,
+            },
+        },
+    ]
+}
+
 /// The calls that make a name, and the opens that write: each is done by the helper's
 /// guard, which refuses the names nothing in the session may make (`protect::names`). `open`,
 /// `creat`, `mkdir`, `mknod`, `symlink`, `link` and `rename` exist on x86_64 only.
