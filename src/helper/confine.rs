@@ -318,6 +318,10 @@ pub fn apply_mediation(
         if spec.mediated.is_none() {
             table.extend(mediated::removing_dirs());
         }
+        // A network of the sandbox's own (bwrap, with an allow-list or none).
+        if spec.mediated.is_none() && spec.proxy_listen.is_some() {
+            table.extend(mediated::observed());
+        }
     }
     if let Some(scope) = &spec.mediated {
         table.extend(mediated::table());

@@ -242,9 +242,10 @@ fn of_server(address: &str) -> Refusal {
     }
 }
 
-/// A TCP connection to `address` the program made itself, not through the proxy (Landlock
-/// alone, `mediator::connecting`): to the host's loopback, the service there is allowed by
-/// name and port; elsewhere only the proxy leads out.
+/// A connection to `address` the program made itself, not through the proxy (refused by
+/// its TCP rules with Landlock alone, `mediator::connecting`; by bwrap's network, which has
+/// no route out, `mediator::create`): to the host's loopback, the service there is allowed
+/// by name and port; elsewhere only the proxy leads out.
 fn of_connect(address: &str, network: &super::Network) -> Refusal {
     let fix = match address.parse::<std::net::SocketAddr>() {
         Ok(to) if to.ip().is_loopback() => format!("--net allow=localhost:{}", to.port()),
@@ -254,7 +255,9 @@ fn of_connect(address: &str, network: &super::Network) -> Refusal {
         _ => "--net allow=HOST:PORT for a client that uses HTTPS_PROXY; --net full lets every connection through".into(),
     };
     let why = match network {
-        super::Network::Allow(_) => "Landlock alone: connections go through sbx-shell's proxy (HTTPS_PROXY), not straight to an address",
+        super::Network::Allow(_) => {
+            "connections go through sbx-shell's proxy (HTTPS_PROXY), not straight to an address"
+        }
         _ => "the session has no network",
     };
     Refusal {

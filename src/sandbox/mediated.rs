@@ -40,4 +40,6 @@ mod bpf;
 pub use bpf::{compile, syscall_name, SYS_FCHMODAT2};
 
 pub(crate) mod table;
-pub use table::{creating, removing, removing_dirs, table, Mediated, IOPRIO_WHO_USER, PRIO_USER};
+pub use table::{
+    creating, observed, removing, removing_dirs, table, Mediated, IOPRIO_WHO_USER, PRIO_USER,
+};

@@ -215,7 +215,13 @@ fn the_allow_list_lets_listed_hosts_through_the_proxy_and_nothing_else() {
             .lines()
             .find(|l| l.starts_with("  connections: "))
             .unwrap_or_else(|| panic!("{what}: no summary line"));
-        assert!(summary.starts_with("  connections: 8 ("), "{what}");
+        // Eight through the proxy; with Landlock alone the direct connect too (its TCP
+        // rules refuse it; under bwrap it finds its own loopback, where nothing listens).
+        let refused = if backend == "landlock" { 9 } else { 8 };
+        assert!(
+            summary.starts_with(&format!("  connections: {refused} (")),
+            "{what}"
+        );
         let log_path = lab.home.join(".local/state/sbx-shell/network.log");
         let log = std::fs::read_to_string(&log_path).unwrap_or_default();
         // Each line starts with an RFC 3339 time (UTC); the log is private to its user.
@@ -802,4 +808,49 @@ except OSError:
     let got = reach(inner);
     let _ = run.wait();
     assert_eq!(got, "", "bwrap, not published");
+}
+
+/// A connection the program makes straight to another machine's address (ssh, a database
+/// client), not through the proxy, fails as the network allows none and is named at the
+/// end with what would allow it, on both backends, with no network and with an
+/// allow-list.
+#[test]
+fn a_direct_connection_elsewhere_is_named_at_the_end() {
+    if !tools_present() {
+        return;
+    }
+    let script = format!(
+        r#"{PYTHON} - <<'PY'
+import socket
+for to in (("192.0.2.10", 2299), ("127.0.0.1", 9)):
+    try:
+        socket.create_connection(to, timeout=3)
+        print("CONNECTED", to[0])
+    except OSError as e:
+        print("REFUSED", to[0])
+PY"#
+    );
+    let lab = Lab::new("direct", super::sandbox::User::Root, false);
+    for backend in ["bwrap", "landlock"] {
+        for net in ["none", "allow=example.test"] {
+            let (_, out, err) = lab.sh(backend, &["--net", net], &script);
+            let what = format!("{backend} --net {net}:\n{out}\n{err}");
+            assert_lines(&out, &["REFUSED 192.0.2.10"], &what);
+            let line = err
+                .lines()
+                .find(|l| l.starts_with("  connections: "))
+                .unwrap_or("");
+            assert!(
+                line.contains("192.0.2.10:2299") && line.contains("→ "),
+                "{what}"
+            );
+            // A closed loopback port: under bwrap the sandbox's own loopback answers it
+            // (nothing listens there), not named; with Landlock alone its TCP rules refuse
+            // it, named with the host service's option.
+            match backend {
+                "bwrap" => assert!(!line.contains("127.0.0.1:9"), "{what}"),
+                _ => assert!(line.contains("--net allow=localhost:9"), "{what}"),
+            }
+        }
+    }
 }

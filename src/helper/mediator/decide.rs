@@ -151,6 +151,15 @@ pub fn describe_addr(addr: &[u8]) -> Option<String> {
     Some(std::net::SocketAddr::new(ip, port).to_string())
 }
 
+/// A destination on another machine (`sockaddr_in`, `sockaddr_in6`, not loopback and not
+/// the unspecified address), as people write it; `None` for any other address.
+pub fn elsewhere(addr: &[u8]) -> Option<String> {
+    let (ip, port) = ip_of(addr)?;
+    let ip = ip.to_canonical();
+    (!ip.is_loopback() && !ip.is_unspecified())
+        .then(|| std::net::SocketAddr::new(ip, port).to_string())
+}
+
 /// The port of a loopback destination (`sockaddr_in`, `sockaddr_in6`), else `None`.
 pub fn loopback_port(addr: &[u8]) -> Option<u16> {
     let (ip, port) = ip_of(addr)?;

@@ -187,6 +187,17 @@ pub fn removing_dirs() -> Vec<Mediated> {
     ]
 }
 
+/// A connection the program makes, where the sandbox has a network of its own (bwrap,
+/// with an allow-list or none): looked at and let through — the namespace, which has no
+/// route out, refuses one to another machine (`ENETUNREACH`), and the guard names it at
+/// the end (`mediator::create`); it enforces nothing.
+pub fn observed() -> Vec<Mediated> {
+    vec![Mediated {
+        syscall: "connect",
+        when: When::Always,
+    }]
+}
+
 /// The calls that make a name, and the opens that write: each is done by the helper's
 /// guard, which refuses the names nothing in the session may make (`protect::names`). `open`,
 /// `creat`, `mkdir`, `mknod`, `symlink`, `link` and `rename` exist on x86_64 only.
