@@ -53,6 +53,25 @@ impl Like {
     }
 }
 
+/// A connection in a sandbox with a network of its own (bwrap): one to another machine,
+/// which that namespace has no route to, is named at the end (`Cause::Connect`); the call
+/// goes on as asked either way (the namespace is what refuses it, so a look that another
+/// thread raced changes nothing but the report).
+pub(super) fn observe(threads: &super::threads::Threads, call: &Call) {
+    let max = std::mem::size_of::<libc::sockaddr_storage>();
+    let len = (call.args[2] as u32 as usize).min(max);
+    let Ok(addr) = threads
+        .known(call.pid)
+        .and_then(|known| known.read(call.args[1], len))
+    else {
+        return;
+    };
+    if let Some(about) = super::elsewhere(&addr) {
+        let cause = crate::policy::report::Cause::Connect;
+        super::report::refused_about(cause, std::path::Path::new("/"), about.as_bytes());
+    }
+}
+
 /// Answer `call`, a connect of `socket` to the address `addr`, from a thread of its own.
 pub(super) fn start(
     listener: &Listener,

@@ -228,7 +228,7 @@ fn answer(
                 super::answer::answer(&caller, threads, rules, guard.pid)
             }
             None if name == Some("connect") => {
-                observe_connect(threads, call);
+                super::connecting::observe(threads, call);
                 Reply::Answer(Answer::Continue)
             }
             None => Reply::Answer(Answer::Done(-i64::from(libc::EPERM))),
@@ -244,25 +244,6 @@ fn answer(
             };
             act_for(listener, guard, call, (threads, made), &op)
         }
-    }
-}
-
-/// A connection in a sandbox with a network of its own (bwrap): one to another machine,
-/// which that namespace has no route to, is named at the end (`Cause::Connect`); the call
-/// goes on as asked either way (the namespace is what refuses it, so a look that another
-/// thread raced changes nothing but the report).
-fn observe_connect(threads: &Threads, call: &Call) {
-    let max = std::mem::size_of::<libc::sockaddr_storage>();
-    let len = (call.args[2] as u32 as usize).min(max);
-    let Ok(addr) = threads
-        .known(call.pid)
-        .and_then(|known| known.read(call.args[1], len))
-    else {
-        return;
-    };
-    if let Some(about) = super::elsewhere(&addr) {
-        let cause = crate::policy::report::Cause::Connect;
-        super::report::refused_about(cause, std::path::Path::new("/"), about.as_bytes());
     }
 }
 
