@@ -7,6 +7,9 @@
 //! program's very socket (copied), or, where the guard may not copy it, a socket like it
 //! that takes its place (`Socket::Like`). A connect that waits for its peer takes a signal
 //! for the program as the kernel's own does (`waiting`).
+//!
+//! Under bwrap, whose network namespace refuses what leaves it, a connect is only looked
+//! at (`observe`): one to another machine is named at the end, and it goes on as asked.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
