@@ -91,11 +91,14 @@ impl Maker {
 /// pass each connection on as `leads` says, from threads of their own. Returns at once.
 pub fn publish(publish: Publish, leads: Leads, maker: Option<Maker>) -> Result<(), String> {
     let taken = |e: io::Error| {
+        let asked = match publish.host_port == publish.port {
+            true => publish.port.to_string(),
+            false => format!("{}:{}", publish.host_port, publish.port),
+        };
         format!(
-            "--publish {}: cannot listen on this machine's localhost:{} ({e})\nHint: publish it on a free port, e.g. --publish {}:{}",
-            if publish.host_port == publish.port { publish.port.to_string() } else { format!("{}:{}", publish.host_port, publish.port) },
+            "--publish {asked}: cannot listen on this machine's localhost:{} ({e})\nHint: publish it on a free port, e.g. --publish {}:{}",
             publish.host_port,
-            publish.host_port.saturating_add(1),
+            free_port_near(publish.host_port),
             publish.port
         )
     };
@@ -111,6 +114,15 @@ pub fn publish(publish: Publish, leads: Leads, maker: Option<Maker>) -> Result<(
         accept_each(listener, "sbx-publish", to).map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// A port to suggest in place of `port`: the next one, or one above 1024 for a port only
+/// root may listen on. Pure.
+fn free_port_near(port: u16) -> u16 {
+    match port {
+        0..=1023 => port + 8000,
+        _ => port.saturating_add(1),
+    }
 }
 
 /// Serve the host services' listeners the helper sends over `channel` (from inside bwrap's
@@ -242,6 +254,13 @@ mod tests {
         }
         let err = ok(&["8080", "8080:9090"]).unwrap_err();
         assert!(err.contains("published twice"), "{err}");
+    }
+
+    #[test]
+    fn a_taken_port_suggests_one_anyone_may_listen_on() {
+        assert_eq!(free_port_near(80), 8080);
+        assert_eq!(free_port_near(8080), 8081);
+        assert_eq!(free_port_near(u16::MAX), u16::MAX);
     }
 
     #[test]
