@@ -48,26 +48,6 @@ pub struct Entry {
     pub what: &'static str,
 }
 
-/// How a host cache's file reaches the private home where no overlay layers it (`SEEDED`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Seed {
-    /// A copy: the file is appended to (npm's index buckets).
-    Copy,
-    /// A symlink to the host's file, read through it: the file never changes once made
-    /// (npm's content, named by its hash); the program cannot write the host's (no rule
-    /// reaches it), and what it writes there replaces the link in the private home.
-    Link,
-}
-
-/// Where no overlay can layer the host's caches beneath the private ones (every backend
-/// but bwrap): each host file of these trees that the private home lacks is brought in at
-/// the session's start, so a build finds what the host downloaded (`npm ci --offline`).
-/// (kept path, tree inside it, how.)
-pub const SEEDED: &[(&str, &str, Seed)] = &[
-    (".npm", "_cacache/index-v5", Seed::Copy),
-    (".npm", "_cacache/content-v2", Seed::Link),
-];
-
 /// Where the layered caches' upper and work directories live, in the private home.
 pub const LAYERS_DIR: &str = ".layers";
 

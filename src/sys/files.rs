@@ -105,19 +105,6 @@ pub fn copy_once_inside(from: &Path, base: &Path, rel: &Path) -> io::Result<bool
     Ok(true)
 }
 
-/// A symlink to `target` at `rel` inside `base`, once: only when nothing is there yet (its
-/// directories made as `create_inside` makes them, nothing followed). `Ok(false)` when
-/// something is there already.
-pub fn symlink_once_inside(target: &Path, base: &Path, rel: &Path) -> io::Result<bool> {
-    let (parent, name) = split(rel)?;
-    let at = open_dirs_inside(base, parent)?;
-    match nix::unistd::symlinkat(target, std::os::fd::AsFd::as_fd(&at), name) {
-        Ok(()) => Ok(true),
-        Err(nix::errno::Errno::EEXIST) => Ok(false),
-        Err(e) => Err(e.into()),
-    }
-}
-
 fn split(rel: &Path) -> io::Result<(&Path, &std::ffi::OsStr)> {
     match (rel.parent(), rel.file_name()) {
         (Some(parent), Some(name)) => Ok((parent, name)),

@@ -230,54 +230,6 @@ pub(super) fn create_own_dirs(home: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Step 5a, where no overlay layers the host's caches (every backend but bwrap): each file
-/// of the host's cache trees that the private home lacks, brought in
-/// (`policy::home::SEEDED`); at most `SEED_BUDGET` entries looked at per tree.
-pub(super) fn seed_caches(policy: &Policy, say: Verbosity) {
-    use crate::policy::home::{Seed, SEEDED};
-    const SEED_BUDGET: usize = 200_000;
-    let Some(home) = &policy.private_home else {
-        return;
-    };
-    let (mut linked, mut copied) = (0usize, 0usize);
-    for (kept, tree, how) in SEEDED {
-        let from = policy.filesystem.home.path.join(kept).join(tree);
-        let mut budget = SEED_BUDGET;
-        crate::sys::files::walk_bounded(&from, 8, &mut budget, &mut |entry| {
-            let Ok(kind) = entry.file_type() else {
-                return false;
-            };
-            let path = entry.path();
-            let Ok(inside) = path.strip_prefix(&from) else {
-                return false;
-            };
-            if !kind.is_file() {
-                return kind.is_dir();
-            }
-            let rel = Path::new(kept).join(tree).join(inside);
-            if home.dir.join(&rel).symlink_metadata().is_ok() {
-                return false;
-            }
-            let base = &home.dir;
-            let made = match how {
-                Seed::Copy => crate::sys::files::copy_once_inside(&path, base, &rel),
-                Seed::Link => crate::sys::files::symlink_once_inside(&path, base, &rel),
-            };
-            match (made, how) {
-                (Ok(true), Seed::Copy) => copied += 1,
-                (Ok(true), Seed::Link) => linked += 1,
-                _ => {}
-            }
-            false
-        });
-    }
-    if linked + copied > 0 {
-        say.detail(&format!(
-            "sbx-shell: private home: the host's caches brought in ({linked} linked, {copied} copied)"
-        ));
-    }
-}
-
 /// Step 5a: the writable state paths in the home that are missing (an agent's first run),
 /// created as private directories (`policy::state_to_create`).
 pub(super) fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
