@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::sandbox::{assert_lines, each, tools_present, Lab, PYTHON};
 use super::support::Shown;
-use super::support::{pids_with, require};
+use super::support::{free_port, pids_with, require};
 
 /// An HTTP origin on loopback that answers every request with what it saw, and remembers it.
 struct Origin {
@@ -652,15 +652,6 @@ fn the_programs_own_server_on_loopback_is_reached_past_the_proxy() {
             &format!("{backend}: {err}"),
         );
     }
-}
-
-/// A free port of this machine's loopback (free when asked: bound, then let go).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A host service on loopback (a database, a dev server outside) is reached by name and

@@ -9,13 +9,12 @@
 //! `~` in the passwd entry, not in `$HOME`, and the test's home is a lab's.
 
 use std::fs;
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use super::sandbox::{assert_lines, chown_tree, tools_present, Lab, User, NOBODY};
-use super::support::{require, sh_quote, wait_until, Shown, Tmux};
+use super::support::{free_port, require, sh_quote, wait_until, Shown, Tmux};
 
 fn ssh_tools() -> bool {
     tools_present()
@@ -24,14 +23,6 @@ fn ssh_tools() -> bool {
         && require("ssh-keygen", "keys and git signatures")
         && require("git", "git over ssh")
         && (Path::new("/usr/sbin/sshd").is_file() || require("sshd", "the OpenSSH server"))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn keygen(path: &Path, comment: &str) {

@@ -158,6 +158,15 @@ pub fn run_captured(args: &[&str], configure: impl FnOnce(&mut Command)) -> (i32
 
 /// True when the test runs as root. Otherwise: fail under SBX_REQUIRE_ALL=1, else say loudly
 /// that the calling test is skipped and why (`why`: what needs root), and return false.
+/// A free port of this machine's loopback (free when asked: bound, then let go).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 pub fn require_root(why: &str) -> bool {
     nix::unistd::geteuid().is_root() || skipped(&format!("{why} needs root"))
 }
