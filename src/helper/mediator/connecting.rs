@@ -117,15 +117,22 @@ fn connect(
             Err(e) => return Some(Answer::Done(errno(&e))),
         },
     };
-    let done = match Waker::every(LOOK_EVERY) {
+    let mut done = match Waker::every(LOOK_EVERY) {
         Ok(_waker) => wait_connected(listener, call, &fd, addr, killable)?,
         Err(e) => -errno(&e),
     };
     if net.deny_tcp && done == i64::from(libc::EACCES) {
-        // The program's TCP rules refused it: named at the end with what would allow it.
-        let about = super::describe_addr(addr).unwrap_or_default();
-        let cause = crate::policy::report::Cause::Connect;
-        super::report::refused_about(cause, std::path::Path::new("/"), about.as_bytes());
+        match super::loopback_port(addr).filter(|port| !listening(*port)) {
+            // Nothing listens on that port of the host's loopback: refused as bare (a
+            // program waiting for its server to come up retries on ECONNREFUSED only).
+            Some(_) => done = i64::from(libc::ECONNREFUSED),
+            // The program's TCP rules refused it: named at the end with what allows it.
+            None => {
+                let about = super::describe_addr(addr).unwrap_or_default();
+                let cause = crate::policy::report::Cause::Connect;
+                super::report::refused_about(cause, std::path::Path::new("/"), about.as_bytes());
+            }
+        }
     }
     // A socket made here takes the program's place once connected, or under way (a
     // non-blocking socket's EINPROGRESS: it carries on as the program's).
@@ -135,6 +142,14 @@ fn connect(
         }
     }
     Some(Answer::Done(-done))
+}
+
+/// Whether a TCP socket of this network listens on `port` (`/proc/net/tcp`, `tcp6`): what
+/// the program could read there itself.
+fn listening(port: u16) -> bool {
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        std::fs::read_to_string(table).is_ok_and(|text| super::listens_on(&text, port))
+    })
 }
 
 /// Connect `fd` to `addr`, and wait until it is connected: 0, or the errno. The waker ends
