@@ -73,6 +73,20 @@ pub fn follow(json: bool) -> Result<u8, Failure> {
                 followed.insert(*pid);
             }
         }
+        // The records of sessions that ended, read before their journals: a session
+        // appends its record after its last journal line, so those journals are whole.
+        if records.is_none() {
+            records = std::fs::File::open(log::path(&home))
+                .ok()
+                .map(|f| (BufReader::new(f), String::new()));
+        }
+        let mut ended = Vec::new();
+        if let Some((reader, line)) = records.as_mut() {
+            while reader.read_line(line).is_ok_and(|n| n > 0) && line.ends_with('\n') {
+                ended.extend(serde_json::from_str::<log::Record>(line).ok());
+                line.clear();
+            }
+        }
         for (_, reader, line) in open.values_mut() {
             // A line is whole once it ends in a newline (each is one write).
             while reader.read_line(line).is_ok_and(|n| n > 0) && line.ends_with('\n') {
@@ -84,19 +98,9 @@ pub fn follow(json: bool) -> Result<u8, Failure> {
             }
         }
         open.retain(|path, _| running.iter().any(|(_, p)| p == path));
-        if records.is_none() {
-            records = std::fs::File::open(log::path(&home))
-                .ok()
-                .map(|f| (BufReader::new(f), String::new()));
-        }
-        if let Some((reader, line)) = records.as_mut() {
-            while reader.read_line(line).is_ok_and(|n| n > 0) && line.ends_with('\n') {
-                if let Ok(record) = serde_json::from_str::<log::Record>(line) {
-                    if !followed.remove(&record.session) {
-                        write(&render_ended(&record, json, &home))?;
-                    }
-                }
-                line.clear();
+        for record in ended {
+            if !followed.remove(&record.session) {
+                write(&render_ended(&record, json, &home))?;
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
