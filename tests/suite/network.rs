@@ -790,6 +790,24 @@ except OSError:
             assert_eq!(got, "FROM-THE-PROGRAM\n", "{backend} --publish {publish}");
         }
     }
+    // A host port that is taken: an error naming a free one, before the program runs.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = lab
+        .command("bwrap", &["--publish", &port, "--", "echo", "RAN"])
+        .shown();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("--publish {port}: cannot listen"))
+            && err.contains("Hint: publish it on a free port"),
+        "{err}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("RAN"),
+        "{err}"
+    );
+    drop(taken);
     // Unpublished, bwrap's server is the sandbox's alone (the program still serves).
     let inner = free_port();
     let mut run = lab
