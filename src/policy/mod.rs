@@ -15,6 +15,7 @@ pub mod entry;
 pub mod gitconfig;
 pub mod home;
 pub mod launch;
+pub mod npmseed;
 pub mod profiles;
 pub mod program;
 pub mod refusal;

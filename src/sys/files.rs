@@ -105,6 +105,56 @@ pub fn copy_once_inside(from: &Path, base: &Path, rel: &Path) -> io::Result<bool
     Ok(true)
 }
 
+/// How many of `link_missing_inside`'s links were made, and how many files `from` lacks.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Linked {
+    pub made: usize,
+    pub absent: usize,
+}
+
+/// For each `rel` that `base` lacks (no entry there, not even a dangling link) and that is
+/// a regular file below `from`: a symlink at `base/rel` to `from/rel`, its directories made
+/// as `create_inside` makes them (0700, nothing followed). What is already there is left as
+/// it is; a missing `from` links nothing.
+pub fn link_missing_inside(
+    from: &Path,
+    base: &Path,
+    rels: &[std::path::PathBuf],
+) -> io::Result<Linked> {
+    use nix::fcntl::AtFlags;
+    use nix::sys::stat::{fstatat, SFlag};
+    let mut linked = Linked::default();
+    if rels.is_empty() {
+        return Ok(linked);
+    }
+    let look = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let Ok(host) = nix::fcntl::open(from, look, Mode::empty()) else {
+        linked.absent = rels.len();
+        return Ok(linked);
+    };
+    let mine = nix::fcntl::open(base, look | OFlag::O_NOFOLLOW, Mode::empty())?;
+    for rel in rels {
+        if fstatat(&mine, rel, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok() {
+            continue;
+        }
+        let is_file = fstatat(&host, rel, AtFlags::empty()).is_ok_and(|st| {
+            SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG
+        });
+        if !is_file {
+            linked.absent += 1;
+            continue;
+        }
+        let (parent, name) = split(rel)?;
+        let at = open_dirs_inside(base, parent)?;
+        match nix::unistd::symlinkat(&from.join(rel), std::os::fd::AsFd::as_fd(&at), name) {
+            Ok(()) => linked.made += 1,
+            Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(linked)
+}
+
 fn split(rel: &Path) -> io::Result<(&Path, &std::ffi::OsStr)> {
     match (rel.parent(), rel.file_name()) {
         (Some(parent), Some(name)) => Ok((parent, name)),
@@ -347,6 +397,50 @@ mod tests {
         assert!(!base.join("outside/dangling").exists());
         std::os::unix::fs::symlink(&src, home.join("link-src")).unwrap();
         assert!(!copy_once_inside(&home.join("link-src"), &home, Path::new("st/c.json")).unwrap());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn missing_links_are_made_to_the_hosts_files_and_nothing_is_followed() {
+        let base = std::env::temp_dir().join(format!("sbx-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (host, mine, outside) = (base.join("host"), base.join("mine"), base.join("outside"));
+        for dir in [host.join("c/ab"), mine.clone(), outside.clone()] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(host.join("c/ab/one"), "1").unwrap();
+        std::fs::write(host.join("c/ab/two"), "2").unwrap();
+        std::fs::create_dir(host.join("c/ab/dir")).unwrap();
+        let rels: Vec<std::path::PathBuf> = ["c/ab/one", "c/ab/two", "c/ab/dir", "c/ab/gone"]
+            .iter()
+            .map(Into::into)
+            .collect();
+        // What is there already stays; a directory or a missing file is absent.
+        std::fs::create_dir_all(mine.join("c/ab")).unwrap();
+        std::fs::write(mine.join("c/ab/two"), "mine").unwrap();
+        let linked = link_missing_inside(&host, &mine, &rels).unwrap();
+        assert_eq!(linked, Linked { made: 1, absent: 2 });
+        assert_eq!(std::fs::read_to_string(mine.join("c/ab/one")).unwrap(), "1");
+        assert!(mine
+            .join("c/ab/one")
+            .symlink_metadata()
+            .unwrap()
+            .is_symlink());
+        assert_eq!(
+            std::fs::read_to_string(mine.join("c/ab/two")).unwrap(),
+            "mine"
+        );
+        // Again: nothing to do.
+        let again = link_missing_inside(&host, &mine, &rels).unwrap();
+        assert_eq!(again, Linked { made: 0, absent: 2 });
+        // A directory of the private side replaced by a symlink is not followed.
+        std::fs::remove_dir_all(mine.join("c")).unwrap();
+        std::os::unix::fs::symlink(&outside, mine.join("c")).unwrap();
+        assert!(link_missing_inside(&host, &mine, &rels).is_err());
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+        // No host cache: nothing linked.
+        let none = link_missing_inside(&base.join("none"), &mine, &rels).unwrap();
+        assert_eq!(none, Linked { made: 0, absent: 4 });
         std::fs::remove_dir_all(&base).unwrap();
     }
 

@@ -156,6 +156,120 @@ fn python_history_is_kept_between_sessions_before_python_3_13() {
     }
 }
 
+/// npm's cache the host warmed is found offline in every backend — under bwrap layered
+/// beneath the private one, with Landlock alone the lockfile's tarballs linked into it at
+/// the start — and never written: `npm ci --offline` installs as it does bare (the
+/// control: the bare `npm ci` that warms it). The registry is a local one the test serves
+/// (a package `tiny`), reached bare only.
+#[test]
+fn npm_finds_the_cache_the_host_warmed_offline() {
+    if !tools_present() || !super::support::require("npm", "npm's cache") {
+        return;
+    }
+    let lab = Lab::new("npmcache", User::Root, false);
+    let registry = lab.dir.join("registry");
+    let package = lab.dir.join("tiny");
+    fs::create_dir_all(registry.join("tiny/-")).unwrap();
+    fs::create_dir_all(&package).unwrap();
+    fs::write(
+        package.join("package.json"),
+        r#"{"name":"tiny","version":"1.0.0","main":"index.js"}"#,
+    )
+    .unwrap();
+    fs::write(package.join("index.js"), "module.exports = 42\n").unwrap();
+    let out = std::process::Command::new("npm")
+        .args(["pack", "-s", "--pack-destination"])
+        .arg(registry.join("tiny/-"))
+        .current_dir(&package)
+        .env("HOME", &lab.home)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let tarball = fs::read(registry.join("tiny/-/tiny-1.0.0.tgz")).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let integrity = {
+        use base64ct::Encoding;
+        use sha2::Digest;
+        format!(
+            "sha512-{}",
+            base64ct::Base64::encode_string(&sha2::Sha512::digest(&tarball))
+        )
+    };
+    fs::write(
+        registry.join("tiny/index.json"),
+        format!(
+            r#"{{"name":"tiny","dist-tags":{{"latest":"1.0.0"}},"versions":{{"1.0.0":{{"name":"tiny","version":"1.0.0","dist":{{"tarball":"http://127.0.0.1:{port}/tiny/-/tiny-1.0.0.tgz","integrity":"{integrity}"}}}}}}}}"#
+        ),
+    )
+    .unwrap();
+    let server = format!(
+        r#"import http.server, os, sys
+os.chdir(sys.argv[2])
+class H(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        if self.path.rstrip("/") == "/tiny": self.path = "/tiny/index.json"
+        return super().do_GET()
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", {port}), H).serve_forever()"#
+    );
+    let mut served = std::process::Command::new(super::sandbox::PYTHON)
+        .args(["-c", &server, "x"])
+        .arg(&registry)
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/");
+    fs::write(
+        lab.ws.join("package.json"),
+        r#"{"name":"p","version":"1.0.0","private":true,"dependencies":{"tiny":"^1.0.0"}}"#,
+    )
+    .unwrap();
+    // The host's cache, warmed bare (install, then ci: what ci asks for).
+    let warm = format!(
+        "for i in $(seq 50); do curl -sf -o /dev/null {url}tiny && break; sleep 0.1; done
+        npm install -s --no-audit --no-fund --registry {url} && rm -rf node_modules &&
+        npm ci -s --no-audit --no-fund --registry {url} && rm -rf node_modules && echo WARM"
+    );
+    let bare = std::process::Command::new("sh")
+        .args(["-c", &warm])
+        .current_dir(&lab.ws)
+        .env("HOME", &lab.home)
+        .output()
+        .unwrap();
+    let _ = served.kill();
+    let _ = served.wait();
+    assert_lines(&String::from_utf8_lossy(&bare.stdout), &["WARM"], "bare");
+    let cache = lab.home.join(".npm/_cacache");
+    let listing = || {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("find . -type f ! -path './tmp/*' -exec sha256sum {} + | sort")
+            .current_dir(&cache)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let before = listing();
+    let offline = format!(
+        "npm ci --offline --no-audit --no-fund --registry {url} >/dev/null 2>&1; node -e 'console.log(\"TINY\", require(\"tiny\"))'; rm -rf node_modules"
+    );
+    for backend in ["bwrap", "landlock"] {
+        let (_, out, err) = lab.sh(backend, &[], &offline);
+        assert_lines(&out, &["TINY 42"], &format!("{backend}: {err}"));
+        assert_eq!(listing(), before, "{backend}: the host's cache changed");
+    }
+    // With Landlock alone the tarball is a link to the host's, made from the lockfile.
+    let links = std::process::Command::new("find")
+        .args([lab.home.join(".local/state/sbx-shell/home").as_os_str()])
+        .args(["-path", "*/.npm/_cacache/content-v2/*", "-type", "l"])
+        .output()
+        .unwrap();
+    assert!(!links.stdout.is_empty(), "no tarball linked: {links:?}");
+}
+
 /// Caches: writable inside, kept, and the host's never written — through `XDG_CACHE_HOME`
 /// and the tools' variables, in every backend.
 #[test]

@@ -119,6 +119,9 @@ pub(super) struct Places {
 impl Places {
     pub(super) fn make(plan: &Plan, backend: &Backend, say: Verbosity) -> Result<Places, Failure> {
         super::prepare::create_state(&plan.policy, say)?;
+        if !matches!(backend, Backend::Bwrap { .. }) {
+            super::prepare::seed_npm(&plan.policy, say);
+        }
         Ok(Places {
             git: crate::protect::repos::scan_writable(&plan.policy),
             temp: session_temp(plan, backend)?,

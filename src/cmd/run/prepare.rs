@@ -230,6 +230,58 @@ pub(super) fn create_own_dirs(home: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Step 5a, where no overlay layers the host's npm cache beneath the private one (every
+/// backend but bwrap): the tarballs the project's lockfile names that the host's cache
+/// holds, linked into the private one (`policy::npmseed`), so `npm ci --offline` installs
+/// what the host downloaded. Costs what the lockfile holds, not what the cache holds.
+pub(super) fn seed_npm(policy: &Policy, say: Verbosity) {
+    use crate::policy::npmseed;
+    let Some(home) = &policy.private_home else {
+        return;
+    };
+    // The private cache is npm's only when npm is pointed at it.
+    if policy.environment.set.contains_key("npm_config_cache") {
+        return;
+    }
+    let Some(twin) = home.kept.iter().find(|k| k.path.ends_with(".npm")) else {
+        return;
+    };
+    let Ok(cwd) = std::env::current_dir() else {
+        return;
+    };
+    let workspace = &policy.filesystem.workspace.path;
+    let Some(lockfile) = npmseed::lockfile(&cwd, workspace, &|p| p.is_file()) else {
+        return;
+    };
+    // The same path below the host's home and below the private home (`home::plan`).
+    let Ok(rel) = twin.twin.strip_prefix(&home.dir) else {
+        return;
+    };
+    let from = &policy.filesystem.home.path;
+    if twin.path != from.join(rel) {
+        return;
+    }
+    let Ok(text) = crate::sys::files::read_regular(&lockfile, npmseed::LOCKFILE_LIMIT) else {
+        return;
+    };
+    let rels: Vec<PathBuf> = npmseed::tarballs(&text)
+        .iter()
+        .map(|t| rel.join(npmseed::CONTENT).join(t))
+        .collect();
+    match crate::sys::files::link_missing_inside(from, &home.dir, &rels) {
+        Ok(linked) if linked.made > 0 => say.detail(&format!(
+            "sbx-shell: private home: {} of {}'s tarballs linked from the host's npm cache ({} it lacks)",
+            linked.made,
+            lockfile.display(),
+            linked.absent
+        )),
+        Ok(_) => {}
+        Err(e) => say.detail(&format!(
+            "sbx-shell: private home: npm's cache: cannot link the host's tarballs: {e}"
+        )),
+    }
+}
+
 /// Step 5a: the writable state paths in the home that are missing (an agent's first run),
 /// created as private directories (`policy::state_to_create`).
 pub(super) fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
