@@ -61,6 +61,6 @@ mod waiting;
 
 mod decide;
 pub use decide::{
-    describe_addr, elsewhere, in_session, listens_on, loopback_bind, loopback_port, shm_name,
-    NetRules, Reach, Scope,
+    describe_addr, elsewhere, in_session, loopback_bind, loopback_port, shm_name, NetRules, Reach,
+    Scope,
 };

@@ -136,14 +136,15 @@ impl Journal {
     }
 
     /// Read the guard's reports from `reports` until every writer is gone, each judged by
-    /// `judge` (`refusal::of_write` with the session's policy) once per cause and path.
+    /// `judge` (`refusal::of_write` with the session's policy; `None`: not the sandbox's
+    /// refusal) once per cause and path.
     /// What has arrived is taken in one batch, then the thread rests `BATCH` (a program
     /// that retries a refused write in a loop wakes it once per batch, not per call).
     /// Returns at once.
     pub fn listen(
         &self,
         reports: OwnedFd,
-        judge: impl Fn(Cause, &Path, &str) -> Refusal + Send + 'static,
+        judge: impl Fn(Cause, &Path, &str) -> Option<Refusal> + Send + 'static,
     ) -> std::io::Result<()> {
         let journal = self.clone();
         let (done, drained) = std::sync::mpsc::channel::<()>();
@@ -154,7 +155,7 @@ impl Journal {
             let _done = done;
             let mut lines = BufReader::with_capacity(1 << 16, File::from(reports));
             let mut line = Vec::new();
-            let mut judged: HashMap<(Cause, PathBuf, String), Refusal> = HashMap::new();
+            let mut judged: HashMap<(Cause, PathBuf, String), Option<Refusal>> = HashMap::new();
             while lines.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
                 if let Some(dir) = parse_state(&line) {
                     if let Ok(mut inner) = journal.inner.lock() {
@@ -167,7 +168,9 @@ impl Journal {
                     let r = judged
                         .entry(key)
                         .or_insert_with_key(|(cause, path, about)| judge(*cause, path, about));
-                    journal.record(r, 1);
+                    if let Some(r) = r {
+                        journal.record(r, 1);
+                    }
                 }
                 line.clear();
                 if lines.buffer().is_empty() {

@@ -215,9 +215,10 @@ fn the_allow_list_lets_listed_hosts_through_the_proxy_and_nothing_else() {
             .lines()
             .find(|l| l.starts_with("  connections: "))
             .unwrap_or_else(|| panic!("{what}: no summary line"));
-        // Eight through the proxy; with Landlock alone the direct connect too (its TCP
-        // rules refuse it; under bwrap it finds its own loopback, where nothing listens).
-        let refused = if backend == "landlock" { 9 } else { 8 };
+        // Eight through the proxy, and the direct connect to the host's server (with
+        // Landlock alone its TCP rules refuse it; under bwrap the sandbox's own loopback,
+        // where nothing listens on that port, while the host's server does).
+        let refused = 9;
         assert!(
             summary.starts_with(&format!("  connections: {refused} (")),
             "{what}"
@@ -674,10 +675,12 @@ fn a_host_service_is_reached_by_name_and_port_and_no_other() {
         port
     };
     let (open, closed) = (serve_as("SERVICE-OPEN\n"), serve_as("SERVICE-CLOSED\n"));
+    // A port where nothing listens, on the host either: refused bare too, so not named.
+    let nothing = super::support::free_port();
     let script = format!(
         r#"{PYTHON} - <<'PY'
 import socket
-for name, host, port in (("open-by-name", "localhost", {open}), ("open-by-address", "127.0.0.1", {open}), ("closed", "127.0.0.1", {closed})):
+for name, host, port in (("open-by-name", "localhost", {open}), ("open-by-address", "127.0.0.1", {open}), ("closed", "127.0.0.1", {closed}), ("nothing", "127.0.0.1", {nothing})):
     try:
         s = socket.create_connection((host, port), timeout=5)
         print(name, s.recv(64).decode().strip())
@@ -692,7 +695,11 @@ PY"#
     let bare = String::from_utf8_lossy(&bare.stdout).into_owned();
     assert_lines(
         &bare,
-        &["open-by-name SERVICE-OPEN", "closed SERVICE-CLOSED"],
+        &[
+            "open-by-name SERVICE-OPEN",
+            "closed SERVICE-CLOSED",
+            "nothing REFUSED 111",
+        ],
         "bare",
     );
     let allow = format!("allow=localhost:{open}");
@@ -707,13 +714,16 @@ PY"#
         );
         let closed_line = out.lines().find(|l| l.starts_with("closed ")).unwrap_or("");
         assert!(closed_line.starts_with("closed REFUSED"), "{what}");
-        if backend == "landlock" {
-            assert!(
-                err.contains(&format!("127.0.0.1:{closed}"))
-                    && err.contains(&format!("--net allow=localhost:{closed}")),
-                "{what}"
-            );
-        }
+        // The host's service is named with what allows it (under bwrap the sandbox's own
+        // loopback refuses it; with Landlock alone its rules do); the port where nothing
+        // listens is refused as bare, and not named.
+        assert_lines(&out, &["nothing REFUSED 111"], &what);
+        assert!(
+            err.contains(&format!("127.0.0.1:{closed}"))
+                && err.contains(&format!("--net allow=localhost:{closed}")),
+            "{what}"
+        );
+        assert!(!err.contains(&format!(":{nothing}")), "{what}");
     });
     // The printed fix, as printed, opens that port too.
     let lab = Lab::new("hostservice-fix", super::sandbox::User::Root, false);

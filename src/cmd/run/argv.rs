@@ -10,6 +10,7 @@ use crate::netproxy;
 use crate::netproxy::session::ProxySession;
 use crate::policy::program;
 use crate::policy::refusal;
+use crate::policy::report::Cause;
 use crate::policy::Policy;
 use crate::sandbox::{self, Backend, InProcess};
 use crate::session::journal::Journal;
@@ -193,10 +194,22 @@ fn reports_pipe(plan: &Plan, journal: &Journal) -> Result<std::os::fd::OwnedFd, 
     let runs_from = runs_from();
     journal
         .listen(read, move |cause, path, about| {
-            refusal::of_write(cause, (path, about), &policy, (&home, &runs_from))
+            let judged = refusal::of_write(cause, (path, about), &policy, (&home, &runs_from));
+            (cause != Cause::Connect || refused_connect(about)).then_some(judged)
         })
         .context("cannot start reading the guard's refusals")?;
     Ok(write)
+}
+
+/// Whether a connection the guard reported was the sandbox's refusal: one to a loopback
+/// port only when a service of the host's listens there (the guard under bwrap reports
+/// every loopback port closed in the sandbox's network; where the host has nothing there
+/// either, the bare run is refused the same).
+fn refused_connect(about: &str) -> bool {
+    match about.parse::<std::net::SocketAddr>() {
+        Ok(to) if to.ip().is_loopback() => crate::host::sockets::tcp_listens(to.port()),
+        _ => true,
+    }
 }
 
 /// A pipe that hands `bytes` to the helper or the launcher (`process::Handover`).

@@ -57,9 +57,12 @@ impl Like {
 }
 
 /// A connection in a sandbox with a network of its own (bwrap): one to another machine,
-/// which that namespace has no route to, is named at the end (`Cause::Connect`); the call
-/// goes on as asked either way (the namespace is what refuses it, so a look that another
-/// thread raced changes nothing but the report).
+/// which that namespace has no route to, is reported (`Cause::Connect`), and so is one to a
+/// port of the sandbox's loopback where nothing listens (the sbx-shell outside names it
+/// only when that port of the host's loopback has a service: a host service not allowed,
+/// `--net allow=localhost:PORT`). The call goes on as asked either way (the namespace is
+/// what refuses it, so a look that another thread raced changes nothing but the report).
+/// A port once seen listening is not looked at again (a look reads `/proc/net/tcp`).
 pub(super) fn observe(threads: &super::threads::Threads, call: &Call) {
     let max = std::mem::size_of::<libc::sockaddr_storage>();
     let len = (call.args[2] as u32 as usize).min(max);
@@ -69,10 +72,31 @@ pub(super) fn observe(threads: &super::threads::Threads, call: &Call) {
     else {
         return;
     };
-    if let Some(about) = super::elsewhere(&addr) {
+    let about = match super::loopback_port(&addr) {
+        Some(port) if !listening_inside(port) => super::describe_addr(&addr),
+        Some(_) => None,
+        None => super::elsewhere(&addr),
+    };
+    if let Some(about) = about {
         let cause = crate::policy::report::Cause::Connect;
         super::report::refused_about(cause, std::path::Path::new("/"), about.as_bytes());
     }
+}
+
+/// Whether `port` of the sandbox's own network listens (`tcp_listens`), remembered once seen
+/// (the proxy's port, the program's servers).
+fn listening_inside(port: u16) -> bool {
+    thread_local! {
+        static SEEN: std::cell::RefCell<std::collections::BTreeSet<u16>> = Default::default();
+    }
+    if SEEN.with(|seen| seen.borrow().contains(&port)) {
+        return true;
+    }
+    let now = crate::host::sockets::tcp_listens(port);
+    if now {
+        SEEN.with(|seen| seen.borrow_mut().insert(port));
+    }
+    now
 }
 
 /// Answer `call`, a connect of `socket` to the address `addr`, from a thread of its own.
@@ -122,7 +146,7 @@ fn connect(
         Err(e) => -errno(&e),
     };
     if net.deny_tcp && done == i64::from(libc::EACCES) {
-        match super::loopback_port(addr).filter(|port| !listening(*port)) {
+        match super::loopback_port(addr).filter(|port| !crate::host::sockets::tcp_listens(*port)) {
             // Nothing listens on that port of the host's loopback: refused as bare (a
             // program waiting for its server to come up retries on ECONNREFUSED only).
             Some(_) => done = i64::from(libc::ECONNREFUSED),
@@ -142,14 +166,6 @@ fn connect(
         }
     }
     Some(Answer::Done(-done))
-}
-
-/// Whether a TCP socket of this network listens on `port` (`/proc/net/tcp`, `tcp6`): what
-/// the program could read there itself.
-fn listening(port: u16) -> bool {
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
-        std::fs::read_to_string(table).is_ok_and(|text| super::listens_on(&text, port))
-    })
 }
 
 /// Connect `fd` to `addr`, and wait until it is connected: 0, or the errno. The waker ends

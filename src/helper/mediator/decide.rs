@@ -160,20 +160,6 @@ pub fn elsewhere(addr: &[u8]) -> Option<String> {
         .then(|| std::net::SocketAddr::new(ip, port).to_string())
 }
 
-/// Whether a `/proc/net/tcp` (or `tcp6`) table holds a listening socket (state `0A`) on
-/// `port`, at any local address. Pure.
-pub fn listens_on(table: &str, port: u16) -> bool {
-    table.lines().skip(1).any(|line| {
-        let mut fields = line.split_whitespace().skip(1);
-        let local = fields.next().unwrap_or("");
-        let state = fields.nth(1).unwrap_or("");
-        let at = local
-            .rsplit_once(':')
-            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-        state == "0A" && at == Some(port)
-    })
-}
-
 /// The port of a loopback destination (`sockaddr_in`, `sockaddr_in6`), else `None`.
 pub fn loopback_port(addr: &[u8]) -> Option<u16> {
     let (ip, port) = ip_of(addr)?;
@@ -403,26 +389,6 @@ mod bind_tests {
         a.extend(ip.octets());
         a.extend([0; 4]);
         a
-    }
-
-    #[test]
-    fn a_listening_port_is_read_from_the_kernels_table() {
-        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0
-   1: 0100007F:A5B6 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1
-";
-        assert!(listens_on(table, 8080));
-        assert!(
-            !listens_on(table, 0xA5B6),
-            "an established socket is not a listener"
-        );
-        assert!(!listens_on(table, 9));
-        let v6 =
-            "  sl  local_address                         remote_address                        st
-   0: 00000000000000000000000000000000:1538 00000000000000000000000000000000:0000 0A 0
-";
-        assert!(listens_on(v6, 5432));
-        assert!(!listens_on("", 5432));
     }
 
     #[test]
