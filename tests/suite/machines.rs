@@ -441,7 +441,7 @@ fn where_bwrap_cannot_create_namespaces_auto_doctor_and_require_agree() {
             "{what}: {err}"
         );
         // doctor agrees: bwrap fails with that cause, the default backend is Landlock.
-        let mut cmd = std::process::Command::new(super::support::bin());
+        let mut cmd = std::process::Command::new(lab.bin());
         cmd.arg("doctor").env("HOME", &lab.home);
         if user == User::Nobody {
             use std::os::unix::process::CommandExt;
@@ -522,7 +522,7 @@ fn setup_check_reports_what_is_missing_and_changes_nothing() {
         let lab = Lab::new("setup", user, false);
         let what = lab.what("setup");
         let run = |deny: bool, args: &[&str]| {
-            let mut cmd = std::process::Command::new(super::support::bin());
+            let mut cmd = std::process::Command::new(lab.bin());
             cmd.arg("setup")
                 .args(args)
                 .env_clear()

@@ -94,10 +94,16 @@ impl Lab {
         }
     }
 
+    /// The copy of sbx-shell that every user may run (the checkout's may lie where only
+    /// its owner may enter: a clone in root's home).
+    pub(super) fn bin(&self) -> PathBuf {
+        lab_root().join("sbx-shell")
+    }
+
     /// `sbx-shell --backend BACKEND ARGS…` in the workspace, as the lab's user, without a
     /// terminal, with a small clean environment.
     pub(super) fn command(&self, backend: &str, args: &[&str]) -> Command {
-        self.command_of(&lab_root().join("sbx-shell"), backend, args)
+        self.command_of(&self.bin(), backend, args)
     }
 
     /// `command`, with the sbx-shell binary at `binary`.

@@ -284,7 +284,7 @@ impl World {
 
     /// `sbx-shell log -n 1` as the lab's user: the last session with every refusal.
     fn last_log(&self) -> String {
-        let mut cmd = Command::new(super::support::bin());
+        let mut cmd = Command::new(self.lab.bin());
         cmd.env_clear().args(["log", "-n", "1"]);
         let out = self.as_user(&mut cmd).shown();
         String::from_utf8_lossy(&out.stdout).into_owned()

@@ -775,8 +775,10 @@ mod tests {
         let base = tree("large");
         let ws = base.join("ws");
         std::fs::create_dir(ws.join("many")).unwrap();
-        for i in 0..ENTRIES_LIMIT {
-            std::fs::write(ws.join(format!("many/{i}")), "").unwrap();
+        // Names of one file (a link costs a call; a new file three).
+        std::fs::write(ws.join("many/0"), "").unwrap();
+        for i in 1..ENTRIES_LIMIT {
+            std::fs::hard_link(ws.join("many/0"), ws.join(format!("many/{i}"))).unwrap();
         }
         let err = record(&[(ws.join("many"), ws.clone())]).unwrap_err();
         assert!(matches!(err, RecordError::TooLarge { .. }), "{err}");
