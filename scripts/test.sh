@@ -218,13 +218,13 @@ cargo clippy --all-targets --locked -- -D warnings
 say "cargo clippy --target $apple_target"
 cargo clippy --all-targets --locked --target "$apple_target" -- -D warnings
 
-# What a test run must leave as it found it: the users, what the suite makes in /var/tmp
+# What a test run must leave as it found it: the user it makes (sbx-ssh-test), what the suite makes in /var/tmp
 # (sbx-*; not the agents' cache nor the benchmarks' image) and its tmux sockets (sbx-test-*), and the real user's session and network logs
 # (the suite runs with a private HOME; its sessions would name its directories). Only what the suite makes: anything else on the
 # machine may come and go meanwhile.
 machine_state() {
   local state="${XDG_STATE_HOME:-$HOME/.local/state}/sbx-shell" f
-  getent passwd | cut -d: -f1 | grep '^sbx' | sort | sed 's/^/user /'
+  getent passwd | cut -d: -f1 | grep -x 'sbx-ssh-test' | sed 's/^/user /'
   ls -A /var/tmp | grep '^sbx-' | grep -Ev '^sbx-(shell-tests|bench)-' | sed 's/^/in \/var\/tmp: /'
   ls -A "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)" 2>/dev/null | grep '^sbx-test-' | sed 's/^/tmux socket: /'
   # The suite's sessions run in its /var/tmp/sbx-* directories: only lines naming them.
