@@ -454,17 +454,31 @@ pub fn tcp_listens(port: u16) -> bool {
         .any(|table| std::fs::read_to_string(table).is_ok_and(|text| listens_on(&text, port)))
 }
 
+/// Whether a UDP socket of this process's network namespace is bound to `port`, at any
+/// local address (`/proc/net/udp`, `udp6`).
+pub fn udp_bound(port: u16) -> bool {
+    ["/proc/net/udp", "/proc/net/udp6"]
+        .iter()
+        .any(|table| std::fs::read_to_string(table).is_ok_and(|text| holds_port(&text, port, None)))
+}
+
 /// Whether a `/proc/net/tcp` (or `tcp6`) table holds a listening socket (state `0A`) on
 /// `port`, at any local address. Pure.
 pub fn listens_on(table: &str, port: u16) -> bool {
+    holds_port(table, port, Some("0A"))
+}
+
+/// Whether a `/proc/net` socket table holds a socket whose local port is `port` (in
+/// `state`, when given). Pure.
+fn holds_port(table: &str, port: u16, state: Option<&str>) -> bool {
     table.lines().skip(1).any(|line| {
         let mut fields = line.split_whitespace().skip(1);
         let local = fields.next().unwrap_or("");
-        let state = fields.nth(1).unwrap_or("");
+        let now = fields.nth(1).unwrap_or("");
         let at = local
             .rsplit_once(':')
             .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-        state == "0A" && at == Some(port)
+        at == Some(port) && state.is_none_or(|want| want == now)
     })
 }
 
@@ -490,6 +504,13 @@ mod tests {
 ";
         assert!(listens_on(v6, 5432));
         assert!(!listens_on("", 5432));
+        // A UDP table: any socket bound to the port (the sandbox's name server on 53).
+        let udp = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
+ 1234: 0100007F:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 1 2 0 0
+";
+        assert!(holds_port(udp, 53, None));
+        assert!(!holds_port(udp, 54, None));
+        assert!(!listens_on(udp, 53));
     }
 
     #[test]

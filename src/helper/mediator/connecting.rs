@@ -83,8 +83,9 @@ pub(super) fn observe(threads: &super::threads::Threads, call: &Call) {
     }
 }
 
-/// Whether `port` of the sandbox's own network listens (`tcp_listens`), remembered once seen
-/// (the proxy's port, the program's servers).
+/// Whether `port` of the sandbox's own network has a TCP listener or a UDP socket bound to
+/// it (a UDP connect is never refused; the sandbox's name server is one), remembered once
+/// seen (the proxy's port, the name server's, the program's servers).
 fn listening_inside(port: u16) -> bool {
     thread_local! {
         static SEEN: std::cell::RefCell<std::collections::BTreeSet<u16>> = Default::default();
@@ -92,7 +93,7 @@ fn listening_inside(port: u16) -> bool {
     if SEEN.with(|seen| seen.borrow().contains(&port)) {
         return true;
     }
-    let now = crate::host::sockets::tcp_listens(port);
+    let now = crate::host::sockets::tcp_listens(port) || crate::host::sockets::udp_bound(port);
     if now {
         SEEN.with(|seen| seen.borrow_mut().insert(port));
     }
