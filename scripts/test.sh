@@ -225,14 +225,18 @@ cargo clippy --all-targets --locked --target "$apple_target" -- -D warnings
 machine_state() {
   local state="${XDG_STATE_HOME:-$HOME/.local/state}/sbx-shell" f
   getent passwd | cut -d: -f1 | grep -x 'sbx-ssh-test' | sed 's/^/user /'
-  ls -A /var/tmp | grep '^sbx-' | grep -Ev '^sbx-(shell-tests|bench)-' | sed 's/^/in \/var\/tmp: /'
-  ls -A "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)" 2>/dev/null | grep '^sbx-test-' | sed 's/^/tmux socket: /'
-  # The suite's sessions run in its /var/tmp/sbx-* directories: only lines naming them.
+  # This run's places carry its word (support::run_tag); the canaries a sandboxed program
+  # would leave if a protection failed are named sbx-*-canary.
+  ls -A /var/tmp | grep -E "^sbx-.*-$SBX_TEST_RUN-[0-9]+\$|^sbx-.*-canary" | sed 's/^/in \/var\/tmp: /'
+  ls -A "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)" 2>/dev/null | grep "^sbx-test-$SBX_TEST_RUN-" | sed 's/^/tmux socket: /'
+  # The suite's sessions run in this run's /var/tmp/sbx-* directories: only lines naming them.
   for f in "$state/sessions.jsonl" "$state/network.log"; do
-    echo "$f: $(cat "$f" 2>/dev/null | grep -Ec '/var/tmp/sbx-[a-z-]+-[0-9]+/') lines of the suite's"
+    echo "$f: $(cat "$f" 2>/dev/null | grep -Ec "/var/tmp/sbx-[a-z-]+-$SBX_TEST_RUN-[0-9]+/") lines of the suite's"
   done
 }
 
+# The word this run's places are named with (tests/suite/support.rs, run_tag).
+export SBX_TEST_RUN="run$$"
 say "cargo test (SBX_REQUIRE_ALL=$SBX_REQUIRE_ALL)"
 log=$(mktemp)
 trap 'rm -f "$log"; stop_containers' EXIT

@@ -105,19 +105,34 @@ fn fresh_var_tmp_dir(prefix: &str) -> PathBuf {
         .flatten()
     {
         let name = entry.file_name().to_string_lossy().into_owned();
+        // PREFIX-PID, or PREFIX-RUN-PID: the process that made it is gone.
         let pid = name
             .strip_prefix(prefix)
-            .and_then(|rest| rest.strip_prefix('-'));
+            .and_then(|rest| rest.strip_prefix('-'))
+            .map(|rest| rest.rsplit('-').next().unwrap_or(rest));
         if pid.is_some_and(|pid| pid.parse::<i32>().is_ok_and(|p| !alive(p))) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
-    let dir = PathBuf::from(format!("/var/tmp/{prefix}-{}", std::process::id()));
+    let dir = PathBuf::from(format!("/var/tmp/{prefix}-{}", run_tag()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     at_exit(Cleanup::Dir(dir.clone()));
     dir
+}
+
+/// What this test process names its places with: `RUN-PID`, where `RUN` is the run's own
+/// word from `scripts/test.sh` (`SBX_TEST_RUN`), so that its leftover check looks at this
+/// run's places only, beside any other work on the machine; `PID` alone without it.
+pub fn run_tag() -> String {
+    let pid = std::process::id();
+    match std::env::var("SBX_TEST_RUN") {
+        Ok(run) if !run.is_empty() && run.bytes().all(|b| b.is_ascii_alphanumeric()) => {
+            format!("{run}-{pid}")
+        }
+        _ => pid.to_string(),
+    }
 }
 
 /// `Command::output`, with what it did shown when the test fails: the command, its status,
@@ -715,7 +730,7 @@ impl Tmux {
         static COUNT: AtomicUsize = AtomicUsize::new(0);
         let n = COUNT.fetch_add(1, Ordering::SeqCst);
         Tmux {
-            socket: format!("sbx-test-{}-{n}", std::process::id()),
+            socket: format!("sbx-test-{}-{n}", run_tag()),
         }
     }
 
