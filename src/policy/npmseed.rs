@@ -46,9 +46,8 @@ pub fn lockfile(cwd: &Path, workspace: &Path, exists: &dyn Fn(&Path) -> bool) ->
 
 /// Each tarball the lockfile's text names by a SHA-512 integrity (`"integrity":
 /// "sha512-…"`, lockfile versions 1 to 3), as its path below `CONTENT`, once each, at most
-/// `MOST`. The text
-/// is scanned, not parsed: an entry is named only by that key, and a path is made only from
-/// a well-formed hash.
+/// `MOST`. The text is scanned, not parsed: an entry is named only by that key, and a path
+/// is made only from a well-formed hash.
 pub fn tarballs(text: &[u8]) -> Vec<PathBuf> {
     let key = b"\"integrity\"";
     let mut seen = std::collections::HashSet::new();

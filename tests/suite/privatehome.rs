@@ -186,11 +186,7 @@ fn npm_finds_the_cache_the_host_warmed_offline() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let tarball = fs::read(registry.join("tiny/-/tiny-1.0.0.tgz")).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = super::support::free_port();
     let integrity = {
         use base64ct::Encoding;
         use sha2::Digest;
