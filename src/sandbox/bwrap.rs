@@ -61,7 +61,9 @@ pub fn build_argv(inputs: &Inputs<'_>, command: &[OsString]) -> Vec<OsString> {
         resolv_conf: Some((fd, path)),
     }) = inputs.name_server
     {
-        a.flags(&["--ro-bind-data", &fd.to_string()]);
+        // Readable by everyone, as the host's is (bwrap's default is 0600 to the user who
+        // runs it: host root's under a root session's own id, where the program is not).
+        a.flags(&["--perms", "0644", "--ro-bind-data", &fd.to_string()]);
         a.0.push(path.as_os_str().to_owned());
     }
     add_capabilities(&mut a, inputs);
