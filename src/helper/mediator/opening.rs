@@ -1,7 +1,8 @@
 //! Opens done for the program: a new file made at once when the name may be made; else the
 //! last component followed by hand (symlinks, a magic link, the program's own descriptor),
-//! each object judged before and after it is opened, a FIFO's waiting open in a thread of
-//! its own (`waiting`).
+//! each object judged before it is opened (what it may be for the program, whether it is a
+//! protected file under another name), a FIFO's waiting open in a thread of its own
+//! (`waiting`).
 
 use super::acting::{refuse, Acting, Dir, Entry, Where};
 use super::at::{fd_path, fstat, fstatat, is_proc, open_path, openat, os_errno, readlink, Res};
@@ -82,13 +83,16 @@ impl Acting<'_> {
                     let st = st.as_ref().ok_or(libc::ENOENT)?;
                     self.check_reach(&e, flags)?;
                     self.check_write(&e, flags)?;
-                    // Before the open, which may truncate; again on what was opened.
+                    // Before the open, which may truncate. What is opened is what was
+                    // looked at: a name in the writable trees gets another object only
+                    // through this thread, which makes every name of the session (the
+                    // program may only remove it meanwhile: then it is looked at again).
                     self.check_identity(st, flags)?;
                     match openat(e.dir.as_fd(), &e.name, how, 0) {
-                        // Replaced or removed since the look: look again.
+                        // Removed since the look (or replaced from outside): look again.
                         Err(libc::ENOENT) | Err(libc::ELOOP) => continue,
                         Err(err) => return Err(err),
-                        Ok(fd) => return self.check_object(fd, flags).map(Opened::Now),
+                        Ok(fd) => return Ok(Opened::Now(fd)),
                     }
                 }
                 Step::Create => match self.create_checked(&e, flags, mode) {
