@@ -6,7 +6,6 @@
 //! partly enforce is an error, never a weaker sandbox.
 
 use std::io;
-use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -51,7 +50,7 @@ pub enum ConfineError {
     #[error(transparent)]
     SeccompCompile(#[from] SeccompError),
     #[error("seccomp: {0}")]
-    SeccompApply(#[source] seccompiler::Error),
+    SeccompApply(#[source] io::Error),
 }
 
 /// A new mount namespace for this process (and what it starts), with no propagation out.
@@ -343,43 +342,25 @@ fn install_listened(
     channel: std::os::fd::OwnedFd,
 ) -> Result<(), ConfineError> {
     use crate::sandbox::mediated;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    /// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19).
-    const WAIT_KILLABLE_RECV: libc::c_ulong = 1 << 5;
+    use crate::sys::seccomp::{install, WAIT_KILLABLE_RECV};
+    use std::os::fd::AsRawFd;
     // Readable by the guard, which checks that it can read this process's memory before
     // the program runs (`handshake`): an sbx-shell binary that may be run but not read
     // (mode 0711) leaves the process undumpable until the exec makes it the program's.
     // SAFETY: prctl takes integers; it applies to this process.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
-    let program = mediated::compile(table);
-    let prog = libc::sock_fprog {
-        len: u16::try_from(program.len()).map_err(|_| {
-            ConfineError::Mediation(io::Error::other("the mediated filter is too long"))
-        })?,
-        filter: program.as_ptr().cast_mut(),
-    };
-    let install = |flags: libc::c_ulong| {
-        // SAFETY: seccomp reads the program through `prog`, valid for the call.
-        unsafe {
-            libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | flags,
-                &prog as *const libc::sock_fprog,
-            )
-        }
-    };
+    let program = mediated::compile(table)
+        .map_err(|e| ConfineError::Mediation(io::Error::other(e.to_string())))?;
+    let listened = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
     let mut killable = true;
-    let mut fd = install(WAIT_KILLABLE_RECV);
-    if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+    let mut installed = install(&program, listened | WAIT_KILLABLE_RECV);
+    if matches!(&installed, Err(e) if e.raw_os_error() == Some(libc::EINVAL)) {
         killable = false;
-        fd = install(0);
+        installed = install(&program, listened);
     }
-    if fd < 0 {
-        return Err(ConfineError::Mediation(io::Error::last_os_error()));
-    }
-    // SAFETY: seccomp returned a new descriptor, ours alone.
-    let listener = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    let listener = installed
+        .map_err(ConfineError::Mediation)?
+        .ok_or_else(|| ConfineError::Mediation(io::Error::other("seccomp gave no listener")))?;
     crate::helper::mediator::handshake::offer(&channel, listener.as_raw_fd(), killable)
         .map_err(ConfineError::Guard)
 }
@@ -387,7 +368,9 @@ fn install_listened(
 /// Install the seccomp filter (needs no_new_privs or CAP_SYS_ADMIN; set before).
 pub fn apply_seccomp(filter: &Filter) -> Result<(), ConfineError> {
     let program = seccomp::compile(filter)?;
-    seccompiler::apply_filter(&program).map_err(ConfineError::SeccompApply)
+    crate::sys::seccomp::install(&program, 0)
+        .map(drop)
+        .map_err(ConfineError::SeccompApply)
 }
 
 #[cfg(test)]

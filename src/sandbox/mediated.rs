@@ -37,7 +37,7 @@
 #[cfg(target_os = "linux")]
 mod bpf;
 #[cfg(target_os = "linux")]
-pub use bpf::{compile, syscall_name, SYS_FCHMODAT2};
+pub use bpf::{compile, syscall_name};
 
 pub(crate) mod table;
 pub use table::{

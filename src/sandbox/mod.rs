@@ -13,6 +13,8 @@ use thiserror::Error;
 use crate::host::{PathKind, Place};
 use crate::policy::Policy;
 
+#[cfg(target_os = "linux")]
+pub mod bpf;
 pub mod bwrap;
 pub mod carve;
 pub mod landlock;

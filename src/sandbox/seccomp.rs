@@ -1,12 +1,12 @@
 //! The seccomp layer (Linux): the syscall rules the helper installs just before exec, as a
-//! table. Compiling it to BPF (seccompiler) and installing it is the helper's job.
+//! table. Installing it is the helper's job.
 //!
-//! Every rule returns EPERM. The architecture check also rejects the x32 ABI (system call
-//! numbers with bit 30 set on x86_64), which seccompiler does not do by itself, and ioctl
-//! requests are compared on their low 32 bits (the kernel ignores the high ones).
+//! Every rule returns EPERM. Another architecture's calls kill the process; the x32 ABI
+//! (system call numbers with bit 30 set on x86_64) is refused; ioctl requests are compared
+//! on their low 32 bits (the kernel ignores the high ones).
 //!
-//! Compiling the table to BPF is `bpf.rs` (Linux only, gated once); the table is pure and the
-//! same everywhere.
+//! Compiling the table to BPF is `bpf.rs` (Linux only, gated once), with the emitter of
+//! `sandbox::bpf`; the table is pure and the same everywhere.
 //!
 //! Sockets with network none: AF_UNIX, and AF_NETLINK with protocol NETLINK_ROUTE only.
 //! Route netlink answers getifaddrs() and if_nameindex(), which glibc, Go and node use to

@@ -8,6 +8,8 @@ pub mod files;
 pub mod process;
 pub mod say;
 #[cfg(target_os = "linux")]
+pub mod seccomp;
+#[cfg(target_os = "linux")]
 pub mod title;
 #[cfg(target_os = "linux")]
 pub mod userns;

@@ -1079,8 +1079,7 @@ fn the_claude_profile_keeps_the_global_claude_settings_out_of_reach() {
 /// Answer ENOSYS to the new mount API in what `cmd` starts, as a kernel before 5.12 does
 /// (Debian 11's 5.10, Ubuntu 20.04's 5.4): sbx-shell, bwrap and the helper all see it.
 fn without_new_mount_api(cmd: &mut Command) {
-    use seccompiler::{BpfProgram, SeccompAction, SeccompFilter};
-    let rules = [
+    let calls = [
         libc::SYS_open_tree,
         libc::SYS_move_mount,
         libc::SYS_mount_setattr,
@@ -1088,23 +1087,30 @@ fn without_new_mount_api(cmd: &mut Command) {
         libc::SYS_fsconfig,
         libc::SYS_fsmount,
         libc::SYS_fspick,
-    ]
-    .into_iter()
-    .map(|nr| (nr, vec![]))
-    .collect();
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        std::env::consts::ARCH.try_into().unwrap(),
-    )
-    .unwrap();
-    let program: BpfProgram = filter.try_into().unwrap();
-    // SAFETY: between fork and exec the closure makes only the prctl and seccomp calls
-    // (apply_filter), on a program built before the fork.
+    ];
+    // Classic BPF: load the call's number; each of `calls` returns ENOSYS; the rest runs.
+    let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let mut program = vec![ins(0x20, 0, 0, 0)];
+    for (i, nr) in calls.iter().enumerate() {
+        let to_enosys = u8::try_from(calls.len() - i).unwrap();
+        program.push(ins(0x15, to_enosys, 0, *nr as u32));
+    }
+    program.push(ins(0x06, 0, 0, 0x7fff_0000));
+    program.push(ins(0x06, 0, 0, 0x0005_0000 | libc::ENOSYS as u32));
+    // SAFETY: between fork and exec the closure makes only the prctl and seccomp calls, on
+    // a program built before the fork.
     unsafe {
         cmd.pre_exec(move || {
-            seccompiler::apply_filter(&program).map_err(|_| std::io::Error::other("seccomp"))
+            let prog = libc::sock_fprog {
+                len: program.len() as u16,
+                filter: program.as_ptr().cast_mut(),
+            };
+            let set = libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+                && libc::syscall(libc::SYS_seccomp, 1, 0, &prog as *const libc::sock_fprog) == 0;
+            match set {
+                true => Ok(()),
+                false => Err(std::io::Error::last_os_error()),
+            }
         });
     }
 }

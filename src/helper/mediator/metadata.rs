@@ -136,7 +136,7 @@ fn chmod_here(
     // SAFETY: our directory descriptor, a NUL-terminated name, integers.
     let rc = unsafe {
         libc::syscall(
-            crate::sandbox::mediated::SYS_FCHMODAT2,
+            crate::sandbox::bpf::SYS_FCHMODAT2,
             cwd.fd.as_raw_fd(),
             name.as_ptr(),
             mode,
@@ -381,7 +381,7 @@ fn chmod(fd: RawFd, magic: impl FnOnce() -> CString, mode: libc::mode_t) -> libc
         // SAFETY: our descriptor, an empty NUL-terminated path, integers.
         let rc = unsafe {
             libc::syscall(
-                crate::sandbox::mediated::SYS_FCHMODAT2,
+                crate::sandbox::bpf::SYS_FCHMODAT2,
                 fd,
                 c"".as_ptr(),
                 mode,

@@ -1,227 +1,64 @@
-//! The mediated table compiled to classic BPF for this machine's architecture. Pure.
+//! The mediated table as a program of `sandbox::bpf` for this machine's architecture.
+//! Pure.
 //!
-//! Layout: the architecture check (another architecture's calls are the main filter's to
-//! kill), the x32 check (likewise), one comparison per mediated call jumping to its block,
-//! `allow`; then each call's block, ending in `allow` or `notify`. Arguments are compared on
-//! their low 32 bits (pids and requests are ints; the kernel ignores the high ones), except
-//! prlimit64's pointer, compared whole.
+//! Another architecture's calls and x32's are allowed here (the deny filter kills or
+//! refuses them), as is every call the table does not name; a call the table names gets
+//! its condition (`When`) as a block that notifies the guard or lets it run.
 
 use super::table::{creating, removing, table, Mediated, When};
+use crate::sandbox::bpf::{self, Block, BpfError, Cmp, Test, ALLOW, NOTIFY};
 
-pub type Instruction = libc::sock_filter;
+pub type Instruction = bpf::Instruction;
 
-const LD_W_ABS: u16 = 0x20;
-const JEQ_K: u16 = 0x15;
-const JGE_K: u16 = 0x35;
-const JSET_K: u16 = 0x45;
-const RET_K: u16 = 0x06;
-const ALLOW: u32 = 0x7fff_0000;
-const NOTIFY: u32 = 0x7fc0_0000;
-/// SECCOMP_RET_ERRNO with errno 0: the call returns 0 without running.
-const SUCCEED: u32 = 0x0005_0000;
-const NR: u32 = 0;
-const ARCH: u32 = 4;
-const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+/// The call returns 0 without running.
+const SUCCEED: u32 = bpf::errno(0);
 
-#[cfg(target_arch = "x86_64")]
-const AUDIT_ARCH: u32 = 0xC000_003E;
-#[cfg(target_arch = "aarch64")]
-const AUDIT_ARCH: u32 = 0xC000_00B7;
-
-/// Where argument `n`'s low (or high) 32 bits sit in `struct seccomp_data` (little-endian).
-fn arg(n: u8, high: bool) -> u32 {
-    16 + 8 * u32::from(n) + if high { 4 } else { 0 }
-}
-
-fn stmt(code: u16, k: u32) -> Instruction {
-    Instruction {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    }
-}
-
-fn jeq(k: u32, jt: u8, jf: u8) -> Instruction {
-    Instruction {
-        code: JEQ_K,
-        jt,
-        jf,
-        k,
-    }
-}
-
-/// One call's block: everything after its number matched.
-fn block(when: When) -> Vec<Instruction> {
-    let ret = |k| stmt(RET_K, k);
+/// One call's block: when it goes to the guard.
+fn block(when: When) -> Block {
+    let notify = |when: Vec<Vec<Cmp>>| Block {
+        when,
+        then: NOTIFY,
+        otherwise: ALLOW,
+    };
+    let nonzero = |arg| Cmp::low(arg, Test::Ne(0));
     match when {
-        When::Always => vec![ret(NOTIFY)],
-        When::PidNotZero { arg: n } => vec![
-            stmt(LD_W_ABS, arg(n, false)),
-            jeq(0, 0, 1),
-            ret(ALLOW),
-            ret(NOTIFY),
-        ],
-        When::WhoNotSelf { user } => vec![
-            stmt(LD_W_ABS, arg(0, false)),
-            jeq(user, 3, 0),
-            stmt(LD_W_ABS, arg(1, false)),
-            jeq(0, 0, 1),
-            ret(ALLOW),
-            ret(NOTIFY),
-        ],
-        When::SetsLimitOfPid => vec![
-            stmt(LD_W_ABS, arg(0, false)),
-            jeq(0, 4, 0),
-            stmt(LD_W_ABS, arg(2, false)),
-            jeq(0, 0, 3),
-            stmt(LD_W_ABS, arg(2, true)),
-            jeq(0, 0, 1),
-            ret(ALLOW),
-            ret(NOTIFY),
-        ],
-        When::IoctlRequest { request } => vec![
-            stmt(LD_W_ABS, arg(1, false)),
-            jeq(request, 1, 0),
-            ret(ALLOW),
-            ret(NOTIFY),
-        ],
-        When::Ignored { arg0, arg1 } => vec![
-            stmt(LD_W_ABS, arg(0, false)),
-            jeq(arg0, 0, 3),
-            stmt(LD_W_ABS, arg(1, false)),
-            jeq(arg1, 0, 1),
-            ret(SUCCEED),
-            ret(ALLOW),
-        ],
-        When::ArgIs { arg: n, value } => vec![
-            stmt(LD_W_ABS, arg(n, false)),
-            jeq(value, 1, 0),
-            ret(ALLOW),
-            ret(NOTIFY),
-        ],
-        When::FlagSet { arg: n, bits } => vec![
-            stmt(LD_W_ABS, arg(n, false)),
-            Instruction {
-                code: JSET_K,
-                jt: 1,
-                jf: 0,
-                k: bits,
-            },
-            ret(ALLOW),
-            ret(NOTIFY),
-        ],
+        When::Always => Block::always(NOTIFY, ALLOW),
+        When::PidNotZero { arg } => notify(vec![vec![nonzero(arg)]]),
+        // `which` is every process of a user, or `who` is not the caller.
+        When::WhoNotSelf { user } => {
+            notify(vec![vec![Cmp::low(0, Test::Eq(user))], vec![nonzero(1)]])
+        }
+        // Another pid, and a new limit given (a pointer: both halves).
+        When::SetsLimitOfPid => notify(vec![
+            vec![nonzero(0), nonzero(2)],
+            vec![nonzero(0), Cmp::high(2, Test::Ne(0))],
+        ]),
+        When::IoctlRequest { request } => notify(vec![vec![Cmp::low(1, Test::Eq(request))]]),
+        When::ArgIs { arg, value } => notify(vec![vec![Cmp::low(arg, Test::Eq(value))]]),
+        When::FlagSet { arg, bits } => notify(vec![vec![Cmp::low(arg, Test::AnySet(bits))]]),
+        When::Ignored { arg0, arg1 } => Block {
+            when: vec![vec![
+                Cmp::low(0, Test::Eq(arg0)),
+                Cmp::low(1, Test::Eq(arg1)),
+            ]],
+            then: SUCCEED,
+            otherwise: ALLOW,
+        },
     }
 }
 
 /// The program for `table` on this architecture; calls it does not have are left out.
-pub fn compile(table: &[Mediated]) -> Vec<Instruction> {
-    let calls: Vec<(u32, When)> = table
+pub fn compile(table: &[Mediated]) -> Result<Vec<Instruction>, BpfError> {
+    let calls = table
         .iter()
-        .filter_map(|m| Some((u32::try_from(number(m.syscall)?).ok()?, m.when)))
+        .filter_map(|m| Some((bpf::number(m.syscall)?, block(m.when))))
         .collect();
-    let blocks: Vec<Vec<Instruction>> = calls.iter().map(|(_, when)| block(*when)).collect();
-    let mut program = vec![
-        stmt(LD_W_ABS, ARCH),
-        jeq(AUDIT_ARCH, 1, 0),
-        stmt(RET_K, ALLOW),
-        stmt(LD_W_ABS, NR),
-        Instruction {
-            code: JGE_K,
-            jt: 0,
-            jf: 1,
-            k: X32_SYSCALL_BIT,
-        },
-        stmt(RET_K, ALLOW),
-    ];
-    // Dispatch: comparison i jumps over the comparisons after it, the final `allow`, and
-    // the blocks before its own.
-    let mut offset = calls.len(); // from the instruction after comparison 0 to block 0
-    for (i, (nr, _)) in calls.iter().enumerate() {
-        let to_block = offset - i; // comparisons left after this one, plus `allow`, plus blocks
-        program.push(jeq(*nr, u8::try_from(to_block).unwrap_or(u8::MAX), 0));
-        offset += blocks.get(i).map_or(0, Vec::len);
-    }
-    program.push(stmt(RET_K, ALLOW));
-    program.extend(blocks.into_iter().flatten());
-    program
-}
-
-/// The number of a call in the table, on this architecture; `None` where it has none.
-pub fn number(name: &str) -> Option<i64> {
-    let nr = match name {
-        #[cfg(target_arch = "x86_64")]
-        "chmod" => libc::SYS_chmod,
-        #[cfg(target_arch = "x86_64")]
-        "chown" => libc::SYS_chown,
-        #[cfg(target_arch = "x86_64")]
-        "lchown" => libc::SYS_lchown,
-        #[cfg(target_arch = "x86_64")]
-        "utime" => libc::SYS_utime,
-        #[cfg(target_arch = "x86_64")]
-        "utimes" => libc::SYS_utimes,
-        #[cfg(target_arch = "x86_64")]
-        "futimesat" => libc::SYS_futimesat,
-        "fchmod" => libc::SYS_fchmod,
-        "fchmodat" => libc::SYS_fchmodat,
-        "fchmodat2" => SYS_FCHMODAT2,
-        "fchown" => libc::SYS_fchown,
-        "fchownat" => libc::SYS_fchownat,
-        "utimensat" => libc::SYS_utimensat,
-        "setxattr" => libc::SYS_setxattr,
-        "lsetxattr" => libc::SYS_lsetxattr,
-        "fsetxattr" => libc::SYS_fsetxattr,
-        "setxattrat" => SYS_SETXATTRAT,
-        "removexattr" => libc::SYS_removexattr,
-        "lremovexattr" => libc::SYS_lremovexattr,
-        "fremovexattr" => libc::SYS_fremovexattr,
-        "removexattrat" => SYS_REMOVEXATTRAT,
-        "setpriority" => libc::SYS_setpriority,
-        "ioprio_set" => libc::SYS_ioprio_set,
-        "prlimit64" => libc::SYS_prlimit64,
-        "sched_setaffinity" => libc::SYS_sched_setaffinity,
-        "sched_setscheduler" => libc::SYS_sched_setscheduler,
-        "sched_setparam" => libc::SYS_sched_setparam,
-        "sched_setattr" => libc::SYS_sched_setattr,
-        "ioctl" => libc::SYS_ioctl,
-        #[cfg(target_arch = "x86_64")]
-        "open" => libc::SYS_open,
-        #[cfg(target_arch = "x86_64")]
-        "creat" => libc::SYS_creat,
-        #[cfg(target_arch = "x86_64")]
-        "mkdir" => libc::SYS_mkdir,
-        #[cfg(target_arch = "x86_64")]
-        "mknod" => libc::SYS_mknod,
-        #[cfg(target_arch = "x86_64")]
-        "symlink" => libc::SYS_symlink,
-        #[cfg(target_arch = "x86_64")]
-        "link" => libc::SYS_link,
-        #[cfg(target_arch = "x86_64")]
-        "rename" => libc::SYS_rename,
-        "openat" => libc::SYS_openat,
-        "openat2" => libc::SYS_openat2,
-        "mkdirat" => libc::SYS_mkdirat,
-        "mknodat" => libc::SYS_mknodat,
-        "symlinkat" => libc::SYS_symlinkat,
-        "linkat" => libc::SYS_linkat,
-        "renameat" => libc::SYS_renameat,
-        "renameat2" => libc::SYS_renameat2,
-        "prctl" => libc::SYS_prctl,
-        "umask" => libc::SYS_umask,
-        "chdir" => libc::SYS_chdir,
-        "fchdir" => libc::SYS_fchdir,
-        "execve" => libc::SYS_execve,
-        "execveat" => libc::SYS_execveat,
-        "connect" => libc::SYS_connect,
-        "bind" => libc::SYS_bind,
-        #[cfg(target_arch = "x86_64")]
-        "unlink" => libc::SYS_unlink,
-        "unlinkat" => libc::SYS_unlinkat,
-        #[cfg(target_arch = "x86_64")]
-        "rmdir" => libc::SYS_rmdir,
-        _ => return None,
-    };
-    Some(nr)
+    bpf::compile(&bpf::Program {
+        other_arch: ALLOW,
+        x32: ALLOW,
+        default: ALLOW,
+        calls,
+    })
 }
 
 /// The name of a mediated call's number (what a notification carries; the table is
@@ -233,17 +70,11 @@ pub fn syscall_name(nr: i64) -> Option<&'static str> {
             .into_iter()
             .chain(creating())
             .chain(removing())
-            .filter_map(|m| Some((number(m.syscall)?, m.syscall)))
+            .filter_map(|m| Some((bpf::number(m.syscall)?, m.syscall)))
             .collect()
     });
     names.iter().find(|(n, _)| *n == nr).map(|(_, name)| *name)
 }
-
-/// Numbers of the generic syscall table (the same on x86_64 and aarch64) that the libc
-/// crate does not name: fchmodat2 (Linux 6.6), setxattrat and removexattrat (6.13).
-pub const SYS_FCHMODAT2: i64 = 452;
-pub const SYS_SETXATTRAT: i64 = 463;
-pub const SYS_REMOVEXATTRAT: i64 = 466;
 
 #[cfg(test)]
 mod tests {
@@ -251,35 +82,16 @@ mod tests {
     use crate::sandbox::mediated::table::TIOCGPTPEER;
     use crate::sandbox::mediated::{creating, table, IOPRIO_WHO_USER, PRIO_USER};
 
+    use crate::sandbox::bpf::{number, AUDIT_ARCH};
+
     /// Run `program` on one call, as the kernel would: the action it returns.
     fn run(program: &[Instruction], nr: i64, args: [u64; 6]) -> u32 {
-        let mut data = [0u8; 64];
-        data[0..4].copy_from_slice(&(nr as u32).to_le_bytes());
-        data[4..8].copy_from_slice(&AUDIT_ARCH.to_le_bytes());
-        for (i, a) in args.iter().enumerate() {
-            data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
-        }
-        let (mut acc, mut pc) = (0u32, 0usize);
-        loop {
-            let ins = program[pc];
-            pc += 1;
-            match ins.code {
-                LD_W_ABS => {
-                    let k = ins.k as usize;
-                    acc = u32::from_le_bytes(data[k..k + 4].try_into().unwrap());
-                }
-                JEQ_K => pc += usize::from(if acc == ins.k { ins.jt } else { ins.jf }),
-                JGE_K => pc += usize::from(if acc >= ins.k { ins.jt } else { ins.jf }),
-                JSET_K => pc += usize::from(if acc & ins.k != 0 { ins.jt } else { ins.jf }),
-                RET_K => return ins.k,
-                other => panic!("unexpected instruction {other:#x}"),
-            }
-        }
+        bpf::run(program, AUDIT_ARCH, nr as u32, args)
     }
 
     #[test]
     fn each_call_is_asked_exactly_when_its_condition_says() {
-        let p = compile(&table());
+        let p = compile(&table()).unwrap();
         let nr = |name| number(name).unwrap();
         let ask = |name, args| run(&p, nr(name), args) == NOTIFY;
         assert!(ask("fchmodat", [0; 6]));
@@ -323,11 +135,11 @@ mod tests {
             [0xffff_ffff_0000_0000 | cwd, 0x1000, 0, 0, 0, 0]
         ));
         assert!(!ask("unlinkat", [5, 0x1000, 0, 0, 0, 0]));
-        // Every jump fits its 8 bits: the whole program is shorter than 256.
-        assert!(p.len() < 256, "{}", p.len());
         // Calls outside the table, and other architectures' or x32 numbers: allowed here.
         assert_eq!(run(&p, libc::SYS_openat, [0; 6]), ALLOW);
         assert_eq!(run(&p, nr("fchmod") | 0x4000_0000, [0; 6]), ALLOW);
+        let fchmod = nr("fchmod") as u32;
+        assert_eq!(bpf::run(&p, 0x4000_0003, fchmod, [0; 6]), ALLOW);
         for m in table().into_iter().chain(creating()) {
             if number(m.syscall).is_some() {
                 assert_eq!(syscall_name(nr(m.syscall)), Some(m.syscall));
@@ -337,7 +149,7 @@ mod tests {
 
     #[test]
     fn a_call_that_can_make_a_name_or_write_is_asked_and_a_reading_open_is_not() {
-        let p = compile(&creating());
+        let p = compile(&creating()).unwrap();
         let nr = |name| number(name).unwrap();
         let ask = |name, args| run(&p, nr(name), args) == NOTIFY;
         let creat = libc::O_CREAT as u64;
@@ -393,6 +205,5 @@ mod tests {
             run(&p, nr("prctl"), [libc::PR_SET_NAME as u64, 0, 0, 0, 0, 0]),
             ALLOW
         );
-        assert!(p.len() < 256, "{}", p.len());
     }
 }

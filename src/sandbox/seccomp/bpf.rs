@@ -1,12 +1,11 @@
-//! The table compiled to classic BPF for this machine's architecture (seccompiler), with the
-//! x32 check seccompiler leaves out. Linux only; pure.
+//! The table compiled to classic BPF for this machine's architecture (`sandbox::bpf`):
+//! a rule's match returns EPERM, every other call runs; another architecture's calls kill
+//! the process, and x32's are refused when the filter says so. Linux only; pure.
 
 use super::filter::{
     Condition, Filter, SeccompError, SOCK_STREAM, SOCK_TYPE_MASK, S_ISGID, S_ISUID,
 };
-
-/// Calls of the table that exist on x86_64 alone: left out elsewhere.
-const X86_64_ONLY: &[&str] = &["chmod", "creat", "open", "mknod"];
+use crate::sandbox::bpf::{self, Block, Cmp, Test, ALLOW, KILL_PROCESS};
 
 /// Compile `filter` and throw the program away: whether the helper will be able to.
 pub fn check(filter: &Filter) -> Result<(), SeccompError> {
@@ -14,52 +13,41 @@ pub fn check(filter: &Filter) -> Result<(), SeccompError> {
 }
 
 /// The classic-BPF program for `filter` on this machine's architecture. Pure.
-pub fn compile(filter: &Filter) -> Result<seccompiler::BpfProgram, SeccompError> {
-    use seccompiler::{SeccompAction, SeccompFilter, TargetArch};
-    use std::collections::BTreeMap;
-
-    let compile_err = |e: seccompiler::BackendError| SeccompError::Compile(e.to_string());
-    let mut rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = BTreeMap::new();
+pub fn compile(filter: &Filter) -> Result<Vec<bpf::Instruction>, SeccompError> {
+    let deny = bpf::errno(libc::EPERM);
+    let mut calls = Vec::new();
     for rule in &filter.rules {
-        let chain = conditions(&rule.condition).map_err(compile_err)?;
+        let block = Block {
+            when: tests(&rule.condition),
+            then: deny,
+            otherwise: ALLOW,
+        };
         for name in &rule.syscalls {
-            let nr = match syscall_number(name) {
-                Some(nr) => nr,
-                None if X86_64_ONLY.contains(&name.as_str()) => continue,
+            match bpf::number(name) {
+                Some(nr) => calls.push((nr, block.clone())),
+                None if bpf::X86_64_ONLY.contains(&name.as_str()) => continue,
                 None => return Err(SeccompError::UnknownSyscall(name.clone())),
-            };
-            rules.entry(nr).or_default().extend(chain.iter().cloned());
+            }
         }
     }
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(compile_err)?;
-    let deny = SeccompAction::Errno(libc::EPERM as u32);
-    let built =
-        SeccompFilter::new(rules, SeccompAction::Allow, deny.clone(), arch).map_err(compile_err)?;
-    let mut program: seccompiler::BpfProgram = built.try_into().map_err(compile_err)?;
-    if filter.reject_x32 && cfg!(target_arch = "x86_64") {
-        // After the architecture check (3 instructions): x32 calls are x86_64 calls with
-        // bit 30 set in the number, which the per-syscall comparisons would never match.
-        let x32_check = [
-            stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR),
-            jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1),
-            stmt(BPF_RET_K, u32::from(deny)),
-        ];
-        program.splice(3..3, x32_check);
-    }
-    Ok(program)
+    let program = bpf::Program {
+        other_arch: KILL_PROCESS,
+        x32: if filter.reject_x32 { deny } else { ALLOW },
+        default: ALLOW,
+        calls,
+    };
+    bpf::compile(&program).map_err(|e| SeccompError::Compile(e.to_string()))
 }
 
-/// The rules under which one syscall is denied; empty means always.
-fn conditions(
-    condition: &Condition,
-) -> Result<Vec<seccompiler::SeccompRule>, seccompiler::BackendError> {
-    use seccompiler::{SeccompCmpArgLen::Dword, SeccompCmpOp, SeccompCondition, SeccompRule};
-    let cmp = |arg, op, value: u32| SeccompCondition::new(arg, Dword, op, u64::from(value));
+/// The tests under which one syscall is denied (any of them; each all of its comparisons).
+fn tests(condition: &Condition) -> Vec<Vec<Cmp>> {
+    let masked = |arg, mask, value| Cmp::low(arg, Test::MaskedEq { mask, value });
+    let socket_type = |t| masked(1, SOCK_TYPE_MASK, t);
     match condition {
-        Condition::Always => Ok(Vec::new()),
+        Condition::Always => vec![Vec::new()],
         Condition::IoctlRequest { requests } => requests
             .iter()
-            .map(|r| SeccompRule::new(vec![cmp(1, SeccompCmpOp::Eq, *r)?]))
+            .map(|r| vec![Cmp::low(1, Test::Eq(*r))])
             .collect(),
         Condition::SocketNotIn {
             allowed,
@@ -68,156 +56,116 @@ fn conditions(
             // Denied when the family is none of the allowed ones …
             let mut families: Vec<u32> = allowed.iter().map(|(f, _)| *f).collect();
             families.dedup();
-            let mut rules = vec![SeccompRule::new(
-                families
-                    .iter()
-                    .map(|f| cmp(0, SeccompCmpOp::Ne, *f))
-                    .collect::<Result<_, _>>()?,
-            )?];
+            let mut tests = vec![families
+                .iter()
+                .map(|f| Cmp::low(0, Test::Ne(*f)))
+                .collect::<Vec<_>>()];
             // … or when an allowed family is limited to one protocol and this is another.
             for (family, protocol) in allowed {
                 if let Some(protocol) = protocol {
-                    rules.push(SeccompRule::new(vec![
-                        cmp(0, SeccompCmpOp::Eq, *family)?,
-                        cmp(2, SeccompCmpOp::Ne, *protocol)?,
-                    ])?);
+                    tests.push(vec![
+                        Cmp::low(0, Test::Eq(*family)),
+                        Cmp::low(2, Test::Ne(*protocol)),
+                    ]);
                 }
             }
             // … or when a stream-only family asks for any other type (every value of the
             // type bits but SOCK_STREAM's, so no type is left out).
             for family in stream_only {
                 for other in (0..=SOCK_TYPE_MASK).filter(|t| *t != SOCK_STREAM) {
-                    rules.push(SeccompRule::new(vec![
-                        cmp(0, SeccompCmpOp::Eq, *family)?,
-                        cmp(1, SeccompCmpOp::MaskedEq(u64::from(SOCK_TYPE_MASK)), other)?,
-                    ])?);
+                    tests.push(vec![Cmp::low(0, Test::Eq(*family)), socket_type(other)]);
                 }
             }
-            Ok(rules)
+            tests
         }
         Condition::SetsSetId { arg, creating } => {
-            let mut rules = Vec::new();
+            let mut tests = Vec::new();
             for bit in [S_ISUID, S_ISGID] {
-                let sets = || cmp(*arg, SeccompCmpOp::MaskedEq(u64::from(bit)), bit);
                 match creating {
-                    None => rules.push(SeccompRule::new(vec![sets()?])?),
+                    None => tests.push(vec![masked(*arg, bit, bit)]),
                     Some((flags_arg, flags)) => {
                         for flag in flags {
-                            let masked = SeccompCmpOp::MaskedEq(u64::from(*flag));
-                            let made = cmp(*flags_arg, masked, *flag)?;
-                            rules.push(SeccompRule::new(vec![made, sets()?])?);
+                            tests.push(vec![
+                                masked(*flags_arg, *flag, *flag),
+                                masked(*arg, bit, bit),
+                            ]);
                         }
                     }
                 }
             }
-            Ok(rules)
+            tests
         }
         Condition::SocketIs { family, types } => match types {
-            None => Ok(vec![SeccompRule::new(vec![cmp(
-                0,
-                SeccompCmpOp::Eq,
-                *family,
-            )?])?]),
+            None => vec![vec![Cmp::low(0, Test::Eq(*family))]],
             Some(types) => types
                 .iter()
-                .map(|t| {
-                    SeccompRule::new(vec![
-                        cmp(0, SeccompCmpOp::Eq, *family)?,
-                        cmp(1, SeccompCmpOp::MaskedEq(u64::from(SOCK_TYPE_MASK)), *t)?,
-                    ])
-                })
+                .map(|t| vec![Cmp::low(0, Test::Eq(*family)), socket_type(*t)])
                 .collect(),
         },
     }
-}
-
-const BPF_LD_W_ABS: u16 = 0x20;
-const BPF_JGE_K: u16 = 0x35;
-const BPF_RET_K: u16 = 0x06;
-const SECCOMP_DATA_NR: u32 = 0;
-const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-
-fn stmt(code: u16, k: u32) -> seccompiler::sock_filter {
-    seccompiler::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    }
-}
-
-fn jump(code: u16, k: u32, jt: u8, jf: u8) -> seccompiler::sock_filter {
-    seccompiler::sock_filter { code, jt, jf, k }
-}
-
-/// The number of a system call named in the table, on this architecture.
-fn syscall_number(name: &str) -> Option<i64> {
-    let nr = match name {
-        "ioctl" => libc::SYS_ioctl,
-        "ptrace" => libc::SYS_ptrace,
-        "process_vm_readv" => libc::SYS_process_vm_readv,
-        "process_vm_writev" => libc::SYS_process_vm_writev,
-        "pidfd_getfd" => libc::SYS_pidfd_getfd,
-        "io_uring_setup" => libc::SYS_io_uring_setup,
-        "io_uring_enter" => libc::SYS_io_uring_enter,
-        "io_uring_register" => libc::SYS_io_uring_register,
-        "kexec_load" => libc::SYS_kexec_load,
-        "kexec_file_load" => libc::SYS_kexec_file_load,
-        "bpf" => libc::SYS_bpf,
-        "perf_event_open" => libc::SYS_perf_event_open,
-        "keyctl" => libc::SYS_keyctl,
-        "add_key" => libc::SYS_add_key,
-        "request_key" => libc::SYS_request_key,
-        "mount" => libc::SYS_mount,
-        "umount2" => libc::SYS_umount2,
-        "pivot_root" => libc::SYS_pivot_root,
-        "move_mount" => libc::SYS_move_mount,
-        "open_tree" => libc::SYS_open_tree,
-        "fsopen" => libc::SYS_fsopen,
-        "fsconfig" => libc::SYS_fsconfig,
-        "fsmount" => libc::SYS_fsmount,
-        "fspick" => libc::SYS_fspick,
-        "mount_setattr" => libc::SYS_mount_setattr,
-        "socket" => libc::SYS_socket,
-        "socketpair" => libc::SYS_socketpair,
-        #[cfg(target_arch = "x86_64")]
-        "chmod" => libc::SYS_chmod,
-        #[cfg(target_arch = "x86_64")]
-        "creat" => libc::SYS_creat,
-        #[cfg(target_arch = "x86_64")]
-        "open" => libc::SYS_open,
-        #[cfg(target_arch = "x86_64")]
-        "mknod" => libc::SYS_mknod,
-        "fchmod" => libc::SYS_fchmod,
-        "fchmodat" => libc::SYS_fchmodat,
-        "fchmodat2" => crate::sandbox::mediated::SYS_FCHMODAT2,
-        "mknodat" => libc::SYS_mknodat,
-        "openat" => libc::SYS_openat,
-        _ => return None,
-    };
-    Some(nr)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::policy::test_support::policy_with;
+    use crate::sandbox::bpf::{run, AUDIT_ARCH};
     use crate::sandbox::seccomp::build_filter;
 
+    /// What `filter` does with one call.
+    fn verdict(filter: &Filter, name: &str, args: [u64; 6]) -> u32 {
+        let program = compile(filter).unwrap();
+        let nr = bpf::number(name).unwrap();
+        run(&program, AUDIT_ARCH, nr as u32, args)
+    }
+
     #[test]
-    fn every_table_compiles_and_x32_is_checked_after_the_architecture() {
-        for extra in [
-            r#"{}"#,
-            r#"{"network": "full"}"#,
-            r#"{"network": {"allow": ["api.example.com"]}}"#,
-        ] {
-            let program = compile(&build_filter(&policy_with("/home/u/p", extra), false)).unwrap();
-            assert!(program.len() > 20);
-            if cfg!(target_arch = "x86_64") {
-                assert_eq!(program[0].k, 4, "arch is loaded first");
-                assert_eq!((program[3].code, program[3].k), (0x20, 0));
-                assert_eq!((program[4].code, program[4].k), (0x35, 0x4000_0000));
-            }
-        }
+    fn the_compiled_filter_refuses_what_its_rules_say_and_runs_the_rest() {
+        let deny = bpf::errno(libc::EPERM);
+        let filter = build_filter(&policy_with("/home/u/p", "{}"), true);
+        let call = |name, args| verdict(&filter, name, args);
+        assert_eq!(call("ptrace", [0; 6]), deny);
+        assert_eq!(call("io_uring_setup", [0; 6]), deny);
+        assert_eq!(call("ioctl", [0, 0x5412, 0, 0, 0, 0]), deny, "TIOCSTI");
+        assert_eq!(call("ioctl", [0, 0xffff_0000_0000_5412, 0, 0, 0, 0]), deny);
+        assert_eq!(call("ioctl", [0, 0x5401, 0, 0, 0, 0]), ALLOW, "TCGETS");
+        // Sockets alone with no network: unix streams, route netlink, TCP.
+        let (unix, inet6, netlink) = (1, 10, 16);
+        assert_eq!(call("socket", [unix, 1, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(
+            call("socket", [unix, 2, 0, 0, 0, 0]),
+            deny,
+            "unix datagrams"
+        );
+        assert_eq!(call("socket", [inet6, 1 | 0o2000000, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(call("socket", [inet6, 2, 0, 0, 0, 0]), deny, "UDP");
+        assert_eq!(call("socket", [netlink, 3, 0, 0, 0, 0]), ALLOW, "route");
+        assert_eq!(call("socket", [netlink, 3, 9, 0, 0, 0]), deny, "audit");
+        assert_eq!(call("socket", [40, 1, 0, 0, 0, 0]), deny, "vsock");
+        // Set-id bits: in a mode, and in an open's mode only when it makes a file.
+        assert_eq!(call("fchmod", [3, 0o4755, 0, 0, 0, 0]), deny);
+        assert_eq!(call("fchmod", [3, 0o2755, 0, 0, 0, 0]), deny);
+        assert_eq!(call("fchmod", [3, 0o755, 0, 0, 0, 0]), ALLOW);
+        let creat = libc::O_CREAT as u64;
+        assert_eq!(call("openat", [0, 0, creat | 1, 0o4755, 0, 0]), deny);
+        assert_eq!(
+            call("openat", [0, 0, 1, 0o4755, 0, 0]),
+            ALLOW,
+            "no mode read"
+        );
+        assert_eq!(call("openat", [0, 0, creat | 1, 0o644, 0, 0]), ALLOW);
+        // A call no rule names; x32's numbers; another architecture's calls.
+        let program = compile(&filter).unwrap();
+        let getpid = libc::SYS_getpid as u32;
+        assert_eq!(run(&program, AUDIT_ARCH, getpid, [0; 6]), ALLOW);
+        let ptrace = bpf::number("ptrace").unwrap() as u32;
+        assert_eq!(run(&program, AUDIT_ARCH, 39 | 0x4000_0000, [0; 6]), deny);
+        assert_eq!(run(&program, 0x4000_0003, ptrace, [0; 6]), KILL_PROCESS);
+    }
+
+    #[test]
+    fn with_the_full_network_sockets_are_as_bare_under_bwrap() {
+        let filter = build_filter(&policy_with("/home/u/p", r#"{"network": "full"}"#), false);
+        assert_eq!(verdict(&filter, "socket", [10, 2, 0, 0, 0, 0]), ALLOW);
     }
 }
