@@ -10,7 +10,8 @@
 //! restart on older kernels (`replay`). The rest is plumbing: the listener and the
 //! check before the program runs (`notify`, `handshake`), the calls received and dispatched
 //! (`create`), what is kept of each calling thread (`threads`), the acts done through
-//! descriptors (`acting`, `opening`, `making`, `at`, `git`), and the opens that wait for
+//! descriptors (`acting`, `opening`, `making`, `git`; the calls themselves are
+//! `sys::at`'s), and the opens that wait for
 //! another party (`waiting`).
 //!
 //! - A metadata call is done by the guard itself, on the object the program named, opened
@@ -27,8 +28,6 @@
 mod acting;
 #[cfg(target_os = "linux")]
 mod answer;
-#[cfg(target_os = "linux")]
-mod at;
 #[cfg(target_os = "linux")]
 mod connecting;
 #[cfg(target_os = "linux")]

@@ -1,6 +1,8 @@
 //! Thin wrappers over the operating system's calls, each small and safe to call.
 
 #[cfg(target_os = "linux")]
+pub mod at;
+#[cfg(target_os = "linux")]
 pub mod capabilities;
 pub mod exit;
 pub mod fdpass;

@@ -3,16 +3,16 @@
 //! directory's path, and the checks before anything is made or opened there. The acts
 //! themselves are `opening.rs` (opens) and `making.rs` (every other call that makes a name).
 
-use super::at::{fd_path, fstatat, open_path, open_plain, os_errno, Res};
 use super::git::{completes_git, git_place, holds_plants, linked_worktree};
 use super::notify::{Call, Listener};
 use super::opens::{self};
 use super::threads::Cwd;
 use crate::policy::report::Cause;
 use crate::protect::names::{self, Made, Names};
+use crate::sys::at::{fd_path, fstatat, open_path, open_plain, os_errno, Res};
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, OsStr};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -207,7 +207,7 @@ impl<'a> Acting<'a> {
                 }));
             }
         }
-        let fd = open_path(start.as_raw_fd(), &dir_c).map_err(|e| os_errno(&e))?;
+        let fd = open_path(start, &dir_c).map_err(|e| os_errno(&e))?;
         let path = fd_path(fd.as_fd()).map_err(|_| libc::EACCES)?;
         Ok(Some(Entry {
             dir: Dir::Own(fd),
@@ -296,8 +296,8 @@ impl<'a> Acting<'a> {
                 return Err(libc::EACCES);
             }
             let limit = crate::policy::gitconfig::CONFIG_LIMIT;
-            let (text, st) =
-                super::at::read_regular(e.dir.as_fd(), name, limit).map_err(|_| libc::EACCES)?;
+            let (text, st) = crate::sys::at::read_regular(e.dir.as_fd(), name, limit)
+                .map_err(|_| libc::EACCES)?;
             let at = Entry {
                 dir: Dir::Held(e.dir.as_fd()),
                 path: e.path.clone(),

@@ -10,11 +10,12 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 use super::connecting::{Like, Socket};
-use super::metadata::{describe, metadata, open_path};
+use super::metadata::{describe, metadata};
 use super::notify::{errno, Answer, Caller, Reply, EPERM};
 use super::threads::Threads;
 use super::{in_session, Scope};
 use crate::sandbox::mediated::{syscall_name, IOPRIO_WHO_USER, PRIO_USER};
+use crate::sys::at::open_path;
 
 pub(super) fn answer(
     c: &Caller<'_>,
@@ -218,18 +219,13 @@ fn connect_call(c: &Caller<'_>, threads: &mut Threads, rules: &Scope) -> Answer 
         }
         let object = if path.first() == Some(&b'/') {
             let path = super::paths::as_caller(path, call.pid).into_owned();
-            open_path(libc::AT_FDCWD, &CString::new(path)?, true)?
+            open_path(crate::sys::at::CWD, &CString::new(path)?)?
         } else {
             let cwd = threads.cwd(c.listener, call)?;
-            open_path(cwd.fd.as_fd().as_raw_fd(), &CString::new(path)?, true)?
+            open_path(cwd.fd.as_fd(), &CString::new(path)?)?
         };
         let (real, links, _) = describe(&object, None)?;
-        // SAFETY: struct stat is plain data; all zeroes is a valid value.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: fstat writes one struct stat (also for O_PATH descriptors).
-        if unsafe { libc::fstat(object.as_raw_fd(), &mut st) } == -1 {
-            return Err(io::Error::last_os_error());
-        }
+        let st = crate::sys::at::fstat(object.as_fd()).map_err(io::Error::from_raw_os_error)?;
         if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
             return Ok(Answer::Done(-i64::from(libc::ECONNREFUSED)));
         }

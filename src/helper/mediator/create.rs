@@ -38,7 +38,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use super::acting::{Acting, Base, Op, Where};
-use super::at::{open_path, Res};
 use super::handshake::Learned;
 use super::notify::{errno, Answer, Call, Caller, Delivered, Listener, Reply};
 use super::opening::Opened;
@@ -48,6 +47,7 @@ use super::threads::{Known, Threads};
 use super::Scope;
 use crate::protect::names::Names;
 use crate::sandbox::mediated::syscall_name;
+use crate::sys::at::{open_path, Res};
 
 /// Start the thread that answers the program's calls, in this process (the helper's
 /// guard): it first takes the filter's listener from `channel` and checks, with the
@@ -103,10 +103,13 @@ impl Guard {
         learned: Learned,
     ) -> io::Result<Guard> {
         confine_this_thread()?;
-        let root = open_path(libc::AT_FDCWD, c"/")?;
+        let root = open_path(crate::sys::at::CWD, c"/")?;
         let shm = match mediated.as_ref().and_then(|r| r.shm.clone()) {
             Some(dir) => Some((
-                open_path(libc::AT_FDCWD, &CString::new(dir.as_os_str().as_bytes())?)?,
+                open_path(
+                    crate::sys::at::CWD,
+                    &CString::new(dir.as_os_str().as_bytes())?,
+                )?,
                 dir,
             )),
             None => None,
@@ -578,7 +581,7 @@ fn report_at(acting: &Acting<'_>, at: &super::acting::Where, cause: crate::polic
     } else {
         let dir = match acting.base(at) {
             Ok((_, Some(dir))) => dir,
-            Ok((fd, None)) => match super::at::fd_path(fd) {
+            Ok((fd, None)) => match crate::sys::at::fd_path(fd) {
                 Ok(dir) => dir,
                 Err(_) => return,
             },

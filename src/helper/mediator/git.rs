@@ -1,8 +1,8 @@
 //! What the guard looks at in a directory to tell a git directory: the markers it holds,
 //! and what may not be in one (a config key git work does not write, `commondir`, hooks).
 
-use super::at::{fstatat, open_path, openat};
 use crate::protect::names::GitPlace;
+use crate::sys::at::{fstatat, open_path, openat};
 use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
@@ -53,7 +53,7 @@ pub(super) fn git_place(dir: BorrowedFd<'_>, path: &std::path::Path, name: &OsSt
             .unwrap_or_default()
             .to_owned()
     };
-    let up = |fd: BorrowedFd<'_>| open_path(fd.as_raw_fd(), c"..").ok();
+    let up = |fd: BorrowedFd<'_>| open_path(fd, c"..").ok();
     let above = |p: &std::path::Path| p.parent().unwrap_or(p).to_path_buf();
     // Whether the directory `n` levels up from `dir` is a git directory.
     let git_up = |n: usize| {
@@ -92,7 +92,7 @@ pub(super) fn linked_worktree(dir: BorrowedFd<'_>, path: &std::path::Path) -> bo
     };
     let git = worktrees.parent().unwrap_or(worktrees);
     worktrees.file_name() == Some(OsStr::new("worktrees"))
-        && open_path(dir.as_raw_fd(), c"../..").is_ok_and(|g| is_git(g.as_fd(), git))
+        && open_path(dir, c"../..").is_ok_and(|g| is_git(g.as_fd(), git))
 }
 
 /// Whether `dir` (at `path`) is a git directory (`gitdir::is_git_dir`).

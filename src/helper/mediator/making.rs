@@ -3,10 +3,10 @@
 //! into place, judged by what it says).
 
 use super::acting::{path_of, refuse, Acting, Entry, Where};
-use super::at::{fstat, fstatat, last_errno, open_path, openat, Res};
 use super::git::{git_place, is_git};
 use crate::policy::report::Cause;
 use crate::protect::names::{self, GitPlace, Made};
+use crate::sys::at::{self, fstat, fstatat, open_path, openat, Res};
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -20,11 +20,7 @@ impl Acting<'_> {
         if let Some(made) = self.pool.make((e.dir.as_fd(), &e.name), pooled, (0, mode)) {
             return made.map(|_| 0);
         }
-        // SAFETY: our directory descriptor and a NUL-terminated name.
-        if unsafe { libc::mkdirat(e.dir.as_fd().as_raw_fd(), e.name.as_ptr(), mode) } == -1 {
-            return Err(last_errno());
-        }
-        Ok(0)
+        at::mkdirat(e.dir.as_fd(), &e.name, mode).map(|()| 0)
     }
 
     /// A name removed (`AT_REMOVEDIR`: a directory) where the program's rules let it remove
@@ -50,48 +46,20 @@ impl Acting<'_> {
             let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
             return Err(if is_dir { libc::EISDIR } else { libc::ENOTDIR });
         }
-        // SAFETY: our directory descriptor and a NUL-terminated name.
-        let rc = unsafe {
-            libc::unlinkat(
-                e.dir.as_fd().as_raw_fd(),
-                e.name.as_ptr(),
-                flags & libc::AT_REMOVEDIR,
-            )
-        };
-        if rc == -1 {
-            return Err(last_errno());
-        }
-        Ok(0)
+        at::unlinkat(e.dir.as_fd(), &e.name, dir_only).map(|()| 0)
     }
 
     pub(super) fn mknod(&self, at: &Where, mode: u32, dev: u64) -> Res<i64> {
         let e = self.entry_of(at)?;
         self.check_new(&e, Made::Other)?;
         let perm = mode & 0o7777 & !self.umask;
-        // SAFETY: our directory descriptor and a NUL-terminated name.
-        if unsafe {
-            libc::mknodat(
-                e.dir.as_fd().as_raw_fd(),
-                e.name.as_ptr(),
-                (mode & libc::S_IFMT) | perm,
-                dev,
-            )
-        } == -1
-        {
-            return Err(last_errno());
-        }
-        Ok(0)
+        at::mknodat(e.dir.as_fd(), &e.name, (mode & libc::S_IFMT) | perm, dev).map(|()| 0)
     }
 
     pub(super) fn symlink(&self, target: &CStr, at: &Where) -> Res<i64> {
         let e = self.entry_of(at)?;
         self.check_new(&e, Made::Other)?;
-        let dir = e.dir.as_fd().as_raw_fd();
-        // SAFETY: a NUL-terminated target, our directory descriptor and a name.
-        if unsafe { libc::symlinkat(target.as_ptr(), dir, e.name.as_ptr()) } == -1 {
-            return Err(last_errno());
-        }
-        Ok(0)
+        at::symlinkat(target, e.dir.as_fd(), &e.name).map(|()| 0)
     }
 
     pub(super) fn link(&self, old: &Where, new: &Where, flags: i32) -> Res<i64> {
@@ -120,17 +88,8 @@ impl Acting<'_> {
             // makes every name of the program (it can only be removed: then ENOENT).
             let st = fstatat(from.dir.as_fd(), &from.name)?;
             self.check_link_object(&st, &from.full())?;
-            // SAFETY: our directory descriptors and NUL-terminated names.
-            let rc = unsafe {
-                libc::linkat(
-                    from.dir.as_fd().as_raw_fd(),
-                    from.name.as_ptr(),
-                    to.dir.as_fd().as_raw_fd(),
-                    to.name.as_ptr(),
-                    0,
-                )
-            };
-            return if rc == -1 { Err(last_errno()) } else { Ok(0) };
+            let (from, to) = ((from.dir.as_fd(), &*from.name), (to.dir.as_fd(), &*to.name));
+            return at::linkat(from, to, 0).map(|()| 0);
         }
         // A symlink followed: the object may lie anywhere. It is opened and judged, then
         // linked through that descriptor (nothing is looked up by name again): a second
@@ -166,7 +125,7 @@ impl Acting<'_> {
         let config = at.file_name().is_some_and(names::is_config)
             && CString::new(dir.as_os_str().as_bytes())
                 .ok()
-                .and_then(|d| open_path(libc::AT_FDCWD, &d).ok())
+                .and_then(|d| open_path(crate::sys::at::CWD, &d).ok())
                 .is_some_and(|d| is_git(d.as_fd(), dir));
         if config
             || self.names.is_protected_object(st.st_dev, st.st_ino)
@@ -217,20 +176,11 @@ impl Acting<'_> {
         if exchange {
             self.check(&from, made(&to, &from))?;
         }
-        // SAFETY: our descriptors and NUL-terminated names.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_renameat2,
-                from.dir.as_fd().as_raw_fd(),
-                from.name.as_ptr(),
-                to.dir.as_fd().as_raw_fd(),
-                to.name.as_ptr(),
-                flags,
-            )
-        };
-        if rc == -1 {
-            return Err(last_errno());
-        }
+        at::renameat2(
+            (from.dir.as_fd(), &from.name),
+            (to.dir.as_fd(), &to.name),
+            flags,
+        )?;
         let to_path = to.full();
         let mut moves = vec![(old_path.clone(), to_path.clone())];
         if exchange {
@@ -252,7 +202,7 @@ impl Acting<'_> {
     pub(super) fn config_rename(&self, from: &Entry<'_>, to: &Entry<'_>) -> Res<i64> {
         // A regular file only: what is read here is never a FIFO or a device, which
         // would wait or act when opened.
-        let (text, st) = super::at::read_regular(
+        let (text, st) = crate::sys::at::read_regular(
             from.dir.as_fd(),
             &from.name,
             crate::policy::gitconfig::CONFIG_LIMIT,
@@ -260,9 +210,7 @@ impl Acting<'_> {
         .map_err(|_| libc::EACCES)?;
         self.judge_config(to, &text)?;
         self.place_fresh(to, &text, st.st_mode & 0o7777)?;
-        let from_dir = from.dir.as_fd().as_raw_fd();
-        // SAFETY: our directory descriptor and a NUL-terminated name.
-        unsafe { libc::unlinkat(from_dir, from.name.as_ptr(), 0) };
+        let _ = at::unlinkat(from.dir.as_fd(), &from.name, false);
         Ok(0)
     }
 
@@ -277,10 +225,10 @@ impl Acting<'_> {
         Err(libc::EACCES)
     }
 
-    /// `text` put at `at` as a new file of the guard's own (with `mode`), renamed over
+    /// `text` put at `to` as a new file of the guard's own (with `mode`), renamed over
     /// what is there: no descriptor opened before and no link made before reaches what is
     /// there now.
-    pub(super) fn place_fresh(&self, at: &Entry<'_>, text: &[u8], mode: u32) -> Res<()> {
+    pub(super) fn place_fresh(&self, to: &Entry<'_>, text: &[u8], mode: u32) -> Res<()> {
         use std::hash::BuildHasher;
         let temp = CString::new(format!(
             ".sbx-shell-config.{:016x}",
@@ -289,16 +237,13 @@ impl Acting<'_> {
         .map_err(|_| libc::EINVAL)?;
         let how =
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        let file = openat(at.dir.as_fd(), &temp, how, mode)?;
-        let dir = at.dir.as_fd().as_raw_fd();
-        let written = std::io::Write::write_all(&mut std::fs::File::from(file), text);
-        let placed = written.is_ok()
-            // SAFETY: our directory descriptor and NUL-terminated names.
-            && unsafe { libc::renameat(dir, temp.as_ptr(), dir, at.name.as_ptr()) } == 0;
-        if !placed {
-            let e = last_errno();
-            // SAFETY: our directory descriptor and a NUL-terminated name.
-            unsafe { libc::unlinkat(dir, temp.as_ptr(), 0) };
+        let dir = to.dir.as_fd();
+        let file = openat(dir, &temp, how, mode)?;
+        let written = std::io::Write::write_all(&mut std::fs::File::from(file), text)
+            .map_err(|e| at::os_errno(&e));
+        let placed = written.and_then(|()| at::renameat2((dir, &temp), (dir, &to.name), 0));
+        if let Err(e) = placed {
+            let _ = at::unlinkat(dir, &temp, false);
             return Err(e);
         }
         Ok(())
@@ -309,39 +254,14 @@ impl Acting<'_> {
 /// never by a name looked up again. `AT_EMPTY_PATH` where the kernel lets the opener of a
 /// descriptor link it (Linux 6.10), else its magic link (`/proc/self/fd/N`, followed).
 fn link_through(object: BorrowedFd<'_>, to: &Entry<'_>) -> Res<i64> {
-    let to_dir = to.dir.as_fd().as_raw_fd();
-    // SAFETY: our descriptors, an empty and a NUL-terminated name.
-    let rc = unsafe {
-        libc::linkat(
-            object.as_raw_fd(),
-            c"".as_ptr(),
-            to_dir,
-            to.name.as_ptr(),
-            libc::AT_EMPTY_PATH,
-        )
-    };
-    if rc == 0 {
-        return Ok(0);
-    }
-    match last_errno() {
+    let to = (to.dir.as_fd(), &*to.name);
+    match at::linkat((object, c""), to, libc::AT_EMPTY_PATH) {
+        Ok(()) => return Ok(0),
         // Before 6.10 (or a descriptor not opened here): through the magic link.
-        libc::ENOENT | libc::EPERM => {}
-        e => return Err(e),
+        Err(libc::ENOENT) | Err(libc::EPERM) => {}
+        Err(e) => return Err(e),
     }
     let magic =
         CString::new(format!("/proc/self/fd/{}", object.as_raw_fd())).map_err(|_| libc::EINVAL)?;
-    // SAFETY: NUL-terminated paths and our descriptors.
-    let rc = unsafe {
-        libc::linkat(
-            libc::AT_FDCWD,
-            magic.as_ptr(),
-            to_dir,
-            to.name.as_ptr(),
-            libc::AT_SYMLINK_FOLLOW,
-        )
-    };
-    if rc == -1 {
-        return Err(last_errno());
-    }
-    Ok(0)
+    at::linkat((at::CWD, &magic), to, libc::AT_SYMLINK_FOLLOW).map(|()| 0)
 }

@@ -5,9 +5,10 @@
 use super::notify::{errno, Call, Caller, Reply, EPERM};
 use super::threads::{Known, Threads};
 use super::Scope;
+use crate::sys::at::open_path_as;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
@@ -246,12 +247,12 @@ pub(super) fn open_target(
                     return Ok((object, None));
                 }
                 let rest = CString::new(rest)?;
-                return Ok((open_path(object.as_fd().as_raw_fd(), &rest, follow)?, None));
+                return Ok((open_path_as(object.as_fd(), &rest, follow)?, None));
             }
             let path = CString::new(super::paths::as_caller(path.as_bytes(), tid).into_owned())?;
             if path.as_bytes().first() == Some(&b'/') {
                 let root = std::path::Path::new("/");
-                return open_known(libc::AT_FDCWD, Some(root), &path, follow);
+                return open_known(crate::sys::at::CWD, Some(root), &path, follow);
             }
             if dirfd == libc::AT_FDCWD {
                 let cwd = threads.cwd(c.listener, c.call)?;
@@ -261,8 +262,7 @@ pub(super) fn open_target(
                         false => Err(io::Error::from_raw_os_error(libc::ENOENT)),
                     };
                 }
-                let base = cwd.fd.as_fd().as_raw_fd();
-                return open_known(base, cwd.path.as_deref(), &path, follow);
+                return open_known(cwd.fd.as_fd(), cwd.path.as_deref(), &path, follow);
             }
             let base = threads.known(tid)?.their_object(dirfd as u32, c.copy_fds)?;
             if path.as_bytes().is_empty() {
@@ -271,7 +271,7 @@ pub(super) fn open_target(
                 }
                 return Ok((base, None));
             }
-            Ok((open_path(base.as_fd().as_raw_fd(), &path, follow)?, None))
+            Ok((open_path_as(base.as_fd(), &path, follow)?, None))
         }
     }
 }
@@ -279,33 +279,20 @@ pub(super) fn open_target(
 /// `path` from `base` (whose path is `base_path`) opened O_PATH, with its path when no
 /// symlink is on its way — the last component too: it is what is changed.
 fn open_known(
-    base: RawFd,
+    base: BorrowedFd<'_>,
     base_path: Option<&std::path::Path>,
     path: &CString,
     follow: bool,
 ) -> io::Result<(OwnedFd, Option<PathBuf>)> {
     if let Some(base_path) = base_path {
-        // SAFETY: a descriptor of ours that stays open for the call.
-        let dir = unsafe { std::os::fd::BorrowedFd::borrow_raw(base) };
-        if let Ok(Some(fd)) = super::at::open_plain(dir, path) {
+        if let Ok(Some(fd)) = crate::sys::at::open_plain(base, path) {
             return Ok((
                 fd,
                 Some(super::paths::join_plain(base_path, path.as_bytes())),
             ));
         }
     }
-    Ok((open_path(base, path, follow)?, None))
-}
-
-pub(super) fn open_path(dirfd: RawFd, path: &CString, follow: bool) -> io::Result<OwnedFd> {
-    let flags = libc::O_PATH | libc::O_CLOEXEC | if follow { 0 } else { libc::O_NOFOLLOW };
-    // SAFETY: a NUL-terminated path; openat returns a new descriptor or -1.
-    let fd = unsafe { libc::openat(dirfd, path.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor of ours.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok((open_path_as(base, path, follow)?, None))
 }
 
 /// The object's path as the kernel names it (`known` when the guard knows it already), its
@@ -320,12 +307,7 @@ pub(super) fn describe(
         Some(path) => return Ok((path, 1, false)),
         None => std::fs::read_link(format!("/proc/self/fd/{}", object.as_raw_fd()))?,
     };
-    // SAFETY: struct stat is plain data; all zeroes is a valid value.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat writes one struct stat (also for O_PATH descriptors).
-    if unsafe { libc::fstat(object.as_raw_fd(), &mut st) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
+    let st = crate::sys::at::fstat(object.as_fd()).map_err(io::Error::from_raw_os_error)?;
     let symlink = st.st_mode & libc::S_IFMT == libc::S_IFLNK;
     Ok((path, st.st_nlink, symlink))
 }

@@ -5,10 +5,12 @@
 //! (`waiting`).
 
 use super::acting::{refuse, Acting, Dir, Entry, Where};
-use super::at::{fd_path, fstat, fstatat, is_proc, open_path, openat, os_errno, readlink, Res};
 use super::opens::{self, Missing, Step, There};
 use crate::policy::report::Cause;
 use crate::protect::names::{self, Made};
+use crate::sys::at::{
+    fd_path, fstat, fstatat, is_proc, open_path, openat, os_errno, readlink, Res,
+};
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -42,7 +44,7 @@ impl Acting<'_> {
         let start = base.0;
         let Some(mut e) = self.entry(base, &at.path)? else {
             let dir = open_path(
-                start.as_raw_fd(),
+                start,
                 &CString::new(at.path.clone()).map_err(|_| libc::EINVAL)?,
             )
             .map_err(|e| os_errno(&e))?;
@@ -125,7 +127,7 @@ impl Acting<'_> {
     /// jumps to the object), to the object opened again.
     fn follow<'e>(&'e self, e: Entry<'e>, flags: i32) -> Res<Followed<'e>> {
         if is_proc(e.dir.as_fd()) {
-            let object = open_path(e.dir.as_fd().as_raw_fd(), &e.name).map_err(|e| os_errno(&e))?;
+            let object = open_path(e.dir.as_fd(), &e.name).map_err(|e| os_errno(&e))?;
             return self.reopen(object.as_fd(), flags).map(Followed::Opened);
         }
         let target = readlink(e.dir.as_fd(), &e.name)?;
@@ -145,7 +147,7 @@ impl Acting<'_> {
             next.as_fd()
         };
         let target = CString::new(target).map_err(|_| libc::EINVAL)?;
-        let dir = open_path(start.as_raw_fd(), &target).map_err(|e| os_errno(&e))?;
+        let dir = open_path(start, &target).map_err(|e| os_errno(&e))?;
         self.reopen(dir.as_fd(), flags).map(Followed::Opened)
     }
 
@@ -205,7 +207,7 @@ impl Acting<'_> {
                 if names::write_judged(name) {
                     let dir_c =
                         CString::new(dir.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
-                    let fd = open_path(libc::AT_FDCWD, &dir_c).map_err(|_| libc::EACCES)?;
+                    let fd = open_path(crate::sys::at::CWD, &dir_c).map_err(|_| libc::EACCES)?;
                     let e = Entry {
                         dir: Dir::Own(fd),
                         path: dir.to_path_buf(),
@@ -219,7 +221,7 @@ impl Acting<'_> {
             return self.waiting(object, how);
         }
         let magic = CString::new(object.as_raw_fd().to_string()).map_err(|_| libc::EINVAL)?;
-        let fds = open_path(libc::AT_FDCWD, c"/proc/self/fd").map_err(|e| os_errno(&e))?;
+        let fds = open_path(crate::sys::at::CWD, c"/proc/self/fd").map_err(|e| os_errno(&e))?;
         let fd = openat(fds.as_fd(), &magic, how, 0)?;
         self.check_object(fd, flags).map(Opened::Now)
     }

@@ -10,8 +10,8 @@ use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
-use super::at::{fstat, last_errno, open_path, openat, Res};
 use crate::sandbox::carve;
+use crate::sys::at::{fstat, last_errno, open_path, openat, Res};
 
 /// What is made at a carved directory's top.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,14 +128,14 @@ fn place(
 impl Holder {
     fn open(pool: &carve::Pool) -> std::io::Result<Holder> {
         let c = |p: &std::path::Path| CString::new(p.as_os_str().as_bytes());
-        let dir = open_path(libc::AT_FDCWD, &c(&pool.dir)?)?;
-        let holder = open_path(libc::AT_FDCWD, &c(&pool.holder)?)?;
+        let dir = open_path(crate::sys::at::CWD, &c(&pool.dir)?)?;
+        let holder = open_path(crate::sys::at::CWD, &c(&pool.holder)?)?;
         let known = |names: &[String]| -> Vec<(CString, (u64, u64))> {
             names
                 .iter()
                 .filter_map(|n| {
                     let name = CString::new(n.as_bytes()).ok()?;
-                    let st = super::at::fstatat(holder.as_fd(), &name).ok()?;
+                    let st = crate::sys::at::fstatat(holder.as_fd(), &name).ok()?;
                     Some((name, identity(&st)))
                 })
                 .collect()

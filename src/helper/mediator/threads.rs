@@ -180,7 +180,7 @@ impl Threads {
             if !listener.still_waiting(call.id) {
                 return Err(gone());
             }
-            let path = super::at::fd_path(fd.as_fd())
+            let path = crate::sys::at::fd_path(fd.as_fd())
                 .ok()
                 .filter(|p| is_plain_path(p));
             known.cwd = Some(Cwd { fd, path });

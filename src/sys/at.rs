@@ -1,0 +1,199 @@
+//! Calls relative to a directory's descriptor, and what a descriptor names: the calls the
+//! guard acts through. Those that answer a program say an errno on failure (`Res`).
+
+use std::ffi::{CStr, OsStr};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+
+use nix::fcntl::{AtFlags, OFlag, OpenHow, RenameFlags, ResolveFlag};
+use nix::sys::stat::{Mode, SFlag};
+use nix::unistd::UnlinkatFlags;
+
+/// An errno on failure: what the program is answered.
+pub type Res<T> = Result<T, i32>;
+
+/// The working directory, where a descriptor is asked for.
+pub const CWD: BorrowedFd<'static> = nix::fcntl::AT_FDCWD;
+
+pub fn last_errno() -> i32 {
+    os_errno(&io::Error::last_os_error())
+}
+
+pub fn os_errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// `path` from `dir` opened O_PATH, the last component followed.
+pub fn open_path(dir: BorrowedFd<'_>, path: &CStr) -> io::Result<OwnedFd> {
+    open_path_as(dir, path, true)
+}
+
+/// `path` from `dir` opened O_PATH; its last component followed when `follow`.
+pub fn open_path_as(dir: BorrowedFd<'_>, path: &CStr, follow: bool) -> io::Result<OwnedFd> {
+    let mut flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+    if !follow {
+        flags |= OFlag::O_NOFOLLOW;
+    }
+    nix::fcntl::openat(dir, path, flags, Mode::empty()).map_err(io::Error::from)
+}
+
+/// `path` from `dir` opened O_PATH when no component of it is a symlink (nor a magic
+/// link), so that its own words are its path; `Ok(None)` when one is, or where the kernel
+/// (before Linux 5.6) or a container's profile has no `openat2`: then the caller opens it
+/// the usual way and asks the kernel for its path.
+pub fn open_plain(dir: BorrowedFd<'_>, path: &CStr) -> Res<Option<OwnedFd>> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static MISSING: AtomicBool = AtomicBool::new(false);
+    if MISSING.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    match nix::fcntl::openat2(dir, path, how) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(e) => match e as i32 {
+            libc::ELOOP | libc::EXDEV | libc::EAGAIN => Ok(None),
+            libc::ENOSYS | libc::EPERM | libc::E2BIG | libc::EINVAL => {
+                MISSING.store(true, Ordering::Relaxed);
+                Ok(None)
+            }
+            e => Err(e),
+        },
+    }
+}
+
+/// `name` in `dir` opened with the program's `flags` and `mode`.
+pub fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: i32, mode: u32) -> Res<OwnedFd> {
+    let flags = OFlag::from_bits_retain(flags);
+    let mode = Mode::from_bits_retain(mode as libc::mode_t);
+    nix::fcntl::openat(dir, name, flags, mode).map_err(|e| e as i32)
+}
+
+/// What `name` in `dir` is, the name itself (a symlink is not followed).
+pub fn fstatat(dir: BorrowedFd<'_>, name: &CStr) -> Res<libc::stat> {
+    nix::sys::stat::fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(|e| e as i32)
+}
+
+/// What a descriptor's object is (O_PATH descriptors too).
+pub fn fstat(fd: BorrowedFd<'_>) -> Res<libc::stat> {
+    nix::sys::stat::fstat(fd).map_err(|e| e as i32)
+}
+
+/// A directory `name` made in `dir` with `mode` (the umask applies).
+pub fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> Res<()> {
+    let mode = Mode::from_bits_retain(mode as libc::mode_t);
+    nix::sys::stat::mkdirat(dir, name, mode).map_err(|e| e as i32)
+}
+
+/// `name` in `dir` removed; a directory when `dir_only` (AT_REMOVEDIR).
+pub fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, dir_only: bool) -> Res<()> {
+    let how = match dir_only {
+        true => UnlinkatFlags::RemoveDir,
+        false => UnlinkatFlags::NoRemoveDir,
+    };
+    nix::unistd::unlinkat(dir, name, how).map_err(|e| e as i32)
+}
+
+/// A node `name` made in `dir`: `mode` holds its type and permissions.
+pub fn mknodat(dir: BorrowedFd<'_>, name: &CStr, mode: u32, dev: u64) -> Res<()> {
+    let kind = SFlag::from_bits_retain(mode as libc::mode_t & libc::S_IFMT);
+    let perm = Mode::from_bits_retain(mode as libc::mode_t & !libc::S_IFMT);
+    nix::sys::stat::mknodat(dir, name, kind, perm, dev).map_err(|e| e as i32)
+}
+
+/// A symlink `name` in `dir` to `target`.
+pub fn symlinkat(target: &CStr, dir: BorrowedFd<'_>, name: &CStr) -> Res<()> {
+    nix::unistd::symlinkat(target, dir, name).map_err(|e| e as i32)
+}
+
+/// A new name `to` in `to_dir` for `from` in `from_dir` (`flags`: AT_SYMLINK_FOLLOW,
+/// AT_EMPTY_PATH).
+pub fn linkat(
+    (from_dir, from): (BorrowedFd<'_>, &CStr),
+    (to_dir, to): (BorrowedFd<'_>, &CStr),
+    flags: i32,
+) -> Res<()> {
+    let flags = AtFlags::from_bits_retain(flags);
+    nix::unistd::linkat(from_dir, from, to_dir, to, flags).map_err(|e| e as i32)
+}
+
+/// `from` in `from_dir` renamed to `to` in `to_dir`, with renameat2's `flags`.
+pub fn renameat2(
+    (from_dir, from): (BorrowedFd<'_>, &CStr),
+    (to_dir, to): (BorrowedFd<'_>, &CStr),
+    flags: u32,
+) -> Res<()> {
+    let flags = RenameFlags::from_bits_retain(flags);
+    nix::fcntl::renameat2(from_dir, from, to_dir, to, flags).map_err(|e| e as i32)
+}
+
+/// A regular file's contents and metadata, never opening anything else
+/// (`sys::files::read_regular_at`).
+pub fn read_regular(dir: BorrowedFd<'_>, name: &CStr, limit: u64) -> Res<(Vec<u8>, libc::stat)> {
+    super::files::read_regular_at(dir, OsStr::from_bytes(name.to_bytes()), limit)
+        .map_err(|e| os_errno(&e))
+}
+
+/// The target of the symlink `name` in `dir`.
+pub fn readlink(dir: BorrowedFd<'_>, name: &CStr) -> Res<Vec<u8>> {
+    nix::fcntl::readlinkat(dir, OsStr::from_bytes(name.to_bytes()))
+        .map(|t| t.into_vec())
+        .map_err(|e| e as i32)
+}
+
+/// Whether the directory is on a procfs (its symlinks are magic links).
+pub fn is_proc(dir: BorrowedFd<'_>) -> bool {
+    nix::sys::statfs::fstatfs(dir)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC)
+}
+
+/// The path of a descriptor's object as the kernel names it.
+pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn names_are_opened_and_looked_at_from_their_directory_without_following_the_last() {
+        let dir = std::env::temp_dir().join(format!("sbx-at-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("d")).unwrap();
+        std::fs::write(dir.join("d/f"), b"x").unwrap();
+        std::os::unix::fs::symlink("d", dir.join("l")).unwrap();
+        let c = |s: &str| std::ffi::CString::new(s).unwrap();
+        let top = open_path(CWD, &c(dir.to_str().unwrap())).unwrap();
+        let st = fstatat(top.as_fd(), c"l").unwrap();
+        assert_eq!(st.st_mode & libc::S_IFMT, libc::S_IFLNK);
+        assert_eq!(readlink(top.as_fd(), c"l").unwrap(), b"d");
+        let link = open_path_as(top.as_fd(), c"l", false).unwrap();
+        assert_eq!(
+            fstat(link.as_fd()).unwrap().st_mode & libc::S_IFMT,
+            libc::S_IFLNK
+        );
+        // A symlink on the way: not plain.
+        assert!(open_plain(top.as_fd(), c"l/f").unwrap().is_none());
+        let f = open_plain(top.as_fd(), c"d/f").unwrap().unwrap();
+        assert_eq!(fd_path(f.as_fd()).unwrap(), dir.join("d/f"));
+        let w = openat(
+            top.as_fd(),
+            c"d/new",
+            libc::O_CREAT | libc::O_WRONLY | libc::O_EXCL,
+            0o600,
+        );
+        assert!(w.is_ok());
+        assert_eq!(
+            openat(top.as_fd(), c"d/new", libc::O_CREAT | libc::O_EXCL, 0o600).err(),
+            Some(libc::EEXIST)
+        );
+        assert_eq!(read_regular(top.as_fd(), c"d/f", 10).unwrap().0, b"x");
+        assert!(!is_proc(top.as_fd()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
