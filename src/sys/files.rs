@@ -246,6 +246,24 @@ pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     read_regular_at(dir.as_fd(), name, limit).map(|(bytes, _)| bytes)
 }
 
+/// The peer (slave) of the pty whose master `master` is, opened with `flags`
+/// (TIOCGPTPEER: never by a path another could change).
+#[cfg(target_os = "linux")]
+pub fn pty_peer(
+    master: std::os::fd::BorrowedFd<'_>,
+    flags: i32,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    const TIOCGPTPEER: libc::c_ulong = 0x5441;
+    // SAFETY: TIOCGPTPEER takes open flags by value and returns a new descriptor or -1.
+    let peer = unsafe { libc::ioctl(master.as_raw_fd(), TIOCGPTPEER as _, flags) };
+    if peer < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor of ours.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(peer) })
+}
+
 pub fn try_lock(file: &File, how: i32) -> bool {
     use std::os::fd::AsRawFd;
     // SAFETY: flock takes a descriptor of ours and integer flags.

@@ -12,6 +12,8 @@ pub mod say;
 #[cfg(target_os = "linux")]
 pub mod seccomp;
 #[cfg(target_os = "linux")]
+pub mod socket;
+#[cfg(target_os = "linux")]
 pub mod title;
 #[cfg(target_os = "linux")]
 pub mod userns;

@@ -7,7 +7,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use super::connecting::{Like, Socket};
 use super::metadata::{describe, metadata};
@@ -120,15 +120,10 @@ fn pty_peer(c: &Caller<'_>, threads: &Threads) -> Reply {
             (asked & (libc::O_ACCMODE | libc::O_NONBLOCK)) | libc::O_NOCTTY | libc::O_CLOEXEC;
         let peer = if c.copy_fds {
             let master = known.their_file(fd)?;
-            // SAFETY: TIOCGPTPEER takes open flags and returns a new descriptor.
-            let peer = unsafe { libc::ioctl(master.as_raw_fd(), 0x5441 as _, flags) };
-            if peer < 0 {
-                return Ok(Reply::Answer(Answer::Done(errno(
-                    &io::Error::last_os_error(),
-                ))));
+            match crate::sys::files::pty_peer(master.as_fd(), flags) {
+                Ok(peer) => peer,
+                Err(e) => return Ok(Reply::Answer(Answer::Done(errno(&e)))),
             }
-            // SAFETY: a new descriptor of ours.
-            unsafe { OwnedFd::from_raw_fd(peer) }
         } else {
             match peer_by_index(call.pid, fd, flags)? {
                 Some(peer) => peer,
@@ -157,13 +152,8 @@ fn peer_by_index(tid: u32, fd: u32, flags: i32) -> io::Result<Option<OwnedFd>> {
         return Ok(None);
     };
     let path = CString::new(format!("/dev/pts/{n}"))?;
-    // SAFETY: a NUL-terminated path; a new descriptor or -1.
-    let peer = unsafe { libc::open(path.as_ptr(), flags) };
-    if peer < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor of ours.
-    let peer = unsafe { OwnedFd::from_raw_fd(peer) };
+    let peer = crate::sys::at::openat(crate::sys::at::CWD, &path, flags, 0)
+        .map_err(io::Error::from_raw_os_error)?;
     if index() != Some(n) {
         return Err(io::Error::from_raw_os_error(libc::EIO));
     }
@@ -278,31 +268,14 @@ fn bind_call(c: &Caller<'_>, threads: &mut Threads) -> Answer {
             Socket::Copied(fd) => (fd, None),
             Socket::Like(like) => {
                 let fd = like.make()?;
-                let on: libc::c_int = 1;
-                // SAFETY: our socket, and one int the option reads. A server sets it
-                // before it binds; the one made here cannot carry the program's over.
-                unsafe {
-                    libc::setsockopt(
-                        fd.as_raw_fd(),
-                        libc::SOL_SOCKET,
-                        libc::SO_REUSEADDR,
-                        (&on as *const libc::c_int).cast(),
-                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                    )
-                };
+                // A server sets it before it binds; the one made here cannot carry the
+                // program's over.
+                let _ = crate::sys::socket::reuse_address(fd.as_fd());
                 (fd, Some(like.cloexec))
             }
         };
-        // SAFETY: our socket, and an address valid for its length.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                addr.as_ptr().cast(),
-                addr.len() as libc::socklen_t,
-            )
-        };
-        if rc == -1 {
-            return Ok(Answer::Done(errno(&io::Error::last_os_error())));
+        if let Err(e) = crate::sys::socket::bind_bytes(fd.as_fd(), &addr) {
+            return Ok(Answer::Done(errno(&e)));
         }
         if let Some(cloexec) = replace {
             c.listener
@@ -318,28 +291,8 @@ fn bind_call(c: &Caller<'_>, threads: &mut Threads) -> Answer {
 
 /// The port a socket is bound to.
 fn bound_port(fd: &OwnedFd) -> Option<u16> {
-    // SAFETY: sockaddr_storage is plain data; all zeroes is a valid value.
-    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: getsockname writes at most `len` bytes into `addr`.
-    let rc = unsafe {
-        libc::getsockname(
-            fd.as_raw_fd(),
-            (&mut addr as *mut libc::sockaddr_storage).cast(),
-            &mut len,
-        )
-    };
-    if rc == -1 {
-        return None;
-    }
-    // SAFETY: a sockaddr_storage viewed as the bytes it holds.
-    let bytes = unsafe {
-        std::slice::from_raw_parts(
-            (&addr as *const libc::sockaddr_storage).cast::<u8>(),
-            len as usize,
-        )
-    };
-    super::loopback_port(bytes)
+    let bytes = crate::sys::socket::local_address(fd.as_fd()).ok()?;
+    super::loopback_port(&bytes)
 }
 
 /// The caller's socket a `connect` names, and its family: the very socket where this
@@ -351,7 +304,7 @@ fn program_socket(c: &Caller<'_>, threads: &Threads) -> io::Result<(Socket, i32)
     let fd = c.call.args[0] as u32;
     if c.copy_fds {
         let socket = known.their_file(fd)?;
-        let family = super::connecting::int_option(&socket, libc::SO_DOMAIN)?;
+        let family = crate::sys::socket::int_option(socket.as_fd(), libc::SO_DOMAIN)?;
         return Ok((Socket::Copied(socket), family));
     }
     let tid = c.call.pid;
@@ -393,20 +346,7 @@ fn program_socket(c: &Caller<'_>, threads: &Threads) -> io::Result<(Socket, i32)
 /// (its `system.sockprotoname`: "TCP", "UDPv6", "UNIX-STREAM" …), which the kernel gives
 /// whoever may follow the link: no copy of the socket is needed.
 fn protocol_name(path: &str) -> Option<Vec<u8>> {
-    let path = CString::new(path).ok()?;
-    let mut name = [0u8; 64];
-    // SAFETY: NUL-terminated path and attribute name; `name` is valid for its length.
-    let n = unsafe {
-        libc::getxattr(
-            path.as_ptr(),
-            c"system.sockprotoname".as_ptr(),
-            name.as_mut_ptr().cast(),
-            name.len(),
-        )
-    };
-    let n = usize::try_from(n).ok()?;
-    let name = name.get(..n)?;
-    Some(name.strip_suffix(b"\0").unwrap_or(name).to_vec())
+    crate::sys::socket::protocol_name(&CString::new(path).ok()?)
 }
 
 /// Where a unix socket is connected to: the socket file the guard resolved and holds, or
@@ -439,51 +379,14 @@ fn connect(c: &Caller<'_>, socket: Socket, to: &To<'_>) -> Answer {
 /// Connect `socket` to the socket file `object` names, through this process's
 /// `/proc/self/fd`: never by a path the program could change meanwhile.
 fn connect_through_fd(socket: &OwnedFd, object: &OwnedFd) -> io::Result<()> {
-    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
-    let mut to: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    to.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let name = format!("/proc/self/fd/{}", object.as_raw_fd());
-    for (slot, byte) in to.sun_path.iter_mut().zip(name.bytes()) {
-        *slot = byte as libc::c_char;
-    }
-    let to_len = (std::mem::size_of::<libc::sa_family_t>() + name.len() + 1) as libc::socklen_t;
-    // SAFETY: `to` is a valid sockaddr_un of `to_len` bytes; connect reads it.
-    let rc = unsafe {
-        libc::connect(
-            socket.as_raw_fd(),
-            (&to as *const libc::sockaddr_un).cast(),
-            to_len,
-        )
-    };
-    if rc == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    let path = format!("/proc/self/fd/{}", object.as_raw_fd());
+    crate::sys::socket::connect_unix(socket.as_fd(), &path)
 }
 
 /// Connect `socket` to sbx-shell's abstract socket `name` (the name service,
 /// `Scope::lookups`).
 fn connect_abstract(socket: &OwnedFd, name: &str) -> io::Result<()> {
-    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
-    let mut to: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    to.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    // The leading NUL of an abstract name is the zeroed first byte.
-    for (slot, byte) in to.sun_path.iter_mut().skip(1).zip(name.bytes()) {
-        *slot = byte as libc::c_char;
-    }
-    let len = (std::mem::size_of::<libc::sa_family_t>() + 1 + name.len()) as libc::socklen_t;
-    // SAFETY: `to` is a valid sockaddr_un of `len` bytes; connect reads it.
-    let rc = unsafe {
-        libc::connect(
-            socket.as_raw_fd(),
-            (&to as *const libc::sockaddr_un).cast(),
-            len,
-        )
-    };
-    if rc == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sys::socket::connect_abstract(socket.as_fd(), name)
 }
 
 /// The path of a unix socket address (`sockaddr_un` bytes): empty for an abstract one,

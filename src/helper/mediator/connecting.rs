@@ -11,8 +11,9 @@
 //! Under bwrap, whose network namespace refuses what leaves it, a connect is only looked
 //! at (`observe`): one to another machine is named at the end, and it goes on as asked.
 
+use nix::poll::{PollFd, PollFlags, PollTimeout};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 use super::notify::{errno, Answer, Call, Listener, ERESTARTSYS};
 use super::waiting::{signalled, Waker, LOOK_EVERY};
@@ -46,13 +47,7 @@ impl Like {
             } else {
                 0
             };
-        // SAFETY: integer arguments; a new descriptor or -1.
-        let fd = unsafe { libc::socket(self.family, self.kind | flags, self.protocol) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a new descriptor of ours.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        crate::sys::socket::socket(self.family, self.kind | flags, self.protocol)
     }
 }
 
@@ -180,20 +175,13 @@ fn wait_connected(
     addr: &[u8],
     killable: bool,
 ) -> Option<i64> {
-    // SAFETY: `addr` is valid for its length, which connect reads.
-    let rc = unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            addr.as_ptr().cast(),
-            addr.len() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
+    if let Err(e) = crate::sys::socket::connect_bytes(fd.as_fd(), addr) {
+        let e = -errno(&e);
+        if e != i64::from(libc::EINTR) {
+            return Some(e);
+        }
+    } else {
         return Some(0);
-    }
-    let e = -errno(&io::Error::last_os_error());
-    if e != i64::from(libc::EINTR) {
-        return Some(e);
     }
     loop {
         if !listener.still_waiting(call.id) {
@@ -202,13 +190,9 @@ fn wait_connected(
         if killable && signalled(call.pid) {
             return Some(ERESTARTSYS);
         }
-        let mut pfd = libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLOUT,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd; the waker ends the wait now and then.
-        if unsafe { libc::poll(&mut pfd, 1, -1) } == 1 {
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLOUT)];
+        // The waker ends the wait now and then (EINTR).
+        if nix::poll::poll(&mut fds, PollTimeout::NONE) == Ok(1) {
             return Some(match socket_error(fd) {
                 Ok(()) => 0,
                 Err(e) => -errno(&e),
@@ -219,28 +203,8 @@ fn wait_connected(
 
 /// The outcome of a connection that was under way (`SO_ERROR`).
 fn socket_error(fd: &OwnedFd) -> io::Result<()> {
-    match int_option(fd, libc::SO_ERROR)? {
+    match crate::sys::socket::int_option(fd.as_fd(), libc::SO_ERROR)? {
         0 => Ok(()),
         e => Err(io::Error::from_raw_os_error(e)),
     }
-}
-
-/// A socket's integer option at level `SOL_SOCKET` (`SO_ERROR`, `SO_DOMAIN`).
-pub(super) fn int_option(fd: &OwnedFd, option: libc::c_int) -> io::Result<libc::c_int> {
-    let mut value: libc::c_int = 0;
-    let mut size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: the option writes one int into `value`, whose size `size` gives.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            option,
-            (&mut value as *mut libc::c_int).cast(),
-            &mut size,
-        )
-    };
-    if rc == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(value)
 }
