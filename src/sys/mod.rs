@@ -14,6 +14,8 @@ pub mod seccomp;
 #[cfg(target_os = "linux")]
 pub mod socket;
 #[cfg(target_os = "linux")]
+pub mod timer;
+#[cfg(target_os = "linux")]
 pub mod title;
 #[cfg(target_os = "linux")]
 pub mod userns;

@@ -47,7 +47,7 @@ use super::threads::{Known, Threads};
 use super::Scope;
 use crate::protect::names::Names;
 use crate::sandbox::mediated::syscall_name;
-use crate::sys::at::{open_path, Res};
+use crate::sys::at::{open_path, Res, CWD};
 
 /// Start the thread that answers the program's calls, in this process (the helper's
 /// guard): it first takes the filter's listener from `channel` and checks, with the
@@ -103,13 +103,10 @@ impl Guard {
         learned: Learned,
     ) -> io::Result<Guard> {
         confine_this_thread()?;
-        let root = open_path(crate::sys::at::CWD, c"/")?;
+        let root = open_path(CWD, c"/")?;
         let shm = match mediated.as_ref().and_then(|r| r.shm.clone()) {
             Some(dir) => Some((
-                open_path(
-                    crate::sys::at::CWD,
-                    &CString::new(dir.as_os_str().as_bytes())?,
-                )?,
+                open_path(CWD, &CString::new(dir.as_os_str().as_bytes())?)?,
                 dir,
             )),
             None => None,
