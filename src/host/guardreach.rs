@@ -36,7 +36,7 @@ pub use linux::copies;
 #[cfg(target_os = "linux")]
 mod linux {
     use super::GuardReach;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::{AsFd, AsRawFd, OwnedFd};
     use std::sync::atomic::{AtomicU8, Ordering};
 
     /// What the child writes into its copy of this, for the parent to read back: the
@@ -138,20 +138,10 @@ mod linux {
     /// Whether `pidfd_getfd` copies descriptor `fd` of process `child` here (container
     /// profiles refuse it without CAP_SYS_PTRACE); the guard asks it at start too.
     pub fn copies(child: libc::pid_t, fd: i32) -> bool {
-        // SAFETY: pidfd_open takes a pid and flags; a new descriptor or -1.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, child, 0) };
-        if pidfd < 0 {
+        use crate::sys::pidfd;
+        let Ok(pidfd) = pidfd::open(child as u32, 0) else {
             return false;
-        }
-        // SAFETY: a new descriptor of ours.
-        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
-        // SAFETY: pidfd_getfd takes a pidfd, a descriptor number and flags.
-        let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
-        if copy < 0 {
-            return false;
-        }
-        // SAFETY: a new descriptor of ours, closed here.
-        drop(unsafe { OwnedFd::from_raw_fd(copy as i32) });
-        true
+        };
+        pidfd::get_fd(pidfd.as_fd(), fd as u32).is_ok()
     }
 }

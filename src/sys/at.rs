@@ -130,6 +130,72 @@ pub fn renameat2(
     nix::fcntl::renameat2(from_dir, from, to_dir, to, flags).map_err(|e| e as i32)
 }
 
+/// fchmodat2 (Linux 6.6): the mode of `name` in `dir` (with AT_EMPTY_PATH and an empty
+/// name, of `dir`'s own object; with AT_SYMLINK_NOFOLLOW, a symlink is not changed).
+pub fn fchmodat2(dir: BorrowedFd<'_>, name: &CStr, mode: libc::mode_t, flags: i32) -> Res<()> {
+    // SAFETY: our descriptor, a NUL-terminated name, integers.
+    let rc = unsafe {
+        libc::syscall(
+            crate::sandbox::bpf::SYS_FCHMODAT2,
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            mode,
+            flags,
+        )
+    };
+    done(rc)
+}
+
+/// The mode of what `path` names, followed (a descriptor's magic link, from here).
+pub fn chmod_path(path: &CStr, mode: libc::mode_t) -> Res<()> {
+    // SAFETY: a NUL-terminated path.
+    done(unsafe { libc::fchmodat(libc::AT_FDCWD, path.as_ptr(), mode, 0) }.into())
+}
+
+/// The owner and group of the object `fd` is open on (`u32::MAX`: left as it is).
+pub fn chown_object(fd: BorrowedFd<'_>, uid: libc::uid_t, gid: libc::gid_t) -> Res<()> {
+    // SAFETY: our descriptor and an empty NUL-terminated path.
+    let rc = unsafe { libc::fchownat(fd.as_raw_fd(), c"".as_ptr(), uid, gid, libc::AT_EMPTY_PATH) };
+    done(rc.into())
+}
+
+/// The times of the object `fd` is open on: `times` as utimensat takes them, `None` now.
+pub fn set_times(fd: BorrowedFd<'_>, times: Option<&[libc::timespec; 2]>) -> Res<()> {
+    let ptr = times.map_or(std::ptr::null(), |t| t.as_ptr());
+    // SAFETY: our descriptor, an empty path, and null or two timespecs.
+    let rc = unsafe { libc::utimensat(fd.as_raw_fd(), c"".as_ptr(), ptr, libc::AT_EMPTY_PATH) };
+    done(rc.into())
+}
+
+/// An extended attribute `name` set to `value` on what `path` names (followed).
+pub fn setxattr(path: &CStr, name: &CStr, value: &[u8], flags: i32) -> Res<()> {
+    // SAFETY: NUL-terminated path and name; `value` is valid for its length.
+    let rc = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            flags,
+        )
+    };
+    done(rc.into())
+}
+
+/// The extended attribute `name` removed from what `path` names (followed).
+pub fn removexattr(path: &CStr, name: &CStr) -> Res<()> {
+    // SAFETY: NUL-terminated path and name.
+    done(unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) }.into())
+}
+
+/// A call's -1 as its errno.
+fn done(rc: i64) -> Res<()> {
+    match rc {
+        -1 => Err(last_errno()),
+        _ => Ok(()),
+    }
+}
+
 /// A regular file's contents and metadata, never opening anything else
 /// (`sys::files::read_regular_at`).
 pub fn read_regular(dir: BorrowedFd<'_>, name: &CStr, limit: u64) -> Res<(Vec<u8>, libc::stat)> {

@@ -7,6 +7,8 @@ pub mod capabilities;
 pub mod exit;
 pub mod fdpass;
 pub mod files;
+#[cfg(target_os = "linux")]
+pub mod pidfd;
 pub mod process;
 pub mod say;
 #[cfg(target_os = "linux")]

@@ -502,14 +502,9 @@ impl Args<'_> {
 /// checked against the program's rules (`Reach`) before it acts, and under bwrap the
 /// mounts it shares with the program bound it as they bound the program.
 fn confine_this_thread() -> io::Result<()> {
-    // SAFETY: umask only sets the process's mask.
-    unsafe { libc::umask(0) };
+    nix::sys::stat::umask(nix::sys::stat::Mode::empty());
     super::notify::drop_effective_capabilities()?;
-    // SAFETY: PR_SET_NO_NEW_PRIVS takes integers; it applies to this thread.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)
 }
 
 /// Do what the call asks, as `acting` (its checks first), and the reply to send.

@@ -2,13 +2,13 @@
 //! by the guard on the object the program named, opened once, when it lies in a writable
 //! tree outside the protected paths (`Scope::may_change`) — or refused.
 
-use super::notify::{errno, Call, Caller, Reply, EPERM};
+use super::notify::{Call, Caller, Reply, EPERM};
 use super::threads::{Known, Threads};
 use super::Scope;
-use crate::sys::at::open_path_as;
+use crate::sys::at::{self, open_path_as, Res};
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
@@ -134,30 +134,20 @@ fn chmod_here(
     if !rules.may_change(&dir.join(std::ffi::OsStr::from_bytes(name.as_bytes())), 1) {
         return Ok(None);
     }
-    // SAFETY: our directory descriptor, a NUL-terminated name, integers.
-    let rc = unsafe {
-        libc::syscall(
-            crate::sandbox::bpf::SYS_FCHMODAT2,
-            cwd.fd.as_raw_fd(),
-            name.as_ptr(),
-            mode,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if rc == 0 {
-        return Ok(Some(Reply::Acted(0)));
-    }
-    Ok(match io::Error::last_os_error().raw_os_error() {
-        // A symlink; or EPERM, which a container's profile may give for a call it does not
-        // know (the usual way tells that from the object's owner refusing).
-        Some(libc::EOPNOTSUPP) | Some(libc::EPERM) => None,
-        Some(libc::ENOSYS) | Some(libc::EINVAL) => {
-            MISSING.store(true, Ordering::Relaxed);
-            None
-        }
-        Some(e) => Some(Reply::Answer(super::notify::Answer::Done(-i64::from(e)))),
-        None => None,
-    })
+    let nofollow = libc::AT_SYMLINK_NOFOLLOW;
+    Ok(
+        match crate::sys::at::fchmodat2(cwd.fd.as_fd(), &name, mode, nofollow) {
+            Ok(()) => Some(Reply::Acted(0)),
+            // A symlink; or EPERM, which a container's profile may give for a call it does not
+            // know (the usual way tells that from the object's owner refusing).
+            Err(libc::EOPNOTSUPP) | Err(libc::EPERM) => None,
+            Err(libc::ENOSYS) | Err(libc::EINVAL) => {
+                MISSING.store(true, Ordering::Relaxed);
+                None
+            }
+            Err(e) => Some(Reply::Answer(super::notify::Answer::Done(-i64::from(e)))),
+        },
+    )
 }
 
 /// A path argument relative to a directory descriptor argument, with its `AT_*` flags.
@@ -314,72 +304,40 @@ pub(super) fn describe(
 
 /// Do the change on the object; the call's result (0 or -errno).
 pub(super) fn apply(object: &OwnedFd, symlink: bool, change: &Change) -> i64 {
-    let fd = object.as_raw_fd();
+    let fd = object.as_fd();
     // Made only where a change goes through the magic link (digits hold no NUL).
-    let magic = || CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default();
-    let empty = c"";
-    let rc = match change {
-        Change::Mode(_) if symlink => return -i64::from(libc::EOPNOTSUPP),
+    let magic = || CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default();
+    let done = match change {
+        Change::Mode(_) if symlink => Err(libc::EOPNOTSUPP),
         Change::Mode(mode) => chmod(fd, magic, *mode),
-        // SAFETY: our descriptor and an empty NUL-terminated path.
-        Change::Owner(uid, gid) => unsafe {
-            libc::fchownat(fd, empty.as_ptr(), *uid, *gid, libc::AT_EMPTY_PATH)
-        },
-        Change::Times(times) => {
-            let ptr = times.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
-            // SAFETY: our descriptor, an empty path, and null or two timespecs.
-            unsafe { libc::utimensat(fd, empty.as_ptr(), ptr, libc::AT_EMPTY_PATH) }
-        }
+        Change::Owner(uid, gid) => at::chown_object(fd, *uid, *gid),
+        Change::Times(times) => at::set_times(fd, times.as_ref()),
         // user.* attributes are not allowed on symlinks, the others need capabilities.
-        Change::SetXattr { .. } | Change::RemoveXattr(_) if symlink => {
-            return -i64::from(libc::EPERM)
-        }
-        // SAFETY: NUL-terminated path and name; `value` is value.len() bytes.
-        Change::SetXattr { name, value, flags } => unsafe {
-            libc::setxattr(
-                magic().as_ptr(),
-                name.as_ptr(),
-                value.as_ptr().cast(),
-                value.len(),
-                *flags,
-            )
-        },
-        // SAFETY: NUL-terminated path and name.
-        Change::RemoveXattr(name) => unsafe { libc::removexattr(magic().as_ptr(), name.as_ptr()) },
+        Change::SetXattr { .. } | Change::RemoveXattr(_) if symlink => Err(libc::EPERM),
+        Change::SetXattr { name, value, flags } => at::setxattr(&magic(), name, value, *flags),
+        Change::RemoveXattr(name) => at::removexattr(&magic(), name),
     };
-    if rc == -1 {
-        errno(&io::Error::last_os_error())
-    } else {
-        0
+    match done {
+        Ok(()) => 0,
+        Err(e) => -i64::from(e),
     }
 }
 
 /// chmod of the object `fd` is open on (O_PATH): `fchmodat2` with an empty path (Linux
 /// 6.6), else through its magic link `magic`.
-fn chmod(fd: RawFd, magic: impl FnOnce() -> CString, mode: libc::mode_t) -> libc::c_int {
+fn chmod(fd: BorrowedFd<'_>, magic: impl FnOnce() -> CString, mode: libc::mode_t) -> Res<()> {
     use std::sync::atomic::{AtomicBool, Ordering};
     static MISSING: AtomicBool = AtomicBool::new(false);
     if !MISSING.load(Ordering::Relaxed) {
-        // SAFETY: our descriptor, an empty NUL-terminated path, integers.
-        let rc = unsafe {
-            libc::syscall(
-                crate::sandbox::bpf::SYS_FCHMODAT2,
-                fd,
-                c"".as_ptr(),
-                mode,
-                libc::AT_EMPTY_PATH,
-            )
-        } as libc::c_int;
-        match io::Error::last_os_error().raw_os_error() {
-            _ if rc == 0 => return 0,
-            Some(libc::ENOSYS) | Some(libc::EINVAL) | Some(libc::EPERM) => {
+        match at::fchmodat2(fd, c"", mode, libc::AT_EMPTY_PATH) {
+            Ok(()) => return Ok(()),
+            Err(libc::ENOSYS) | Err(libc::EINVAL) | Err(libc::EPERM) => {
                 MISSING.store(true, Ordering::Relaxed)
             }
-            _ => return rc,
+            Err(e) => return Err(e),
         }
     }
-    // SAFETY: a NUL-terminated path.
-    unsafe { libc::fchmodat(libc::AT_FDCWD, magic().as_ptr(), mode, 0) }
+    at::chmod_path(&magic(), mode)
 }
 
 pub(super) fn word(bytes: &[u8], i: usize) -> i64 {

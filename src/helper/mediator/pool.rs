@@ -7,11 +7,11 @@
 
 use std::cell::RefCell;
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use crate::sandbox::carve;
-use crate::sys::at::{fstat, last_errno, open_path, openat, Res};
+use crate::sys::at::{fstat, open_path, openat, Res};
 
 /// What is made at a carved directory's top.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,25 +96,14 @@ fn place(
     (dir, name): (BorrowedFd<'_>, &CString),
     (made, mode): (Made, u32),
 ) -> Res<Option<OwnedFd>> {
-    // SAFETY: our descriptor.
-    if unsafe { libc::fchmod(fd.as_raw_fd(), mode & 0o7777) } == -1 {
-        return Err(last_errno());
-    }
-    // SAFETY: our descriptor and no times: both set to now.
-    unsafe { libc::futimens(fd.as_raw_fd(), std::ptr::null()) };
-    // SAFETY: our descriptors and NUL-terminated names.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            holder.holder.as_raw_fd(),
-            entry.as_ptr(),
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    if rc == -1 {
-        let err = last_errno();
+    let mode = nix::sys::stat::Mode::from_bits_retain((mode & 0o7777) as libc::mode_t);
+    nix::sys::stat::fchmod(&fd, mode).map_err(|e| e as i32)?;
+    // Both times now.
+    let now = nix::sys::time::TimeSpec::UTIME_NOW;
+    let _ = nix::sys::stat::futimens(&fd, &now, &now);
+    let from = (holder.holder.as_fd(), entry.as_c_str());
+    let placed = crate::sys::at::renameat2(from, (dir, name), libc::RENAME_NOREPLACE);
+    if let Err(err) = placed {
         let back = match made {
             Made::File => &mut holder.files,
             Made::Dir => &mut holder.dirs,

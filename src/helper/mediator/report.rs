@@ -4,7 +4,7 @@
 //! the session touched (`protect::gitstate`), which sbx-shell looks at when the session
 //! has ended: written whole, waiting while the pipe is full, never lost.
 
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -35,9 +35,9 @@ pub(super) fn refused_about(cause: Cause, path: &Path, about: &[u8]) {
 
 fn write(line: &[u8]) {
     let Some(fd) = REPORTS.get() else { return };
-    // SAFETY: `line` is valid for its length; a write of at most PIPE_BUF bytes to a
-    // pipe is whole or not at all. The pipe is non-blocking: EAGAIN drops the report.
-    let _ = unsafe { libc::write(fd.as_raw_fd(), line.as_ptr().cast(), line.len()) };
+    // A write of at most PIPE_BUF bytes to a pipe is whole or not at all. The pipe is
+    // non-blocking: EAGAIN drops the report.
+    let _ = nix::unistd::write(fd, line);
 }
 
 /// The state directories reported so far (`None` once `STATES_MAX` were: every one in
@@ -95,13 +95,11 @@ fn add_state(states: &mut Option<Vec<PathBuf>>, dir: PathBuf) {
 fn send_whole(line: &[u8]) {
     let Some(fd) = REPORTS.get() else { return };
     loop {
-        // SAFETY: `line` is valid for its length; a pipe write of at most PIPE_BUF bytes
-        // is whole or not at all.
-        let rc = unsafe { libc::write(fd.as_raw_fd(), line.as_ptr().cast(), line.len()) };
-        if rc >= 0 {
+        // A pipe write of at most PIPE_BUF bytes is whole or not at all.
+        let Err(e) = nix::unistd::write(fd, line) else {
             return;
-        }
-        match std::io::Error::last_os_error().raw_os_error() {
+        };
+        match Some(e as i32) {
             Some(libc::EAGAIN) => {
                 let mut fds = [nix::poll::PollFd::new(
                     fd.as_fd(),

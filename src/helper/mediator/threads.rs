@@ -20,17 +20,15 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 
 use super::notify::{Call, Listener};
 use super::status::{parse_status, IdMap, Masks, Status};
+use crate::sys::pidfd;
 
 /// Threads remembered at most: each holds a few descriptors.
 const LIMIT: usize = 64;
-
-/// PIDFD_THREAD (Linux 6.9): a pidfd of one thread, which is what a notification names.
-const PIDFD_THREAD: libc::c_int = libc::O_EXCL;
 
 /// A working directory as the guard opened it.
 pub(super) struct Cwd {
@@ -111,14 +109,14 @@ impl Threads {
 
     fn pidfd(&mut self, tid: u32) -> Option<OwnedFd> {
         if !self.no_thread_pidfds {
-            match pidfd_open(tid, PIDFD_THREAD) {
+            match pidfd::open(tid, pidfd::THREAD) {
                 Ok(fd) => return Some(fd),
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.no_thread_pidfds = true,
                 Err(_) => return None,
             }
         }
         // A process's pidfd: of its leading thread only.
-        pidfd_open(tid, 0).ok()
+        pidfd::open(tid, 0).ok()
     }
 
     /// Forget the dead, then the least recently used, to stay under `LIMIT`.
@@ -254,14 +252,7 @@ impl Known {
         let Some(pidfd) = &self.alive else {
             return false;
         };
-        let mut pfd = libc::pollfd {
-            fd: pidfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd; no timeout.
-        let n = unsafe { libc::poll(&mut pfd, 1, 0) };
-        n == 0
+        !pidfd::ended(pidfd)
     }
 
     /// A descriptor of the thread's process, as an object to look at or act on: the very
@@ -288,17 +279,11 @@ impl Known {
         let pidfd = match &self.alive {
             Some(fd) => fd.as_fd(),
             None => {
-                own = pidfd_open(self.tid, 0)?;
+                own = pidfd::open(self.tid, 0)?;
                 own.as_fd()
             }
         };
-        // SAFETY: pidfd_getfd takes a pidfd, a descriptor number and flags.
-        let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), n, 0) };
-        if got < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a new descriptor of ours.
-        Ok(unsafe { OwnedFd::from_raw_fd(got as RawFd) })
+        pidfd::get_fd(pidfd, n)
     }
 
     /// `len` bytes of the thread's memory at `addr`; `EFAULT` where it has none.
@@ -362,24 +347,14 @@ impl Known {
         let at = addr.checked_add(skip as u64).ok_or_else(fault)?;
         let offset = libc::off_t::try_from(at).map_err(|_| fault())?;
         loop {
-            // SAFETY: `buf` is valid for writes of its length; the descriptor is ours.
-            let n = unsafe {
-                libc::pread(
-                    self.mem.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    offset,
-                )
-            };
-            if n >= 0 {
-                return Ok(n as usize);
-            }
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
+            match nix::sys::uio::pread(&self.mem, buf, offset) {
+                Ok(n) => return Ok(n),
+                Err(nix::errno::Errno::EINTR) => continue,
                 // Nothing mapped there: as the kernel answers a bad pointer.
-                Some(libc::EIO) | Some(libc::EFAULT) | Some(libc::EINVAL) => return Err(fault()),
-                _ => return Err(e),
+                Err(
+                    nix::errno::Errno::EIO | nix::errno::Errno::EFAULT | nix::errno::Errno::EINVAL,
+                ) => return Err(fault()),
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -401,21 +376,6 @@ fn is_plain_path(path: &std::path::Path) -> bool {
 /// `path` opened with `flags` (and close-on-exec).
 fn open(path: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
     let path = CString::new(path)?;
-    // SAFETY: a NUL-terminated path; a new descriptor or -1.
-    let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor of ours.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn pidfd_open(tid: u32, flags: libc::c_int) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, flags) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor of ours.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    crate::sys::at::openat(crate::sys::at::CWD, &path, flags | libc::O_CLOEXEC, 0)
+        .map_err(io::Error::from_raw_os_error)
 }
