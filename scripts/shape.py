@@ -8,7 +8,11 @@ Reports, for the non-test code under src/:
   - the module import graph, file by file: its circles (strongly connected components of
     more than one module) and the imports that run back up (at most 2): a module importing
     from a higher layer (LAYERS: the folders of src/, lowest first), or from one of its own
-    ancestors (a parent module is its children's table of contents, not their library).
+    ancestors (a parent module is its children's table of contents, not their library);
+  - `unsafe` blocks outside src/sys/ (where the thin wrappers over the system's calls
+    live), and type names (struct, enum, type, trait) defined more than once. Each has a
+    goal (30 blocks, one definition per name) and, until it is met, a limit at what the
+    tree has now, lowered as it shrinks: nothing may grow.
 
 An import is any `crate::`, `super::` or `self::` path in a `use` or in code, resolved to
 the deepest module file it names; a name a module re-exports (`pub use`) is followed to
@@ -22,6 +26,9 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 MAX_ROOT, MAX_FILE, MAX_FN, MAX_BACK = 12, 600, 80, 2
+# unsafe blocks outside sys/ and type names defined twice: (limit now, goal).
+MAX_UNSAFE, GOAL_UNSAFE = 89, 30
+MAX_TWICE, GOAL_TWICE = 33, 0
 # The layers, lowest first: a module may import from its own layer and the ones below.
 LAYERS = ["sys", "policy", "host", "protect", "sandbox", "netproxy", "helper", "session", "cli", "cmd"]
 TEST_FILES = re.compile(r"(^|/)(tests|test_support)(\.rs|/)")
@@ -95,6 +102,12 @@ def files():
 
 
 TEST_LINE = "\x00"
+
+
+def code_only(text):
+    """The text with comments and string contents blanked."""
+    text = "\n".join(strip_strings(l) for l in text.split("\n"))
+    return re.sub(r"//[^\n]*", "", text)
 
 
 def code_lines(text):
@@ -287,7 +300,25 @@ def main():
     print(f"imports back up: {len(back)} (limit {MAX_BACK})")
     for a, b in back:
         print(f"  {name(a)} -> {name(b)}")
+    unsafe = sorted(
+        ((len(re.findall(r"\bunsafe\s*\{", code_only(t))), r) for r, t in texts.items() if not r.startswith("sys/")),
+        reverse=True,
+    )
+    unsafe = [(n, r) for n, r in unsafe if n]
+    total = sum(n for n, _ in unsafe)
+    print(f"unsafe blocks outside sys/: {total} (limit {MAX_UNSAFE}, goal {GOAL_UNSAFE})")
+    for n, r in unsafe[:8]:
+        print(f"  {n:5} {r}")
+    defined = {}
+    for r, t in texts.items():
+        for m in re.finditer(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:struct|enum|type|trait)\s+(\w+)", code_only(t), re.M):
+            defined.setdefault(m.group(1), []).append(r)
+    twice = sorted((n, rs) for n, rs in defined.items() if len(rs) > 1)
+    print(f"type names defined more than once: {len(twice)} (limit {MAX_TWICE}, goal {GOAL_TWICE})")
+    for n, rs in twice:
+        print(f"  {n}: {' '.join(sorted(rs))}")
     bad = len(entries) > MAX_ROOT or big or longfns or sccs or len(back) > MAX_BACK
+    bad = bad or total > MAX_UNSAFE or len(twice) > MAX_TWICE
     if bad and not report_only:
         print("shape: over a limit (see above)", file=sys.stderr)
         return 1

@@ -13,6 +13,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::sys::at::{SYS_FCHMODAT2, SYS_REMOVEXATTRAT, SYS_SETXATTRAT};
+
 pub type Instruction = libc::sock_filter;
 
 /// The call runs.
@@ -255,12 +257,6 @@ pub const X86_64_ONLY: &[&str] = &[
     "unlink",
     "rmdir",
 ];
-
-/// Numbers of the generic syscall table (the same on x86_64 and aarch64) that the libc
-/// crate does not name: fchmodat2 (Linux 6.6), setxattrat and removexattrat (6.13).
-pub const SYS_FCHMODAT2: i64 = 452;
-pub const SYS_SETXATTRAT: i64 = 463;
-pub const SYS_REMOVEXATTRAT: i64 = 466;
 
 /// The number of a system call either filter names, on this architecture; `None` for a
 /// name this table does not know or this architecture lacks (`X86_64_ONLY`).

@@ -11,6 +11,12 @@ use nix::fcntl::{AtFlags, OFlag, OpenHow, RenameFlags, ResolveFlag};
 use nix::sys::stat::{Mode, SFlag};
 use nix::unistd::UnlinkatFlags;
 
+/// Numbers of the generic syscall table (the same on x86_64 and aarch64) that the libc
+/// crate does not name: fchmodat2 (Linux 6.6), setxattrat and removexattrat (6.13).
+pub const SYS_FCHMODAT2: i64 = 452;
+pub const SYS_SETXATTRAT: i64 = 463;
+pub const SYS_REMOVEXATTRAT: i64 = 466;
+
 /// An errno on failure: what the program is answered.
 pub type Res<T> = Result<T, i32>;
 
@@ -134,15 +140,7 @@ pub fn renameat2(
 /// name, of `dir`'s own object; with AT_SYMLINK_NOFOLLOW, a symlink is not changed).
 pub fn fchmodat2(dir: BorrowedFd<'_>, name: &CStr, mode: libc::mode_t, flags: i32) -> Res<()> {
     // SAFETY: our descriptor, a NUL-terminated name, integers.
-    let rc = unsafe {
-        libc::syscall(
-            crate::sandbox::bpf::SYS_FCHMODAT2,
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            mode,
-            flags,
-        )
-    };
+    let rc = unsafe { libc::syscall(SYS_FCHMODAT2, dir.as_raw_fd(), name.as_ptr(), mode, flags) };
     done(rc)
 }
 

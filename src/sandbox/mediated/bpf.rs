@@ -6,9 +6,7 @@
 //! its condition (`When`) as a block that notifies the guard or lets it run.
 
 use super::table::{creating, removing, table, Mediated, When};
-use crate::sandbox::bpf::{self, Block, BpfError, Cmp, Test, ALLOW, NOTIFY};
-
-pub type Instruction = bpf::Instruction;
+use crate::sandbox::bpf::{self, Block, BpfError, Cmp, Instruction, Test, ALLOW, NOTIFY};
 
 /// The call returns 0 without running.
 const SUCCEED: u32 = bpf::errno(0);
