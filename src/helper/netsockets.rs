@@ -6,7 +6,7 @@
 //! cannot be made. End of file on the channel (sbx-shell gone) ends the thread.
 
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
 /// Answer the asks on `channel` from a thread of the guard's own; returns at once.
@@ -39,11 +39,5 @@ pub fn serve(channel: OwnedFd) -> io::Result<()> {
 
 /// A new TCP socket of `family`, in this process's network namespace.
 fn tcp_socket(family: libc::c_int) -> io::Result<OwnedFd> {
-    // SAFETY: integer arguments; a new descriptor or -1.
-    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor of ours.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    crate::sys::socket::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0)
 }

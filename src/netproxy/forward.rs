@@ -16,7 +16,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -81,9 +81,7 @@ impl Maker {
         let channel = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
         let mut stream = std::fs::File::from(channel.try_clone()?);
         stream.write_all(if v6 { b"6" } else { b"4" })?;
-        let fd = crate::sys::fdpass::receive_fd(&channel)?;
-        // SAFETY: the fd was just received and is owned by nothing else.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        crate::sys::fdpass::receive_fd(&channel)
     }
 }
 
@@ -131,8 +129,7 @@ fn free_port_near(port: u16) -> u16 {
 pub fn serve_services_from_sandbox(channel: OwnedFd) -> io::Result<()> {
     crate::sys::process::spawn_quiet("sbx-services", move || {
         while let Ok(fd) = crate::sys::fdpass::receive_fd(&channel) {
-            // SAFETY: the fd was just received and is owned by nothing else.
-            let listener = unsafe { TcpListener::from_raw_fd(fd) };
+            let listener = TcpListener::from(fd);
             let Ok(at) = listener.local_addr() else {
                 continue;
             };

@@ -91,9 +91,7 @@ impl Proxy {
         let proxy = self.clone();
         crate::sys::process::spawn_quiet("sbx-lookups", move || {
             if let Ok(socket) = crate::sys::fdpass::receive_fd(&channel) {
-                use std::os::fd::FromRawFd;
-                // SAFETY: the fd was just received and is owned by nothing else.
-                let socket = unsafe { std::net::UdpSocket::from_raw_fd(socket) };
+                let socket = std::net::UdpSocket::from(socket);
                 proxy.answer_lookups(&socket);
             }
         })?;
@@ -235,9 +233,7 @@ impl Proxy {
         let proxy = self.clone();
         crate::sys::process::spawn_quiet("sbx-proxy", move || {
             if let Ok(listener) = crate::sys::fdpass::receive_fd(&channel) {
-                use std::os::fd::FromRawFd;
-                // SAFETY: the fd was just received and is owned by nothing else.
-                let listener = unsafe { TcpListener::from_raw_fd(listener) };
+                let listener = TcpListener::from(listener);
                 proxy.accept_loop(listener);
             }
         })?;

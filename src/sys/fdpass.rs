@@ -28,18 +28,19 @@ pub fn send_fd_with(channel: RawFd, fd: RawFd, bytes: &[u8]) -> io::Result<()> {
 /// Receive one fd sent with SCM_RIGHTS over `channel` (close-on-exec, as Linux allows:
 /// `MSG_CMSG_CLOEXEC`).
 #[cfg(target_os = "linux")]
-pub fn receive_fd(channel: &OwnedFd) -> io::Result<RawFd> {
+pub fn receive_fd(channel: &OwnedFd) -> io::Result<OwnedFd> {
     receive_fd_with(channel).map(|(fd, _)| fd)
 }
 
 /// The longest message sent with a descriptor.
 pub const MESSAGE: usize = 256;
 
-/// Receive one fd sent with SCM_RIGHTS over `channel`, and the bytes sent with it.
+/// Receive one fd sent with SCM_RIGHTS over `channel`, ours alone now, and the bytes sent
+/// with it (any more descriptors in the message are closed).
 #[cfg(target_os = "linux")]
-pub fn receive_fd_with(channel: &OwnedFd) -> io::Result<(RawFd, Vec<u8>)> {
+pub fn receive_fd_with(channel: &OwnedFd) -> io::Result<(OwnedFd, Vec<u8>)> {
     use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsRawFd, FromRawFd};
     let mut bytes = [0u8; MESSAGE];
     let mut iov = [io::IoSliceMut::new(&mut bytes)];
     let mut space = nix::cmsg_space!(RawFd);
@@ -53,7 +54,12 @@ pub fn receive_fd_with(channel: &OwnedFd) -> io::Result<(RawFd, Vec<u8>)> {
     let mut fd = None;
     for cmsg in msg.cmsgs()? {
         if let ControlMessageOwned::ScmRights(fds) = cmsg {
-            fd = fds.first().copied();
+            for received in fds {
+                // SAFETY: the kernel put this descriptor in our table for this message:
+                // nothing else owns it.
+                let owned = unsafe { OwnedFd::from_raw_fd(received) };
+                fd.get_or_insert(owned);
+            }
         }
     }
     match fd {
@@ -64,7 +70,7 @@ pub fn receive_fd_with(channel: &OwnedFd) -> io::Result<(RawFd, Vec<u8>)> {
 
 /// Elsewhere nothing is handed over (no bwrap, no seccomp).
 #[cfg(not(target_os = "linux"))]
-pub fn receive_fd(_channel: &OwnedFd) -> io::Result<RawFd> {
+pub fn receive_fd(_channel: &OwnedFd) -> io::Result<OwnedFd> {
     Err(io::Error::other(
         "descriptors are handed over on Linux only",
     ))

@@ -11,7 +11,7 @@
 //! (`SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`).
 
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// What the program's side says with its listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,9 +91,7 @@ pub fn offer(channel: &OwnedFd, listener: RawFd, killable: bool) -> io::Result<(
 /// The guard's side: take the listener and the probe from `channel`, check the probe and
 /// answer it. `Err`: the guard cannot work (the program's side was told why).
 pub fn accept(channel: OwnedFd) -> io::Result<(OwnedFd, Learned)> {
-    let (fd, payload) = crate::sys::fdpass::receive_fd_with(&channel)?;
-    // SAFETY: receive_fd_with returned a descriptor that now belongs to us alone.
-    let listener = unsafe { OwnedFd::from_raw_fd(fd) };
+    let (listener, payload) = crate::sys::fdpass::receive_fd_with(&channel)?;
     let verdict = Probe::decode(&payload)
         .ok_or_else(|| io::Error::other("the program's side sent no probe"))
         .and_then(|probe| check(&probe).map(|copy_fds| (probe, copy_fds)));
