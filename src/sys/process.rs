@@ -263,7 +263,14 @@ pub fn kill_leftovers(child_session: Option<Pid>) -> Vec<ChildEvent> {
         if no_descendants_left() {
             return Vec::new();
         }
-        select_leftovers(&processes_below(me), me, session)
+        let found = select_leftovers(&processes_below(me), me, session);
+        if !found.is_empty() {
+            return found;
+        }
+        // A child is there (waitid says so) that the tasks' `children` lists did not show:
+        // they are no snapshot while processes are re-parented to us (proc(5)). Look at
+        // every process rather than end the sweep with it still alive.
+        select_leftovers(&list_processes(), me, session)
     };
     let first = leftovers();
     if first.is_empty() {
