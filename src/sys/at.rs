@@ -260,4 +260,72 @@ mod tests {
         assert!(!is_proc(top.as_fd()));
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn names_are_made_renamed_linked_and_removed_through_their_directory() {
+        let dir = std::env::temp_dir().join(format!("sbx-at-made-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = |s: &str| std::ffi::CString::new(s).unwrap();
+        let top = open_path(CWD, &c(dir.to_str().unwrap())).unwrap();
+        let top = top.as_fd();
+        mkdirat(top, c"d", 0o700).unwrap();
+        assert_eq!(mkdirat(top, c"d", 0o700), Err(libc::EEXIST));
+        mknodat(top, c"p", libc::S_IFIFO | 0o600, 0).unwrap();
+        assert_eq!(
+            fstatat(top, c"p").unwrap().st_mode & libc::S_IFMT,
+            libc::S_IFIFO
+        );
+        symlinkat(c"d", top, c"s").unwrap();
+        assert_eq!(readlink(top, c"s").unwrap(), b"d");
+        drop(openat(top, c"f", libc::O_CREAT | libc::O_WRONLY, 0o600).unwrap());
+        linkat((top, c"f"), (top, c"g"), 0).unwrap();
+        assert_eq!(fstatat(top, c"f").unwrap().st_nlink, 2);
+        // A name that is there stays, with RENAME_NOREPLACE.
+        let noreplace = libc::RENAME_NOREPLACE;
+        assert_eq!(
+            renameat2((top, c"f"), (top, c"g"), noreplace),
+            Err(libc::EEXIST)
+        );
+        renameat2((top, c"f"), (top, c"h"), noreplace).unwrap();
+        assert_eq!(fstatat(top, c"f").err(), Some(libc::ENOENT));
+        assert_eq!(unlinkat(top, c"d", false), Err(libc::EISDIR));
+        unlinkat(top, c"d", true).unwrap();
+        for name in [c"p", c"s", c"g", c"h"] {
+            unlinkat(top, name, false).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn metadata_is_changed_on_the_object_a_descriptor_holds() {
+        let dir = std::env::temp_dir().join(format!("sbx-at-meta-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("f"), b"x").unwrap();
+        let c = |s: &str| std::ffi::CString::new(s).unwrap();
+        let top = open_path(CWD, &c(dir.to_str().unwrap())).unwrap();
+        let f = open_path_as(top.as_fd(), c"f", false).unwrap();
+        let magic = c(&format!("/proc/self/fd/{}", f.as_raw_fd()));
+        match fchmodat2(f.as_fd(), c"", 0o640, libc::AT_EMPTY_PATH) {
+            // Before Linux 6.6: the magic link, as the guard falls back to.
+            Err(libc::ENOSYS) | Err(libc::EINVAL) => chmod_path(&magic, 0o640).unwrap(),
+            other => other.unwrap(),
+        }
+        assert_eq!(fstat(f.as_fd()).unwrap().st_mode & 0o7777, 0o640);
+        let times = [libc::timespec {
+            tv_sec: 1_000_000,
+            tv_nsec: 0,
+        }; 2];
+        set_times(f.as_fd(), Some(&times)).unwrap();
+        assert_eq!(fstat(f.as_fd()).unwrap().st_mtime, 1_000_000);
+        let me = fstat(f.as_fd()).unwrap();
+        chown_object(f.as_fd(), me.st_uid, u32::MAX).unwrap();
+        // user.* attributes: where the file system has them (tmpfs since Linux 6.6).
+        match setxattr(&magic, c"user.sbx", b"v", 0) {
+            Ok(()) => removexattr(&magic, c"user.sbx").unwrap(),
+            Err(e) => assert!([libc::EOPNOTSUPP, libc::EPERM].contains(&e), "{e}"),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -73,3 +73,21 @@ impl Drop for Waker {
         unsafe { libc::timer_delete(self.0) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blocking_read_of_the_thread_that_made_the_waker_ends_with_eintr() {
+        std::thread::spawn(|| {
+            let (read, _write) = nix::unistd::pipe().unwrap();
+            let _waker = Waker::every(Duration::from_millis(5)).unwrap();
+            let mut byte = [0u8; 1];
+            let got = nix::unistd::read(&read, &mut byte);
+            assert_eq!(got, Err(nix::errno::Errno::EINTR));
+        })
+        .join()
+        .unwrap();
+    }
+}
