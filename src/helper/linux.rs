@@ -379,3 +379,12 @@ pub fn become_root_as(r: RootAs) -> io::Result<()> {
     let cwd = std::env::current_dir()?;
     std::env::set_current_dir(cwd)
 }
+
+/// Put a new random token in this process's environment (`protect::gitstate::SESSION_VARIABLE`),
+/// which the guard and the program inherit. The helper is single-threaded here.
+pub fn set_session_token() {
+    let mut bytes = [0u8; 16];
+    crate::sys::files::random(&mut bytes);
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    std::env::set_var(crate::protect::gitstate::SESSION_VARIABLE, token);
+}

@@ -10,7 +10,7 @@
 //! restart on older kernels (`replay`). The rest is plumbing: the listener and the
 //! check before the program runs (`notify`, `handshake`), the calls received and dispatched
 //! (`create`), what is kept of each calling thread (`threads`), the acts done through
-//! descriptors (`acting`, `opening`, `making`, `git`; the calls themselves are
+//! descriptors (`acting`, `opening`, `making`, `git`, `statefiles`; the calls themselves are
 //! `sys::at`'s), and the opens that wait for
 //! another party (`waiting`).
 //!
@@ -49,9 +49,13 @@ pub mod paths;
 #[cfg(target_os = "linux")]
 mod pool;
 #[cfg(target_os = "linux")]
+mod reading;
+#[cfg(target_os = "linux")]
 pub mod replay;
 #[cfg(target_os = "linux")]
 mod report;
+#[cfg(target_os = "linux")]
+mod statefiles;
 pub mod status;
 #[cfg(target_os = "linux")]
 mod threads;

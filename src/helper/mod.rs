@@ -142,6 +142,9 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
     }
     let mut names = None;
     if spec.guard {
+        // The session's token (`protect::gitstate::bind`): in the program's environment,
+        // and the guard's, which binds the commands of git's state to it.
+        os::set_session_token();
         apply_default_signals().map_err(HelperError::Guard)?;
         // The guard leads the session and the program gets a process group of its own in
         // it: a group whose parent sits in the same session is not orphaned, so the

@@ -75,3 +75,6 @@ pub fn take_root_as(_spec: &HelperSpec) -> Option<RootAs> {
 pub fn become_root_as(r: RootAs) -> io::Result<()> {
     match r {}
 }
+
+/// No guard here: nothing binds git's state to a token (`protect::gitstate`).
+pub fn set_session_token() {}

@@ -102,6 +102,18 @@ impl Names {
         match made {
             Made::Other if bytes == b".git" => return Some("a .git pointer put in place"),
             Made::MovedDir if bytes == b".git" => return Some("a directory moved in as .git"),
+            // git's operation state that can run a program is written only through the
+            // guard's own files (`helper::mediator::statefiles`); a directory of it moved in
+            // would bring files nobody judged.
+            Made::Other | Made::MovedDir
+                if crate::protect::gitstate::state_file(parent, bytes).is_some() =>
+            {
+                return Some("git's operation state not written by git")
+            }
+            // (A symlink by that name would lead git to files judged by no rule.)
+            Made::Other | Made::MovedDir if crate::protect::gitstate::is_state_dir(bytes) => {
+                return Some("git's operation state moved in or linked")
+            }
             _ => {}
         }
         match git {
@@ -258,7 +270,7 @@ pub fn kind_matters(name: &OsStr) -> bool {
     matches!(
         name.as_encoded_bytes(),
         b".git" | b"hooks" | b"config" | b"config.worktree"
-    )
+    ) || crate::protect::gitstate::is_state_dir(name.as_encoded_bytes())
 }
 
 /// `config` or `config.worktree`: what git reads its configuration from in a git directory.
@@ -438,6 +450,40 @@ mod tests {
             }
         }
         assert!(kind_matters(OsStr::new("hooks")));
+    }
+
+    #[test]
+    fn gits_operation_state_is_made_only_as_git_makes_it() {
+        let names = Names::default();
+        let refused = |parent: &str, name: &str, made| {
+            names
+                .refused(Path::new(parent), OsStr::new(name), made, GitPlace::Plain)
+                .is_some()
+        };
+        for (parent, name) in [
+            ("/ws/.git/rebase-merge", "git-rebase-todo"),
+            ("/ws/.git/rebase-merge", "strategy"),
+            ("/ws/x/rebase-merge", "git-rebase-todo"),
+            ("/ws/.git/sequencer", "opts"),
+        ] {
+            // Written or renamed into place through the guard (`statefiles`), never a
+            // link, a symlink, a node or a directory.
+            assert!(refused(parent, name, Made::Other), "{parent}/{name}");
+            assert!(refused(parent, name, Made::MovedDir), "{parent}/{name}");
+            assert!(!refused(parent, name, Made::File), "{parent}/{name}");
+        }
+        for name in ["rebase-merge", "sequencer"] {
+            assert!(!refused("/ws/.git", name, Made::Dir), "{name}");
+            assert!(refused("/ws/.git", name, Made::MovedDir), "{name}");
+            assert!(refused("/ws/.git", name, Made::Other), "{name}: a symlink");
+        }
+        for (parent, name) in [
+            ("/ws/.git/rebase-merge", "done"),
+            ("/ws/.git/sequencer", "todo"),
+            ("/ws/.git", "git-rebase-todo"),
+        ] {
+            assert!(!refused(parent, name, Made::Other), "{parent}/{name}");
+        }
     }
 
     #[test]

@@ -303,6 +303,7 @@ pub fn number(name: &str) -> Option<i64> {
         "fchdir" => libc::SYS_fchdir,
         "execve" => libc::SYS_execve,
         "execveat" => libc::SYS_execveat,
+        "exit_group" => libc::SYS_exit_group,
         "connect" => libc::SYS_connect,
         "bind" => libc::SYS_bind,
         "socket" => libc::SYS_socket,

@@ -639,3 +639,10 @@ pub fn mount_id(path: &Path) -> io::Result<u64> {
     }
     Ok(buf.stx_mnt_id)
 }
+
+/// Random bytes from the kernel (`getrandom`); `buf` is left as it was where it refuses.
+#[cfg(target_os = "linux")]
+pub fn random(buf: &mut [u8]) {
+    // SAFETY: getrandom writes at most buf.len() bytes into buf, which is valid for them.
+    unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+}

@@ -411,82 +411,185 @@ fn a_directory_is_judged_when_it_becomes_a_repository() {
     });
 }
 
-/// Ways a session leaves a rebase whose todo holds a command (`{mark}`) for the host's
-/// `git rebase --continue`, in the directory printed last (relative to the workspace).
-/// `STOP`: a real interactive rebase of the workspace's last commit, stopped at a `break`.
-const CONTINUED: &[(&str, &str)] = &[
+/// Ways a session leaves git's operation state that makes git run a command (`{mark}`)
+/// when the host continues the operation, with the directory to continue in (`D`, relative
+/// to the workspace) and the operation. `STOP`: a real interactive rebase of the
+/// workspace's last commit, stopped at a `break`; `PICKED`: a cherry-pick of two commits
+/// stopped at a conflict on the first, resolved.
+const CONTINUED: &[(&str, &str, &str)] = &[
     // git's own todo, from `rebase -x`.
-    ("exec-flag", "STOP -x {mark}; echo ."),
-    // A command appended in place, as an editor writes.
+    ("exec-flag", "STOP -x {mark}", "rebase"),
+    // A command appended in place, as a shell or an editor writes.
     (
         "in-place",
-        "STOP; printf 'exec {mark}\\n' >> .git/rebase-merge/git-rebase-todo; echo .",
+        "STOP; printf 'exec {mark}\\n' >> .git/rebase-merge/git-rebase-todo",
+        "rebase",
+    ),
+    // git's own `--edit-todo`, its editor writing the todo in place.
+    (
+        "editor",
+        "STOP; printf 'exec {mark}\\n' > plan; GIT_SEQUENCE_EDITOR='cp plan' G rebase --edit-todo",
+        "rebase",
+    ),
+    // vim, which writes the file it read (it checks), in place or by a rename.
+    (
+        "vim",
+        "STOP; vim -N -Es -i NONE +'$s#$#\\rexec {mark}#' +wq .git/rebase-merge/git-rebase-todo",
+        "rebase",
     ),
     // Written through a second name made for the todo.
     (
         "hardlink",
-        "STOP; ln .git/rebase-merge/git-rebase-todo .git/notes; printf 'x {mark}\\n' >> .git/notes; echo .",
+        "STOP; ln .git/rebase-merge/git-rebase-todo .git/notes; printf 'x {mark}\\n' >> .git/notes",
+        "rebase",
     ),
     // The todo a symlink to a file of the workspace.
     (
         "symlink",
-        "STOP; printf 'exec {mark}\\n' > plan; ln -sf ../../plan .git/rebase-merge/git-rebase-todo; echo .",
+        "STOP; printf 'exec {mark}\\n' > plan; ln -sf ../../plan .git/rebase-merge/git-rebase-todo",
+        "rebase",
     ),
     // A new repository's rebase, its whole tree then renamed into place.
     (
         "renamed-tree",
         "mkdir -p n && cd n && git init -q && echo a > a && git add a && G commit -qm a && echo b > b && git add b && G commit -qm b && \
-         STOP -x {mark}; cd .. && mkdir -p deep && mv n deep/m; echo deep/m",
+         STOP -x {mark}; cd .. && mkdir -p deep && mv n deep/m; D=deep/m",
+        "rebase",
+    ),
+    // The rebase's merge strategy: git runs `git-merge-STRATEGY`, a path from the work
+    // tree's top when it holds a `/`.
+    (
+        "strategy",
+        "STOP; mkdir -p git-merge-; printf '/../strategy.sh\\n' > .git/rebase-merge/strategy; G commit --allow-empty -qm x",
+        "rebase",
+    ),
+    // The sequencer's: `options.strategy` in its options.
+    (
+        "sequencer",
+        "PICKED; printf '[options]\\n\\tstrategy = /../sequencer.sh\\n' > .git/sequencer/opts; mkdir -p git-merge-",
+        "cherry-pick",
     ),
 ];
 
-/// A rebase a session leaves runs nothing it wrote when the host continues it: when the
-/// session ends, every `exec` line of the todos it wrote, made or moved is a comment, and
-/// each todo is named. Control: without the sandbox the host's `git rebase --continue`
-/// runs each.
+/// Who the host's git commits as, where continuing an operation commits.
+const IDENTITY: &[&str] = &["-c", "user.name=t", "-c", "user.email=t@t"];
+
+/// git's state a session leaves runs nothing it wrote when the host continues the
+/// operation: while the session runs (the names git reads only ever hold what the guard
+/// judged: `exec` lines bound to the session, no strategy but git's own) and after it (the
+/// `exec` lines made comments, a foreign strategy removed), each named. Control: without
+/// the sandbox the host's `git rebase --continue` (or `cherry-pick --continue`) runs each.
 #[test]
-fn a_rebase_left_by_a_session_runs_nothing_when_continued_outside() {
-    if !tools_present() {
+fn git_state_left_by_a_session_runs_nothing_when_continued_outside() {
+    if !tools_present() || !super::support::require("vim", "vim writing a rebase's todo") {
         return;
     }
     let stop = "G() { git -c user.name=t -c user.email=t@t \"$@\"; }; \
         echo more > more && git add more && G commit -qm more && \
         GIT_SEQUENCE_EDITOR='sed -i 1ibreak' G rebase -q -i HEAD~1";
+    let picked = "G() { git -c user.name=t -c user.email=t@t \"$@\"; }; \
+        top=$(git rev-parse HEAD); echo 1 > c && git add c && G commit -qm c1 && echo 2 > d && git add d && G commit -qm c2 && \
+        echo 3 > e && git add e && G commit -qm c3 && git checkout -q -b side $top && echo x > c && git add c && G commit -qm x && \
+        { G cherry-pick $top..main >/dev/null 2>&1; echo r > c; git add c; }";
     each(|backend, user| {
         for mode in ["none", backend] {
-            for (name, route) in CONTINUED {
+            for (name, route, operation) in CONTINUED {
                 let lab = repo_lab("continued", user);
                 let mark = format!("{}/{name}.sh", lab.ws.display());
-                let body = format!("#!/bin/sh\ntouch {}/{name}\n", lab.outside.display());
+                let body = format!(
+                    "#!/bin/sh\ntouch {}/{name}\nexit 1\n",
+                    lab.outside.display()
+                );
                 fs::write(&mark, body).unwrap();
+                let (ready, go) = (lab.ws.join(".ready"), lab.ws.join(".go"));
                 let script = route
                     .replace("STOP", stop)
+                    .replace("PICKED", picked)
                     .replace("{mark}", &mark)
                     .replace(" G ", " git -c user.name=t -c user.email=t@t ");
-                let script = format!("chmod +x {mark}; {script}");
+                let script = format!(
+                    "chmod +x {mark}; D=.; {script}; touch {ready}; \
+                     for i in $(seq 600); do test -e {go} && break; sleep 0.05; done; echo $D",
+                    ready = ready.display(),
+                    go = go.display()
+                );
                 if user == User::Nobody {
                     super::sandbox::chown_tree(&lab.dir, super::sandbox::NOBODY);
                 }
-                let (_, out, err) = lab.sh(mode, &[], &script);
-                let what = format!("{} {name}", lab.what(mode));
-                let dir = lab.ws.join(out.lines().last().unwrap_or_default());
-                let status = host_git(&lab, &dir, &["status"]);
-                let status = String::from_utf8_lossy(&status.stdout);
-                assert!(status.contains("rebase"), "{what}: {status}\n{out}{err}");
-                let _ = host_git(&lab, &dir, &["rebase", "--continue"]);
-                let ran = lab.outside.join(name).exists();
-                assert_eq!(
-                    ran,
-                    mode == "none",
-                    "{what}: the host's git ran it\n{out}{err}"
-                );
-                if mode != "none" {
-                    assert!(
-                        err.contains("made them comments") && err.contains("git-rebase-todo"),
-                        "{what}: not named\n{err}"
-                    );
+                let session = {
+                    let (lab, mode) = (lab.clone(), mode.to_string());
+                    std::thread::spawn(move || lab.sh(&mode, &[], &script))
+                };
+                for _ in 0..600 {
+                    if ready.exists() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
                 }
+                let what = format!("{} {name}", lab.what(mode));
+                // While the session runs.
+                let dir = lab.ws.join(if *name == "renamed-tree" {
+                    "deep/m"
+                } else {
+                    "."
+                });
+                let status = host_git(&lab, &dir, &["status"]);
+                let status = String::from_utf8_lossy(&status.stdout).into_owned();
+                let during = host_git(&lab, &dir, &[IDENTITY, &[operation, "--continue"]].concat());
+                let ran_during = lab.outside.join(name).exists();
+                // An `exec` line bound to the session fails there, and git says which.
+                let failed_bound = String::from_utf8_lossy(&during.stderr).contains("SBX_SESSION");
+                fs::write(&go, "").unwrap();
+                let (_, out, err) = session.join().unwrap();
+                assert!(status.contains(operation), "{what}: {status}\n{out}{err}");
+                assert_eq!(
+                    ran_during,
+                    mode == "none",
+                    "{what}: the host's git ran it while the session ran\n{out}{err}"
+                );
+                if mode == "none" {
+                    continue;
+                }
+                // After it.
+                let dir = lab.ws.join(out.lines().last().unwrap_or_default());
+                let _ = host_git(&lab, &dir, &[IDENTITY, &[operation, "--continue"]].concat());
+                assert!(
+                    !lab.outside.join(name).exists(),
+                    "{what}: the host's git ran it after the session\n{out}{err}"
+                );
+                let named = ["git-rebase-todo", "strategy", "opts", ".git/notes"]
+                    .iter()
+                    .any(|f| err.contains(f));
+                assert!(named || failed_bound, "{what}: not named\n{err}");
             }
+        }
+    });
+}
+
+/// Inside a session, a rebase's `exec` lines run as they do bare: from `rebase -x`, from an
+/// editor (vim, `cp`) writing the todo, after a stop and `git rebase --continue`.
+#[test]
+fn a_rebase_runs_its_commands_inside_a_session() {
+    if !tools_present() || !super::support::require("vim", "vim writing a rebase's todo") {
+        return;
+    }
+    let script = "G() { git -c user.name=t -c user.email=t@t \"$@\"; }; \
+        echo more > more && git add more && G commit -qm more && \
+        GIT_SEQUENCE_EDITOR='sed -i 1ibreak' G rebase -q -i HEAD~1 -x 'echo flag >> ran' && \
+        printf 'exec echo cp >> ran\\n' > plan && cat .git/rebase-merge/git-rebase-todo >> plan && \
+        GIT_SEQUENCE_EDITOR='cp plan' G rebase --edit-todo && \
+        vim -N -Es -i NONE +'$s/$/\\rexec echo vim >> ran/' +wq .git/rebase-merge/git-rebase-todo && \
+        G rebase --continue >/dev/null 2>&1; echo rc=$?; sort ran";
+    each(|backend, user| {
+        for mode in ["none", backend] {
+            let lab = repo_lab("execinside", user);
+            let (code, out, err) = lab.sh(mode, &[], script);
+            let what = lab.what(mode);
+            assert_eq!(
+                (code, out.as_str()),
+                (0, "rc=0\ncp\nflag\nvim\n"),
+                "{what}: {err}"
+            );
         }
     });
 }
@@ -515,7 +618,7 @@ fn a_rebase_the_host_left_is_left_alone() {
         let what = lab.what(backend);
         assert_eq!((code, out.trim()), (0, "OK"), "{what}: {err}");
         assert_eq!(fs::read_to_string(&todo).unwrap(), before, "{what}");
-        assert!(!err.contains("made them comments"), "{what}: {err}");
+        assert!(!err.contains("sbx-shell disarmed them"), "{what}: {err}");
     });
 }
 

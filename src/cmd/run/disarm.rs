@@ -1,7 +1,8 @@
-//! After the session, once none of its processes remains: the rebase todos it wrote, made
-//! or moved (`protect::gitstate`) are read, and their `exec` lines made comments, so that
-//! the host's `git rebase --continue` runs nothing the sandbox wrote. Each is named on one
-//! line and in the session log.
+//! After the session, once none of its processes remains: git's operation state it wrote,
+//! made or moved (`protect::gitstate`) is read, the rebase todos' `exec` lines made
+//! comments and a merge strategy that is not git's own removed, so that the host's `git
+//! rebase --continue` (or `cherry-pick --continue`) runs nothing the sandbox wrote. Each is
+//! named on one line and in the session log.
 
 use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::policy::Policy;
-use crate::protect::gitstate::{self, STATE_DIR, TODO};
+use crate::protect::gitstate::{self, OPTIONS, SEQUENCER_DIR, STATE_DIR, STRATEGY, TODO};
 use crate::protect::names::under;
 use crate::protect::planted::Planted;
 use crate::protect::repos;
@@ -57,6 +58,7 @@ fn todos(
     if everywhere || dirs.iter().any(|d| d == Path::new("/")) {
         let found = repos::scan_writable(policy);
         dirs.extend(found.git_dirs.iter().map(|g| g.dir.join(STATE_DIR)));
+        dirs.extend(found.git_dirs.iter().map(|g| g.dir.join(SEQUENCER_DIR)));
     }
     let mut real: Vec<PathBuf> = dirs
         .iter()
@@ -68,9 +70,41 @@ fn todos(
     real.dedup();
     // The file system's clock runs behind the wall clock by up to a tick.
     let since = started - Duration::from_secs(1);
-    real.iter()
+    let mut done: Vec<Planted> = real
+        .iter()
         .filter_map(|dir| disarm_in(dir, since, &roots))
-        .collect()
+        .collect();
+    done.extend(real.iter().filter_map(|dir| strategy_in(dir, since)));
+    done
+}
+
+/// Remove the merge strategy in the state directory `dir` (`rebase-merge/strategy`,
+/// `sequencer/opts`) when it changed since `since` and names one that is not git's own
+/// (`gitstate::judge`): git then merges with its default, and runs no program of the
+/// sandbox's. `None`: nothing to do.
+fn strategy_in(dir: &Path, since: SystemTime) -> Option<Planted> {
+    let name = match dir.file_name()?.to_str()? {
+        STATE_DIR => STRATEGY,
+        SEQUENCER_DIR => OPTIONS,
+        _ => return None,
+    };
+    let file = dir.join(name);
+    let kind = gitstate::state_file(dir, name.as_bytes())?;
+    let seen = file.symlink_metadata().ok()?;
+    let changed = SystemTime::UNIX_EPOCH
+        + Duration::new(u64::try_from(seen.ctime()).ok()?, seen.ctime_nsec() as u32);
+    if changed < since {
+        return None;
+    }
+    let refused = match read(&file) {
+        Some(text) => gitstate::judge(kind, &text, "").err()?,
+        None => "a file that could not be read whole".to_string(),
+    };
+    let what = match std::fs::remove_file(&file) {
+        Ok(()) => format!("{refused}, which git would run as a program: removed"),
+        Err(e) => format!("{refused}, which git would run as a program, could not be removed: {e}"),
+    };
+    Some(Planted { path: file, what })
 }
 
 /// Disarm the todo in the state directory `dir` (a real path), when it changed since
@@ -188,7 +222,7 @@ fn line(disarmed: &[Planted]) -> Option<String> {
     }
     let all: Vec<String> = disarmed.iter().map(ToString::to_string).collect();
     Some(format!(
-        "this session left a rebase that would run commands outside the sandbox when continued; sbx-shell made them comments: {}\nHint: continue the rebase inside sbx-shell; to keep a command, read it, then run `git rebase --edit-todo` and remove its `# `",
+        "this session left a rebase or cherry-pick that would run commands outside the sandbox when continued; sbx-shell disarmed them: {}\nHint: continue the operation inside sbx-shell; to keep a todo's command, read it, then run `git rebase --edit-todo` and remove its `# `",
         all.join("; ")
     ))
 }

@@ -100,6 +100,8 @@ pub(super) struct Acting<'a> {
     /// The `.git` files made in this session, by `(st_dev, st_ino)`: git rewrites a new
     /// submodule's, which may be rewritten; one that existed at the start may not.
     pub(super) made: &'a RefCell<Vec<(u64, u64)>>,
+    /// git's operation state that can run a program, kept by the guard (`statefiles`).
+    pub(super) state: &'a super::statefiles::StateFiles,
     /// The caller's umask (asked only for calls that may make something: `Op::takes_umask`).
     pub(super) umask: u32,
     pub(super) root: BorrowedFd<'a>,
@@ -322,6 +324,11 @@ impl<'a> Acting<'a> {
         let name = e.name_os();
         touched(&e.path, name);
         if !self.names.protected.is_empty() && self.names.guards(&e.full()) {
+            return Err(refuse(Cause::Protected, &e.full()));
+        }
+        // Reached another way than by its name (a descriptor's link): only ever written
+        // through the guard's own file (`statefiles`).
+        if crate::protect::gitstate::state_file(&e.path, name.as_bytes()).is_some() {
             return Err(refuse(Cause::Protected, &e.full()));
         }
         if !names::write_judged(name) {

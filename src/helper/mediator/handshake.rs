@@ -67,7 +67,8 @@ pub struct Learned {
 /// guard's answer: `Err` with the reason it cannot work.
 pub fn offer(channel: &OwnedFd, listener: RawFd, killable: bool) -> io::Result<()> {
     let mut bytes = [0u8; PROBE_LEN];
-    getrandom(&mut bytes);
+    // (Zeros, should the kernel refuse: the probe is still read back.)
+    crate::sys::files::random(&mut bytes);
     let probe = Probe {
         killable,
         pid: std::process::id(),
@@ -152,12 +153,6 @@ fn cannot(path: &str, why: &str) -> String {
         _ => "Hint: the guard reads the memory of the program it started, as a parent may; `sbx-shell doctor` checks what this machine allows (a /proc mounted with hidepid, or a security module that forbids it, stops it)".to_string(),
     };
     format!("the guard cannot read what the program's calls name ({path}: {why}), so every name the program made would fail; nothing ran\n{hint}")
-}
-
-/// Random bytes from the kernel (zeros, should it refuse: the probe is still read back).
-fn getrandom(buf: &mut [u8]) {
-    // SAFETY: getrandom writes at most buf.len() bytes into buf.
-    unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
 }
 
 #[cfg(test)]

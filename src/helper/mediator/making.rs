@@ -5,6 +5,7 @@
 use super::acting::{path_of, refuse, Acting, Entry, Where};
 use super::git::{git_place, is_git};
 use crate::policy::report::Cause;
+use crate::protect::gitstate;
 use crate::protect::names::{self, GitPlace, Made};
 use crate::sys::at::{self, fstat, fstatat, open_path, openat, Res};
 use std::ffi::{CStr, CString};
@@ -46,6 +47,7 @@ impl Acting<'_> {
             let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
             return Err(if is_dir { libc::EISDIR } else { libc::ENOTDIR });
         }
+        self.state.forget(&e.path, &e.name);
         at::unlinkat(e.dir.as_fd(), &e.name, dir_only).map(|()| 0)
     }
 
@@ -115,9 +117,13 @@ impl Acting<'_> {
         let Some(dir) = at.parent().filter(|d| d.is_absolute()) else {
             return Err(libc::EACCES);
         };
-        // A new name for a todo of git's: writes through it reach the todo.
+        // A new name for git's operation state (`statefiles`): writes through it would
+        // reach what the guard placed.
         if let Some(name) = at.file_name() {
             super::acting::touched(dir, name);
+            if gitstate::state_file(dir, name.as_bytes()).is_some() {
+                return Err(refuse(Cause::Protected, at));
+            }
         }
         if !self.reach.may_make_in(dir) || self.reach.left_out(at) {
             return Err(refuse(Cause::Outside, at));
@@ -166,6 +172,27 @@ impl Acting<'_> {
             }
         }
         let to_name = to.name_os();
+        // git's operation state (`statefiles`): put in place by the guard, judged; never
+        // exchanged.
+        let state = |e: &Entry<'_>| gitstate::state_file(&e.path, e.name.as_bytes());
+        if let Some(kind) = state(&to) {
+            if flags != 0 || moved != Made::Other {
+                return Err(refuse(Cause::Protected, &to.full()));
+            }
+            if let Some(cause) = self.refusal(&to, Made::File) {
+                return Err(refuse(cause, &to.full()));
+            }
+            let at = (to.dir.as_fd(), to.path.as_path(), to.name.as_c_str());
+            return self
+                .state
+                .renamed_onto((from.dir.as_fd(), &from.name), at, kind);
+        }
+        if state(&from).is_some() {
+            if flags & libc::RENAME_EXCHANGE != 0 {
+                return Err(refuse(Cause::Protected, &old_path));
+            }
+            self.state.forget(&from.path, &from.name);
+        }
         if names::is_config(to_name) && flags == 0 && moved == Made::Other {
             if let GitPlace::GitDir { .. } = git_place(to.dir.as_fd(), &to.path, to_name) {
                 return self.config_rename(&from, &to);

@@ -50,6 +50,9 @@ impl Acting<'_> {
             .map_err(|e| os_errno(&e))?;
             return self.reopen(dir.as_fd(), flags);
         };
+        if let Some(done) = self.state_open(&e, flags, mode) {
+            return done;
+        }
         if flags & libc::O_CREAT != 0 {
             if let Some(done) = self.create_first(&e, flags, mode) {
                 return done;
@@ -104,6 +107,22 @@ impl Acting<'_> {
                 },
             }
         }
+    }
+
+    /// An open that writes or makes git's operation state (`statefiles`): given a file of
+    /// the guard's, placed once judged. `None`: `e` is not such a file, or the open only
+    /// reads.
+    fn state_open(&self, e: &Entry<'_>, flags: i32, mode: u32) -> Option<Res<Opened>> {
+        if flags & libc::O_CREAT == 0 && !opens::writes(flags) {
+            return None;
+        }
+        let kind = crate::protect::gitstate::state_file(&e.path, e.name.as_bytes())?;
+        if let Some(cause) = self.refusal(e, Made::File) {
+            return Some(Err(refuse(cause, &e.full())));
+        }
+        let at = (e.dir.as_fd(), e.path.as_path(), e.name.as_c_str());
+        let mode = mode & !self.umask;
+        Some(self.state.open(at, kind, flags, mode).map(Opened::Now))
     }
 
     /// An open that may make a file, tried first as a create, exclusively, since most

@@ -233,7 +233,17 @@ pub fn creating() -> Vec<Mediated> {
     // when the thread does: the umask it applies to what it makes, the working directory
     // it resolves relative paths from, the memory it reads them in. It notes each such
     // call and lets it run.
-    for syscall in ["umask", "chdir", "fchdir", "execve", "execveat"] {
+    // A process's end: what it wrote in place of git's operation state is judged and put
+    // in place before it has ended (`mediator::statefiles`), so that its parent, which waits
+    // for it (git for its editor), reads what was judged.
+    for syscall in [
+        "umask",
+        "chdir",
+        "fchdir",
+        "execve",
+        "execveat",
+        "exit_group",
+    ] {
         t.push(Mediated {
             syscall,
             when: When::Always,
