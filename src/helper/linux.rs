@@ -383,8 +383,6 @@ pub fn become_root_as(r: RootAs) -> io::Result<()> {
 /// Put a new random token in this process's environment (`protect::gitstate::SESSION_VARIABLE`),
 /// which the guard and the program inherit. The helper is single-threaded here.
 pub fn set_session_token() {
-    let mut bytes = [0u8; 16];
-    crate::sys::files::random(&mut bytes);
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = crate::sys::files::random_token();
     std::env::set_var(crate::protect::gitstate::SESSION_VARIABLE, token);
 }

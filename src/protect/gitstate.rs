@@ -162,16 +162,21 @@ pub fn disarm(text: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
 }
 
 /// `text` with every `exec` line bound to the session whose token is `token`: its command
-/// runs only where `SESSION_VARIABLE` holds the token, and fails (status 97) elsewhere,
-/// before any of it runs. A binding already there (this session's or another's) is
-/// replaced, so binding twice changes nothing.
+/// runs only where `SESSION_VARIABLE` holds that token (or one it was bound to before: a
+/// session nested in another is bound to both), and fails (status 97) elsewhere, before
+/// any of it runs. Binding twice changes nothing. A token that is not a plain alphanumeric
+/// one is not bound to.
 pub fn bind(text: &[u8], token: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len());
     for line in text.split_inclusive(|b| *b == b'\n') {
         match ExecLine::of(line) {
             Some(exec) if !exec.command.is_empty() => {
+                let mut tokens = exec.tokens.clone();
+                if !tokens.contains(&token.as_bytes()) {
+                    tokens.push(token.as_bytes());
+                }
                 out.extend_from_slice(b"exec ");
-                out.extend_from_slice(binding(token).as_bytes());
+                out.extend_from_slice(&binding(&tokens));
                 out.extend_from_slice(exec.command);
                 out.extend_from_slice(exec.end);
             }
@@ -181,18 +186,36 @@ pub fn bind(text: &[u8], token: &str) -> Vec<u8> {
     out
 }
 
+const BINDING_HEAD: &str = "case \"${SBX_SESSION-}\" in ";
+const BINDING_TAIL: &str = ") ;; *) exit 97;; esac; ";
+
 /// What is put before a bound command: a test of the session's token, whose failure ends
-/// the shell git runs it in before the command is read.
-fn binding(token: &str) -> String {
-    format!("test \"${{{SESSION_VARIABLE}-}}\" = {token} || exit 97; ")
+/// the shell git runs it in before the command is read. Tokens that are not plain
+/// alphanumerics are left out; with none left the pattern is `-`, never a token (the guard
+/// always has one: `helper::mediator::statefiles`).
+fn binding(tokens: &[&[u8]]) -> Vec<u8> {
+    let mut kept: Vec<&[u8]> = tokens.iter().copied().filter(|t| is_token(t)).collect();
+    if kept.is_empty() {
+        kept.push(b"-");
+    }
+    [
+        BINDING_HEAD.as_bytes(),
+        &kept.join(&b'|'),
+        BINDING_TAIL.as_bytes(),
+    ]
+    .concat()
 }
 
-/// An `exec` line of a todo, taken apart: its command without any session's binding, and
-/// its line end.
+fn is_token(t: &[u8]) -> bool {
+    !t.is_empty() && t.iter().all(u8::is_ascii_alphanumeric)
+}
+
+/// An `exec` line of a todo, taken apart: its command without the session binding, the
+/// tokens it was bound to, and its line end.
 struct ExecLine<'a> {
     command: &'a [u8],
     end: &'a [u8],
-    bound: bool,
+    tokens: Vec<&'a [u8]>,
 }
 
 impl<'a> ExecLine<'a> {
@@ -212,38 +235,40 @@ impl<'a> ExecLine<'a> {
             .unwrap_or(rest.len());
         let (body, end) = rest.split_at(body_len);
         let mut command = &body[body.iter().position(|b| !blank(b)).unwrap_or(body.len())..];
-        let mut bound = false;
-        while let Some(unbound) = strip_binding(command) {
+        let mut tokens = Vec::new();
+        while let Some((bound, unbound)) = strip_binding(command) {
+            tokens.extend(bound);
             command = unbound;
-            bound = true;
         }
         Some(ExecLine {
             command,
             end,
-            bound,
+            tokens,
         })
     }
 
     /// The line as it was, or, when it was bound, as `exec COMMAND`.
     fn unbound(&self, line: &[u8]) -> Vec<u8> {
-        match self.bound {
-            false => line.to_vec(),
-            true => [b"exec ".as_slice(), self.command, self.end].concat(),
+        match self.tokens.is_empty() {
+            true => line.to_vec(),
+            false => [b"exec ".as_slice(), self.command, self.end].concat(),
         }
     }
 }
 
-/// `command` without one binding (`binding`, any token) at its start.
-fn strip_binding(command: &[u8]) -> Option<&[u8]> {
-    let head = format!("test \"${{{SESSION_VARIABLE}-}}\" = ");
-    let rest = command.strip_prefix(head.as_bytes())?;
-    let token_len = rest
+/// The tokens of one binding at the start of `command`, and the rest.
+fn strip_binding(command: &[u8]) -> Option<(Vec<&[u8]>, &[u8])> {
+    let rest = command.strip_prefix(BINDING_HEAD.as_bytes())?;
+    let len = rest
         .iter()
-        .take_while(|b| b.is_ascii_alphanumeric())
+        .take_while(|b| b.is_ascii_alphanumeric() || **b == b'|' || **b == b'-')
         .count();
-    (token_len > 0)
-        .then(|| rest[token_len..].strip_prefix(b" || exit 97; "))
-        .flatten()
+    let after = rest[len..].strip_prefix(BINDING_TAIL.as_bytes())?;
+    let tokens = rest[..len]
+        .split(|b| *b == b'|')
+        .filter(|t| is_token(t))
+        .collect();
+    Some((tokens, after))
 }
 
 #[cfg(test)]
@@ -267,18 +292,28 @@ mod tests {
     fn exec_lines_are_bound_to_the_session_once_and_unbound_when_disarmed() {
         let text = b"pick 1a c1\nexec make test\n  x\t./evil\r\nexecute y\nexec\nbreak";
         let bound = bind(text, "ab12");
-        let want = "pick 1a c1\nexec test \"${SBX_SESSION-}\" = ab12 || exit 97; make test\n\
-                    exec test \"${SBX_SESSION-}\" = ab12 || exit 97; ./evil\r\nexecute y\nexec\nbreak";
+        let head = "exec case \"${SBX_SESSION-}\" in ab12) ;; *) exit 97;; esac; ";
+        let want = format!("pick 1a c1\n{head}make test\n{head}./evil\r\nexecute y\nexec\nbreak");
         assert_eq!(String::from_utf8_lossy(&bound), want);
         assert_eq!(bind(&bound, "ab12"), bound, "bound twice");
-        // Another session's binding is replaced, not kept beside this one's.
-        assert_eq!(bind(&bind(text, "ff00"), "ab12"), bound);
-        let (out, lines) = disarm(&bound).unwrap();
+        // A session inside another: bound to both.
+        let nested = String::from_utf8(bind(&bind(text, "ff00"), "ab12")).unwrap();
+        assert!(nested.contains("in ff00|ab12) ;;"), "{nested}");
+        // No token (or one that is not a token) binds to nothing.
+        let none = String::from_utf8(bind(text, "")).unwrap();
+        assert!(none.contains("in -) ;;"), "{none}");
+        let odd = String::from_utf8(bind(text, "a) ;; *")).unwrap();
+        assert!(odd.contains("in -) ;;"), "{odd}");
+        let (out, lines) = disarm(nested.as_bytes()).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "pick 1a c1\n# exec make test\n# exec ./evil\r\nexecute y\n# exec\nbreak"
         );
         assert_eq!(lines, ["exec make test", "exec ./evil", "exec"]);
+        assert_eq!(
+            disarm(&bound).unwrap().0,
+            disarm(nested.as_bytes()).unwrap().0
+        );
     }
 
     #[test]
@@ -300,7 +335,20 @@ mod tests {
         };
         assert_eq!(run(Some("ab12")), (Some(0), "ran\ntwice\n".to_string()));
         assert_eq!(run(None), (Some(97), String::new()));
+        assert_eq!(run(Some("")), (Some(97), String::new()));
         assert_eq!(run(Some("ab1")), (Some(97), String::new()));
+        assert_eq!(run(Some("ab12|x")), (Some(97), String::new()));
+        assert_eq!(run(Some("*")), (Some(97), String::new()));
+        // Bound to no token: runs where none is set neither.
+        let line = bind(b"exec echo ran\n", "");
+        let command = &line[b"exec ".len()..line.len() - 1];
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(std::ffi::OsStr::from_bytes(command))
+            .env_remove(SESSION_VARIABLE)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(97));
     }
 
     #[test]

@@ -640,6 +640,14 @@ pub fn mount_id(path: &Path) -> io::Result<u64> {
     Ok(buf.stx_mnt_id)
 }
 
+/// A token nobody can guess: 16 random bytes (`random`) in hex.
+#[cfg(target_os = "linux")]
+pub fn random_token() -> String {
+    let mut bytes = [0u8; 16];
+    random(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Random bytes from the kernel (`getrandom`); `buf` is left as it was where it refuses.
 #[cfg(target_os = "linux")]
 pub fn random(buf: &mut [u8]) {

@@ -50,11 +50,14 @@ pub(super) struct StateFiles {
 }
 
 impl StateFiles {
-    /// With the token the helper put in its environment for the program (`None`: no
-    /// binding, every `exec` line fails wherever it runs until the session ends).
+    /// With the token the helper put in its environment for the program.
     pub(super) fn new(token: Option<String>) -> StateFiles {
+        // Without one, a token of its own that no process has: the lines run nowhere.
+        let token = token
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(crate::sys::files::random_token);
         StateFiles {
-            token: token.unwrap_or_default(),
+            token,
             pending: RefCell::new(Vec::new()),
         }
     }
