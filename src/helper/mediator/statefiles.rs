@@ -5,13 +5,14 @@
 //! They change in two ways, and neither puts the program's bytes at the name:
 //! - renamed into place (git's `git-rebase-todo.lock`, `sed -i`): the new content is read,
 //!   judged and placed at once (`renamed_onto`);
-//! - written in place (git's own `strategy`, an editor's save): the open is given a new,
-//!   unnamed file, started as a copy of what is there unless truncated (`open`); what it
-//!   holds is judged and placed before the guard answers any later call of the session —
-//!   the writer's next one, its exit (`exit_group` is asked for this), another process's
-//!   — and when the guard ends (`place_all`). So git, which reads the todo its editor
-//!   wrote once the editor has exited, reads what the guard placed, and the host never
-//!   reads what the program wrote before it was judged.
+//! - written in place (git's own `strategy`, an editor's save): the open is given the file
+//!   that was there, no longer at the name, which gets a judged copy of it at once (vim
+//!   checks that it writes the file it read), or, where nothing was, a new unnamed file
+//!   (`open`); what the program wrote there is judged and placed before the guard answers
+//!   any later call of the session — the writer's next one, its exit (`exit_group` is
+//!   asked for this), another process's — and when the guard ends (`place_all`). So git,
+//!   which reads the todo its editor wrote once the editor has exited, reads what the
+//!   guard placed, and the host never reads what the program wrote before it was judged.
 //!
 //! Links, symlinks and nodes at those names, a new name for one, and a directory renamed
 //! in as a state directory are refused (`protect::names`, `making`).
@@ -72,6 +73,7 @@ impl StateFiles {
     /// of what it held; or, where nothing was there, a new unnamed file.
     pub(super) fn open(&self, at: At<'_>, kind: StateFile, flags: i32, mode: u32) -> Res<OwnedFd> {
         let (dir, path, name) = at;
+        self.make_room(path, name)?;
         let (object, mode, was) = match fstatat(dir, name) {
             Err(libc::ENOENT) if flags & libc::O_CREAT != 0 => (unnamed(dir, mode)?, mode, false),
             Err(err) => return Err(err),
@@ -108,17 +110,7 @@ impl StateFiles {
         let access = flags & (libc::O_ACCMODE | libc::O_APPEND | libc::O_TRUNC);
         let theirs = reopen(object.as_fd(), access | libc::O_CLOEXEC)?;
         let dir = dir.try_clone_to_owned().map_err(|e| os_errno(&e))?;
-        let mut pending = self.pending.borrow_mut();
-        pending.retain(|p| !(p.path == path && *p.name == *name));
-        // Bounded: the oldest already placed go first (a write through one afterwards is
-        // lost, never placed unjudged).
-        while pending.len() >= MOST {
-            match pending.iter().position(|p| p.placed.is_some()) {
-                Some(i) => drop(pending.remove(i)),
-                None => return Err(libc::EMFILE),
-            }
-        }
-        pending.push(Pending {
+        self.pending.borrow_mut().push(Pending {
             dir,
             path: path.to_path_buf(),
             name: name.to_owned(),
@@ -128,6 +120,21 @@ impl StateFiles {
             placed,
         });
         Ok(theirs)
+    }
+
+    /// Room for one more write at `name` in the directory at `path`: an earlier one there
+    /// is superseded, and, at `MOST`, the oldest already placed go (a write through one
+    /// afterwards is lost, never placed unjudged); EMFILE when none has been.
+    fn make_room(&self, path: &Path, name: &CStr) -> Res<()> {
+        let mut pending = self.pending.borrow_mut();
+        pending.retain(|p| !(p.path == path && *p.name == *name));
+        while pending.len() >= MOST {
+            match pending.iter().position(|p| p.placed.is_some()) {
+                Some(i) => drop(pending.remove(i)),
+                None => return Err(libc::EMFILE),
+            }
+        }
+        Ok(())
     }
 
     /// The state file `to` (of kind `kind`) renamed over by `from`: what `from` holds is

@@ -199,6 +199,11 @@ impl Threads {
     }
 
     /// `tid` made a call: a change of directory it asked for before is done.
+    /// `tid` ends its process (`exit_group`): nothing kept of it is needed again.
+    pub(super) fn exited(&mut self, tid: u32) {
+        self.known.remove(&tid);
+    }
+
     pub(super) fn noticed(&mut self, tid: u32) {
         self.moving.retain(|(_, by)| *by != tid);
     }
