@@ -83,7 +83,7 @@ pub fn follow(json: bool) -> Result<u8, Failure> {
         let mut ended = Vec::new();
         if let Some((reader, line)) = records.as_mut() {
             while reader.read_line(line).is_ok_and(|n| n > 0) && line.ends_with('\n') {
-                ended.extend(serde_json::from_str::<log::Record>(line).ok());
+                ended.extend(serde_json::from_str::<log::SessionRecord>(line).ok());
                 line.clear();
             }
         }
@@ -109,7 +109,7 @@ pub fn follow(json: bool) -> Result<u8, Failure> {
 
 /// The refusals of a session that ended before its journal was seen, from its record: each
 /// subject with its count and the options that allow its kind.
-fn render_ended(record: &log::Record, json: bool, home: &std::path::Path) -> String {
+fn render_ended(record: &log::SessionRecord, json: bool, home: &std::path::Path) -> String {
     let mut out = String::new();
     for (kind, tally) in &record.refusals.0 {
         for (subject, count) in &tally.subjects {

@@ -11,7 +11,7 @@
 //! then its other entries are walked. An empty file holds nothing (locks are left alone).
 //! The policy's `allow_denied` takes a path out.
 //!
-//! The walk keeps a record of what it found in each directory (`Record`, in `CACHE`): a
+//! The walk keeps a record of what it found in each directory (`WalkRecord`, in `CACHE`): a
 //! directory whose identity, mtime and ctime are unchanged has the same entries, so its
 //! listing is taken from the record and only its subdirectories are looked at again — one
 //! `lstat` per directory, not per file. A directory's own mode is always looked at afresh.
@@ -100,7 +100,7 @@ pub fn package_state() -> Option<String> {
 
 /// What the walk saw of each directory, by path (`CACHE`).
 #[derive(Debug, Default)]
-pub struct Record {
+pub struct WalkRecord {
     /// When every file was last looked at (seconds since the epoch).
     pub made: u64,
     /// The package databases' state when the package trees were walked, and what was
@@ -162,7 +162,7 @@ pub struct Walk<'a> {
     /// The previous record's listings, when it is young enough to trust; taken as used.
     old: HashMap<PathBuf, Listing>,
     /// The record this walk leaves.
-    pub record: Record,
+    pub record: WalkRecord,
     /// The root-only files and directories found.
     pub found: Vec<PathBuf>,
 }
@@ -170,13 +170,13 @@ pub struct Walk<'a> {
 impl<'a> Walk<'a> {
     pub fn new(
         kept: &'a [PathBuf],
-        old: Option<Record>,
+        old: Option<WalkRecord>,
         (now, packages): (u64, Option<String>),
     ) -> Walk<'a> {
         let fresh = old.is_none();
-        let old = old.unwrap_or(Record {
+        let old = old.unwrap_or(WalkRecord {
             made: now,
-            ..Record::default()
+            ..WalkRecord::default()
         });
         let trusted = packages.is_some() && old.packages == packages;
         let mut found = Vec::new();
@@ -191,7 +191,7 @@ impl<'a> Walk<'a> {
         Walk {
             kept,
             trusted,
-            record: Record {
+            record: WalkRecord {
                 made: old.made,
                 packages: packages.clone(),
                 package_found: if trusted {
@@ -366,7 +366,7 @@ const RECORD_HEADER: &[u8] = b"sbx-shell root-only record 1";
 /// trees (NUL-separated), then one line per directory: its path, its state (six numbers),
 /// its files and its subdirectories, separated by NUL (which no path holds). When the
 /// state is `packages`, the package trees' lines are kept as they are, not read.
-fn read_record(path: &Path, packages: Option<&str>) -> Option<Record> {
+fn read_record(path: &Path, packages: Option<&str>) -> Option<WalkRecord> {
     use std::io::Read;
     let mut file = std::fs::File::open(path).ok()?;
     let meta = file.metadata().ok()?;
@@ -424,7 +424,7 @@ fn read_record(path: &Path, packages: Option<&str>) -> Option<Record> {
             },
         );
     }
-    Some(Record {
+    Some(WalkRecord {
         made,
         packages: state,
         package_found,
@@ -454,7 +454,7 @@ fn names_nul(joined: &[u8]) -> impl Iterator<Item = PathBuf> + '_ {
 /// directory whose path or names hold a newline is left out (listed afresh each time).
 /// Written unnamed (`O_TMPFILE`), named only to be renamed over the record at once; a name
 /// a killed writer left is removed by the next one.
-fn write_record(path: &Path, record: &Record) -> std::io::Result<()> {
+fn write_record(path: &Path, record: &WalkRecord) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
@@ -583,7 +583,7 @@ mod tests {
         assert!(root_only(999, 0, 0o100640, false));
     }
 
-    fn take(record: &mut Record) -> Record {
+    fn take(record: &mut WalkRecord) -> WalkRecord {
         std::mem::take(record)
     }
 
@@ -680,9 +680,9 @@ mod tests {
         let base = std::env::temp_dir().join(format!("sbx-rootrec-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let path = base.join("cache/root-only.json");
-        let mut record = Record {
+        let mut record = WalkRecord {
             made: 7,
-            ..Record::default()
+            ..WalkRecord::default()
         };
         record.dirs.insert(
             "/etc".into(),

@@ -52,14 +52,14 @@ fn is_key_char(c: u8) -> bool {
 
 /// The bytes of a config, one character at a time as git reads them: `\r\n` is one `\n`,
 /// and the end of the text reads as a `\n` (with `eof` set).
-struct Reader<'a> {
+struct ConfigReader<'a> {
     text: &'a [u8],
     at: usize,
     eof: bool,
     line: usize,
 }
 
-impl Reader<'_> {
+impl ConfigReader<'_> {
     fn next(&mut self) -> u8 {
         let Some(&c) = self.text.get(self.at) else {
             self.eof = true;
@@ -87,7 +87,7 @@ impl Reader<'_> {
 /// Every entry of a config, in order, or where git would stop reading it.
 pub fn parse(text: &[u8]) -> Result<Vec<Entry>, ParseError> {
     let text = text.strip_prefix(b"\xef\xbb\xbf").unwrap_or(text);
-    let mut r = Reader {
+    let mut r = ConfigReader {
         text,
         at: 0,
         eof: false,
@@ -139,7 +139,7 @@ fn cut_at_nul(bytes: &mut Vec<u8>) {
 }
 
 /// After `[`: the section's name (lower-cased) and its subsection, through `]`.
-fn section_header(r: &mut Reader<'_>) -> Result<Vec<u8>, ParseError> {
+fn section_header(r: &mut ConfigReader<'_>) -> Result<Vec<u8>, ParseError> {
     let mut name = Vec::new();
     loop {
         let c = r.next();
@@ -157,7 +157,11 @@ fn section_header(r: &mut Reader<'_>) -> Result<Vec<u8>, ParseError> {
 
 /// `[section "subsection"]` after the section's name: spaces, a quoted subsection (kept
 /// as written, `\` taking the next character as it is), then `]`.
-fn subsection(r: &mut Reader<'_>, mut name: Vec<u8>, first: u8) -> Result<Vec<u8>, ParseError> {
+fn subsection(
+    r: &mut ConfigReader<'_>,
+    mut name: Vec<u8>,
+    first: u8,
+) -> Result<Vec<u8>, ParseError> {
     let mut c = first;
     while is_space(c) {
         if c == b'\n' {
@@ -192,7 +196,7 @@ fn subsection(r: &mut Reader<'_>, mut name: Vec<u8>, first: u8) -> Result<Vec<u8
 }
 
 /// A key whose first letter is `first`, and its value through the end of its line.
-fn key_and_value(r: &mut Reader<'_>, section: &[u8], first: u8) -> Result<Entry, ParseError> {
+fn key_and_value(r: &mut ConfigReader<'_>, section: &[u8], first: u8) -> Result<Entry, ParseError> {
     let mut key = section.to_vec();
     if !key.is_empty() {
         key.push(b'.');
@@ -224,7 +228,7 @@ fn key_and_value(r: &mut Reader<'_>, section: &[u8], first: u8) -> Result<Entry,
 
 /// A value after `=`: spaces around it trimmed (not inside quotes), `#`/`;` outside quotes
 /// start a comment, `\` escapes or continues the line.
-fn value(r: &mut Reader<'_>) -> Result<Vec<u8>, ParseError> {
+fn value(r: &mut ConfigReader<'_>) -> Result<Vec<u8>, ParseError> {
     let mut out = Vec::new();
     let (mut quote, mut comment) = (false, false);
     // Where trailing unquoted spaces began (0: none pending).

@@ -25,7 +25,7 @@ const AUDIT_NLGRP_READLOG: u32 = 1;
 /// A refusal, as far as sbx-shell reads it: its domain, what blocked it (`fs.read_file`,
 /// …) and the path, if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
+pub struct AuditRecord {
     pub domain: String,
     pub blockers: Vec<String>,
     pub path: Option<PathBuf>,
@@ -58,13 +58,13 @@ fn field(text: &str, key: &str) -> Option<Vec<u8>> {
 }
 
 /// A record of type `kind` with `text`, when it is a refusal of Landlock's.
-pub fn parse(kind: u16, text: &str) -> Option<Record> {
+pub fn parse(kind: u16, text: &str) -> Option<AuditRecord> {
     use std::os::unix::ffi::OsStrExt;
     if kind != LANDLOCK_ACCESS {
         return None;
     }
     let string = |key| field(text, key).and_then(|v| String::from_utf8(v).ok());
-    Some(Record {
+    Some(AuditRecord {
         domain: string("domain")?,
         blockers: string("blockers")?.split(',').map(String::from).collect(),
         path: field(text, "path")
@@ -225,7 +225,7 @@ impl Reader {
                 Err(_) => return,
             };
             for (kind, payload) in messages(&buf[..n]) {
-                let Some(Record {
+                let Some(AuditRecord {
                     domain,
                     blockers,
                     path: Some(path),
@@ -254,7 +254,7 @@ mod tests {
         let access = "audit(1732480000.123:456): domain=195ba459b blockers=fs.read_file path=\"/root/.ssh/id_ed25519\" dev=\"vda\" ino=12";
         assert_eq!(
             parse(LANDLOCK_ACCESS, access),
-            Some(Record {
+            Some(AuditRecord {
                 domain: "195ba459b".into(),
                 blockers: vec!["fs.read_file".into()],
                 path: Some("/root/.ssh/id_ed25519".into()),

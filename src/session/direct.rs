@@ -30,19 +30,19 @@ const HANDLED: [Signal; 5] = [
 /// A session on the inherited stdio: the signal handling, installed before the spawn, and
 /// the pipe the helper's guard reports the program's stops on (it never stops itself: its
 /// mediator goes on answering the session's other processes).
-pub struct Session {
+pub struct DirectSession {
     signals: SignalPipes,
     stops: OwnedFd,
     stops_write: OwnedFd,
 }
 
-impl Session {
-    pub fn open() -> io::Result<Session> {
+impl DirectSession {
+    pub fn open() -> io::Result<DirectSession> {
         use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
         let (stops, stops_write) = nix::unistd::pipe()?;
         fcntl(stops.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
         fcntl(stops.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
-        Ok(Session {
+        Ok(DirectSession {
             signals: signals::install(&HANDLED, false)?,
             stops,
             stops_write,

@@ -21,7 +21,7 @@ use crate::sandbox::Backend;
 
 /// One session, as logged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
+pub struct SessionRecord {
     /// RFC 3339, UTC.
     pub start: String,
     pub end: String,
@@ -53,7 +53,7 @@ pub struct Record {
     pub session: u32,
 }
 
-impl Record {
+impl SessionRecord {
     /// The record of a session that started at `started` and ends now.
     pub fn new<'a>(
         started: SystemTime,
@@ -63,9 +63,9 @@ impl Record {
         backend: &Backend,
         exit_status: u8,
         network_refused: u64,
-    ) -> Record {
+    ) -> SessionRecord {
         let policy_json = serde_json::to_string(policy).unwrap_or_default();
-        Record {
+        SessionRecord {
             start: rfc3339(started),
             end: rfc3339(SystemTime::now()),
             duration_ms: started
@@ -91,14 +91,14 @@ impl Record {
         mut self,
         planted: &[crate::protect::planted::Planted],
         ended_by_guard: bool,
-    ) -> Record {
+    ) -> SessionRecord {
         self.planted = planted.iter().map(ToString::to_string).collect();
         self.ended_by_guard = ended_by_guard;
         self
     }
 
     /// With what the sandbox refused.
-    pub fn with_refusals(mut self, refusals: Tally) -> Record {
+    pub fn with_refusals(mut self, refusals: Tally) -> SessionRecord {
         self.refusals = refusals;
         self
     }
@@ -118,7 +118,7 @@ pub fn digest(policy_json: &str) -> String {
 
 /// Append `record` to the log (its directory made private). Errors are the caller's to
 /// report; a session is never failed for its log.
-pub fn append(home: &Path, record: &Record) -> std::io::Result<()> {
+pub fn append(home: &Path, record: &SessionRecord) -> std::io::Result<()> {
     let mut line = serde_json::to_string(record)?;
     line.push('\n');
     let mut file = crate::sys::files::append_private(&path(home))?;
@@ -127,8 +127,8 @@ pub fn append(home: &Path, record: &Record) -> std::io::Result<()> {
 }
 
 /// The last `count` records of `text` (lines that do not parse are skipped).
-pub fn last(text: &str, count: usize) -> Vec<Record> {
-    let all: Vec<Record> = text
+pub fn last(text: &str, count: usize) -> Vec<SessionRecord> {
+    let all: Vec<SessionRecord> = text
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
@@ -138,7 +138,7 @@ pub fn last(text: &str, count: usize) -> Vec<Record> {
 
 /// `sbx-shell log` as a table; under each session, what the sandbox refused (paths under
 /// `home` spelled `~`).
-pub fn render(records: &[Record], home: &Path) -> String {
+pub fn render(records: &[SessionRecord], home: &Path) -> String {
     let mut out = String::from(
         "START                 DURATION  EXIT  BACKEND   PROFILE   REFUSED  CWD  COMMAND\n",
     );
@@ -178,8 +178,8 @@ mod tests {
     use super::*;
     use std::time::{Duration, UNIX_EPOCH};
 
-    fn record(n: u8) -> Record {
-        Record {
+    fn record(n: u8) -> SessionRecord {
+        SessionRecord {
             start: "2026-11-22T10:00:00Z".into(),
             end: "2026-11-22T10:01:05Z".into(),
             duration_ms: 65_000,

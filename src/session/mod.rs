@@ -29,17 +29,17 @@ pub use supervise::{Child, Ended, SessionOptions, Timeout};
 
 /// An open session, ready to run the child.
 pub enum Session {
-    Pty(pty::Session),
-    Direct(direct::Session),
+    Pty(pty::PtySession),
+    Direct(direct::DirectSession),
 }
 
 impl Session {
     /// Open a session with a pty when `use_pty`, else on the inherited stdio.
     pub fn open(use_pty: bool) -> io::Result<Session> {
         Ok(if use_pty {
-            Session::Pty(pty::Session::open()?)
+            Session::Pty(pty::PtySession::open()?)
         } else {
-            Session::Direct(direct::Session::open()?)
+            Session::Direct(direct::DirectSession::open()?)
         })
     }
 

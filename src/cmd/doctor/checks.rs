@@ -14,7 +14,7 @@ use crate::sandbox::select;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub enum CheckStatus {
     Ok,
     Warn,
     Fail,
@@ -23,7 +23,7 @@ pub enum Status {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
     pub name: &'static str,
-    pub status: Status,
+    pub status: CheckStatus,
     pub measured: String,
     pub expected: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -32,7 +32,7 @@ pub struct Check {
 
 /// The report: every check, and whether the default backend can run.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub struct DoctorReport {
     pub os: &'static str,
     pub checks: Vec<Check>,
     /// What `--backend auto` runs here, with its layers, or why it refuses.
@@ -48,7 +48,7 @@ pub struct Report {
 
 fn check(
     name: &'static str,
-    status: Status,
+    status: CheckStatus,
     measured: impl Into<String>,
     expected: &str,
     remedy: Option<&str>,
@@ -63,14 +63,14 @@ fn check(
 }
 
 /// Turn the facts into checks and the verdict.
-pub fn evaluate(m: &Machine) -> Report {
+pub fn evaluate(m: &Machine) -> DoctorReport {
     let mut checks = Vec::new();
     match m.os {
         "linux" => checks.extend(linux_checks(m)),
         "macos" => checks.push(sandbox_exec_check(m)),
         _ => checks.push(check(
             "platform",
-            Status::Fail,
+            CheckStatus::Fail,
             m.os,
             "linux or macos",
             Some("sbx-shell sandboxes on Linux and macOS only"),
@@ -78,16 +78,16 @@ pub fn evaluate(m: &Machine) -> Report {
     }
     if let Some((soft, hard)) = m.nofile {
         let status = if hard >= 4096 {
-            Status::Ok
+            CheckStatus::Ok
         } else {
-            Status::Warn
+            CheckStatus::Warn
         };
         checks.push(check(
             "open-file limit",
             status,
             format!("soft {soft}, hard {hard}; the child gets the hard limit"),
             "hard limit ≥ 4096 (node, language servers and builds open many files)",
-            (status != Status::Ok).then_some("raise the hard nofile limit (/etc/security/limits.conf, or LimitNOFILE= for a service)"),
+            (status != CheckStatus::Ok).then_some("raise the hard nofile limit (/etc/security/limits.conf, or LimitNOFILE= for a service)"),
         ));
     }
     let fallback = select::select(BackendChoice::Auto, m) == Ok(crate::sandbox::Backend::Landlock);
@@ -111,7 +111,7 @@ pub fn evaluate(m: &Machine) -> Report {
         ),
         _ => (default_backend, can_run),
     };
-    Report {
+    DoctorReport {
         os: m.os,
         checks,
         default_backend,
@@ -129,17 +129,17 @@ pub fn evaluate(m: &Machine) -> Report {
 
 fn linux_checks(m: &Machine) -> Vec<Check> {
     let landlock = match &m.landlock_abi {
-        Ok(abi) if *abi >= i64::from(MIN_ABI) => check("landlock", Status::Ok, format!("ABI {abi}"), &format!("ABI ≥ {MIN_ABI} (TCP rules, signal and socket scoping)"), None),
-        Ok(abi) => check("landlock", Status::Warn, format!("ABI {abi}"), &format!("ABI ≥ {MIN_ABI} for TCP rules and scoping"), Some("a newer kernel (6.12 or later) enforces more; older ABIs are used for what they cover, and a policy needing more is refused")),
-        Err(why) => check("landlock", Status::Fail, why.clone(), "Landlock enabled", Some("boot with Landlock in the LSM list (lsm=landlock,… on the kernel command line) on a kernel ≥ 5.13")),
+        Ok(abi) if *abi >= i64::from(MIN_ABI) => check("landlock", CheckStatus::Ok, format!("ABI {abi}"), &format!("ABI ≥ {MIN_ABI} (TCP rules, signal and socket scoping)"), None),
+        Ok(abi) => check("landlock", CheckStatus::Warn, format!("ABI {abi}"), &format!("ABI ≥ {MIN_ABI} for TCP rules and scoping"), Some("a newer kernel (6.12 or later) enforces more; older ABIs are used for what they cover, and a policy needing more is refused")),
+        Err(why) => check("landlock", CheckStatus::Fail, why.clone(), "Landlock enabled", Some("boot with Landlock in the LSM list (lsm=landlock,… on the kernel command line) on a kernel ≥ 5.13")),
     };
     let seccomp = seccomp_check(m);
     let userns = userns_check(m);
     let bwrap = bwrap_check(m);
     let tiocsti = match m.legacy_tiocsti.as_deref().map(str::trim) {
-        Some("0") => check("legacy TIOCSTI", Status::Ok, "dev.tty.legacy_tiocsti=0", "0: no typing into other terminals", None),
-        Some(value) => check("legacy TIOCSTI", Status::Warn, format!("dev.tty.legacy_tiocsti={value}"), "0: no typing into other terminals", Some("sysctl -w dev.tty.legacy_tiocsti=0 (otherwise a program that can open a terminal can type into it)")),
-        None => check("legacy TIOCSTI", Status::Ok, "sysctl absent (kernel before 6.2: TIOCSTI allowed)", "TIOCSTI denied inside the sandbox by seccomp", None),
+        Some("0") => check("legacy TIOCSTI", CheckStatus::Ok, "dev.tty.legacy_tiocsti=0", "0: no typing into other terminals", None),
+        Some(value) => check("legacy TIOCSTI", CheckStatus::Warn, format!("dev.tty.legacy_tiocsti={value}"), "0: no typing into other terminals", Some("sysctl -w dev.tty.legacy_tiocsti=0 (otherwise a program that can open a terminal can type into it)")),
+        None => check("legacy TIOCSTI", CheckStatus::Ok, "sysctl absent (kernel before 6.2: TIOCSTI allowed)", "TIOCSTI denied inside the sandbox by seccomp", None),
     };
     let mut checks = vec![landlock, seccomp, userns, bwrap, tiocsti];
     checks.extend(m.guard.as_ref().map(guard_check));
@@ -157,21 +157,21 @@ fn guard_check(g: &crate::host::guardreach::GuardReach) -> Check {
     match (&g.memory, g.killable) {
         (Err(why), _) => check(
             "guard",
-            Status::Fail,
+            CheckStatus::Fail,
             format!("a parent cannot read its child's memory: {why}"),
             EXPECTED,
             Some("the guard reads what each call names from the program's memory, as a parent may: kernel.yama.ptrace_scope 0 or 1 allows it, a security module's ptrace rule or /proc mounted without the processes' entries forbids it; every backend that judges names needs it"),
         ),
         (Ok(()), false) => check(
             "guard",
-            Status::Warn,
+            CheckStatus::Warn,
             format!("reads its child's memory; {means}; no SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"),
             EXPECTED,
             Some("a kernel before 5.19: a signal after the guard acted ends the program's wait; a restarted call gets the guard's answer again, but a handler without SA_RESTART may see EINTR from a call that was done. Linux 5.19 or later"),
         ),
         (Ok(()), true) => check(
             "guard",
-            Status::Ok,
+            CheckStatus::Ok,
             format!("reads its child's memory; {means}; calls received stay received"),
             EXPECTED,
             None,
@@ -184,7 +184,7 @@ fn seccomp_check(m: &Machine) -> Check {
     match &m.seccomp_mode {
         Some(mode) if m.seccomp_listener.is_err() => check(
             "seccomp",
-            Status::Fail,
+            CheckStatus::Fail,
             format!(
                 "mode {mode}: {}",
                 m.seccomp_listener.as_ref().err().map_or("", String::as_str)
@@ -198,14 +198,14 @@ fn seccomp_check(m: &Machine) -> Check {
         ),
         Some(mode) => check(
             "seccomp",
-            Status::Ok,
+            CheckStatus::Ok,
             format!("supported (this process: mode {mode})"),
             "seccomp filters supported",
             None,
         ),
         None => check(
             "seccomp",
-            Status::Fail,
+            CheckStatus::Fail,
             "no Seccomp line in /proc/self/status",
             "seccomp filters supported",
             Some("use a kernel built with CONFIG_SECCOMP_FILTER"),
@@ -229,7 +229,7 @@ fn userns_check(m: &Machine) -> Check {
     if m.userns.open(m.root) || m.bwrap_probe == Some(Ok(())) {
         check(
             "user namespaces",
-            Status::Ok,
+            CheckStatus::Ok,
             userns_measured,
             "available (bwrap needs them unless it is setuid)",
             None,
@@ -237,7 +237,7 @@ fn userns_check(m: &Machine) -> Check {
     } else {
         check(
             "user namespaces",
-            Status::Warn,
+            CheckStatus::Warn,
             userns_measured,
             "available (bwrap needs them unless it is setuid)",
             Some("sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000 (and kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu)"),
@@ -254,7 +254,7 @@ fn bwrap_check(m: &Machine) -> Check {
     match (m.bwrap_runs(), &m.bwrap_probe) {
         (Ok(path), Some(Ok(()))) => check(
             "bwrap",
-            Status::Ok,
+            CheckStatus::Ok,
             format!(
                 "{}{} ran a probe sandbox{}",
                 path.display(),
@@ -269,12 +269,18 @@ fn bwrap_check(m: &Machine) -> Check {
         ),
         (Ok(path), _) => check(
             "bwrap",
-            Status::Warn,
+            CheckStatus::Warn,
             format!("{} (not probed)", path.display()),
             &expected,
             None,
         ),
-        (Err(no), _) => check("bwrap", Status::Fail, no.cause, &expected, Some(&no.fix)),
+        (Err(no), _) => check(
+            "bwrap",
+            CheckStatus::Fail,
+            no.cause,
+            &expected,
+            Some(&no.fix),
+        ),
     }
 }
 
@@ -291,20 +297,20 @@ fn mount_point_note(version: Option<&str>) -> String {
 
 fn sandbox_exec_check(m: &Machine) -> Check {
     match &m.sandbox_exec_probe {
-        Some(Ok(())) => check("sandbox-exec", Status::Ok, "/usr/bin/sandbox-exec ran a probe profile", "/usr/bin/sandbox-exec able to run", None),
-        Some(Err(why)) => check("sandbox-exec", Status::Fail, format!("/usr/bin/sandbox-exec: {why}"), "/usr/bin/sandbox-exec able to run", Some("sandbox-exec ships with macOS; check that /usr/bin/sandbox-exec exists and is not blocked by a management profile")),
-        None => check("sandbox-exec", Status::Warn, "not probed", "/usr/bin/sandbox-exec able to run", None),
+        Some(Ok(())) => check("sandbox-exec", CheckStatus::Ok, "/usr/bin/sandbox-exec ran a probe profile", "/usr/bin/sandbox-exec able to run", None),
+        Some(Err(why)) => check("sandbox-exec", CheckStatus::Fail, format!("/usr/bin/sandbox-exec: {why}"), "/usr/bin/sandbox-exec able to run", Some("sandbox-exec ships with macOS; check that /usr/bin/sandbox-exec exists and is not blocked by a management profile")),
+        None => check("sandbox-exec", CheckStatus::Warn, "not probed", "/usr/bin/sandbox-exec able to run", None),
     }
 }
 
 /// The report as text.
-pub fn render_text(report: &Report) -> String {
+pub fn render_text(report: &DoctorReport) -> String {
     let mut out = String::new();
     for c in &report.checks {
         let mark = match c.status {
-            Status::Ok => "ok  ",
-            Status::Warn => "warn",
-            Status::Fail => "FAIL",
+            CheckStatus::Ok => "ok  ",
+            CheckStatus::Warn => "warn",
+            CheckStatus::Fail => "FAIL",
         };
         out.push_str(&format!(
             "{mark}  {:<16} {}\n      {:<16} expected: {}\n",

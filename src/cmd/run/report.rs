@@ -36,7 +36,7 @@ pub(super) fn record(
     }
     let Ok(code) = code else { return };
     let launch = &plan.launch;
-    let record = log::Record::new(
+    let record = log::SessionRecord::new(
         started,
         std::iter::once(&launch.program).chain(&launch.args),
         host.place.cwd.as_deref().ok(),

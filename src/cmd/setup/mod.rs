@@ -13,7 +13,7 @@ use crate::cmd::doctor::checks;
 use crate::cmd::inputs;
 use crate::host::{self, Machine, Probes};
 use crate::sys::exit::{self, Failure};
-use system::Step;
+use system::SetupStep;
 
 const SUDO: &str = "/usr/bin/sudo";
 const INSTALL: &str = "/usr/bin/install";
@@ -73,10 +73,10 @@ pub(super) fn consent(command: &str) -> Result<bool, Failure> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
-fn apply(step: &Step, state_dir: &Path, root: bool) -> Result<(), Failure> {
+fn apply(step: &SetupStep, state_dir: &Path, root: bool) -> Result<(), Failure> {
     match step {
-        Step::InstallBubblewrap { argv } => as_root(argv, root, "setup"),
-        Step::AppArmorProfile { path, text } => {
+        SetupStep::InstallBubblewrap { argv } => as_root(argv, root, "setup"),
+        SetupStep::AppArmorProfile { path, text } => {
             let staged = state_dir.join("sbx-shell-bwrap.apparmor");
             crate::sys::files::write_private(&staged, text.as_bytes())
                 .with_context(|| format!("cannot write {}", staged.display()))?;

@@ -13,21 +13,21 @@ pub const APPARMOR_PROFILE: &str = "/etc/apparmor.d/sbx-shell-bwrap";
 
 /// One change setup makes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub enum SetupStep {
     /// Install bubblewrap: run `argv` (as root).
     InstallBubblewrap { argv: Vec<String> },
     /// Write `text` to `path` (root-owned, 0644) and load it with `apparmor_parser -r`.
     AppArmorProfile { path: PathBuf, text: String },
 }
 
-impl Step {
+impl SetupStep {
     /// What the step does, in one line.
     pub fn describe(&self) -> String {
         match self {
-            Step::InstallBubblewrap { argv } => {
+            SetupStep::InstallBubblewrap { argv } => {
                 format!("install bubblewrap: {}", argv.join(" "))
             }
-            Step::AppArmorProfile { path, .. } => format!(
+            SetupStep::AppArmorProfile { path, .. } => format!(
                 "let bwrap create user namespaces under AppArmor's restriction: write {} and load it (apparmor_parser -r)",
                 path.display()
             ),
@@ -37,8 +37,8 @@ impl Step {
 
 /// The changes, and what setup cannot change (with the remedy).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Plan {
-    pub steps: Vec<Step>,
+pub struct SetupPlan {
+    pub steps: Vec<SetupStep>,
     pub cannot: Vec<String>,
 }
 
@@ -56,8 +56,8 @@ pub const PACKAGE_MANAGERS: &[(&str, &[&str])] = &[
 
 /// What to do on `machine`; `has` says whether a path exists (the package managers, the
 /// AppArmor file system).
-pub fn plan(machine: &Machine, has: &dyn Fn(&Path) -> bool) -> Plan {
-    let mut plan = Plan::default();
+pub fn plan(machine: &Machine, has: &dyn Fn(&Path) -> bool) -> SetupPlan {
+    let mut plan = SetupPlan::default();
     if machine.os != "linux" {
         return plan;
     }
@@ -72,7 +72,7 @@ pub fn plan(machine: &Machine, has: &dyn Fn(&Path) -> bool) -> Plan {
         (_, Ok(_)) => {}
         (None, Err(_)) => {
             match PACKAGE_MANAGERS.iter().find(|(path, _)| has(Path::new(path))) {
-                Some((manager, args)) => plan.steps.push(Step::InstallBubblewrap {
+                Some((manager, args)) => plan.steps.push(SetupStep::InstallBubblewrap {
                     argv: std::iter::once(manager)
                         .chain(args.iter())
                         .map(|a| a.to_string())
@@ -99,8 +99,8 @@ pub fn plan(machine: &Machine, has: &dyn Fn(&Path) -> bool) -> Plan {
     plan
 }
 
-fn apparmor_step(bwrap: &Path) -> Step {
-    Step::AppArmorProfile {
+fn apparmor_step(bwrap: &Path) -> SetupStep {
+    SetupStep::AppArmorProfile {
         path: PathBuf::from(APPARMOR_PROFILE),
         text: apparmor_profile(bwrap),
     }
@@ -145,7 +145,7 @@ mod tests {
 
     #[test]
     fn a_machine_that_can_run_everything_needs_nothing() {
-        assert_eq!(plan(&capable_linux(), &everything), Plan::default());
+        assert_eq!(plan(&capable_linux(), &everything), SetupPlan::default());
     }
 
     #[test]
@@ -153,7 +153,7 @@ mod tests {
         let p = plan(&ubuntu(false), &everything);
         assert_eq!(
             p.steps[0],
-            Step::InstallBubblewrap {
+            SetupStep::InstallBubblewrap {
                 argv: vec![
                     "/usr/bin/apt-get".into(),
                     "install".into(),
@@ -163,7 +163,7 @@ mod tests {
             }
         );
         assert!(
-            matches!(&p.steps[1], Step::AppArmorProfile { path, .. } if path == Path::new(APPARMOR_PROFILE))
+            matches!(&p.steps[1], SetupStep::AppArmorProfile { path, .. } if path == Path::new(APPARMOR_PROFILE))
         );
         let p = plan(&ubuntu(true), &everything);
         assert_eq!(p.steps.len(), 1, "{p:?}");

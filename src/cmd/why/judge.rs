@@ -28,7 +28,7 @@ pub struct Source {
 
 /// One answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Answer {
+pub struct WhyAnswer {
     pub subject: String,
     /// path, host, variable or socket.
     pub what: &'static str,
@@ -47,15 +47,15 @@ pub struct Answer {
     pub fix: Option<String>,
 }
 
-impl Answer {
+impl WhyAnswer {
     /// An answer about `subject` (a `what`), by `rule` from `source`, changed by `fix`;
     /// without read and write (a path's sets them).
     fn of(
         (what, subject): (&'static str, String),
         allowed: bool,
         (rule, source, fix): (String, Option<Source>, Option<String>),
-    ) -> Answer {
-        Answer {
+    ) -> WhyAnswer {
+        WhyAnswer {
             subject,
             what,
             allowed,
@@ -137,14 +137,14 @@ pub fn path(
     layers: &[Layer],
     resolve: ResolveEntry<'_>,
     (at, is_dir): (&Path, bool),
-) -> Answer {
+) -> WhyAnswer {
     let fs = &policy.filesystem;
     let home = fs.home.path.as_path();
     let shown = tilde(at, home);
-    let answer = |allowed, (read, write), rule: String, source, fix| Answer {
+    let answer = |allowed, (read, write), rule: String, source, fix| WhyAnswer {
         read: Some(read),
         write: Some(write),
-        ..Answer::of(("path", shown.clone()), allowed, (rule, source, fix))
+        ..WhyAnswer::of(("path", shown.clone()), allowed, (rule, source, fix))
     };
     if let Some(d) = fs.denied.iter().find(|d| under(at, d)) {
         let (rule, source, fix) = denied(policy, layers, resolve, d);
@@ -308,7 +308,7 @@ fn git_place_of(at: &Path) -> Option<PathBuf> {
 }
 
 /// A host (`name` or `name:port`; port 443 when none), as the proxy judges it.
-pub fn host(policy: &Policy, layers: &[Layer], subject: &str) -> Answer {
+pub fn host(policy: &Policy, layers: &[Layer], subject: &str) -> WhyAnswer {
     let target = request::parse_authority(subject, Some(443)).unwrap_or(Target {
         host: subject.to_ascii_lowercase(),
         port: 443,
@@ -324,7 +324,7 @@ pub fn host(policy: &Policy, layers: &[Layer], subject: &str) -> Answer {
         &|_, _| true,
     );
     let answer = |allowed, rule: String, source, fix| {
-        Answer::of(("host", target.to_string()), allowed, (rule, source, fix))
+        WhyAnswer::of(("host", target.to_string()), allowed, (rule, source, fix))
     };
     match &policy.network {
         Network::Full => answer(true, "network: full".into(), source_of_mode, None),
@@ -372,11 +372,11 @@ pub fn variable(
     layers: &[Layer],
     (name, value): (&str, Option<&std::ffi::OsStr>),
     hidden_socket: &dyn Fn(&str, &std::ffi::OsStr) -> bool,
-) -> Answer {
+) -> WhyAnswer {
     use crate::policy::model::Dropped;
     let env = &policy.environment;
     let answer = |allowed, rule: String, source, fix| {
-        Answer::of(("variable", name.to_string()), allowed, (rule, source, fix))
+        WhyAnswer::of(("variable", name.to_string()), allowed, (rule, source, fix))
     };
     let names = |pick: fn(&Config) -> Vec<String>| {
         find_source(layers, &pick, &|_, entry| match entry.strip_suffix('*') {
@@ -431,7 +431,12 @@ pub fn variable(
 }
 
 /// A host unix socket: granted (itself or its directory) or hidden.
-pub fn socket(policy: &Policy, layers: &[Layer], resolve: ResolveEntry<'_>, at: &Path) -> Answer {
+pub fn socket(
+    policy: &Policy,
+    layers: &[Layer],
+    resolve: ResolveEntry<'_>,
+    at: &Path,
+) -> WhyAnswer {
     let home = policy.filesystem.home.path.as_path();
     let granted = policy.filesystem.sockets.iter().find(|s| under(at, s));
     let (allowed, rule, source, fix) = match granted {
@@ -448,7 +453,7 @@ pub fn socket(policy: &Policy, layers: &[Layer], resolve: ResolveEntry<'_>, at: 
             Some(format!("--allow-socket {}", shell_word(&tilde(at, home)))),
         ),
     };
-    Answer::of(("socket", tilde(at, home)), allowed, (rule, source, fix))
+    WhyAnswer::of(("socket", tilde(at, home)), allowed, (rule, source, fix))
 }
 
 /// The line of `text` where `entry` first appears as a JSON string.
@@ -464,7 +469,7 @@ mod tests {
     use super::*;
     use crate::policy::test_support::{layers_with, SameFs};
 
-    fn ask(extra: &str, at: &str) -> Answer {
+    fn ask(extra: &str, at: &str) -> WhyAnswer {
         let (policy, layers, ctx) = layers_with("/w", extra);
         let resolve =
             |raw: &str, origin: &str| crate::policy::resolve_path(raw, origin, &ctx, &SameFs).ok();

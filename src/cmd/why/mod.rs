@@ -102,7 +102,7 @@ fn line_in(layers: &[Layer], source: &judge::Source) -> Option<usize> {
     judge::line_of(&text, &source.entry)
 }
 
-fn render(a: &judge::Answer, policy: &Policy) -> String {
+fn render(a: &judge::WhyAnswer, policy: &Policy) -> String {
     let verdict = match (a.read, a.write) {
         (Some(true), Some(true)) => "readable and writable",
         (Some(true), Some(false)) => "readable, not writable",

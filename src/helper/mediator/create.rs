@@ -131,7 +131,7 @@ impl Guard {
 }
 
 /// What a call is, for the guard.
-enum Kind {
+enum CallKind {
     /// It makes a name, or opens for writing: done here (`Acting`).
     Making,
     /// It changes what the guard keeps of the thread (`threads`): noted, then let run.
@@ -144,18 +144,18 @@ enum Kind {
     Other,
 }
 
-fn kind(name: Option<&str>) -> Kind {
+fn kind(name: Option<&str>) -> CallKind {
     match name {
-        Some("umask") => Kind::Umask,
-        Some("chdir" | "fchdir") => Kind::Chdir,
-        Some("execve" | "execveat") => Kind::Exec,
-        Some("exit_group") => Kind::Exit,
+        Some("umask") => CallKind::Umask,
+        Some("chdir" | "fchdir") => CallKind::Chdir,
+        Some("execve" | "execveat") => CallKind::Exec,
+        Some("exit_group") => CallKind::Exit,
         Some(
             "open" | "openat" | "creat" | "openat2" | "mkdir" | "mkdirat" | "mknod" | "mknodat"
             | "symlink" | "symlinkat" | "link" | "linkat" | "rename" | "renameat" | "renameat2"
             | "unlink" | "unlinkat" | "rmdir",
-        ) => Kind::Making,
-        _ => Kind::Other,
+        ) => CallKind::Making,
+        _ => CallKind::Other,
     }
 }
 
@@ -187,7 +187,7 @@ fn serve(listener: &Listener, guard: &Guard) -> io::Result<()> {
             Some(Outcome::Value(v)) => Reply::Acted(v),
             Some(Outcome::Fd(fd, cloexec)) => Reply::Fd(fd, cloexec),
             // Nothing of the caller is read: what it wrote was placed above.
-            None if matches!(kind(syscall_name(call.nr)), Kind::Exit) => {
+            None if matches!(kind(syscall_name(call.nr)), CallKind::Exit) => {
                 threads.exited(call.pid);
                 Reply::Answer(Answer::Continue)
             }
@@ -205,11 +205,11 @@ fn serve(listener: &Listener, guard: &Guard) -> io::Result<()> {
     }
 }
 
-/// Whether `call` is one the guard only notes and lets run (`Kind::Umask`, `Chdir`, `Exec`).
+/// Whether `call` is one the guard only notes and lets run (`CallKind::Umask`, `Chdir`, `Exec`).
 fn noted(call: &Call) -> bool {
     matches!(
         kind(syscall_name(call.nr)),
-        Kind::Umask | Kind::Chdir | Kind::Exec | Kind::Exit
+        CallKind::Umask | CallKind::Chdir | CallKind::Exec | CallKind::Exit
     )
 }
 
@@ -223,20 +223,20 @@ fn answer(
     let tid = call.pid;
     let name = syscall_name(call.nr);
     match kind(name) {
-        Kind::Umask => {
+        CallKind::Umask => {
             threads.set_umask(tid, call.args[0] as u32);
             Reply::Answer(Answer::Continue)
         }
-        Kind::Chdir => {
+        CallKind::Chdir => {
             threads.chdir(tid);
             Reply::Answer(Answer::Continue)
         }
-        Kind::Exec => {
+        CallKind::Exec => {
             threads.exec(tid);
             Reply::Answer(Answer::Continue)
         }
-        Kind::Exit => Reply::Answer(Answer::Continue),
-        Kind::Other => match &guard.mediated {
+        CallKind::Exit => Reply::Answer(Answer::Continue),
+        CallKind::Other => match &guard.mediated {
             Some(rules) => {
                 let caller = Caller {
                     listener,
@@ -253,7 +253,7 @@ fn answer(
             }
             None => Reply::Answer(Answer::Done(-i64::from(libc::EPERM))),
         },
-        Kind::Making => {
+        CallKind::Making => {
             let op = match threads.known(tid).map_err(|e| errno(&e)).and_then(|known| {
                 let shm = guard.shm.is_some();
                 super::reading::read_op(known, call, (shm, guard.learned.copy_fds), name)

@@ -17,7 +17,7 @@ impl Acting<'_> {
         let e = self.entry_of(at)?;
         self.check_new(&e, Made::Dir)?;
         let mode = mode & !self.umask & 0o7777;
-        let pooled = super::pool::Made::Dir;
+        let pooled = super::pool::Pooled::Dir;
         if let Some(made) = self.pool.make((e.dir.as_fd(), &e.name), pooled, (0, mode)) {
             return made.map(|_| 0);
         }

@@ -27,7 +27,7 @@ pub(super) enum Change {
 }
 
 /// Which object a metadata call names.
-pub(super) enum Target {
+pub(super) enum MetaTarget {
     /// The caller's descriptor.
     Fd(u64),
     /// A path (in the caller's memory at `path`) relative to its descriptor `dirfd`
@@ -55,12 +55,15 @@ pub(super) fn metadata(
     let pid = known;
     let (target, change) = match name {
         "chmod" => (cwd(0, true), Change::Mode(a[1] as libc::mode_t)),
-        "fchmod" => (Target::Fd(a[0]), Change::Mode(a[1] as libc::mode_t)),
+        "fchmod" => (MetaTarget::Fd(a[0]), Change::Mode(a[1] as libc::mode_t)),
         "fchmodat" => (at(0, 1, 0), Change::Mode(a[2] as libc::mode_t)),
         "fchmodat2" => (at(0, 1, int(3)), Change::Mode(a[2] as libc::mode_t)),
         "chown" => (cwd(0, true), Change::Owner(a[1] as u32, a[2] as u32)),
         "lchown" => (cwd(0, false), Change::Owner(a[1] as u32, a[2] as u32)),
-        "fchown" => (Target::Fd(a[0]), Change::Owner(a[1] as u32, a[2] as u32)),
+        "fchown" => (
+            MetaTarget::Fd(a[0]),
+            Change::Owner(a[1] as u32, a[2] as u32),
+        ),
         "fchownat" => (at(0, 1, int(4)), Change::Owner(a[2] as u32, a[3] as u32)),
         "utime" => (cwd(0, true), Change::Times(utimbuf(pid, a[1])?)),
         "utimes" => (cwd(0, true), Change::Times(timevals(pid, a[1])?)),
@@ -68,7 +71,7 @@ pub(super) fn metadata(
         "utimensat" => {
             let times = timespecs(pid, a[2])?;
             if a[1] == 0 {
-                (Target::Fd(a[0]), Change::Times(times))
+                (MetaTarget::Fd(a[0]), Change::Times(times))
             } else {
                 (at(0, 1, int(3)), Change::Times(times))
             }
@@ -77,7 +80,7 @@ pub(super) fn metadata(
         "removexattr" | "lremovexattr" | "fremovexattr" => {
             let change = Change::RemoveXattr(pid.cstr(a[1])?);
             let target = match name {
-                "fremovexattr" => Target::Fd(a[0]),
+                "fremovexattr" => MetaTarget::Fd(a[0]),
                 "lremovexattr" => cwd(0, false),
                 _ => cwd(0, true),
             };
@@ -86,7 +89,7 @@ pub(super) fn metadata(
         "removexattrat" => (at(0, 1, int(2)), Change::RemoveXattr(pid.cstr(a[3])?)),
         _ => return Ok(Reply::Answer(EPERM)),
     };
-    if let (Change::Mode(mode), Target::Path { dirfd, path, .. }) = (&change, &target) {
+    if let (Change::Mode(mode), MetaTarget::Path { dirfd, path, .. }) = (&change, &target) {
         if *dirfd == libc::AT_FDCWD {
             if let Some(done) = chmod_here(c, threads, *path, *mode, rules)? {
                 return Ok(done);
@@ -151,8 +154,8 @@ fn chmod_here(
 }
 
 /// A path argument relative to a directory descriptor argument, with its `AT_*` flags.
-fn at(call: &Call, (dirfd, path): (usize, usize), flags: i32) -> Target {
-    Target::Path {
+fn at(call: &Call, (dirfd, path): (usize, usize), flags: i32) -> MetaTarget {
+    MetaTarget::Path {
         dirfd: call.args[dirfd] as u32 as i32,
         path: call.args[path],
         follow: flags & libc::AT_SYMLINK_NOFOLLOW == 0,
@@ -161,8 +164,8 @@ fn at(call: &Call, (dirfd, path): (usize, usize), flags: i32) -> Target {
 }
 
 /// A path argument relative to the working directory.
-fn cwd(call: &Call, path: usize, follow: bool) -> Target {
-    Target::Path {
+fn cwd(call: &Call, path: usize, follow: bool) -> MetaTarget {
+    MetaTarget::Path {
         dirfd: libc::AT_FDCWD,
         path: call.args[path],
         follow,
@@ -171,7 +174,7 @@ fn cwd(call: &Call, path: usize, follow: bool) -> Target {
 }
 
 /// What an extended attribute's setting names and sets, read from the program's memory.
-fn set_xattr(call: &Call, pid: &Known, name: &str) -> io::Result<(Target, Change)> {
+fn set_xattr(call: &Call, pid: &Known, name: &str) -> io::Result<(MetaTarget, Change)> {
     let a = call.args;
     let int = |i: usize| a[i] as u32 as i32;
     let at = |dirfd: usize, path: usize, flags: i32| at(call, (dirfd, path), flags);
@@ -184,7 +187,7 @@ fn set_xattr(call: &Call, pid: &Known, name: &str) -> io::Result<(Target, Change
                 flags: int(4),
             };
             let target = match name {
-                "fsetxattr" => Target::Fd(a[0]),
+                "fsetxattr" => MetaTarget::Fd(a[0]),
                 "lsetxattr" => cwd(0, false),
                 _ => cwd(0, true),
             };
@@ -214,15 +217,15 @@ fn set_xattr(call: &Call, pid: &Known, name: &str) -> io::Result<(Target, Change
 pub(super) fn open_target(
     c: &Caller<'_>,
     threads: &mut Threads,
-    target: &Target,
+    target: &MetaTarget,
 ) -> io::Result<(OwnedFd, Option<PathBuf>)> {
     let tid = c.call.pid;
     match *target {
-        Target::Fd(fd) => Ok((
+        MetaTarget::Fd(fd) => Ok((
             threads.known(tid)?.their_object(fd as u32, c.copy_fds)?,
             None,
         )),
-        Target::Path {
+        MetaTarget::Path {
             dirfd,
             path,
             follow,

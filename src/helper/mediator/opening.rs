@@ -5,7 +5,7 @@
 //! (`waiting`).
 
 use super::acting::{refuse, Acting, Dir, Entry, Where};
-use super::opens::{self, Missing, Step, There};
+use super::opens::{self, Missing, OpenStep, There};
 use crate::policy::report::Cause;
 use crate::protect::names::{self, Made};
 use crate::sys::at::{
@@ -69,21 +69,21 @@ impl Acting<'_> {
                 .as_ref()
                 .map_or(There::Nothing, |st| There::of(st.st_mode));
             match opens::step(there, flags, links) {
-                Step::Refuse(err) => return Err(err),
-                Step::Follow => {
+                OpenStep::Refuse(err) => return Err(err),
+                OpenStep::Follow => {
                     links += 1;
                     match self.follow(e, flags)? {
                         Followed::Entry(next) => e = next,
                         Followed::Opened(opened) => return Ok(opened),
                     }
                 }
-                Step::OpenFifo(how) => {
+                OpenStep::OpenFifo(how) => {
                     self.check_reach(&e, how)?;
                     let nofollow = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
                     let object = openat(e.dir.as_fd(), &e.name, nofollow, 0)?;
                     return self.waiting(object, how);
                 }
-                Step::OpenExisting(how) => {
+                OpenStep::OpenExisting(how) => {
                     // (`st` is there for every step but `Create`.)
                     let st = st.as_ref().ok_or(libc::ENOENT)?;
                     self.check_reach(&e, flags)?;
@@ -100,7 +100,7 @@ impl Acting<'_> {
                         Ok(fd) => return Ok(Opened::Now(fd)),
                     }
                 }
-                Step::Create => match self.create_checked(&e, flags, mode) {
+                OpenStep::Create => match self.create_checked(&e, flags, mode) {
                     // Made meanwhile by someone else: open it as it is now.
                     Err(libc::EEXIST) if opens::existing(flags).is_ok() => continue,
                     other => return other,
@@ -186,7 +186,7 @@ impl Acting<'_> {
             Missing::Create { flags, mode } => (flags, mode),
             Missing::Fail(err) => return Err(err),
         };
-        let pooled = super::pool::Made::File;
+        let pooled = super::pool::Pooled::File;
         let fd = match self
             .pool
             .make((e.dir.as_fd(), &e.name), pooled, (how, mode))

@@ -69,7 +69,7 @@ impl There {
 /// The guard's next step in an open, by what is there, the flags, and how many symlinks
 /// it followed so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub enum OpenStep {
     /// Answer this errno, as the kernel would.
     Refuse(i32),
     /// Follow the symlink.
@@ -86,17 +86,17 @@ pub enum Step {
 /// `links` symlinks followed: O_EXCL (with O_CREAT) refuses whatever exists, a symlink
 /// too; O_NOFOLLOW refuses a symlink (ELOOP), as does the 41st; without O_CREAT a missing
 /// name is ENOENT.
-pub fn step(there: There, flags: i32, links: usize) -> Step {
+pub fn step(there: There, flags: i32, links: usize) -> OpenStep {
     let how = existing(flags);
     match (there, how) {
-        (There::Nothing, _) if flags & libc::O_CREAT == 0 => Step::Refuse(libc::ENOENT),
-        (There::Nothing, _) => Step::Create,
-        (_, Err(err)) => Step::Refuse(err),
-        (There::Symlink, _) if flags & libc::O_NOFOLLOW != 0 => Step::Refuse(libc::ELOOP),
-        (There::Symlink, _) if links >= MAX_LINKS => Step::Refuse(libc::ELOOP),
-        (There::Symlink, _) => Step::Follow,
-        (There::Fifo, Ok(how)) => Step::OpenFifo(how),
-        (There::Other, Ok(how)) => Step::OpenExisting(how),
+        (There::Nothing, _) if flags & libc::O_CREAT == 0 => OpenStep::Refuse(libc::ENOENT),
+        (There::Nothing, _) => OpenStep::Create,
+        (_, Err(err)) => OpenStep::Refuse(err),
+        (There::Symlink, _) if flags & libc::O_NOFOLLOW != 0 => OpenStep::Refuse(libc::ELOOP),
+        (There::Symlink, _) if links >= MAX_LINKS => OpenStep::Refuse(libc::ELOOP),
+        (There::Symlink, _) => OpenStep::Follow,
+        (There::Fifo, Ok(how)) => OpenStep::OpenFifo(how),
+        (There::Other, Ok(how)) => OpenStep::OpenExisting(how),
     }
 }
 
@@ -159,46 +159,55 @@ mod tests {
         use libc::{EEXIST, ELOOP, ENOENT, O_NOFOLLOW};
         let how = |f: i32| existing(f).unwrap();
         // Nothing there: made only with O_CREAT.
-        assert_eq!(step(There::Nothing, O_RDONLY, 0), Step::Refuse(ENOENT));
+        assert_eq!(step(There::Nothing, O_RDONLY, 0), OpenStep::Refuse(ENOENT));
         assert_eq!(
             step(There::Nothing, O_WRONLY | O_TRUNC, 0),
-            Step::Refuse(ENOENT)
+            OpenStep::Refuse(ENOENT)
         );
-        assert_eq!(step(There::Nothing, O_WRONLY | O_CREAT, 0), Step::Create);
+        assert_eq!(
+            step(There::Nothing, O_WRONLY | O_CREAT, 0),
+            OpenStep::Create
+        );
         assert_eq!(
             step(There::Nothing, O_WRONLY | O_CREAT | O_EXCL, 0),
-            Step::Create
+            OpenStep::Create
         );
         // O_CREAT|O_EXCL: whatever is there, a dangling symlink too, is EEXIST.
         for there in [There::Symlink, There::Fifo, There::Other] {
             assert_eq!(
                 step(there, O_WRONLY | O_CREAT | O_EXCL, 0),
-                Step::Refuse(EEXIST)
+                OpenStep::Refuse(EEXIST)
             );
         }
         // O_EXCL alone means nothing here.
         assert_eq!(
             step(There::Other, O_RDONLY | O_EXCL, 0),
-            Step::OpenExisting(how(O_RDONLY))
+            OpenStep::OpenExisting(how(O_RDONLY))
         );
         // Symlinks: followed, unless O_NOFOLLOW or the 41st.
-        assert_eq!(step(There::Symlink, O_RDONLY, 0), Step::Follow);
-        assert_eq!(step(There::Symlink, O_WRONLY | O_CREAT, 39), Step::Follow);
+        assert_eq!(step(There::Symlink, O_RDONLY, 0), OpenStep::Follow);
+        assert_eq!(
+            step(There::Symlink, O_WRONLY | O_CREAT, 39),
+            OpenStep::Follow
+        );
         assert_eq!(
             step(There::Symlink, O_RDONLY, MAX_LINKS),
-            Step::Refuse(ELOOP)
+            OpenStep::Refuse(ELOOP)
         );
         assert_eq!(
             step(There::Symlink, O_RDONLY | O_NOFOLLOW, 0),
-            Step::Refuse(ELOOP)
+            OpenStep::Refuse(ELOOP)
         );
         // What exists is opened without O_CREAT, never following a symlink (done by hand).
         let flags = O_WRONLY | O_CREAT | O_TRUNC;
-        assert_eq!(step(There::Other, flags, 0), Step::OpenExisting(how(flags)));
+        assert_eq!(
+            step(There::Other, flags, 0),
+            OpenStep::OpenExisting(how(flags))
+        );
         assert_eq!(how(flags) & (O_CREAT | O_NOFOLLOW), O_NOFOLLOW);
         assert_eq!(
             step(There::Fifo, O_WRONLY, 0),
-            Step::OpenFifo(how(O_WRONLY))
+            OpenStep::OpenFifo(how(O_WRONLY))
         );
     }
 

@@ -15,7 +15,7 @@ use crate::sys::at::{fstat, open_path, openat, Res};
 
 /// What is made at a carved directory's top.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Made {
+pub(super) enum Pooled {
     File,
     Dir,
 }
@@ -55,7 +55,7 @@ impl Pool {
     pub(super) fn make(
         &self,
         (dir, name): (BorrowedFd<'_>, &CString),
-        made: Made,
+        made: Pooled,
         (flags, mode): (i32, u32),
     ) -> Option<Res<Option<OwnedFd>>> {
         let mut holders = self.holders.borrow_mut();
@@ -66,12 +66,12 @@ impl Pool {
         let holder = holders.iter_mut().find(|h| h.dir == at)?;
         loop {
             let (entry, id) = match made {
-                Made::File => holder.files.pop()?,
-                Made::Dir => holder.dirs.pop()?,
+                Pooled::File => holder.files.pop()?,
+                Pooled::Dir => holder.dirs.pop()?,
             };
             let opened = match made {
-                Made::File => flags,
-                Made::Dir => libc::O_RDONLY | libc::O_DIRECTORY,
+                Pooled::File => flags,
+                Pooled::Dir => libc::O_RDONLY | libc::O_DIRECTORY,
             };
             let how = (opened & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC))
                 | libc::O_NOFOLLOW
@@ -94,7 +94,7 @@ fn place(
     (entry, id): (CString, (u64, u64)),
     fd: OwnedFd,
     (dir, name): (BorrowedFd<'_>, &CString),
-    (made, mode): (Made, u32),
+    (made, mode): (Pooled, u32),
 ) -> Res<Option<OwnedFd>> {
     let mode = nix::sys::stat::Mode::from_bits_retain((mode & 0o7777) as libc::mode_t);
     nix::sys::stat::fchmod(&fd, mode).map_err(|e| e as i32)?;
@@ -105,13 +105,13 @@ fn place(
     let placed = crate::sys::at::renameat2(from, (dir, name), libc::RENAME_NOREPLACE);
     if let Err(err) = placed {
         let back = match made {
-            Made::File => &mut holder.files,
-            Made::Dir => &mut holder.dirs,
+            Pooled::File => &mut holder.files,
+            Pooled::Dir => &mut holder.dirs,
         };
         back.push((entry, id));
         return Err(err);
     }
-    Ok((made == Made::File).then_some(fd))
+    Ok((made == Pooled::File).then_some(fd))
 }
 
 impl Holder {

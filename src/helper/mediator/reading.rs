@@ -17,7 +17,7 @@ pub(super) fn read_op(
     (shm, copy_fds): (bool, bool),
     name: Option<&str>,
 ) -> Result<Op, i64> {
-    let args = Args {
+    let args = CallArgs {
         known,
         call,
         shm,
@@ -34,7 +34,7 @@ pub(super) fn read_op(
 }
 
 /// An open, `mkdir` or `mknod`: the name it makes, or opens.
-fn read_make(args: &Args<'_>, name: &str) -> Result<Op, i64> {
+fn read_make(args: &CallArgs<'_>, name: &str) -> Result<Op, i64> {
     let (a, cwd) = (args.call.args, libc::AT_FDCWD);
     Ok(match name {
         "open" => Op::Open {
@@ -75,7 +75,7 @@ fn read_make(args: &Args<'_>, name: &str) -> Result<Op, i64> {
 }
 
 /// A `symlink`, `link` or `rename`: the names it makes (and takes).
-fn read_link(args: &Args<'_>, name: &str) -> Result<Op, i64> {
+fn read_link(args: &CallArgs<'_>, name: &str) -> Result<Op, i64> {
     let (a, cwd) = (args.call.args, libc::AT_FDCWD);
     Ok(match name {
         "symlink" => Op::Symlink {
@@ -130,7 +130,7 @@ fn read_link(args: &Args<'_>, name: &str) -> Result<Op, i64> {
 
 /// A call's arguments as the guard reads them: numbers, strings and paths (each read from
 /// where it starts, `where_of`).
-struct Args<'a> {
+struct CallArgs<'a> {
     known: &'a Known,
     call: &'a Call,
     /// The session has a `/dev/shm` of its own.
@@ -138,7 +138,7 @@ struct Args<'a> {
     copy_fds: bool,
 }
 
-impl Args<'_> {
+impl CallArgs<'_> {
     fn int(&self, i: usize) -> i32 {
         self.call.args[i] as u32 as i32
     }

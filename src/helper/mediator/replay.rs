@@ -23,7 +23,7 @@ pub(super) enum Outcome {
     Fd(OwnedFd, bool),
 }
 
-struct Kept {
+struct KeptAnswer {
     nr: i64,
     args: [u64; 6],
     outcome: Outcome,
@@ -33,7 +33,7 @@ struct Kept {
 pub(super) struct Replay {
     /// Off where the kernel keeps the program waiting once a call is received.
     on: bool,
-    kept: HashMap<u32, Kept>,
+    kept: HashMap<u32, KeptAnswer>,
 }
 
 impl Replay {
@@ -61,7 +61,7 @@ impl Replay {
         }
         self.kept.insert(
             call.pid,
-            Kept {
+            KeptAnswer {
                 nr: call.nr,
                 args: call.args,
                 outcome,

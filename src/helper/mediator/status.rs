@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 /// What one read of a thread's `/proc/PID/status` says: its process and its umask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Status {
+pub struct ThreadStatus {
     pub tgid: u32,
     pub umask: u32,
 }
@@ -25,8 +25,8 @@ fn field<T>(text: &str, name: &str, parse: impl Fn(&str) -> Option<T>) -> Option
 }
 
 /// Parse `Tgid:` and `Umask:` from the text of `/proc/PID/status`.
-pub fn parse_status(text: &str) -> Option<Status> {
-    Some(Status {
+pub fn parse_status(text: &str) -> Option<ThreadStatus> {
+    Some(ThreadStatus {
         tgid: field(text, "Tgid:", |v| v.parse().ok())?,
         umask: field(text, "Umask:", |v| u32::from_str_radix(v, 8).ok())?,
     })
@@ -45,14 +45,14 @@ impl Masks {
     /// process is new to the guard (an earlier one with that id is gone): its umask is
     /// what the status says. Else the one known stands — the process may have set it by a
     /// call the guard saw and let run, which the status read may predate.
-    pub fn learned(&mut self, status: Status, others_known: bool) {
+    pub fn learned(&mut self, status: ThreadStatus, others_known: bool) {
         if !others_known || !self.0.contains_key(&status.tgid) {
             self.0.insert(status.tgid, status.umask & 0o777);
         }
     }
 
     /// The umask of the process `status` belongs to.
-    pub fn of(&self, status: Status) -> u32 {
+    pub fn of(&self, status: ThreadStatus) -> u32 {
         self.0
             .get(&status.tgid)
             .copied()
@@ -111,7 +111,7 @@ mod tests {
         let text = "Name:\tbash\nUmask:\t0027\nState:\tS (sleeping)\nTgid:\t412\nPid:\t415\n";
         assert_eq!(
             parse_status(text),
-            Some(Status {
+            Some(ThreadStatus {
                 tgid: 412,
                 umask: 0o027
             })
@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn a_process_keeps_the_umask_it_set_and_a_new_one_takes_its_own() {
-        let status = |tgid, umask| Status { tgid, umask };
+        let status = |tgid, umask| ThreadStatus { tgid, umask };
         let mut m = Masks::default();
         m.learned(status(10, 0o022), false);
         assert_eq!(m.of(status(10, 0o022)), 0o022);

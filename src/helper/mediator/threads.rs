@@ -24,7 +24,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 
 use super::notify::{Call, Listener};
-use super::status::{parse_status, IdMap, Masks, Status};
+use super::status::{parse_status, IdMap, Masks, ThreadStatus};
 use crate::sys::pidfd;
 
 /// Threads remembered at most: each holds a few descriptors.
@@ -44,7 +44,7 @@ pub(super) struct Known {
     /// one leads no process, so nothing is kept past the call.
     alive: Option<OwnedFd>,
     mem: OwnedFd,
-    status: Option<Status>,
+    status: Option<ThreadStatus>,
     cwd: Option<Cwd>,
     /// `cwd` may serve later calls (else it served one, and is opened again).
     cwd_kept: bool,
@@ -134,7 +134,7 @@ impl Threads {
     }
 
     /// The process and umask of the caller's thread (read once).
-    pub(super) fn status(&mut self, tid: u32) -> Option<Status> {
+    pub(super) fn status(&mut self, tid: u32) -> Option<ThreadStatus> {
         let known = self.known.get_mut(&tid)?;
         if let Some(status) = known.status {
             return Some(status);

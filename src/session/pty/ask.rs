@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 pub const DEADLINE: Duration = Duration::from_secs(60);
 
 #[derive(Default)]
-struct State {
+struct QuestionState {
     /// The question waiting to be shown or answered, with its number.
     asked: Option<(u64, String)>,
     /// The last answer given, for question number `.0`.
@@ -21,8 +21,8 @@ struct State {
     closed: bool,
 }
 
-struct Shared {
-    state: Mutex<State>,
+struct Questions {
+    state: Mutex<QuestionState>,
     changed: Condvar,
     /// Written once per question: wakes the relay's poll.
     wake: OwnedFd,
@@ -30,11 +30,11 @@ struct Shared {
 
 /// The asking side, for any thread.
 #[derive(Clone)]
-pub struct Asker(Arc<Shared>);
+pub struct Asker(Arc<Questions>);
 
 /// The relay's side: the pipe to poll, the question to show, the answer to give.
 pub struct Desk {
-    shared: Arc<Shared>,
+    shared: Arc<Questions>,
     woken: OwnedFd,
     /// The question the relay has shown and waits to be answered.
     pub showing: Option<u64>,
@@ -47,8 +47,8 @@ pub fn pair() -> std::io::Result<(Asker, Desk)> {
         fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
         fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
     }
-    let shared = Arc::new(Shared {
-        state: Mutex::new(State::default()),
+    let shared = Arc::new(Questions {
+        state: Mutex::new(QuestionState::default()),
         changed: Condvar::new(),
         wake,
     });

@@ -67,14 +67,14 @@ pub enum Direction {
 
 /// What a sequence's head says.
 #[derive(Debug, PartialEq, Eq)]
-enum Verdict {
+enum HeadSays {
     Pass,
     Drop,
     NeedMore,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
+enum Scan {
     Ground,
     /// After `ESC` (or `0xC2`, when `c1`): the next byte says whether an OSC begins.
     Intro {
@@ -92,10 +92,10 @@ enum State {
 
 /// The filter of one direction of a session.
 #[derive(Debug)]
-pub struct Filter {
+pub struct ClipboardFilter {
     policy: Clipboard,
     direction: Direction,
-    state: State,
+    state: Scan,
     /// The bytes of the sequence being recognised, from its introducer (held on output).
     held: Vec<u8>,
     /// The OSC's bytes after its introducer, as far as read.
@@ -106,12 +106,12 @@ pub struct Filter {
     pub dropped: u64,
 }
 
-impl Filter {
-    pub fn new(policy: Clipboard, direction: Direction) -> Filter {
-        Filter {
+impl ClipboardFilter {
+    pub fn new(policy: Clipboard, direction: Direction) -> ClipboardFilter {
+        ClipboardFilter {
             policy,
             direction,
-            state: State::Ground,
+            state: Scan::Ground,
             held: Vec::new(),
             head: Vec::new(),
             last: b'\n',
@@ -130,7 +130,7 @@ impl Filter {
             return Cow::Borrowed(chunk);
         }
         // Most reads hold no OSC at all: found without copying, or state, per escape.
-        let from = if self.state == State::Ground && self.held.is_empty() {
+        let from = if self.state == Scan::Ground && self.held.is_empty() {
             match next_osc(chunk, 0, self.last) {
                 None => {
                     self.last = chunk.last().copied().unwrap_or(self.last);
@@ -149,7 +149,7 @@ impl Filter {
         }
         let mut at = from;
         while at < chunk.len() {
-            if self.state == State::Ground {
+            if self.state == Scan::Ground {
                 let next = next_osc(chunk, at, self.last).unwrap_or(chunk.len());
                 out.extend_from_slice(&chunk[at..next]);
                 if next > at {
@@ -178,56 +178,56 @@ impl Filter {
 
     /// What is still held (an unfinished sequence's head), for the end of the session.
     pub fn finish(&mut self) -> Vec<u8> {
-        self.state = State::Ground;
+        self.state = Scan::Ground;
         self.head.clear();
         std::mem::take(&mut self.held)
     }
 
     fn step(&mut self, byte: u8, out: &mut Vec<u8>) {
         match self.state {
-            State::Ground if byte == C1_OSC && self.last < 0x80 => {
+            Scan::Ground if byte == C1_OSC && self.last < 0x80 => {
                 // The raw 8-bit OSC.
                 self.held.push(byte);
                 self.head.clear();
-                self.state = State::Head;
+                self.state = Scan::Head;
             }
-            State::Ground if byte == ESC || byte == C1_LEAD => {
+            Scan::Ground if byte == ESC || byte == C1_LEAD => {
                 self.held.push(byte);
-                self.state = State::Intro {
+                self.state = Scan::Intro {
                     c1: byte == C1_LEAD,
                 };
             }
-            State::Ground => out.push(byte),
-            State::Intro { c1 } => {
+            Scan::Ground => out.push(byte),
+            Scan::Intro { c1 } => {
                 let osc = if c1 { byte == C1_OSC } else { byte == b']' };
                 if osc {
                     self.held.push(byte);
                     self.head.clear();
-                    self.state = State::Head;
+                    self.state = Scan::Head;
                 } else {
                     self.release(out);
                     // This byte may begin a sequence itself (`ESC ESC ]`).
                     self.step(byte, out);
                 }
             }
-            State::Head => self.step_head(byte, out),
-            State::Drop => match byte {
-                BEL | CAN | SUB | C1_ST => self.state = State::Ground,
-                ESC => self.state = State::DropIntro { c1: false },
-                C1_LEAD => self.state = State::DropIntro { c1: true },
+            Scan::Head => self.step_head(byte, out),
+            Scan::Drop => match byte {
+                BEL | CAN | SUB | C1_ST => self.state = Scan::Ground,
+                ESC => self.state = Scan::DropIntro { c1: false },
+                C1_LEAD => self.state = Scan::DropIntro { c1: true },
                 _ => {}
             },
-            State::DropIntro { c1 } => {
+            Scan::DropIntro { c1 } => {
                 let st = if c1 { byte == C1_ST } else { byte == b'\\' };
                 if st {
-                    self.state = State::Ground;
+                    self.state = Scan::Ground;
                 } else if !c1 && byte == ESC {
                     // `ESC ESC \`: the doubled ST of a request inside tmux's passthrough.
                 } else if c1 {
-                    self.state = State::Drop;
+                    self.state = Scan::Drop;
                 } else {
                     // Any other ESC ends the string and begins a sequence of its own.
-                    self.state = State::Ground;
+                    self.state = Scan::Ground;
                     self.step(ESC, out);
                     self.step(byte, out);
                 }
@@ -242,15 +242,15 @@ impl Filter {
         let verdict = if ignored(byte) {
             // Passed over by the terminal: held, not read.
             if self.held.len() >= HELD_MAX {
-                Verdict::Drop
+                HeadSays::Drop
             } else {
-                Verdict::NeedMore
+                HeadSays::NeedMore
             }
         } else if ends {
             // A request that ends in its head: malformed or empty, and not passed
             // when its kind is one the policy refuses.
             match self.verdict(true) {
-                Verdict::NeedMore => Verdict::Drop,
+                HeadSays::NeedMore => HeadSays::Drop,
                 other => other,
             }
         } else {
@@ -258,12 +258,12 @@ impl Filter {
             self.verdict(false)
         };
         match verdict {
-            Verdict::NeedMore => self.held.push(byte),
-            Verdict::Pass => {
+            HeadSays::NeedMore => self.held.push(byte),
+            HeadSays::Pass => {
                 self.release(out);
                 self.step(byte, out);
             }
-            Verdict::Drop => {
+            HeadSays::Drop => {
                 self.dropped += 1;
                 // `ESC ESC ]`: a request inside tmux's passthrough, its ESC doubled;
                 // the first ESC goes too, or tmux would read on as passthrough.
@@ -271,7 +271,7 @@ impl Filter {
                     out.pop();
                 }
                 self.held.clear();
-                self.state = State::Drop;
+                self.state = Scan::Drop;
                 if ends {
                     self.step(byte, out);
                 }
@@ -283,11 +283,11 @@ impl Filter {
     fn release(&mut self, out: &mut Vec<u8>) {
         out.append(&mut self.held);
         self.head.clear();
-        self.state = State::Ground;
+        self.state = Scan::Ground;
     }
 
     /// The verdict on the OSC head read so far (`ended`: its string ended already).
-    fn verdict(&self, ended: bool) -> Verdict {
+    fn verdict(&self, ended: bool) -> HeadSays {
         let head = &self.head;
         let (number, rest) = match head.iter().position(|b| *b == b';') {
             Some(i) => (&head[..i], Some(&head[i + 1..])),
@@ -295,15 +295,15 @@ impl Filter {
         };
         let Some(number) = osc_number(number) else {
             // Not a number: no terminal reads it as a request.
-            return Verdict::Pass;
+            return HeadSays::Pass;
         };
         if rest.is_none() && !ended {
             return if number.len() > 4 {
-                Verdict::Pass
+                HeadSays::Pass
             } else if head.len() > NUMBER_MAX {
-                Verdict::Drop
+                HeadSays::Drop
             } else {
-                Verdict::NeedMore
+                HeadSays::NeedMore
             };
         }
         let may_write = self.policy != Clipboard::None;
@@ -314,30 +314,30 @@ impl Filter {
                 if on_input {
                     // Only an answer to a report request comes this way.
                     return if may_read {
-                        Verdict::Pass
+                        HeadSays::Pass
                     } else {
-                        Verdict::Drop
+                        HeadSays::Drop
                     };
                 }
                 let Some(data_at) = rest.iter().position(|b| *b == b';') else {
                     return if ended || rest.len() > HEAD_MAX {
-                        Verdict::Drop
+                        HeadSays::Drop
                     } else {
-                        Verdict::NeedMore
+                        HeadSays::NeedMore
                     };
                 };
                 match rest.get(data_at + 1) {
-                    None if !ended => Verdict::NeedMore,
-                    Some(b'?') if !may_read => Verdict::Drop,
-                    _ if !may_write => Verdict::Drop,
-                    _ => Verdict::Pass,
+                    None if !ended => HeadSays::NeedMore,
+                    Some(b'?') if !may_read => HeadSays::Drop,
+                    _ if !may_write => HeadSays::Drop,
+                    _ => HeadSays::Pass,
                 }
             }
             (b"5522", Some(_)) => {
                 if may_read {
-                    Verdict::Pass
+                    HeadSays::Pass
                 } else {
-                    Verdict::Drop
+                    HeadSays::Drop
                 }
             }
             (b"1337", Some(rest)) if !on_input => {
@@ -346,14 +346,14 @@ impl Filter {
                     .iter()
                     .any(|key| rest.len() < key.len() && key.starts_with(rest));
                 if may_become && !ended {
-                    Verdict::NeedMore
+                    HeadSays::NeedMore
                 } else if writes && !may_write {
-                    Verdict::Drop
+                    HeadSays::Drop
                 } else {
-                    Verdict::Pass
+                    HeadSays::Pass
                 }
             }
-            _ => Verdict::Pass,
+            _ => HeadSays::Pass,
         }
     }
 }
@@ -441,7 +441,7 @@ mod tests {
     use super::*;
 
     fn run(policy: Clipboard, direction: Direction, chunks: &[&[u8]]) -> (Vec<u8>, u64) {
-        let mut f = Filter::new(policy, direction);
+        let mut f = ClipboardFilter::new(policy, direction);
         let mut out = Vec::new();
         for chunk in chunks {
             out.extend_from_slice(&f.filter(chunk));
@@ -626,7 +626,7 @@ mod tests {
             b"\x1b\x1b]0;t\x07",
         ];
         for chunk in text {
-            let mut f = Filter::new(Clipboard::None, Direction::Output);
+            let mut f = ClipboardFilter::new(Clipboard::None, Direction::Output);
             let got = f.filter(chunk);
             assert_eq!(&*got, *chunk, "{:?}", String::from_utf8_lossy(chunk));
             assert!(f.finish().is_empty());
@@ -638,7 +638,7 @@ mod tests {
         // A sequence's head split off at the end of a read is held, then released whole.
         let (got, _) = run(Clipboard::None, Direction::Output, &[b"x\x1b", b"]0;t\x07"]);
         assert_eq!(got, b"x\x1b]0;t\x07");
-        let mut f = Filter::new(Clipboard::None, Direction::Output);
+        let mut f = ClipboardFilter::new(Clipboard::None, Direction::Output);
         assert_eq!(&*f.filter(b"x\x1b]5"), b"x");
         assert_eq!(f.finish(), b"\x1b]5");
     }
@@ -669,11 +669,11 @@ mod tests {
 
     #[test]
     fn a_long_dropped_payload_is_dropped_across_reads() {
-        let mut f = Filter::new(Clipboard::None, Direction::Input);
+        let mut f = ClipboardFilter::new(Clipboard::None, Direction::Input);
         assert_eq!(&*f.filter(b"a\x1b]52;c;QUFB"), b"a");
         assert_eq!(&*f.filter(b"QUFBQUFB"), b"");
         assert_eq!(&*f.filter(b"QUE=\x07b"), b"b");
-        let mut f = Filter::new(Clipboard::None, Direction::Output);
+        let mut f = ClipboardFilter::new(Clipboard::None, Direction::Output);
         assert_eq!(&*f.filter(b"a\x1b]52;c;QUFB"), b"a");
         assert_eq!(&*f.filter(b"QUFBQUFB"), b"");
         assert_eq!(&*f.filter(b"QUE=\x1b"), b"");
@@ -688,10 +688,10 @@ mod tests {
         let (got, _) = run(Clipboard::ReadWrite, Direction::Input, &[answer]);
         assert_eq!(got, answer);
         // Alt-] (ESC ]) then a pause: delivered at once, not held for the next read.
-        let mut f = Filter::new(Clipboard::None, Direction::Input);
+        let mut f = ClipboardFilter::new(Clipboard::None, Direction::Input);
         assert_eq!(&*f.filter(b"\x1b]"), b"\x1b]");
         assert_eq!(&*f.filter(b"x"), b"x");
-        let mut f = Filter::new(Clipboard::None, Direction::Input);
+        let mut f = ClipboardFilter::new(Clipboard::None, Direction::Input);
         assert_eq!(&*f.filter(b"\x1b"), b"\x1b");
         assert_eq!(&*f.filter(b"[A"), b"[A");
     }

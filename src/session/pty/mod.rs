@@ -3,8 +3,8 @@
 //!
 //! Startup order matters (a signal between "raw on" and "handlers installed" would leave the
 //! user's terminal raw): signal handling → outer termios and size → inner pty opened already
-//! sized and with the outer termios → raw mode (`Session::open`) → the caller builds the argv
-//! → spawn → relay (`Session::run`). The `RawMode` guard restores the terminal when the
+//! sized and with the outer termios → raw mode (`PtySession::open`) → the caller builds the argv
+//! → spawn → relay (`PtySession::run`). The `RawMode` guard restores the terminal when the
 //! session is dropped, by any path.
 
 pub mod ask;
@@ -44,7 +44,7 @@ const HANDLED: [Signal; 7] = [
 /// The pty side of a session: signal handling, the inner pty (sized like the outer terminal,
 /// with its termios), the outer terminal raw (restored when this is dropped, by any path),
 /// and the pipe on which the helper's guard reports stops.
-pub struct Session {
+pub struct PtySession {
     signals: signals::SignalPipes,
     raw: Option<raw_mode::RawMode>,
     master: OwnedFd,
@@ -54,9 +54,9 @@ pub struct Session {
     stops_write: OwnedFd,
 }
 
-impl Session {
+impl PtySession {
     /// Open the session, in the order the module doc gives.
-    pub fn open() -> io::Result<Session> {
+    pub fn open() -> io::Result<PtySession> {
         let signals = signals::install(&HANDLED, true)?;
         let outer = raw_mode::OuterTerminal::capture();
         let stdin = io::stdin();
@@ -78,7 +78,7 @@ impl Session {
         let (stops, stops_write) = nix::unistd::pipe()?;
         set_cloexec(&stops)?;
         fcntl(stops.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
-        Ok(Session {
+        Ok(PtySession {
             signals,
             raw,
             master: pty.master,
@@ -108,7 +108,7 @@ impl Session {
             refusals,
             questions,
         } = child;
-        let Session {
+        let PtySession {
             signals,
             raw,
             master,

@@ -18,7 +18,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
-use super::clipboard::{Direction, Filter};
+use super::clipboard::{ClipboardFilter, Direction};
 use super::modes::ModeTracker;
 use super::raw_mode::OuterTerminal;
 use super::winsize;
@@ -52,12 +52,12 @@ pub struct Relay<'a> {
     stdout_open: bool,
     /// Once the tree is gone: read what is left in the pty until EIO or this deadline.
     drain_until: Option<Instant>,
-    /// The helper's guard writes here when the program stopped itself (see `pty::Session`).
+    /// The helper's guard writes here when the program stopped itself (see `pty::PtySession`).
     stop_notices: Option<OwnedFd>,
     /// The terminal clipboard's policy, on the program's output and on its input, and
     /// where each request refused is recorded.
-    clipboard_out: Filter,
-    clipboard_in: Filter,
+    clipboard_out: ClipboardFilter,
+    clipboard_in: ClipboardFilter,
     clipboard: (Clipboard, Option<Sink>),
     /// Questions to the user (`ask`), answered by the next key typed.
     questions: Option<super::ask::Desk>,
@@ -87,8 +87,8 @@ impl<'a> Relay<'a> {
             stdout_open: true,
             drain_until: None,
             stop_notices: None,
-            clipboard_out: Filter::new(Clipboard::None, Direction::Output),
-            clipboard_in: Filter::new(Clipboard::None, Direction::Input),
+            clipboard_out: ClipboardFilter::new(Clipboard::None, Direction::Output),
+            clipboard_in: ClipboardFilter::new(Clipboard::None, Direction::Input),
             clipboard: (Clipboard::None, None),
             questions: None,
             #[cfg(target_os = "linux")]
@@ -144,8 +144,8 @@ impl<'a> Relay<'a> {
     /// Let the terminal's clipboard requests through as `policy` says; record each
     /// refused in `refusals`.
     pub fn with_clipboard(mut self, policy: Clipboard, refusals: Option<Sink>) -> Self {
-        self.clipboard_out = Filter::new(policy, Direction::Output);
-        self.clipboard_in = Filter::new(policy, Direction::Input);
+        self.clipboard_out = ClipboardFilter::new(policy, Direction::Output);
+        self.clipboard_in = ClipboardFilter::new(policy, Direction::Input);
         self.clipboard = (policy, refusals);
         self
     }

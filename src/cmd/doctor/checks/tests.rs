@@ -5,7 +5,7 @@ fn good_linux() -> Machine {
     capable_linux()
 }
 
-fn status(report: &Report, name: &str) -> Status {
+fn status(report: &DoctorReport, name: &str) -> CheckStatus {
     report
         .checks
         .iter()
@@ -18,7 +18,7 @@ fn status(report: &Report, name: &str) -> Status {
 fn a_capable_linux_machine_passes_everything() {
     let report = evaluate(&good_linux());
     assert!(
-        report.checks.iter().all(|c| c.status == Status::Ok),
+        report.checks.iter().all(|c| c.status == CheckStatus::Ok),
         "{:#?}",
         report.checks
     );
@@ -34,7 +34,7 @@ fn landlock_alone_still_runs_the_default_backend() {
         ..good_linux()
     };
     let report = evaluate(&m);
-    assert_eq!(status(&report, "bwrap"), Status::Fail);
+    assert_eq!(status(&report, "bwrap"), CheckStatus::Fail);
     assert!(report
         .checks
         .iter()
@@ -77,9 +77,9 @@ fn without_landlock_and_bwrap_nothing_runs() {
         ..good_linux()
     };
     let report = evaluate(&m);
-    assert_eq!(status(&report, "landlock"), Status::Fail);
-    assert_eq!(status(&report, "bwrap"), Status::Fail);
-    assert_eq!(status(&report, "user namespaces"), Status::Warn);
+    assert_eq!(status(&report, "landlock"), CheckStatus::Fail);
+    assert_eq!(status(&report, "bwrap"), CheckStatus::Fail);
+    assert_eq!(status(&report, "user namespaces"), CheckStatus::Warn);
     assert!(!report.default_backend_can_run);
     assert!(render_text(&report).contains("CANNOT run"));
 }
@@ -95,7 +95,7 @@ fn weak_spots_are_warnings_with_remedies() {
     let report = evaluate(&m);
     for name in ["landlock", "legacy TIOCSTI", "open-file limit"] {
         let c = report.checks.iter().find(|c| c.name == name).unwrap();
-        assert_eq!(c.status, Status::Warn, "{name}");
+        assert_eq!(c.status, CheckStatus::Warn, "{name}");
         assert!(c.remedy.is_some(), "{name} has a remedy");
     }
     assert!(report.default_backend_can_run);
@@ -143,7 +143,7 @@ fn macos_depends_on_sandbox_exec() {
         ..mac
     };
     let report = evaluate(&broken);
-    assert_eq!(status(&report, "sandbox-exec"), Status::Fail);
+    assert_eq!(status(&report, "sandbox-exec"), CheckStatus::Fail);
     assert!(!report.default_backend_can_run);
 }
 
@@ -170,20 +170,20 @@ fn the_guard_check_fails_where_a_parent_cannot_read_its_child_and_warns_before_5
         ..capable_linux()
     };
     let report = evaluate(&with(Ok(()), true, true));
-    assert_eq!(status(&report, "guard"), Status::Ok);
+    assert_eq!(status(&report, "guard"), CheckStatus::Ok);
     let container = evaluate(&with(Ok(()), true, false));
-    assert_eq!(status(&container, "guard"), Status::Ok);
+    assert_eq!(status(&container, "guard"), CheckStatus::Ok);
     assert!(render_text(&container).contains("reopened through /proc"));
     assert_eq!(
         status(&evaluate(&with(Ok(()), false, true)), "guard"),
-        Status::Warn
+        CheckStatus::Warn
     );
     let blind = evaluate(&with(
         Err("/proc/9/mem: Permission denied".into()),
         true,
         true,
     ));
-    assert_eq!(status(&blind, "guard"), Status::Fail);
+    assert_eq!(status(&blind, "guard"), CheckStatus::Fail);
     assert!(
         !blind.default_backend_can_run,
         "a run would stop at its start"
