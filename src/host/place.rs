@@ -65,7 +65,7 @@ impl Place {
     }
 }
 
-/// What the Seatbelt profile needs to know of a Mac (`sandbox::seatbelt::Inputs`).
+/// What the Seatbelt profile needs to know of a Mac (`sandbox::seatbelt::SeatbeltInputs`).
 #[cfg(target_os = "macos")]
 mod darwin {
     use std::path::PathBuf;

@@ -204,7 +204,7 @@ pub fn for_policy(found: &HostSockets, fs: &crate::policy::Filesystem) -> Hidden
 
 /// What an inherited variable points at, when it names a socket (or its companion).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub enum SocketTarget {
     /// A pathname socket (or a directory of them).
     Path(PathBuf),
     /// An abstract socket, an fd, or an address sbx-shell cannot place: dropped unless the
@@ -275,25 +275,25 @@ pub fn variable_target(
     value: &OsStr,
     runtime_dir: Option<&Path>,
     is_socket: &dyn Fn(&Path) -> bool,
-) -> Option<Target> {
+) -> Option<SocketTarget> {
     let text = String::from_utf8_lossy(value.as_bytes());
-    let path = |p: &str| Some(Target::Path(PathBuf::from(p)));
+    let path = |p: &str| Some(SocketTarget::Path(PathBuf::from(p)));
     let Some(form) = KNOWN.iter().find(|(n, _)| *n == name).map(|(_, f)| *f) else {
         let bare = strip_unix(&text);
         return (bare.starts_with('/') && is_socket(Path::new(bare)))
-            .then(|| Target::Path(PathBuf::from(bare)));
+            .then(|| SocketTarget::Path(PathBuf::from(bare)));
     };
     match form {
         Form::Path => path(&text),
         Form::FirstOf(sep) => path(text.split(sep).next().unwrap_or("")),
-        Form::With(other) => Some(Target::With(other)),
-        Form::Unplaceable => Some(Target::Unplaceable),
+        Form::With(other) => Some(SocketTarget::With(other)),
+        Form::Unplaceable => Some(SocketTarget::Unplaceable),
         Form::X11 => {
             let display = text.strip_prefix("unix").unwrap_or(&text);
             let number = display.strip_prefix(':')?;
             let number = number.split('.').next().unwrap_or("");
             if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
-                return Some(Target::Unplaceable);
+                return Some(SocketTarget::Unplaceable);
             }
             path(&format!("/tmp/.X11-unix/X{number}"))
         }
@@ -302,8 +302,8 @@ pub fn variable_target(
                 return path(&text);
             }
             match runtime_dir {
-                Some(dir) => Some(Target::Path(dir.join(&*text))),
-                None => Some(Target::Unplaceable),
+                Some(dir) => Some(SocketTarget::Path(dir.join(&*text))),
+                None => Some(SocketTarget::Unplaceable),
             }
         }
         Form::Url => {
@@ -314,7 +314,7 @@ pub fn variable_target(
             if bare.starts_with('/') {
                 path(bare)
             } else {
-                Some(Target::Unplaceable)
+                Some(SocketTarget::Unplaceable)
             }
         }
         Form::Dbus => {
@@ -332,8 +332,8 @@ pub fn variable_target(
             });
             // One address sbx-shell cannot place is enough to drop it.
             match (paths.next(), paths.next()) {
-                (Some(Some(one)), None) => Some(Target::Path(one)),
-                _ => Some(Target::Unplaceable),
+                (Some(Some(one)), None) => Some(SocketTarget::Path(one)),
+                _ => Some(SocketTarget::Unplaceable),
             }
         }
     }
@@ -357,12 +357,12 @@ pub struct Variables<'a> {
 pub fn hides_variable(name: &str, value: &OsStr, vars: &Variables<'_>) -> bool {
     match variable_target(name, value, vars.runtime_dir, vars.is_socket) {
         None => false,
-        Some(Target::Unplaceable) => true,
-        Some(Target::Path(path)) => {
+        Some(SocketTarget::Unplaceable) => true,
+        Some(SocketTarget::Path(path)) => {
             let real = (vars.real)(&path).unwrap_or(path);
             !vars.grants.iter().any(|g| real.starts_with(g))
         }
-        Some(Target::With(other)) => vars
+        Some(SocketTarget::With(other)) => vars
             .all
             .iter()
             .find(|(n, _)| n == other)
@@ -595,14 +595,14 @@ mod tests {
                 &none,
             )
         };
-        let p = |s: &str| Some(Target::Path(PathBuf::from(s)));
+        let p = |s: &str| Some(SocketTarget::Path(PathBuf::from(s)));
         assert_eq!(
             at("SSH_AUTH_SOCK", "/tmp/ssh-X/agent.1"),
             p("/tmp/ssh-X/agent.1")
         );
         assert_eq!(
             at("SSH_AGENT_PID", "42"),
-            Some(Target::With("SSH_AUTH_SOCK"))
+            Some(SocketTarget::With("SSH_AUTH_SOCK"))
         );
         assert_eq!(
             at(
@@ -617,11 +617,11 @@ mod tests {
         );
         assert_eq!(
             at("DBUS_SESSION_BUS_ADDRESS", "unix:abstract=/tmp/dbus-1"),
-            Some(Target::Unplaceable)
+            Some(SocketTarget::Unplaceable)
         );
         assert_eq!(
             at("DBUS_SESSION_BUS_ADDRESS", "unix:path=/a;unix:path=/b"),
-            Some(Target::Unplaceable)
+            Some(SocketTarget::Unplaceable)
         );
         assert_eq!(at("DISPLAY", ":0"), p("/tmp/.X11-unix/X0"));
         assert_eq!(at("DISPLAY", ":12.1"), p("/tmp/.X11-unix/X12"));
@@ -641,7 +641,7 @@ mod tests {
         assert_eq!(at("DOCKER_HOST", "tcp://10.0.0.1:2375"), None);
         assert_eq!(
             at("KITTY_LISTEN_ON", "unix:@kitty"),
-            Some(Target::Unplaceable)
+            Some(SocketTarget::Unplaceable)
         );
         assert_eq!(
             at("NVIM", "/run/user/1000/nvim.1.0"),
@@ -695,7 +695,7 @@ mod tests {
     fn an_unknown_variable_points_at_a_socket_when_its_path_is_one() {
         let sock = |p: &Path| p == Path::new("/run/app/ctl.sock");
         let at = |value: &str| variable_target("APP_CTL", OsStr::new(value), None, &sock);
-        let p = Some(Target::Path(PathBuf::from("/run/app/ctl.sock")));
+        let p = Some(SocketTarget::Path(PathBuf::from("/run/app/ctl.sock")));
         assert_eq!(at("/run/app/ctl.sock"), p);
         assert_eq!(at("unix:/run/app/ctl.sock"), p);
         assert_eq!(at("unix:path=/run/app/ctl.sock"), p);

@@ -4,7 +4,7 @@
 
 use super::lookups;
 use super::request;
-use super::request::{Refusal, Request, Target};
+use super::request::{ProxyRefusal, Request, Target};
 use crate::policy::refusal::{self, Kind, Sink};
 use crate::policy::DomainRule;
 use std::collections::BTreeMap;
@@ -32,7 +32,7 @@ pub struct Proxy {
 }
 
 struct Shared {
-    /// The session has no network: every request is refused (`Refusal::NoNetwork`).
+    /// The session has no network: every request is refused (`ProxyRefusal::NoNetwork`).
     no_network: bool,
     rules: Vec<DomainRule>,
     overrides: BTreeMap<String, IpAddr>,
@@ -277,7 +277,7 @@ impl Proxy {
             }
         };
         if self.shared.no_network {
-            return self.refuse(&mut client, &request.target, &Refusal::NoNetwork);
+            return self.refuse(&mut client, &request.target, &ProxyRefusal::NoNetwork);
         }
         if let Err(refusal) = request::check(&self.shared.rules, &request.target) {
             return self.refuse(&mut client, &request.target, &refusal);
@@ -299,7 +299,7 @@ impl Proxy {
 
     /// The addresses to connect to: `--resolve`'s, the IP literal itself, or the public ones
     /// that the name resolves to.
-    fn resolve(&self, target: &Target) -> Result<Vec<SocketAddr>, Refusal> {
+    fn resolve(&self, target: &Target) -> Result<Vec<SocketAddr>, ProxyRefusal> {
         if let Some(addr) = self.shared.overrides.get(&target.host) {
             return Ok(vec![SocketAddr::new(*addr, target.port)]);
         }
@@ -308,7 +308,7 @@ impl Proxy {
         }
         let all: Vec<SocketAddr> = (target.host.as_str(), target.port)
             .to_socket_addrs()
-            .map_err(|_| Refusal::Unresolved)?
+            .map_err(|_| ProxyRefusal::Unresolved)?
             .collect();
         let public: Vec<SocketAddr> = all
             .iter()
@@ -317,18 +317,18 @@ impl Proxy {
             .collect();
         match (public.is_empty(), all.first()) {
             (false, _) => Ok(public),
-            (true, Some(first)) => Err(Refusal::NotPublic(first.ip())),
-            (true, None) => Err(Refusal::Unresolved),
+            (true, Some(first)) => Err(ProxyRefusal::NotPublic(first.ip())),
+            (true, None) => Err(ProxyRefusal::Unresolved),
         }
     }
 
     /// Answer `client` with `refusal`, logged; counted and recorded as the sandbox's
     /// refusal unless the name does not resolve, which is the network's answer, not the
     /// sandbox's (no option would change it).
-    fn refuse(&self, client: &mut TcpStream, target: &Target, refusal: &Refusal) {
+    fn refuse(&self, client: &mut TcpStream, target: &Target, refusal: &ProxyRefusal) {
         let reason = refusal.reason();
         self.log(target, &format!("refused: {reason}"));
-        if !matches!(refusal, Refusal::Unresolved) {
+        if !matches!(refusal, ProxyRefusal::Unresolved) {
             if let Ok(mut stats) = self.shared.stats.lock() {
                 stats.refused += 1;
             }

@@ -40,7 +40,7 @@ pub struct Request {
 
 /// Why the proxy turned a request away.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub enum ProxyRefusal {
     /// Not a request the proxy understands.
     Malformed(String),
     /// The host is not on the allow-list.
@@ -59,18 +59,20 @@ pub enum Refusal {
     NoNetwork,
 }
 
-impl Refusal {
+impl ProxyRefusal {
     /// The reason, as the log and the summary show it.
     pub fn reason(&self) -> String {
         match self {
-            Refusal::Malformed(why) => format!("malformed request ({why})"),
-            Refusal::NotAllowed => "not on the allow-list".into(),
-            Refusal::IpLiteral => "IP address not on the allow-list".into(),
-            Refusal::Port => "port not allowed for this host".into(),
-            Refusal::HostMismatch(host) => format!("Host header {host:?} differs from the target"),
-            Refusal::NotPublic(addr) => format!("resolves to the non-public address {addr}"),
-            Refusal::Unresolved => "name does not resolve".into(),
-            Refusal::NoNetwork => "the session has no network".into(),
+            ProxyRefusal::Malformed(why) => format!("malformed request ({why})"),
+            ProxyRefusal::NotAllowed => "not on the allow-list".into(),
+            ProxyRefusal::IpLiteral => "IP address not on the allow-list".into(),
+            ProxyRefusal::Port => "port not allowed for this host".into(),
+            ProxyRefusal::HostMismatch(host) => {
+                format!("Host header {host:?} differs from the target")
+            }
+            ProxyRefusal::NotPublic(addr) => format!("resolves to the non-public address {addr}"),
+            ProxyRefusal::Unresolved => "name does not resolve".into(),
+            ProxyRefusal::NoNetwork => "the session has no network".into(),
         }
     }
 
@@ -81,16 +83,16 @@ impl Refusal {
         let host = &target.host;
         match self {
             // An entry without a port allows 80 and 443 only: another port is named.
-            Refusal::NotAllowed | Refusal::IpLiteral | Refusal::NoNetwork
+            ProxyRefusal::NotAllowed | ProxyRefusal::IpLiteral | ProxyRefusal::NoNetwork
                 if ![80, 443].contains(&target.port) =>
             {
                 Some(format!("--net allow={host}:{}", target.port))
             }
-            Refusal::NotAllowed | Refusal::IpLiteral | Refusal::NoNetwork => {
+            ProxyRefusal::NotAllowed | ProxyRefusal::IpLiteral | ProxyRefusal::NoNetwork => {
                 Some(format!("--net allow={host}"))
             }
-            Refusal::Port => Some(format!("--net allow={host}:{}", target.port)),
-            Refusal::NotPublic(addr) => Some(match addr {
+            ProxyRefusal::Port => Some(format!("--net allow={host}:{}", target.port)),
+            ProxyRefusal::NotPublic(addr) => Some(match addr {
                 IpAddr::V6(v6) => format!("--resolve {host}:[{v6}]"),
                 IpAddr::V4(v4) => format!("--resolve {host}:{v4}"),
             }),
@@ -101,8 +103,8 @@ impl Refusal {
     /// The HTTP status the client gets.
     pub fn status(&self) -> &'static str {
         match self {
-            Refusal::Malformed(_) => "400 Bad Request",
-            Refusal::Unresolved => "502 Bad Gateway",
+            ProxyRefusal::Malformed(_) => "400 Bad Request",
+            ProxyRefusal::Unresolved => "502 Bad Gateway",
             _ => "403 Forbidden",
         }
     }
@@ -112,11 +114,11 @@ impl Refusal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejected {
     pub target: Option<Target>,
-    pub refusal: Refusal,
+    pub refusal: ProxyRefusal,
 }
 
-impl From<Refusal> for Rejected {
-    fn from(refusal: Refusal) -> Rejected {
+impl From<ProxyRefusal> for Rejected {
+    fn from(refusal: ProxyRefusal) -> Rejected {
         Rejected {
             target: None,
             refusal,
@@ -192,12 +194,12 @@ pub fn parse(head: &[u8]) -> Result<Request, Rejected> {
     })
 }
 
-fn malformed(why: &str) -> Refusal {
-    Refusal::Malformed(why.to_string())
+fn malformed(why: &str) -> ProxyRefusal {
+    ProxyRefusal::Malformed(why.to_string())
 }
 
 /// The one `Host` header's value, if there is one; two or more are refused.
-fn host_header<'h>(headers: &[(&str, &'h str)]) -> Result<Option<&'h str>, Refusal> {
+fn host_header<'h>(headers: &[(&str, &'h str)]) -> Result<Option<&'h str>, ProxyRefusal> {
     let mut hosts = headers
         .iter()
         .filter(|(name, _)| name.eq_ignore_ascii_case("host"));
@@ -209,7 +211,7 @@ fn host_header<'h>(headers: &[(&str, &'h str)]) -> Result<Option<&'h str>, Refus
 }
 
 /// `http://authority/path?query` → the target and the origin-form path.
-fn parse_http_url(uri: &str) -> Result<(Target, String), Refusal> {
+fn parse_http_url(uri: &str) -> Result<(Target, String), ProxyRefusal> {
     let rest = uri
         .strip_prefix("http://")
         .or_else(|| uri.strip_prefix("HTTP://"))
@@ -255,13 +257,13 @@ fn check_host_header(
     value: &str,
     target: &Target,
     default_port: Option<u16>,
-) -> Result<(), Refusal> {
+) -> Result<(), ProxyRefusal> {
     let given = parse_authority(value, Some(default_port.unwrap_or(target.port)))
         .ok_or_else(|| malformed("bad Host header"))?;
     if given == *target {
         Ok(())
     } else {
-        Err(Refusal::HostMismatch(value.to_string()))
+        Err(ProxyRefusal::HostMismatch(value.to_string()))
     }
 }
 
@@ -292,7 +294,7 @@ pub fn parse_authority(text: &str, default_port: Option<u16>) -> Option<Target> 
 }
 
 /// Does the allow-list let this target through? A rule without a port allows 80 and 443.
-pub fn check(rules: &[DomainRule], target: &Target) -> Result<(), Refusal> {
+pub fn check(rules: &[DomainRule], target: &Target) -> Result<(), ProxyRefusal> {
     let is_ip = target.host.parse::<IpAddr>().is_ok();
     let host_matches = |rule: &DomainRule| {
         if rule.wildcard {
@@ -310,9 +312,9 @@ pub fn check(rules: &[DomainRule], target: &Target) -> Result<(), Refusal> {
     let matching: Vec<&DomainRule> = rules.iter().filter(|r| host_matches(r)).collect();
     if matching.is_empty() {
         return Err(if is_ip {
-            Refusal::IpLiteral
+            ProxyRefusal::IpLiteral
         } else {
-            Refusal::NotAllowed
+            ProxyRefusal::NotAllowed
         });
     }
     let port_ok = matching.iter().any(|r| match r.port {
@@ -322,7 +324,7 @@ pub fn check(rules: &[DomainRule], target: &Target) -> Result<(), Refusal> {
     if port_ok {
         Ok(())
     } else {
-        Err(Refusal::Port)
+        Err(ProxyRefusal::Port)
     }
 }
 
@@ -398,11 +400,11 @@ mod tests {
     fn a_refused_port_other_than_80_or_443_is_named_in_the_fix() {
         let ssh = target("github.com", 22);
         assert_eq!(
-            Refusal::NotAllowed.fix(&ssh).as_deref(),
+            ProxyRefusal::NotAllowed.fix(&ssh).as_deref(),
             Some("--net allow=github.com:22")
         );
         assert_eq!(
-            Refusal::NoNetwork
+            ProxyRefusal::NoNetwork
                 .fix(&target("github.com", 443))
                 .as_deref(),
             Some("--net allow=github.com")
@@ -421,12 +423,12 @@ mod tests {
             parse(b"CONNECT api.example.com:443 HTTP/1.1\r\nHost: evil.example.net:443\r\n\r\n"),
             Err(Rejected {
                 target: Some(target("api.example.com", 443)),
-                refusal: Refusal::HostMismatch("evil.example.net:443".into())
+                refusal: ProxyRefusal::HostMismatch("evil.example.net:443".into())
             })
         );
         assert!(matches!(
             parse(b"CONNECT api.example.com HTTP/1.1\r\n\r\n").map_err(|r| r.refusal),
-            Err(Refusal::Malformed(_))
+            Err(ProxyRefusal::Malformed(_))
         ));
     }
 
@@ -452,12 +454,12 @@ mod tests {
         assert_eq!(
             parse(b"GET http://api.example.com/ HTTP/1.1\r\nHost: evil.example.net\r\n\r\n")
                 .map_err(|r| r.refusal),
-            Err(Refusal::HostMismatch("evil.example.net".into()))
+            Err(ProxyRefusal::HostMismatch("evil.example.net".into()))
         );
         assert_eq!(
             parse(b"GET http://api.example.com/ HTTP/1.1\r\nHost: api.example.com:81\r\n\r\n")
                 .map_err(|r| r.refusal),
-            Err(Refusal::HostMismatch("api.example.com:81".into()))
+            Err(ProxyRefusal::HostMismatch("api.example.com:81".into()))
         );
         for bad in [
             &b"GET http://api.example.com/ HTTP/1.1\r\n\r\n"[..],
@@ -470,7 +472,7 @@ mod tests {
             assert!(
                 matches!(
                     parse(bad).map_err(|r| r.refusal),
-                    Err(Refusal::Malformed(_))
+                    Err(ProxyRefusal::Malformed(_))
                 ),
                 "{:?}",
                 String::from_utf8_lossy(bad)
@@ -491,7 +493,7 @@ mod tests {
             b"GET http://a.example.com/ HTTP/1.1\r\nX: \xff\r\nHost: a.example.com\r\n\r\n",
         ] {
             assert!(
-                matches!(parse(bad).map_err(|r| r.refusal), Err(Refusal::Malformed(_))),
+                matches!(parse(bad).map_err(|r| r.refusal), Err(ProxyRefusal::Malformed(_))),
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );
@@ -517,32 +519,35 @@ mod tests {
         assert_eq!(check(&rules, &target("api.example.com", 80)), Ok(()));
         assert_eq!(
             check(&rules, &target("api.example.com", 8080)),
-            Err(Refusal::Port)
+            Err(ProxyRefusal::Port)
         );
         assert_eq!(check(&rules, &target("cdn.example.org", 443)), Ok(()));
         assert_eq!(check(&rules, &target("a.b.example.org", 443)), Ok(()));
         assert_eq!(
             check(&rules, &target("example.org", 443)),
-            Err(Refusal::NotAllowed)
+            Err(ProxyRefusal::NotAllowed)
         );
         assert_eq!(
             check(&rules, &target("badexample.org", 443)),
-            Err(Refusal::NotAllowed)
+            Err(ProxyRefusal::NotAllowed)
         );
         assert_eq!(check(&rules, &target("git.example.net", 22)), Ok(()));
         assert_eq!(
             check(&rules, &target("git.example.net", 443)),
-            Err(Refusal::Port)
+            Err(ProxyRefusal::Port)
         );
         assert_eq!(check(&rules, &target("192.0.2.7", 8443)), Ok(()));
         assert_eq!(
             check(&rules, &target("192.0.2.8", 443)),
-            Err(Refusal::IpLiteral)
+            Err(ProxyRefusal::IpLiteral)
         );
-        assert_eq!(check(&rules, &target("::1", 443)), Err(Refusal::IpLiteral));
+        assert_eq!(
+            check(&rules, &target("::1", 443)),
+            Err(ProxyRefusal::IpLiteral)
+        );
         assert_eq!(
             check(&rules, &target("api.example.com.evil.net", 443)),
-            Err(Refusal::NotAllowed)
+            Err(ProxyRefusal::NotAllowed)
         );
     }
 

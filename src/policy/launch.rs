@@ -13,7 +13,7 @@ use thiserror::Error;
 
 /// What the command line asked for, before the shell is known.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
+pub struct LaunchRequest {
     /// argv[0] began with '-' or `-l` was given.
     pub login: bool,
     /// `-i` was given.
@@ -90,7 +90,7 @@ pub enum PlanError {
 }
 
 /// Turn the request into a plan, given the resolved real shell.
-pub fn plan(request: &Request, shell: &Path) -> Result<Launch, PlanError> {
+pub fn plan(request: &LaunchRequest, shell: &Path) -> Result<Launch, PlanError> {
     if let Some(stray) = request.shell_args.first() {
         if request.command_string.is_none() {
             return Err(PlanError::StrayArgument(
@@ -205,8 +205,8 @@ pub fn file_transfer(command: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn request() -> Request {
-        Request {
+    fn request() -> LaunchRequest {
+        LaunchRequest {
             login: false,
             interactive: false,
             command_string: None,
@@ -227,7 +227,7 @@ mod tests {
         )]
         .into_iter()
         .collect();
-        let req = Request {
+        let req = LaunchRequest {
             command: os(&["/opt/bin/codex", "exec", "hi"]),
             ..request()
         };
@@ -249,11 +249,11 @@ mod tests {
         assert!(launch.args.is_empty());
         assert_eq!(launch.shell, Path::new("/bin/bash"));
         assert!(launch.is_shell_session());
-        let string = Request {
+        let string = LaunchRequest {
             command_string: Some("true".into()),
             ..request()
         };
-        let command = Request {
+        let command = LaunchRequest {
             command: vec!["vim".into()],
             ..request()
         };
@@ -265,7 +265,7 @@ mod tests {
     #[test]
     fn a_login_shell_gets_a_dash_prefixed_arg0() {
         let launch = plan(
-            &Request {
+            &LaunchRequest {
                 login: true,
                 ..request()
             },
@@ -280,7 +280,7 @@ mod tests {
 
     #[test]
     fn a_command_string_goes_to_the_shell_with_its_arguments() {
-        let req = Request {
+        let req = LaunchRequest {
             command_string: Some("echo $0 $1".into()),
             shell_args: os(&["zero"]),
             command: os(&["one"]),
@@ -293,7 +293,7 @@ mod tests {
 
     #[test]
     fn a_command_after_double_dash_runs_as_given_with_shell_set() {
-        let req = Request {
+        let req = LaunchRequest {
             command: os(&["vim", "a.txt"]),
             ..request()
         };
@@ -332,7 +332,7 @@ mod tests {
     fn conflicting_requests_are_refused_with_a_hint() {
         let cases = [
             (
-                Request {
+                LaunchRequest {
                     command: os(&["vim"]),
                     login: true,
                     ..request()
@@ -340,7 +340,7 @@ mod tests {
                 "-l/--login",
             ),
             (
-                Request {
+                LaunchRequest {
                     shell_args: os(&["vim"]),
                     ..request()
                 },

@@ -69,7 +69,7 @@ pub struct Ssh {
 pub struct SshKey {
     pub key: KeyRef,
     /// Where it may log in; empty: any host.
-    pub hosts: Vec<Host>,
+    pub hosts: Vec<SshHost>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -82,13 +82,13 @@ pub enum KeyRef {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct Host {
+pub struct SshHost {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
 }
 
-impl std::fmt::Display for Host {
+impl std::fmt::Display for SshHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.port {
             Some(port) => write!(f, "{}:{port}", self.name),
@@ -114,7 +114,7 @@ pub fn resolve<'a>(
     home: &Path,
     base: &Path,
 ) -> Result<Option<Ssh>, (String, String, String)> {
-    let mut hosts: Vec<Host> = Vec::new();
+    let mut hosts: Vec<SshHost> = Vec::new();
     for (origin, c) in layers.clone() {
         for h in &c.hosts {
             let host = parse_host(h.value())
@@ -180,7 +180,7 @@ pub fn parse_key(spec: &str, home: &Path, base: &Path) -> Result<SshKey, String>
 }
 
 /// `HOST` or `HOST:PORT`: a name or address as ssh is given it.
-pub fn parse_host(text: &str) -> Result<Host, String> {
+pub fn parse_host(text: &str) -> Result<SshHost, String> {
     let (name, port) = match text.rsplit_once(':') {
         Some((name, port)) => (
             name,
@@ -200,7 +200,7 @@ pub fn parse_host(text: &str) -> Result<Host, String> {
     if !valid {
         return Err(format!("{name:?} is not a host name (HOST or HOST:PORT)"));
     }
-    Ok(Host {
+    Ok(SshHost {
         name: name.to_ascii_lowercase(),
         port,
     })
@@ -226,7 +226,7 @@ pub struct Directives {
 }
 
 /// The `IdentityFile`, `Include` and `UserKnownHostsFile` arguments of an ssh_config
-/// text, in every `Host` and `Match` block (keywords in any case, `=` or blanks, quotes).
+/// text, in every `SshHost` and `Match` block (keywords in any case, `=` or blanks, quotes).
 pub fn directives(text: &str) -> Directives {
     let mut out = Directives::default();
     for line in text.lines() {
@@ -317,7 +317,7 @@ mod tests {
         let k = parse_key(&format!("{fp}@github.com,git.test:2222"), home, base).unwrap();
         assert_eq!(k.key, KeyRef::Fingerprint(fp.into()));
         assert_eq!(
-            k.hosts.iter().map(Host::to_string).collect::<Vec<_>>(),
+            k.hosts.iter().map(SshHost::to_string).collect::<Vec<_>>(),
             ["github.com", "git.test:2222"]
         );
         let k = parse_key("~/.ssh/id_ed25519.pub", home, base).unwrap();

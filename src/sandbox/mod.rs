@@ -97,7 +97,7 @@ pub fn wrap(
 ) -> Result<Vec<OsString>, SandboxError> {
     match backend {
         Backend::Seatbelt => {
-            let inputs = seatbelt::Inputs {
+            let inputs = seatbelt::SeatbeltInputs {
                 policy,
                 temp_dir: ctx.place.temp_dir.as_deref(),
                 // Without a pty of its own the program inherits sbx-shell's terminal.

@@ -58,7 +58,7 @@ const MAX_LITERAL: usize = 1024;
 
 /// What the profile is built from besides the policy.
 #[derive(Debug, Clone, Copy)]
-pub struct Inputs<'a> {
+pub struct SeatbeltInputs<'a> {
     pub policy: &'a Policy,
     /// The per-user temporary directory ($TMPDIR, real path), writable in workspace-write.
     pub temp_dir: Option<&'a Path>,
@@ -90,7 +90,7 @@ pub enum SeatbeltError {
 }
 
 /// Build the profile for `inputs`.
-pub fn build_profile(inputs: &Inputs<'_>) -> Result<Profile, SeatbeltError> {
+pub fn build_profile(inputs: &SeatbeltInputs<'_>) -> Result<Profile, SeatbeltError> {
     let policy = inputs.policy;
     let mut b = Builder::default();
     b.text.push_str(BASE);

@@ -81,7 +81,7 @@ pub fn reads(blockers: &[String]) -> bool {
 }
 
 /// A socket on the audit's read-only group, once the audit is known to be on.
-pub struct Reader(OwnedFd);
+pub struct AuditReader(OwnedFd);
 
 /// A netlink socket of the audit's, bound to `groups`.
 fn audit_socket(groups: u32) -> io::Result<OwnedFd> {
@@ -171,9 +171,9 @@ fn audit_enabled() -> io::Result<bool> {
     Err(io::Error::other("no answer from the audit"))
 }
 
-impl Reader {
+impl AuditReader {
     /// The reader, or why Landlock's refusals cannot be read here.
-    pub fn open() -> Result<Reader, String> {
+    pub fn open() -> Result<AuditReader, String> {
         match audit_enabled() {
             Ok(true) => {}
             Ok(false) => {
@@ -201,7 +201,7 @@ impl Reader {
                 std::mem::size_of::<libc::timeval>() as libc::socklen_t,
             )
         };
-        Ok(Reader(fd))
+        Ok(AuditReader(fd))
     }
 
     /// Read until `ending` says the session is over and 100 ms pass without a record,

@@ -188,7 +188,7 @@ impl Journal {
     #[cfg(target_os = "linux")]
     pub fn read_landlock(
         &self,
-        (reader, marker): (super::audit::Reader, PathBuf),
+        (reader, marker): (super::audit::AuditReader, PathBuf),
         judge: impl Fn(&[String], &Path) -> Option<Refusal> + Send + 'static,
     ) -> std::io::Result<()> {
         let journal = self.clone();

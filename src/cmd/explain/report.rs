@@ -171,7 +171,7 @@ fn strings(argv: Vec<OsString>) -> Vec<String> {
 
 /// The Seatbelt profile and its parameters (argv abbreviated: the profile is shown apart).
 fn seatbelt_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput {
-    let inputs = seatbelt::Inputs {
+    let inputs = seatbelt::SeatbeltInputs {
         policy,
         temp_dir: ctx.place.temp_dir.as_deref(),
         tty: None,

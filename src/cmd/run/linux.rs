@@ -57,7 +57,7 @@ pub(super) fn read_landlock_refusals(
             "sbx-shell: Landlock's refusals are not listed: it logs none before Linux 6.15 (ABI 7)",
         );
     }
-    let reader = match crate::session::audit::Reader::open() {
+    let reader = match crate::session::audit::AuditReader::open() {
         Ok(reader) => reader,
         Err(why) => {
             return say.detail(&format!(

@@ -6,7 +6,7 @@ use crate::cmd::inputs;
 use crate::host::{self, Host, Probes};
 use crate::netproxy;
 use crate::netproxy::session::ProxySession;
-use crate::policy::launch::{self, Launch, Request};
+use crate::policy::launch::{self, Launch, LaunchRequest};
 use crate::policy::profiles;
 use crate::policy::program;
 use crate::policy::shell;
@@ -43,7 +43,7 @@ pub(super) fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Pla
             config_dir.join(profiles::CONFIG_FILE).display()
         )
     })?;
-    let request = Request {
+    let request = LaunchRequest {
         login: cli.login || login_arg0,
         interactive: cli.interactive,
         command_string: cli.command_string.clone(),

@@ -85,7 +85,7 @@ pub(super) fn start(
     };
     agent::serve(
         &socket,
-        agent::Filter {
+        agent::AgentFilter {
             rules,
             upstream,
             refusals: journal.sink(),

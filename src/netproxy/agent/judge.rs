@@ -206,26 +206,28 @@ impl Rules {
 
 /// What every other request is, refused: adding, removing, locking, unknown messages and
 /// extensions.
-pub fn refused_request(request: &wire::Request<'_>) -> Refusal {
+pub fn refused_request(request: &wire::AgentRequest<'_>) -> Refusal {
     use wire::code;
     let subject = match request {
-        wire::Request::Other(code::ADD_IDENTITY | code::ADD_ID_CONSTRAINED) => "add a key".into(),
-        wire::Request::Other(code::REMOVE_IDENTITY) => "remove a key".into(),
-        wire::Request::Other(code::REMOVE_ALL_IDENTITIES | code::REMOVE_ALL_V1) => {
+        wire::AgentRequest::Other(code::ADD_IDENTITY | code::ADD_ID_CONSTRAINED) => {
+            "add a key".into()
+        }
+        wire::AgentRequest::Other(code::REMOVE_IDENTITY) => "remove a key".into(),
+        wire::AgentRequest::Other(code::REMOVE_ALL_IDENTITIES | code::REMOVE_ALL_V1) => {
             "remove every key".into()
         }
-        wire::Request::Other(
+        wire::AgentRequest::Other(
             code::ADD_SMARTCARD_KEY
             | code::ADD_SMARTCARD_KEY_CONSTRAINED
             | code::REMOVE_SMARTCARD_KEY,
         ) => "add or remove a smartcard key".into(),
-        wire::Request::Other(code::LOCK) => "lock the agent".into(),
-        wire::Request::Other(code::UNLOCK) => "unlock the agent".into(),
-        wire::Request::Extension { name, .. } => {
+        wire::AgentRequest::Other(code::LOCK) => "lock the agent".into(),
+        wire::AgentRequest::Other(code::UNLOCK) => "unlock the agent".into(),
+        wire::AgentRequest::Extension { name, .. } => {
             format!("extension {}", String::from_utf8_lossy(name))
         }
-        wire::Request::Other(n) | wire::Request::Malformed(n) => format!("message {n}"),
-        wire::Request::Identities | wire::Request::Sign { .. } => "request".into(),
+        wire::AgentRequest::Other(n) | wire::AgentRequest::Malformed(n) => format!("message {n}"),
+        wire::AgentRequest::Identities | wire::AgentRequest::Sign { .. } => "request".into(),
     };
     Refusal {
         kind: Kind::Agent,

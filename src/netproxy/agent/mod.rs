@@ -23,13 +23,13 @@ use std::sync::Arc;
 
 use crate::policy::refusal::Sink;
 use judge::{Connection, Rules, Verdict};
-use wire::{code, Request};
+use wire::{code, AgentRequest};
 
 /// Asks the user a question and says whether they allowed it.
 pub type Ask = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// What the filter serves.
-pub struct Filter {
+pub struct AgentFilter {
     pub rules: Rules,
     /// The user's own agent.
     pub upstream: PathBuf,
@@ -40,7 +40,7 @@ pub struct Filter {
 }
 
 /// Serve `filter` on `socket` (a new path in a private directory) until sbx-shell exits.
-pub fn serve(socket: &Path, filter: Filter) -> io::Result<()> {
+pub fn serve(socket: &Path, filter: AgentFilter) -> io::Result<()> {
     let listener = UnixListener::bind(socket)?;
     let filter = Arc::new(filter);
     crate::sys::process::spawn_quiet("sbx-agent", move || {
@@ -74,7 +74,7 @@ fn read_message(from: &mut UnixStream) -> Option<Vec<u8>> {
 
 const FAILURE: &[u8] = &[code::FAILURE];
 
-impl Filter {
+impl AgentFilter {
     fn answer_all(&self, mut client: UnixStream) {
         let mut conn = Connection::default();
         let mut upstream = None;
@@ -93,12 +93,12 @@ impl Filter {
         upstream: &mut Option<UnixStream>,
     ) -> Vec<u8> {
         match wire::parse_request(body) {
-            Request::Identities => self
+            AgentRequest::Identities => self
                 .pass(upstream, body)
                 .and_then(|a| wire::parse_identities(&a))
                 .map(|all| wire::identities_answer(&self.rules.listed(all)))
                 .unwrap_or_else(|| FAILURE.to_vec()),
-            Request::Sign { key, data, .. } => match self.rules.judge_sign(conn, key, data) {
+            AgentRequest::Sign { key, data, .. } => match self.rules.judge_sign(conn, key, data) {
                 Verdict::Sign { what } => {
                     if self.rules.confirm && !self.confirmed(&what) {
                         self.refusals.record(judge::declined(&what));
@@ -112,7 +112,7 @@ impl Filter {
                     FAILURE.to_vec()
                 }
             },
-            Request::Extension {
+            AgentRequest::Extension {
                 name: wire::SESSION_BIND,
                 body: bind,
             } => {

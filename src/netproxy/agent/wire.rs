@@ -32,11 +32,11 @@ pub mod code {
 pub const SESSION_BIND: &[u8] = b"session-bind@openssh.com";
 
 /// A cursor over the SSH wire encoding (RFC 4251 §5).
-pub struct Reader<'a>(&'a [u8]);
+pub struct WireReader<'a>(&'a [u8]);
 
-impl<'a> Reader<'a> {
-    pub fn new(bytes: &'a [u8]) -> Reader<'a> {
-        Reader(bytes)
+impl<'a> WireReader<'a> {
+    pub fn new(bytes: &'a [u8]) -> WireReader<'a> {
+        WireReader(bytes)
     }
 
     pub fn byte(&mut self) -> Option<u8> {
@@ -85,7 +85,7 @@ pub fn frame(body: &[u8]) -> Vec<u8> {
 
 /// One request, borrowed from its message body.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Request<'a> {
+pub enum AgentRequest<'a> {
     Identities,
     Sign {
         key: &'a [u8],
@@ -103,26 +103,27 @@ pub enum Request<'a> {
     Malformed(u8),
 }
 
-pub fn parse_request(body: &[u8]) -> Request<'_> {
-    let mut r = Reader::new(body);
+pub fn parse_request(body: &[u8]) -> AgentRequest<'_> {
+    let mut r = WireReader::new(body);
     let Some(kind) = r.byte() else {
-        return Request::Malformed(0);
+        return AgentRequest::Malformed(0);
     };
     let parsed = match kind {
-        code::REQUEST_IDENTITIES => Some(Request::Identities),
+        code::REQUEST_IDENTITIES => Some(AgentRequest::Identities),
         code::SIGN_REQUEST => (|| {
             let key = r.string()?;
             let data = r.string()?;
             let flags = r.u32()?;
-            r.is_empty().then_some(Request::Sign { key, data, flags })
+            r.is_empty()
+                .then_some(AgentRequest::Sign { key, data, flags })
         })(),
-        code::EXTENSION => r.string().map(|name| Request::Extension {
+        code::EXTENSION => r.string().map(|name| AgentRequest::Extension {
             name,
             body: r.rest(),
         }),
-        other => return Request::Other(other),
+        other => return AgentRequest::Other(other),
     };
-    parsed.unwrap_or(Request::Malformed(kind))
+    parsed.unwrap_or(AgentRequest::Malformed(kind))
 }
 
 /// `session-bind@openssh.com`'s body: the server's host key, the session's identifier,
@@ -136,7 +137,7 @@ pub struct SessionBind<'a> {
 }
 
 pub fn parse_session_bind(body: &[u8]) -> Option<SessionBind<'_>> {
-    let mut r = Reader::new(body);
+    let mut r = WireReader::new(body);
     let bind = SessionBind {
         host_key: r.string()?,
         session_id: r.string()?,
@@ -148,7 +149,7 @@ pub fn parse_session_bind(body: &[u8]) -> Option<SessionBind<'_>> {
 
 /// The keys of an identities answer: (public key blob, comment).
 pub fn parse_identities(body: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut r = Reader::new(body);
+    let mut r = WireReader::new(body);
     if r.byte()? != code::IDENTITIES_ANSWER {
         return None;
     }
@@ -190,7 +191,7 @@ pub enum Signed<'a> {
 
 pub fn what_is_signed(data: &[u8]) -> Signed<'_> {
     if let Some(rest) = data.strip_prefix(b"SSHSIG") {
-        let mut r = Reader::new(rest);
+        let mut r = WireReader::new(rest);
         let parsed = (|| {
             let namespace = r.string()?;
             let _reserved = r.string()?;
@@ -200,7 +201,7 @@ pub fn what_is_signed(data: &[u8]) -> Signed<'_> {
         })();
         return parsed.unwrap_or(Signed::Unknown);
     }
-    let mut r = Reader::new(data);
+    let mut r = WireReader::new(data);
     let parsed = (|| {
         let session_id = r.string()?;
         if r.byte()? != code::USERAUTH_REQUEST {
@@ -262,29 +263,29 @@ mod tests {
 
     #[test]
     fn requests_parse_and_trailing_bytes_are_malformed() {
-        assert_eq!(parse_request(&[11]), Request::Identities);
+        assert_eq!(parse_request(&[11]), AgentRequest::Identities);
         let mut sign = vec![13];
         sign.extend(string(b"KEY"));
         sign.extend(string(b"DATA"));
         sign.extend(2u32.to_be_bytes());
         assert_eq!(
             parse_request(&sign),
-            Request::Sign {
+            AgentRequest::Sign {
                 key: b"KEY",
                 data: b"DATA",
                 flags: 2
             }
         );
         sign.push(0);
-        assert_eq!(parse_request(&sign), Request::Malformed(13));
-        assert_eq!(parse_request(&[19]), Request::Other(19));
-        assert_eq!(parse_request(&[]), Request::Malformed(0));
+        assert_eq!(parse_request(&sign), AgentRequest::Malformed(13));
+        assert_eq!(parse_request(&[19]), AgentRequest::Other(19));
+        assert_eq!(parse_request(&[]), AgentRequest::Malformed(0));
         let mut ext = vec![27];
         ext.extend(string(SESSION_BIND));
         ext.extend(b"rest");
         assert_eq!(
             parse_request(&ext),
-            Request::Extension {
+            AgentRequest::Extension {
                 name: SESSION_BIND,
                 body: b"rest"
             }
@@ -293,7 +294,7 @@ mod tests {
 
     #[test]
     fn a_string_longer_than_the_message_is_refused() {
-        let mut r = Reader::new(&[0, 0, 0, 9, 1, 2]);
+        let mut r = WireReader::new(&[0, 0, 0, 9, 1, 2]);
         assert_eq!(r.string(), None);
     }
 

@@ -49,7 +49,7 @@ fn policy_for(profile: &str, extra: &str) -> Policy {
 }
 
 fn build(policy: &Policy) -> Profile {
-    let inputs = Inputs {
+    let inputs = SeatbeltInputs {
         policy,
         temp_dir: Some(Path::new("/private/var/folders/ab/xyz/T")),
         tty: Some(Path::new("/dev/ttys003")),
@@ -530,7 +530,7 @@ fn a_network_allow_list_reaches_only_the_proxy_port() {
         .contains("(allow network-outbound (remote tcp \"localhost:43128\"))"));
     assert!(!profile.text.contains("(allow network-outbound)"));
     assert!(!profile.text.contains("mDNSResponder"));
-    let without_port = build_profile(&Inputs {
+    let without_port = build_profile(&SeatbeltInputs {
         policy: &policy,
         temp_dir: None,
         tty: None,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::netproxy::agent::wire::{put_string, Request};
+use crate::netproxy::agent::wire::{put_string, AgentRequest};
 
 /// A key of fixed seed: its public blob and a way to sign with it.
 fn key(seed: u8) -> ssh_key::PrivateKey {
@@ -229,7 +229,7 @@ fn git_signatures_only_when_allowed_and_nothing_else() {
 fn changing_requests_are_named() {
     let names: Vec<String> = [17u8, 18, 19, 22, 23, 25, 99]
         .iter()
-        .map(|&n| refused_request(&Request::Other(n)).subject)
+        .map(|&n| refused_request(&AgentRequest::Other(n)).subject)
         .collect();
     assert_eq!(
         names,
@@ -243,7 +243,7 @@ fn changing_requests_are_named() {
             "message 99"
         ]
     );
-    let ext = refused_request(&Request::Extension {
+    let ext = refused_request(&AgentRequest::Extension {
         name: b"query",
         body: b"",
     });
