@@ -105,12 +105,16 @@ pub fn judge(kind: StateFile, text: &[u8], token: &str) -> Result<Vec<u8>, Strin
     }
 }
 
-/// The strategy a `strategy` file names when it is not one of git's own (as git reads it:
-/// the first line, its line end dropped), quoted for a message.
+/// The strategy a `strategy` file names when it is not one of git's own, quoted for a
+/// message. As git reads it (`read_oneliner`): the whole file, one line end at its end
+/// dropped — so a second line is part of the name.
 pub fn foreign_strategy(text: &[u8]) -> Option<String> {
-    let line = text.split(|b| *b == b'\n').next().unwrap_or_default();
-    let name = line.strip_suffix(b"\r").unwrap_or(line);
-    let own = text.is_empty() || STRATEGIES.iter().any(|s| s.as_bytes() == name);
+    let name = text.strip_suffix(b"\n").unwrap_or(text);
+    let name = match text.ends_with(b"\n") {
+        true => name.strip_suffix(b"\r").unwrap_or(name),
+        false => name,
+    };
+    let own = name.is_empty() || STRATEGIES.iter().any(|s| s.as_bytes() == name);
     (!own).then(|| format!("{:?}", String::from_utf8_lossy(name)))
 }
 
@@ -357,7 +361,15 @@ mod tests {
             assert_eq!(foreign_strategy(own.as_bytes()), None, "{own:?}");
             assert!(judge(StateFile::Strategy, own.as_bytes(), "t").is_ok());
         }
-        for foreign in ["/../git-merge-evil\n", "evil\n", "ort \n", "ORT\n"] {
+        for foreign in [
+            "/../git-merge-evil\n",
+            "evil\n",
+            "ort \n",
+            "ORT\n",
+            "ort\n/../s.sh\n",
+            "ort\n\n",
+            "ort\r",
+        ] {
             assert!(
                 foreign_strategy(foreign.as_bytes()).is_some(),
                 "{foreign:?}"
@@ -368,6 +380,8 @@ mod tests {
         assert_eq!(options_strategy(opts), Ok(None));
         let opts = b"[options]\n\tmainline = 1\n[OPTIONS]\n\tStrategy = \"x/../../run\"\n";
         assert_eq!(options_strategy(opts), Ok(Some("\"x/../../run\"".into())));
+        let opts = b"[options]\n\tstrategy = \"ort\\n/../s.sh\"\n";
+        assert!(options_strategy(opts).unwrap().is_some());
         assert!(judge(StateFile::Options, b"[options\n", "t").is_err());
     }
 

@@ -463,6 +463,12 @@ const CONTINUED: &[(&str, &str, &str)] = &[
         "STOP; mkdir -p git-merge-; printf '/../strategy.sh\\n' > .git/rebase-merge/strategy; G commit --allow-empty -qm x",
         "rebase",
     ),
+    // git reads the whole file as the name, but one line end: a second line is in it.
+    (
+        "strategy-newline",
+        "STOP; mkdir -p 'git-merge-ort\n'; printf 'ort\\n/../strategy-newline.sh\\n' > .git/rebase-merge/strategy; G commit --allow-empty -qm x",
+        "rebase",
+    ),
     // The sequencer's: `options.strategy` in its options.
     (
         "sequencer",
