@@ -477,6 +477,12 @@ const CONTINUED: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// A real interactive rebase of the workspace's last commit, stopped at a `break` (`G`:
+/// git with an identity); more arguments may follow.
+const STOP: &str = "G() { git -c user.name=t -c user.email=t@t \"$@\"; }; \
+    echo more > more && git add more && G commit -qm more && \
+    GIT_SEQUENCE_EDITOR='sed -i 1ibreak' G rebase -q -i HEAD~1";
+
 /// Who the host's git commits as, where continuing an operation commits.
 const IDENTITY: &[&str] = &["-c", "user.name=t", "-c", "user.email=t@t"];
 
@@ -490,9 +496,6 @@ fn git_state_left_by_a_session_runs_nothing_when_continued_outside() {
     if !tools_present() || !super::support::require("vim", "vim writing a rebase's todo") {
         return;
     }
-    let stop = "G() { git -c user.name=t -c user.email=t@t \"$@\"; }; \
-        echo more > more && git add more && G commit -qm more && \
-        GIT_SEQUENCE_EDITOR='sed -i 1ibreak' G rebase -q -i HEAD~1";
     let picked = "G() { git -c user.name=t -c user.email=t@t \"$@\"; }; \
         top=$(git rev-parse HEAD); echo 1 > c && git add c && G commit -qm c1 && echo 2 > d && git add d && G commit -qm c2 && \
         echo 3 > e && git add e && G commit -qm c3 && git checkout -q -b side $top && echo x > c && git add c && G commit -qm x && \
@@ -509,7 +512,7 @@ fn git_state_left_by_a_session_runs_nothing_when_continued_outside() {
                 fs::write(&mark, body).unwrap();
                 let (ready, go) = (lab.ws.join(".ready"), lab.ws.join(".go"));
                 let script = route
-                    .replace("STOP", stop)
+                    .replace("STOP", STOP)
                     .replace("PICKED", picked)
                     .replace("{mark}", &mark)
                     .replace(" G ", " git -c user.name=t -c user.email=t@t ");
@@ -579,17 +582,17 @@ fn a_rebase_runs_its_commands_inside_a_session() {
     if !tools_present() || !super::support::require("vim", "vim writing a rebase's todo") {
         return;
     }
-    let script = "G() { git -c user.name=t -c user.email=t@t \"$@\"; }; \
-        echo more > more && git add more && G commit -qm more && \
-        GIT_SEQUENCE_EDITOR='sed -i 1ibreak' G rebase -q -i HEAD~1 -x 'echo flag >> ran' && \
+    let script = format!(
+        "{STOP} -x 'echo flag >> ran' && \
         printf 'exec echo cp >> ran\\n' > plan && cat .git/rebase-merge/git-rebase-todo >> plan && \
         GIT_SEQUENCE_EDITOR='cp plan' G rebase --edit-todo && \
         vim -N -Es -i NONE +'$s/$/\\rexec echo vim >> ran/' +wq .git/rebase-merge/git-rebase-todo && \
-        G rebase --continue >/dev/null 2>&1; echo rc=$?; sort ran";
+        G rebase --continue >/dev/null 2>&1; echo rc=$?; sort ran"
+    );
     each(|backend, user| {
         for mode in ["none", backend] {
             let lab = repo_lab("execinside", user);
-            let (code, out, err) = lab.sh(mode, &[], script);
+            let (code, out, err) = lab.sh(mode, &[], &script);
             let what = lab.what(mode);
             assert_eq!(
                 (code, out.as_str()),
@@ -609,13 +612,11 @@ fn a_rebase_the_host_left_is_left_alone() {
     }
     each(|backend, user| {
         let lab = repo_lab("hostrebase", user);
-        let stop = "G() { git -c user.name=t -c user.email=t@t \"$@\"; }; \
-            echo more > more && git add more && G commit -qm more && \
-            GIT_SEQUENCE_EDITOR='sed -i 1ibreak' G rebase -q -i HEAD~1 -x 'make test'";
+        let stop = format!("{STOP} -x 'make test'");
         if user == User::Nobody {
             super::sandbox::chown_tree(&lab.dir, super::sandbox::NOBODY);
         }
-        let _ = lab.sh("none", &[], stop);
+        let _ = lab.sh("none", &[], &stop);
         let todo = lab.ws.join(".git/rebase-merge/git-rebase-todo");
         let before = fs::read_to_string(&todo).unwrap();
         assert!(before.contains("\nexec make test"), "{before}");
