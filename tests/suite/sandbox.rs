@@ -527,7 +527,9 @@ fn nested_ptys_follow_the_policy_and_multiprocessing_works() {
 }
 
 /// What the inside reports for its attempts on other processes: ptrace (its own
-/// supervisor, and a process outside), signals, another process's memory; and its fds.
+/// supervisor, and a process outside), signals, another process's memory, another
+/// process's pipe (opened for writing, which the guard does for the program under Landlock
+/// alone); and its fds.
 const PROCESS_PROBE: &str = r#"
 import ctypes, os, signal
 libc = ctypes.CDLL(None, use_errno=True)
@@ -552,6 +554,13 @@ try:
     open(f"/proc/{victim}/environ", "rb").read(); print("ENVIRON read")
 except OSError:
     print("ENVIRON denied")
+# Its stdout, a pipe to a process outside: opening it again through its link.
+try:
+    with open(f"/proc/{victim}/fd/1", "wb") as f:
+        f.write(b"INJECTED\n")
+    print("PIPE written")
+except OSError:
+    print("PIPE denied")
 "#;
 
 #[test]
@@ -563,7 +572,7 @@ fn other_processes_cannot_be_traced_or_signalled() {
         let lab = Lab::new("procs", user, false);
         let what = lab.what(backend);
         let mut victim = Command::new("/bin/sleep");
-        victim.arg("300.77");
+        victim.arg("300.77").stdout(Stdio::piped());
         if user == User::Nobody {
             victim.uid(NOBODY).gid(NOBODY);
         }
@@ -573,11 +582,13 @@ fn other_processes_cannot_be_traced_or_signalled() {
         let out = cmd.shown();
         let text = String::from_utf8_lossy(&out.stdout);
         let _ = victim.kill();
+        let piped = read_all(victim.stdout.take());
         let _ = victim.wait();
         assert!(text.contains("PTRACE"), "{what}: {text}");
         assert!(!text.contains("attached"), "{what}: {text}");
         assert!(!text.contains("delivered"), "{what}: {text}");
-        assert_lines(&text, &["ENVIRON denied"], &what);
+        assert_lines(&text, &["ENVIRON denied", "PIPE denied"], &what);
+        assert_eq!(piped, "", "{what}: written into another process's pipe");
         // The program's own fds: 0, 1, 2 only (sh lists its own /proc/$$/fd).
         // (Listed straight to stdout: a pipeline would open fds of the shell's own.)
         let (_, out, _) = lab.sh(backend, &[], "ls -1 /proc/$$/fd");
@@ -585,14 +596,30 @@ fn other_processes_cannot_be_traced_or_signalled() {
     });
     // Control: unconfined, the victim can be signalled.
     let lab = Lab::new("procs-control", User::Root, false);
-    let mut victim = Command::new("/bin/sleep").arg("300.78").spawn().unwrap();
+    let mut victim = Command::new("/bin/sleep")
+        .arg("300.78")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut cmd = lab.command("none", &["--", PYTHON, "-c", PROCESS_PROBE]);
     cmd.env("LAB_VICTIM", victim.id().to_string())
         .env("LAB_CONTROL", "1");
     let text = String::from_utf8_lossy(&cmd.shown().stdout).into_owned();
     let _ = victim.kill();
+    let piped = read_all(victim.stdout.take());
     let _ = victim.wait();
     assert!(text.contains("KILL 0 delivered"), "control: {text}");
+    assert_lines(&text, &["PIPE written"], "control");
+    assert_eq!(piped, "INJECTED\n", "control");
+}
+
+/// What a pipe holds once its writer is gone.
+fn read_all(pipe: Option<std::process::ChildStdout>) -> String {
+    let mut text = String::new();
+    if let Some(mut pipe) = pipe {
+        let _ = pipe.read_to_string(&mut text);
+    }
+    text
 }
 
 /// Start a session whose program leaves background jobs of every kind behind, wait for

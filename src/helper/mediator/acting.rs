@@ -110,6 +110,8 @@ pub(super) struct Acting<'a> {
     /// The caller's working directory, when a path starts there.
     pub(super) cwd: Option<&'a Cwd>,
     pub(super) call: &'a Call,
+    /// The guard's pid (the session's processes are its descendants) and this thread's id.
+    pub(super) guard: (u32, u32),
     /// The paths the call renamed away: a working directory the guard keeps at or below
     /// one of them moved with it (`Threads::renamed`).
     pub(super) renamed: RefCell<Vec<PathBuf>>,
@@ -353,6 +355,11 @@ impl<'a> Acting<'a> {
             true => Ok(()),
             false => Err(refuse(Cause::Outside, &path)),
         }
+    }
+
+    /// Whether `pid` is a process (or thread) of the session.
+    pub(super) fn of_session(&self, pid: u32) -> bool {
+        super::in_session(pid, self.guard.0, &super::answer::parent_of)
     }
 
     /// Whether the file `e` names was made in this session by this guard (`made`).

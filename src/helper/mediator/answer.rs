@@ -63,7 +63,7 @@ pub(super) fn answer(
 }
 
 /// A process's parent, from /proc; `None` when it is gone. Threads count as their process.
-fn parent_of(pid: u32) -> Option<u32> {
+pub(super) fn parent_of(pid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| {
         status

@@ -303,6 +303,7 @@ fn act_for(
                 .map(|(fd, path)| (fd.as_fd(), path.as_path())),
             cwd,
             call,
+            guard: (guard.pid, nix::unistd::gettid().as_raw() as u32),
             renamed: RefCell::new(Vec::new()),
         };
         let reply = act_and_report(&acting, op, guard.learned.killable);

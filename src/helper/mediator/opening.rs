@@ -6,6 +6,7 @@
 
 use super::acting::{refuse, Acting, Dir, Entry, Where};
 use super::opens::{self, Missing, OpenStep, There};
+use super::paths::{proc_link_as_caller, ProcDir};
 use crate::policy::report::Cause;
 use crate::protect::names::{self, Made};
 use crate::sys::at::{
@@ -145,11 +146,20 @@ impl Acting<'_> {
     /// target that names its start (or a magic link: `/proc/PID/fd/N`, where the kernel
     /// jumps to the object), to the object opened again.
     fn follow<'e>(&'e self, e: Entry<'e>, flags: i32) -> Res<Followed<'e>> {
+        let mut top = false;
         if is_proc(e.dir.as_fd()) {
-            let object = open_path(e.dir.as_fd(), &e.name).map_err(|e| os_errno(&e))?;
-            return self.reopen(object.as_fd(), flags).map(Followed::Opened);
+            match self.proc_dir(&e)? {
+                ProcDir::Top => top = true,
+                _ => {
+                    let object = open_path(e.dir.as_fd(), &e.name).map_err(|e| os_errno(&e))?;
+                    return self.reopen(object.as_fd(), flags).map(Followed::Opened);
+                }
+            }
         }
-        let target = readlink(e.dir.as_fd(), &e.name)?;
+        let mut target = readlink(e.dir.as_fd(), &e.name)?;
+        if top {
+            target = proc_link_as_caller(&target, self.guard, self.call.pid);
+        }
         let dir = match e.dir {
             Dir::Own(fd) => fd,
             Dir::Held(fd) => fd.try_clone_to_owned().map_err(|e| os_errno(&e))?,
@@ -168,6 +178,21 @@ impl Acting<'_> {
         let target = CString::new(target).map_err(|_| libc::EINVAL)?;
         let dir = open_path(start, &target).map_err(|e| os_errno(&e))?;
         self.reopen(dir.as_fd(), flags).map(Followed::Opened)
+    }
+
+    /// What the `/proc` directory of `e` is: a process's, which only the session's own
+    /// may be (the kernel scopes the program so: Landlock's ptrace scope, bwrap's pid
+    /// namespace; the guard, outside both, refuses the rest itself: another process's pipe
+    /// through its `fd/N` link), or `/proc` itself.
+    pub(super) fn proc_dir(&self, e: &Entry<'_>) -> Res<ProcDir> {
+        let dir = super::acting::path_of(e.dir.as_fd())?;
+        let found = super::paths::proc_dir(&dir);
+        match found {
+            ProcDir::Process(pid) if !self.of_session(pid) => {
+                Err(refuse(Cause::Outside, &dir.join(e.name_os())))
+            }
+            _ => Ok(found),
+        }
     }
 
     /// A missing file made, once its name is judged (`create`).

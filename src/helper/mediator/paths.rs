@@ -78,6 +78,50 @@ pub fn as_caller(path: &[u8], tid: u32) -> std::borrow::Cow<'_, [u8]> {
     std::borrow::Cow::Borrowed(path)
 }
 
+/// What a directory of `/proc` is, by the path the kernel gives for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcDir {
+    /// `/proc` itself, whose symlinks (`self`, `thread-self`, `mounts`, `net`) the kernel
+    /// resolves for whoever looks: the guard.
+    Top,
+    /// `/proc/PID/…` (a thread's `/proc/PID/task/TID/…` is its process's).
+    Process(u32),
+    /// Anything else in `/proc` (`/proc/sys`, `/proc/driver`).
+    Other,
+}
+
+/// What the directory `path` (a real path in `/proc`) is.
+pub fn proc_dir(path: &Path) -> ProcDir {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(rest) = path.strip_prefix("/proc") else {
+        return ProcDir::Other;
+    };
+    let Some(first) = rest.iter().next() else {
+        return ProcDir::Top;
+    };
+    match std::str::from_utf8(first.as_bytes()).map(str::parse::<u32>) {
+        Ok(Ok(pid)) => ProcDir::Process(pid),
+        _ => ProcDir::Other,
+    }
+}
+
+/// The target of a symlink in `/proc` itself (`self` → `PID`, `thread-self` →
+/// `PID/task/TID`, `mounts` → `self/mounts`) read by the guard `(pid, tid)`, as the
+/// calling thread `tid` would have read it: the guard's own ids name the caller's.
+pub fn proc_link_as_caller(target: &[u8], (pid, tid): (u32, u32), caller: u32) -> Vec<u8> {
+    let own = [format!("{pid}/task/{tid}"), pid.to_string()];
+    for prefix in own.iter().map(|p| p.as_bytes()) {
+        if let Some(rest) = target.strip_prefix(prefix) {
+            if rest.is_empty() || rest.starts_with(b"/") {
+                let mut out = caller.to_string().into_bytes();
+                out.extend_from_slice(rest);
+                return out;
+            }
+        }
+    }
+    target.to_vec()
+}
+
 /// The directory a path's last component is in, and that component (trailing slashes
 /// dropped); `None` for a path that names its start itself (empty, `.`, `..`, `/`): no
 /// name is made there.
@@ -198,6 +242,31 @@ mod tests {
         assert_eq!(&*as_caller(b"/proc/selfish/x", 42), b"/proc/selfish/x");
         assert_eq!(&*as_caller(b"/etc/x", 42), b"/etc/x");
         assert_eq!(&*as_caller(b"proc/self/x", 42), b"proc/self/x");
+    }
+
+    #[test]
+    fn a_proc_directory_belongs_to_a_process_or_to_proc_itself() {
+        assert_eq!(proc_dir(Path::new("/proc")), ProcDir::Top);
+        assert_eq!(proc_dir(Path::new("/proc/17/fd")), ProcDir::Process(17));
+        assert_eq!(
+            proc_dir(Path::new("/proc/17/task/18/fd")),
+            ProcDir::Process(17)
+        );
+        assert_eq!(proc_dir(Path::new("/proc/17")), ProcDir::Process(17));
+        assert_eq!(proc_dir(Path::new("/proc/sys/kernel")), ProcDir::Other);
+        assert_eq!(proc_dir(Path::new("/proc/1x")), ProcDir::Other);
+        assert_eq!(proc_dir(Path::new("/procx/1")), ProcDir::Other);
+    }
+
+    #[test]
+    fn a_link_of_proc_itself_names_the_caller_not_the_guard() {
+        let read = |t: &str| String::from_utf8(proc_link_as_caller(t.as_bytes(), (10, 11), 42));
+        assert_eq!(read("10").unwrap(), "42");
+        assert_eq!(read("10/task/11").unwrap(), "42");
+        assert_eq!(read("10/task/11/fd").unwrap(), "42/fd");
+        assert_eq!(read("self/mounts").unwrap(), "self/mounts");
+        assert_eq!(read("100").unwrap(), "100");
+        assert_eq!(read("10/task/12").unwrap(), "42/task/12");
     }
 
     #[test]
