@@ -72,23 +72,13 @@ pub fn gather(
     Ok((name, layers))
 }
 
-/// How root's files that only root may read are kept from root's program.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RootFiles {
-    /// Found by walking the host (`host::rootsecrets`) and denied each.
-    Walk,
-    /// Left to the kernel: the program runs as another host id (`cmd::run` decides).
-    Kernel,
-}
-
 /// Resolve the policy the flags, the user config and the profile ask for.
 pub fn resolve(
     args: &PolicyArgs,
     home: &Path,
     user_config: Option<Layer>,
-    root_files: RootFiles,
 ) -> anyhow::Result<Policy> {
-    resolve_with_layers(args, home, user_config, root_files).map(|(policy, _, _)| policy)
+    resolve_with_layers(args, home, user_config).map(|(policy, _, _)| policy)
 }
 
 /// The same, with the layers and the paths' context it was resolved from (`why`).
@@ -96,7 +86,6 @@ pub fn resolve_with_layers(
     args: &PolicyArgs,
     home: &Path,
     user_config: Option<Layer>,
-    root_files: RootFiles,
 ) -> anyhow::Result<(Policy, Vec<Layer>, PathContext)> {
     let workspace = match &args.workspace {
         Some(dir) => {
@@ -105,7 +94,7 @@ pub fn resolve_with_layers(
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     let (name, layers) = gather(args, home, user_config)?;
-    let mut ctx = PathContext {
+    let ctx = PathContext {
         home: home.to_path_buf(),
         workspace,
         state: crate::sys::files::state_dir(home),
@@ -113,27 +102,9 @@ pub fn resolve_with_layers(
         vars: std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect(),
-        root_secrets: Vec::new(),
         ssh_client: crate::host::ssh::client_files(home),
     };
-    let fs = RealFs::default();
-    let policy = policy::resolve(&name, &layers, &ctx, &fs)?;
-    if !nix::unistd::geteuid().is_root() || root_files == RootFiles::Kernel {
-        return Ok((policy, layers, ctx));
-    }
-    // Root: the walk for root-only files goes around what the session has anyway — its
-    // home, its workspace and what the policy grants (sockets too) — so it is resolved
-    // twice.
-    let f = &policy.filesystem;
-    let kept: Vec<PathBuf> = [&f.home, &f.workspace]
-        .into_iter()
-        .chain(&f.writable)
-        .chain(&f.readable)
-        .chain(&f.sockets)
-        .map(|p| p.real().to_path_buf())
-        .collect();
-    ctx.root_secrets = crate::host::rootsecrets::found(&kept, home, policy::DEFAULT_DENIED);
-    let policy = policy::resolve(&name, &layers, &ctx, &fs)?;
+    let policy = policy::resolve(&name, &layers, &ctx, &RealFs::default())?;
     Ok((policy, layers, ctx))
 }
 

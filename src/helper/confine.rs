@@ -113,12 +113,19 @@ pub fn private_network_namespace() -> io::Result<()> {
 /// Every capability gone for good (bounding set, ambient, effective/permitted/inheritable),
 /// then no_new_privs, so neither root nor a set-uid program gets privileges back.
 pub fn apply_drop_privileges() -> Result<(), ConfineError> {
+    apply_drop_privileges_but(0)
+}
+
+/// The same, but for the capabilities in `keep` (bit N: capability N), which stay in
+/// every set but the inheritable and ambient: what the guard needs beyond the mounts
+/// (`HelperSpec::root_reads`); the program's side drops them with the rest.
+pub fn apply_drop_privileges_but(keep: u64) -> Result<(), ConfineError> {
     let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
         .and_then(|s| s.trim().parse::<libc::c_ulong>().ok())
         .unwrap_or(63);
     if has_capabilities()? {
-        for cap in 0..=last_cap {
+        for cap in (0..=last_cap).filter(|c| keep & (1 << c) == 0) {
             // SAFETY: PR_CAPBSET_DROP takes an integer and touches no memory of ours.
             if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } == -1 {
                 let source = io::Error::last_os_error();
@@ -137,7 +144,7 @@ pub fn apply_drop_privileges() -> Result<(), ConfineError> {
                 0,
             )
         };
-        set_capabilities_empty()?;
+        set_capabilities_only(keep)?;
     }
     // SAFETY: integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == -1 {
@@ -151,8 +158,14 @@ fn has_capabilities() -> Result<bool, ConfineError> {
     Ok(sets.iter().any(|d| d.permitted != 0 || d.effective != 0))
 }
 
-fn set_capabilities_empty() -> Result<(), ConfineError> {
-    crate::sys::capabilities::set(&Default::default()).map_err(ConfineError::DropCapabilities)
+fn set_capabilities_only(keep: u64) -> Result<(), ConfineError> {
+    let half = |bits: u64| crate::sys::capabilities::Sets {
+        effective: bits as u32,
+        permitted: bits as u32,
+        inheritable: 0,
+    };
+    crate::sys::capabilities::set(&[half(keep), half(keep >> 32)])
+        .map_err(ConfineError::DropCapabilities)
 }
 
 /// The Landlock ABI whose rights the ruleset handles.
@@ -303,8 +316,9 @@ fn kind(path: &Path) -> Option<bool> {
 
 /// Install the mediated filter with a listener and send the listener to the guard over
 /// `channel` (both closed here; `mediator::create`): the calls that make names
-/// (`sandbox::mediated::creating`) when the spec has names to refuse, and with Landlock
-/// alone the calls it cannot judge (`sandbox::mediated::table`). One filter: a thread's
+/// (`sandbox::mediated::creating`) when the spec has names to refuse, with Landlock
+/// alone the calls it cannot judge (`sandbox::mediated::table`), and for root's program
+/// that stays host root every open (`sandbox::mediated::reading`). One filter: a thread's
 /// filters may have one listener in all. Needs no_new_privs (set before).
 pub fn apply_mediation(
     spec: &crate::helper::spec::HelperSpec,
@@ -328,6 +342,10 @@ pub fn apply_mediation(
             table.retain(|m| m.syscall != "unlinkat");
             table.extend(mediated::removing());
         }
+    }
+    if spec.root_reads.is_some() {
+        table.retain(|m| !mediated::READING.contains(&m.syscall));
+        table.extend(mediated::reading());
     }
     install_listened(&table, channel)
 }

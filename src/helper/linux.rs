@@ -27,7 +27,7 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
     use std::os::fd::OwnedFd;
     // The guard makes the names the program asks for (`mediator::create`): a channel for
     // the listener, which the program's side installs in `confine`.
-    let listened = spec.names.is_some() || spec.mediated.is_some();
+    let listened = spec.names.is_some() || spec.mediated.is_some() || spec.root_reads.is_some();
     let channel: Option<(OwnedFd, OwnedFd)> = match listened {
         true => Some(nix::sys::socket::socketpair(
             nix::sys::socket::AddressFamily::Unix,
@@ -41,7 +41,11 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
         Some((ours, theirs)) => (Some(ours), Some(theirs)),
         None => (None, None),
     };
-    let (names, mediated) = (spec.names.clone(), spec.mediated.clone());
+    let judged = (
+        spec.names.clone(),
+        spec.mediated.clone(),
+        spec.root_reads.clone(),
+    );
     // Where the program's rules let it make names and open files (and so the guard, which
     // acts for it): its ruleset and its terminal's names, as `confine` applies them.
     let rules = spec.landlock.as_ref().map(|r| {
@@ -81,8 +85,7 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
             return;
         };
         let guard_side = (reach, net, reports);
-        if let Err(e) = crate::helper::mediator::create::start(channel, names, mediated, guard_side)
-        {
+        if let Err(e) = crate::helper::mediator::create::start(channel, judged, guard_side) {
             eprintln!("sbx-shell: the guard cannot answer the program's mediated calls: {e}");
         }
     };
@@ -242,9 +245,16 @@ fn changed(m: &crate::sandbox::bwrap::Mount, now: &'static str) -> MountError {
     }
 }
 
-/// Drop every capability and set no_new_privs (again later: it is idempotent).
-pub fn confine_privileges() -> Result<(), ConfineError> {
-    confine::apply_drop_privileges()
+/// Drop every capability and set no_new_privs (again later: it is idempotent) — but the
+/// guard's CAP_SETUID and CAP_SETGID when it judges root's reads (`root_reads`), and
+/// CAP_SETPCAP, with which the program's side drops them.
+pub fn confine_privileges(root_reads: bool) -> Result<(), ConfineError> {
+    use crate::sys::capabilities::{SETGID, SETPCAP, SETUID};
+    let keep = match root_reads {
+        true => (1 << SETUID) | (1 << SETGID) | (1 << SETPCAP),
+        false => 0,
+    };
+    confine::apply_drop_privileges_but(keep)
 }
 
 /// A network namespace of the helper's own, for the name server (`confine`).

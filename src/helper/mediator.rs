@@ -54,6 +54,7 @@ mod reading;
 pub mod replay;
 #[cfg(target_os = "linux")]
 mod report;
+pub mod rootreads;
 #[cfg(target_os = "linux")]
 mod statefiles;
 pub mod status;
@@ -67,3 +68,4 @@ pub use decide::{
     describe_addr, elsewhere, in_session, loopback_bind, loopback_port, shm_name, NetRules, Reach,
     Scope,
 };
+pub use rootreads::RootReads;

@@ -137,8 +137,9 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
         .is_some_and(|l| l.lookups_fd.is_some());
     if !spec.mounts.is_empty() || name_server {
         // CAP_SYS_ADMIN was kept for the mounts only, CAP_NET_BIND_SERVICE for the name
-        // server's port: gone before anything else runs.
-        os::confine_privileges()?;
+        // server's port: gone before anything else runs (the guard's CAP_SETUID and
+        // CAP_SETGID for root's reads go with the program's side: `confine`).
+        os::confine_privileges(spec.root_reads.is_some())?;
     }
     let mut names = None;
     if spec.guard {

@@ -34,7 +34,7 @@ pub fn apply_mounts(
     })
 }
 
-pub fn confine_privileges() -> Result<(), ConfineError> {
+pub fn confine_privileges(_root_reads: bool) -> Result<(), ConfineError> {
     Err(ConfineError::Unsupported)
 }
 

@@ -74,6 +74,11 @@ pub struct HelperSpec {
     /// (another host id), with these paths id-mapped so that their files are root's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root_as: Option<RootAs>,
+    /// Linux, root's session where its program stays host root: the guard opens every
+    /// file it opens and hands over only what an ordinary user could read, or what the
+    /// policy grants (`mediator::rootreads`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_reads: Option<crate::helper::mediator::RootReads>,
 }
 
 /// How root's program becomes another host id (`sys::userns`).
@@ -82,7 +87,7 @@ pub struct HelperSpec {
 pub struct RootAs {
     /// The inherited descriptor of the user namespace (`userns::mapped_root`).
     pub userns_fd: i32,
-    /// The host id uid and gid 0 are in it (`sys::userns::unused_id`).
+    /// The host id uid and gid 0 are in it (`sandbox::rootas::unused_id`).
     pub id: u32,
     /// The paths mounted id-mapped for the program: what the policy grants it.
     pub idmapped: Vec<std::path::PathBuf>,
@@ -262,6 +267,7 @@ mod tests {
             lifeline_fd: None,
             refusals_fd: None,
             root_as: None,
+            root_reads: None,
             mounts: Vec::new(),
             proxy_listen: Some(ProxyListen {
                 port: 3128,

@@ -9,7 +9,6 @@
 //! asks for. Nothing here decides anything.
 
 pub mod guardreach;
-pub mod rootsecrets;
 pub mod sockets;
 pub mod ssh;
 

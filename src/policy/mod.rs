@@ -26,7 +26,7 @@ pub mod ssh;
 pub(crate) mod model;
 pub use model::{
     state_to_create, DomainRule, Filesystem, Layer, Limits, Network, PathContext, PathResolver,
-    Policy, ResolvedPath, Seed, ALWAYS_DROPPED, DEFAULT_DENIED, KEYCHAINS,
+    Policy, ResolvedPath, Seed, ALWAYS_DROPPED, KEYCHAINS,
 };
 
 mod resolve;

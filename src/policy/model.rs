@@ -145,9 +145,6 @@ pub struct PathContext {
     pub config: PathBuf,
     /// The variables a socket grant may begin with (`$SSH_AUTH_SOCK`): sbx-shell's own.
     pub vars: BTreeMap<String, String>,
-    /// Root-only credentials on this host (`rootsecrets::found`), denied by default when
-    /// sbx-shell runs as root; empty otherwise.
-    pub root_secrets: Vec<PathBuf>,
     /// The user's ssh client files (`host::ssh`): the keys `config` names are denied; with
     /// an ssh policy, `config` and `known_hosts` are revealed.
     pub ssh_client: crate::policy::ssh::ClientFiles,
@@ -245,8 +242,8 @@ pub struct Filesystem {
     pub protected: Vec<ResolvedPath>,
     /// Host unix sockets the program may connect to (each, or every one in a directory).
     pub sockets: Vec<ResolvedPath>,
-    /// The denied paths found on this host rather than named (root's credentials,
-    /// `rootsecrets`): one that is gone, or replaced, by the time the sandbox starts (a
+    /// The denied paths found on this host rather than named (the keys the user's ssh
+    /// config names): one that is gone, or replaced, by the time the sandbox starts (a
     /// lock file, a backup being rewritten) is no reason to stop; the rest of `denied` is
     /// checked against what sbx-shell saw.
     pub found_denied: Vec<PathBuf>,

@@ -144,6 +144,10 @@ pub fn of_write(
         Cause::Server => return of_server(about),
         Cause::Connect => return of_connect(about, &policy.network),
         Cause::Socket => return of_socket(path, home),
+        Cause::RootOnly => return of_root_only(path, home),
+        Cause::Unreadable => {
+            return of_read(path, (policy, home, runs_from));
+        }
         Cause::Outside | Cause::Protected | Cause::ReadOnly | Cause::Held => {}
     }
     if let Some(denied) = fs
@@ -218,6 +222,22 @@ fn of_socket(path: &Path, home: &Path) -> Refusal {
             "--backend bwrap --allow-socket {}",
             shell_word(&tilde(path, home))
         )),
+    }
+}
+
+/// A file only host root may read, opened by root's program where it stays host root
+/// (`mediator::rootreads`): a read grant is consent; another process's is never the
+/// program's.
+fn of_root_only(path: &Path, home: &Path) -> Refusal {
+    let fix = match path.starts_with("/proc") {
+        true => "none: another process's, not the session's".into(),
+        false => format!("--read {}", shell_word(&tilde(path, home))),
+    };
+    Refusal {
+        kind: Kind::Hidden,
+        subject: path.display().to_string(),
+        why: "only root may read it: root's program reads what any user may, and what the policy grants".into(),
+        fix: Some(fix),
     }
 }
 
@@ -310,17 +330,34 @@ pub fn of_landlock(
     if !blockers.iter().all(|b| b.starts_with("fs.")) {
         return None;
     }
+    if !reads {
+        return Some(of_write(
+            Cause::Outside,
+            (path, ""),
+            policy,
+            (home, runs_from),
+        ));
+    }
+    Some(of_read(path, (policy, home, runs_from)))
+}
+
+/// A read the program's rules refuse at `path` (Landlock's audit, or the guard for root's
+/// program): a denied path is hidden; elsewhere it is outside the readable places.
+fn of_read(
+    path: &Path,
+    (policy, home, runs_from): (&super::Policy, &Path, &[std::path::PathBuf]),
+) -> Refusal {
     let hidden = of_write(Cause::Outside, (path, ""), policy, (home, runs_from));
-    if hidden.kind == Kind::Hidden || !reads {
-        return Some(hidden);
+    if hidden.kind == Kind::Hidden {
+        return hidden;
     }
     let dir = path.parent().unwrap_or(path);
-    Some(Refusal {
+    Refusal {
         kind: Kind::Read,
         subject: path.display().to_string(),
         why: "outside the readable places (Landlock)".into(),
         fix: Some(format!("--read {}", shell_word(&tilde(dir, home)))),
-    })
+    }
 }
 
 /// An inherited variable the environment filter dropped, and why — by its name only: the

@@ -24,6 +24,12 @@ pub enum Cause {
     /// (EBUSY, bwrap): what the sandbox holds in place — a protected or hidden path, or a
     /// directory leading to one.
     Held,
+    /// A file only host root may read, opened by root's program where it stays host root
+    /// (`mediator::rootreads`).
+    RootOnly,
+    /// A read the program's own rules refuse (Landlock alone), asked of the guard: root's
+    /// program, whose every open is (`mediator::rootreads`).
+    Unreadable,
 }
 
 impl Cause {
@@ -36,6 +42,8 @@ impl Cause {
             Cause::Server => 'n',
             Cause::Connect => 'c',
             Cause::Held => 'h',
+            Cause::RootOnly => 'u',
+            Cause::Unreadable => 'e',
         }
     }
 
@@ -48,6 +56,8 @@ impl Cause {
             'n' => Cause::Server,
             'c' => Cause::Connect,
             'h' => Cause::Held,
+            'u' => Cause::RootOnly,
+            'e' => Cause::Unreadable,
             _ => return None,
         })
     }

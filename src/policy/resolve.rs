@@ -137,7 +137,7 @@ fn resolve_filesystem(
     let mut denied = builtin(&home_relative, "default denied paths")?;
     let writable = collect(&|c| &c.filesystem.write)?;
     let readable = collect(&|c| &c.filesystem.read)?;
-    let mut found_denied = deny_root_secrets(&mut denied, (&writable, &readable), ctx, fs)?;
+    let mut found_denied = Vec::new();
     let trees: Vec<&Path> = match mode {
         FsMode::Unrestricted => vec![Path::new("/")],
         FsMode::WorkspaceWrite => vec![workspace.real()],
@@ -181,31 +181,8 @@ fn resolve_filesystem(
     })
 }
 
-/// Root's files found on the host (`ctx.root_secrets`) added to `denied`, unless granted
-/// (or holding a grant: the grant says the program may have it); those denied, as found.
-fn deny_root_secrets(
-    denied: &mut BTreeSet<ResolvedPath>,
-    (writable, readable): (&[ResolvedPath], &[ResolvedPath]),
-    ctx: &PathContext,
-    fs: &impl PathResolver,
-) -> Result<Vec<PathBuf>, PolicyError> {
-    let mut found_denied = Vec::new();
-    for secret in &ctx.root_secrets {
-        let secret = resolve_path(&secret.display().to_string(), "root-only files", ctx, fs)?;
-        let granted = writable.iter().chain(readable).any(|g| {
-            let (g, s) = (g.real(), secret.real());
-            s.starts_with(g) || g.starts_with(s)
-        });
-        if !granted {
-            found_denied.push(secret.real().to_path_buf());
-            denied.insert(secret);
-        }
-    }
-    Ok(found_denied)
-}
-
 /// The private keys the user's ssh config names (`IdentityFile`, `policy::ssh`), denied
-/// wherever they are, found on this host like root's files — except where the denial
+/// wherever they are, found on this host — except where the denial
 /// cannot hold: inside a writable tree (the program could make it again; Landlock alone
 /// refuses such a policy) or over the home itself.
 fn deny_ssh_identities(

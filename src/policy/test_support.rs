@@ -30,7 +30,6 @@ pub fn layers_with(workspace: &str, extra: &str) -> (Policy, Vec<Layer>, PathCon
         state: "/home/u/.local/state/sbx-shell".into(),
         config: "/home/u/.config/sbx-shell".into(),
         vars: Default::default(),
-        root_secrets: Vec::new(),
         ssh_client: Default::default(),
     };
     let layers = vec![defaults_layer(), layer];

@@ -117,7 +117,12 @@ fn add_capabilities(a: &mut Args, inputs: &Inputs<'_>) {
             "CAP_NET_BIND_SERVICE",
         ]);
     }
-    if !mounts(inputs).is_empty() || inputs.name_server.is_some() {
+    // Root's reads judged by the guard, which switches its file-system ids to look as an
+    // ordinary user (`mediator::rootreads`): it keeps these two, the program none.
+    if inputs.root_reads {
+        a.flags(&["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]);
+    }
+    if !mounts(inputs).is_empty() || inputs.name_server.is_some() || inputs.root_reads {
         a.flags(&["--cap-add", "CAP_SETPCAP"]);
     }
 }
@@ -244,6 +249,7 @@ mod tests {
             git_dirs: &[],
             names_judged: false,
             name_server: None,
+            root_reads: false,
         }
     }
 

@@ -41,5 +41,6 @@ pub use bpf::{compile, syscall_name};
 
 pub(crate) mod table;
 pub use table::{
-    creating, observed, removing, removing_dirs, table, Mediated, IOPRIO_WHO_USER, PRIO_USER,
+    creating, observed, reading, removing, removing_dirs, table, Mediated, IOPRIO_WHO_USER,
+    PRIO_USER, READING,
 };

@@ -67,6 +67,8 @@ pub struct Context<'a> {
     /// child's `PATH` and the program's own), whose install prefixes stay readable even
     /// inside the host's /tmp or /dev, which reads alone leave out.
     pub tools: &'a [PathBuf],
+    /// Root's program stays host root: its reads are judged by the guard (`bwrap::Inputs`).
+    pub root_reads: bool,
 }
 
 impl<'a> Context<'a> {
@@ -143,6 +145,7 @@ fn with_bwrap_inputs<R>(
         git_dirs: ctx.git_dirs,
         names_judged: names_judged(policy),
         name_server: ctx.name_server,
+        root_reads: ctx.root_reads,
     };
     Ok(f(&inputs))
 }

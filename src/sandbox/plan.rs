@@ -36,6 +36,9 @@ pub struct Inputs<'a> {
     pub names_judged: bool,
     /// The sandbox's name server (`netproxy::lookups`), which the helper opens on port 53.
     pub name_server: Option<NameServer<'a>>,
+    /// Root's program stays host root: the helper's guard judges its reads as another id
+    /// (`mediator::rootreads`), which needs CAP_SETUID and CAP_SETGID.
+    pub root_reads: bool,
 }
 
 /// An inherited fd of the sbx-shell executable that runs now.

@@ -214,6 +214,37 @@ pub fn is_proc(dir: BorrowedFd<'_>) -> bool {
         .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC)
 }
 
+/// Whether `id` (as user and group, with no other group) may read `path` — every directory
+/// on the way searched, the object itself read — by the kernel's own check: this thread's
+/// file-system ids are switched to `id` for the look and back to 0 (Linux keeps them per
+/// thread; it needs CAP_SETUID and CAP_SETGID, and no supplementary group: `clear_groups`).
+pub fn readable_as(id: u32, path: &std::path::Path) -> Res<()> {
+    use nix::unistd::{faccessat, setfsgid, setfsuid, AccessFlags, Gid, Uid};
+    setfsgid(Gid::from_raw(id));
+    setfsuid(Uid::from_raw(id));
+    // (setfsuid answers the ids it had: asked again, the one it has now.)
+    let switched =
+        setfsuid(Uid::from_raw(id)).as_raw() == id && setfsgid(Gid::from_raw(id)).as_raw() == id;
+    let seen = match switched {
+        true => faccessat(
+            CWD,
+            path,
+            AccessFlags::R_OK,
+            nix::fcntl::AtFlags::AT_EACCESS,
+        )
+        .map_err(|e| e as i32),
+        false => Err(libc::EPERM),
+    };
+    setfsuid(Uid::from_raw(0));
+    setfsgid(Gid::from_raw(0));
+    seen
+}
+
+/// Leave this process with no supplementary group (`readable_as` checks with none).
+pub fn clear_groups() -> io::Result<()> {
+    nix::unistd::setgroups(&[]).map_err(io::Error::from)
+}
+
 /// The path of a descriptor's object as the kernel names it.
 pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))

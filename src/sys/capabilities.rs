@@ -21,6 +21,17 @@ pub struct Sets {
 
 const VERSION_3: u32 = 0x2008_0522;
 
+/// CAP_SETGID, CAP_SETUID and CAP_SETPCAP (Linux's numbers).
+pub const SETGID: u32 = 6;
+pub const SETUID: u32 = 7;
+pub const SETPCAP: u32 = 8;
+
+/// Whether this thread may switch its ids (both CAP_SETUID and CAP_SETGID permitted).
+pub fn can_switch_ids() -> bool {
+    let both = (1 << SETUID) | (1 << SETGID);
+    get().is_ok_and(|sets| sets[0].permitted & both == both)
+}
+
 fn header() -> Header {
     Header {
         version: VERSION_3,

@@ -357,6 +357,10 @@ mod tests {
                     keep: vec!["/root/.cargo".into()],
                 }],
             }),
+            root_reads: Some(crate::helper::mediator::RootReads {
+                id: 2_147_000_000,
+                grants: vec!["/w".into(), "/dev".into()],
+            }),
         };
         let handover = Handover::new(crate::helper::spec::spec_bytes(&spec).unwrap()).unwrap();
         // A number far above what the other tests, running beside this one, open (a new

@@ -260,58 +260,10 @@ pub fn enter(userns: BorrowedFd<'_>, trees: &[(OwnedFd, std::path::PathBuf)]) ->
     Ok(())
 }
 
-/// The host id a root user's program runs as: the first id from `FIRST` down that no
-/// account or group names (`/etc/passwd`, `/etc/group`: their third field) and no range of
-/// `/etc/subuid` or `/etc/subgid` (`name:start:count`) holds. The same on every start while
-/// those files do not change, so that what one session left (a cache's layer) is the next
-/// one's.
-pub fn unused_id(passwd: &str, group: &str, subuid: &str, subgid: &str) -> u32 {
-    const FIRST: u32 = 2_147_000_000;
-    let named: Vec<u32> = [passwd, group]
-        .iter()
-        .flat_map(|f| f.lines())
-        .filter_map(|l| l.split(':').nth(2)?.trim().parse().ok())
-        .collect();
-    let ranges: Vec<(u64, u64)> = [subuid, subgid]
-        .iter()
-        .flat_map(|f| f.lines())
-        .filter_map(|l| {
-            let mut f = l.split(':').skip(1);
-            let start: u64 = f.next()?.trim().parse().ok()?;
-            let count: u64 = f.next()?.trim().parse().ok()?;
-            Some((start, start + count))
-        })
-        .collect();
-    let taken = |id: u32| {
-        named.contains(&id)
-            || ranges
-                .iter()
-                .any(|(s, e)| (*s..*e).contains(&u64::from(id)))
-    };
-    (1..=FIRST).rev().find(|id| !taken(*id)).unwrap_or(FIRST)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::PathBuf;
-
-    #[test]
-    fn the_id_is_one_no_account_group_or_range_holds() {
-        assert_eq!(unused_id("", "", "", ""), 2_147_000_000);
-        let passwd = "root:x:0:0::/root:/bin/sh\nodd:x:2147000000:1::/:/bin/sh\n";
-        assert_eq!(unused_id(passwd, "", "", ""), 2_146_999_999);
-        let group = "g:x:2146999999:\n";
-        assert_eq!(unused_id(passwd, group, "", ""), 2_146_999_998);
-        // A range ending at the id (exclusive) leaves it free; one holding it does not.
-        let subuid = "u:2146000000:999998\n";
-        assert_eq!(unused_id(passwd, group, subuid, ""), 2_146_999_998);
-        // Below the one range, the other: the first free id is under both.
-        let subgid = "u:2146999000:1000\n";
-        assert_eq!(unused_id(passwd, group, subuid, subgid), 2_145_999_999);
-        // Lines that are not entries are passed over.
-        assert_eq!(unused_id("#x\n::\n", "junk", "a:b:c", ":"), 2_147_000_000);
-    }
 
     #[test]
     fn mount_points_come_each_once_the_top_first() {

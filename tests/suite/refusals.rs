@@ -633,16 +633,19 @@ impl Drop for AuditOn {
     }
 }
 
-/// Landlock alone refuses reads the guard never sees: where the kernel's audit is on and
-/// sbx-shell may read it (root), they are named too; where it is off, `--verbose` says so
-/// and nothing else changes.
+/// Landlock alone: root's program has every open done by the guard (`rootreads`), so the
+/// reads its rules refuse are named by the guard, whether the kernel's audit is on or off.
+/// What Landlock refuses by itself (running a file in a denied path) is named from the
+/// audit where it is on and sbx-shell may read it (root); where it is off, `--verbose`
+/// says so.
 #[test]
-fn reads_landlock_refuses_are_named_from_the_audit() {
+fn reads_refused_are_named_by_the_guard_and_landlocks_own_from_the_audit() {
     if !tools_present() || !super::support::require_root("the kernel's audit is root's") {
         return;
     }
     let lab = Lab::new("refusals-audit", User::Root, false);
     std::fs::write(lab.outside.join("other"), "x\n").unwrap();
+    let key = lab.home.join(".ssh/id_ed25519");
     let script = format!(
         "cat ~/.ssh/id_ed25519; cat {}/other; true",
         lab.outside.display()
@@ -658,21 +661,16 @@ fn reads_landlock_refuses_are_named_from_the_audit() {
         bare.contains(super::sandbox::CANARY) && bare.contains("x\n"),
         "{bare}"
     );
-    let out = {
-        let _on = AuditOn::new();
-        lab.command("landlock", &["--", "/bin/sh", "-c", &script])
-            .shown()
-    };
+    let hidden = r#"  hidden paths: 1 (~/.ssh/id_ed25519) → "filesystem": {"allow_denied": ["~/.ssh"]} in a config file"#;
+    let out = lab
+        .command("landlock", &["--", "/bin/sh", "-c", &script])
+        .shown();
     let (text, err) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(!text.contains(super::sandbox::CANARY), "{text}");
-    assert_eq!(
-        summary_line(&err, "hidden paths"),
-        r#"  hidden paths: 1 (~/.ssh/id_ed25519) → "filesystem": {"allow_denied": ["~/.ssh"]} in a config file"#,
-        "{err}"
-    );
+    assert_eq!(summary_line(&err, "hidden paths"), hidden, "{err}");
     // What the policy lets it read is read, and not named.
     assert!(text.contains("x\n"), "{text}");
     assert_eq!(
@@ -680,10 +678,34 @@ fn reads_landlock_refuses_are_named_from_the_audit() {
         "",
         "{err}"
     );
+    // Running the denied file: Landlock's own refusal (execute), named from the audit.
+    let mode = std::fs::metadata(&key).unwrap().permissions();
+    let mut runnable = mode.clone();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut runnable, 0o700);
+    std::fs::set_permissions(&key, runnable).unwrap();
+    let run = "~/.ssh/id_ed25519; true";
+    let bare = Command::new("/bin/sh")
+        .args(["-c", run])
+        .env("HOME", &lab.home)
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&bare.stderr).contains("Permission denied"),
+        "control: {bare:?}"
+    );
+    let out = {
+        let _on = AuditOn::new();
+        lab.command("landlock", &["--", "/bin/sh", "-c", run])
+            .shown()
+    };
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains("Permission denied"), "{err}");
+    assert_eq!(summary_line(&err, "hidden paths"), hidden, "{err}");
     // The audit off (as this machine has it): said with --verbose, nothing named.
     let out = lab
-        .command("landlock", &["-v", "--", "/bin/sh", "-c", &script])
+        .command("landlock", &["-v", "--", "/bin/sh", "-c", run])
         .shown();
+    std::fs::set_permissions(&key, mode).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     if audit("get") == "0" {
         assert!(

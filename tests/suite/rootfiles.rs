@@ -1,8 +1,10 @@
 //! Root's program is not root on the host: under bwrap it runs as root of its own user
 //! namespace, another host id, and the kernel refuses it every file only host root may
-//! read — made before the session, during it, or made root-only in place — while the
-//! workspace stays writable and what it makes there is host root's. Each run beside an
-//! unconfined control that reads them all.
+//! read; under Landlock alone the guard opens every file it reads and hands over only what
+//! an ordinary user could read, by the kernel's check made as another id. Either way, made
+//! before the session, during it, or made root-only in place, while the workspace stays
+//! writable and what it makes there is host root's. Each run beside an unconfined control
+//! that reads them all.
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -65,6 +67,37 @@ fn session(lab: &Lab, backend: &str, dir: &Path) -> String {
     )
 }
 
+/// A session of `backend` refused every file of `dir` only root may read — made before it,
+/// during it, made root-only in place — and made a file in the workspace that is root's.
+fn assert_root_only_refused(lab: &Lab, backend: &str, dir: &Path) {
+    let out = session(lab, backend, dir);
+    assert_lines(&out, &["PUBLIC-THEN-SECRET", "DONE"], backend);
+    for secret in ["SECRET-BEFORE", "SECRET-DURING", "SECRET-NEW-DIR"] {
+        assert!(
+            !out.contains(secret),
+            "{backend}: {secret} was read:\n{out}"
+        );
+    }
+    assert_eq!(
+        out.matches("PUBLIC-THEN-SECRET").count(),
+        1,
+        "{backend}: made root-only in place, still read:\n{out}"
+    );
+    assert_eq!(
+        out.matches("Permission denied").count(),
+        4,
+        "{backend}: each refused:\n{out}"
+    );
+    let made = fs::metadata(lab.ws.join("made")).unwrap();
+    assert_eq!(
+        (made.uid(), made.gid()),
+        (0, 0),
+        "{backend}: the workspace's new file is not root's"
+    );
+    let readme = fs::metadata(lab.ws.join("README")).unwrap();
+    assert_eq!(readme.uid(), 0, "{backend}: README's owner changed");
+}
+
 #[test]
 fn root_only_files_stay_unreadable_made_before_during_or_in_place() {
     if !tools_present() {
@@ -86,33 +119,12 @@ fn root_only_files_stay_unreadable_made_before_during_or_in_place() {
         ],
         "control",
     );
-    let backend = "bwrap";
-    let out = session(&lab, backend, &dir);
-    assert_lines(&out, &["PUBLIC-THEN-SECRET", "DONE"], backend);
-    for secret in ["SECRET-BEFORE", "SECRET-DURING", "SECRET-NEW-DIR"] {
-        assert!(
-            !out.contains(secret),
-            "{backend}: {secret} was read:\n{out}"
-        );
+    for backend in ["bwrap", "landlock"] {
+        assert_root_only_refused(&lab, backend, &dir);
     }
-    assert_eq!(
-        out.matches("PUBLIC-THEN-SECRET").count(),
-        1,
-        "{backend}: made root-only in place, still read:\n{out}"
-    );
-    assert_eq!(
-        out.matches("Permission denied").count(),
-        4,
-        "{backend}: each refused by the kernel:\n{out}"
-    );
-    let made = fs::metadata(lab.ws.join("made")).unwrap();
-    assert_eq!(
-        (made.uid(), made.gid()),
-        (0, 0),
-        "{backend}: the workspace's new file is not root's"
-    );
-    // What it sees of itself: root, with host root's files its own in the workspace, and
-    // the rest of the host's owners unknown to it.
+    // What it sees of itself under bwrap: root, with host root's files its own in the
+    // workspace, and the rest of the host's owners unknown to it.
+    let backend = "bwrap";
     let (_, ids, err) = lab.sh(
         backend,
         &[],
@@ -123,13 +135,83 @@ fn root_only_files_stay_unreadable_made_before_during_or_in_place() {
         ids.contains("Operation not permitted") || ids.contains("Invalid argument"),
         "{backend}: a chown to an id outside its namespace worked:\n{ids}"
     );
-    let readme = fs::metadata(lab.ws.join("README")).unwrap();
-    assert_eq!(readme.uid(), 0, "{backend}: README's owner changed");
     // Refused by the kernel, not by a list of root's files: the session says so.
     let (_, _, said) = lab.sh(backend, &["-v"], "true");
     assert!(
         said.contains("root's program runs as root of its own user namespace"),
         "{backend}: {said}"
+    );
+    // Landlock alone: host root still, every open done by the guard, which hands over only
+    // what any user may read (or what is granted): the session says so, and names each
+    // refusal with the grant that allows it.
+    let backend = "landlock";
+    let (_, ids, err) = lab.sh(backend, &[], "id -u; stat -c %U /etc/passwd");
+    assert_lines(&ids, &["0", "root"], &format!("{backend}: {err}"));
+    let (_, _, said) = lab.sh(
+        backend,
+        &["-v"],
+        &format!("cat {}/before.key", dir.display()),
+    );
+    assert!(
+        said.contains("the guard opens each file it reads"),
+        "{backend}: {said}"
+    );
+    assert!(
+        said.contains(&format!("--read {}/before.key", dir.display())),
+        "{backend}: the refusal is not named with its grant: {said}"
+    );
+}
+
+/// A ramfs mounted for one test (it cannot be id-mapped), unmounted on drop.
+struct Ramfs(PathBuf);
+
+impl Ramfs {
+    fn mount(at: &Path) -> Ramfs {
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "ramfs", "ramfs"])
+            .arg(at)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "cannot mount a ramfs at {}", at.display());
+        Ramfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Ramfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Where a writable place cannot be id-mapped (a workspace on a ramfs), root's program
+/// stays host root under bwrap too, and the guard judges what it reads as under Landlock
+/// alone: every root-only file refused, the workspace's new files root's.
+#[test]
+fn root_only_files_stay_unreadable_where_bwrap_cannot_give_root_another_id() {
+    if !tools_present() {
+        return;
+    }
+    let dir = PathBuf::from(format!("/srv/sbx-rootfiles-ramfs-{}", std::process::id()));
+    let _planted = Planted(dir.clone());
+    plant(&dir.join("before.key"), "SECRET-BEFORE", 0o600);
+    let lab = Lab::new("rootfiles-ramfs", User::Root, false);
+    let _ramfs = Ramfs::mount(&lab.ws);
+    fs::write(lab.ws.join("README"), "hello\n").unwrap();
+    let control = session(&lab, "none", &dir);
+    assert_lines(
+        &control,
+        &["SECRET-BEFORE", "SECRET-DURING", "DONE"],
+        "control",
+    );
+    assert_root_only_refused(&lab, "bwrap", &dir);
+    let (_, _, said) = lab.sh("bwrap", &["-v"], "true");
+    assert!(
+        said.contains("cannot be id-mapped") && said.contains("the guard opens each file it reads"),
+        "{said}"
     );
 }
 

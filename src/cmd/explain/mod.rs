@@ -17,7 +17,7 @@ pub fn main(args: &ExplainArgs) -> Result<u8, Failure> {
     let user_config = profiles::load_user_config(&inputs::config_dir(&home))?;
     let program = args.command.first().map(|c| c.as_os_str());
     let (policy_args, _) = inputs::with_agent_profile(&args.policy, program);
-    let policy = inputs::resolve(&policy_args, &home, user_config, inputs::RootFiles::Walk)?;
+    let policy = inputs::resolve(&policy_args, &home, user_config)?;
     let host = Host::measure(crate::host::Probes::Skip);
     let selected = select::select(policy.backend, &host.machine).map_err(|e| e.to_string());
     // The proxy's port as inside bwrap; elsewhere it is picked when the session starts.

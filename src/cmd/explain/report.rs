@@ -137,6 +137,7 @@ pub fn backends(
         shm_dir: Some(Path::new(crate::session::temp::SHM_EXAMPLE)),
         name_server: None,
         tools: &tools,
+        root_reads: false,
     };
     let seatbelt = seatbelt_output(policy, &ctx);
     let bwrap = bwrap_output(policy, host, &ctx);

@@ -53,6 +53,7 @@ pub(super) fn confine(
         shm_dir: dirs.shm,
         name_server: None,
         tools: &tools,
+        root_reads: plan.root_reads,
     };
     Ok(sandbox::in_process(backend, &plan.policy, &ctx)?)
 }
@@ -154,6 +155,7 @@ impl Launcher {
                         .map(|(data, real)| (data.child_fd(), real.as_path())),
                 }),
             tools: &[],
+            root_reads: plan.root_reads,
         };
         let argv = sandbox::wrap(backend, &plan.policy, &ctx, &helper_argv)?;
         let mut handovers = vec![spec];
@@ -252,6 +254,31 @@ fn helper_spec(
         names: layers.names.clone(),
         refusals_fd: None,
         root_as: None,
+        root_reads: plan.root_reads.then(|| root_reads(plan, dirs)),
+    }
+}
+
+/// Root's reads judged by the guard (`Plan::root_reads`): as the id that stands for an
+/// ordinary user, around what the policy grants, the session's own places and `/dev`
+/// (whose devices the program's rules pick).
+fn root_reads(plan: &Plan, dirs: SessionDirs<'_>) -> crate::helper::mediator::RootReads {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let mut grants = crate::sandbox::rootas::granted(&plan.policy.filesystem);
+    grants.extend(
+        [dirs.temp, dirs.shm]
+            .into_iter()
+            .flatten()
+            .map(Path::to_path_buf),
+    );
+    grants.push(PathBuf::from("/dev"));
+    crate::helper::mediator::RootReads {
+        id: crate::sandbox::rootas::unused_id(
+            &read("/etc/passwd"),
+            &read("/etc/group"),
+            &read("/etc/subuid"),
+            &read("/etc/subgid"),
+        ),
+        grants: crate::sandbox::rootas::outermost(grants),
     }
 }
 

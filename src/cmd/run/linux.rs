@@ -283,7 +283,7 @@ pub(super) fn root_as(
         return Ok(None);
     }
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
-    let id = crate::sys::userns::unused_id(
+    let id = crate::sandbox::rootas::unused_id(
         &read("/etc/passwd"),
         &read("/etc/group"),
         &read("/etc/subuid"),

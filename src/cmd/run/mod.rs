@@ -57,7 +57,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let mut plan = prepare::resolve(&cli, login_arg0, say)?;
     let host = prepare::measure_host(&plan);
     let backend = prepare::choose_backend(&plan, &host, say)?;
-    prepare::root_files(os::root_as(&plan.policy, &backend), &mut plan, say)?;
+    plan.root_files(os::root_as(&plan.policy, &backend), &backend, say)?;
     let (journal, _journal_file) = Journal::open(&journal::dir(&plan.home));
     let net = prepare::start_network(&plan, &backend, (&cli, journal.sink()), say)?;
     let (ssh, questions) = ssh::start(&mut plan, &backend, net.as_ref(), &journal, say)?;

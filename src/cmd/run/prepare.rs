@@ -25,10 +25,11 @@ pub(super) struct Plan {
     pub(super) home: PathBuf,
     pub(super) launch: Launch,
     pub(super) policy: Policy,
-    /// What the policy was resolved from, for root's second resolution (`root_files`).
-    sources: (crate::cli::PolicyArgs, Option<crate::policy::Layer>),
     /// Root's session under bwrap: its program as another host id (`root_files`).
     pub(super) root_as: Option<RootAs>,
+    /// Root's session where its program stays host root: its reads judged by the guard
+    /// (`root_files`).
+    pub(super) root_reads: bool,
 }
 
 /// Step 1: the real shell, the launch plan (the program checked before anything else is
@@ -75,20 +76,15 @@ pub(super) fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Pla
             "sbx-shell: profile {agent}, picked for the command {agent} (--profile chooses another)"
         ));
     }
-    let policy = inputs::resolve(
-        &policy_args,
-        &home,
-        user_config.clone(),
-        inputs::RootFiles::Kernel,
-    )?;
+    let policy = inputs::resolve(&policy_args, &home, user_config)?;
     let launch = launch.with_program_args(&policy.program_args);
     create_own_dirs(&home)?;
     Ok(Plan {
         home,
         policy: for_launch(policy, &launch),
         launch,
-        sources: (policy_args, user_config),
         root_as: None,
+        root_reads: false,
     })
 }
 
@@ -107,37 +103,67 @@ fn subcommand_after_options(e: launch::PlanError) -> anyhow::Error {
     }
 }
 
-/// Step 3b, root's session only: what only host root may read kept from its program — by
-/// the kernel where the program can run as another host id (`found`, `os::root_as`), else
-/// by walking the host for such files and denying each (the policy resolved again).
-pub(super) fn root_files(
-    found: anyhow::Result<Option<RootAs>>,
-    plan: &mut Plan,
-    say: Verbosity,
-) -> Result<(), Failure> {
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(());
-    }
-    match found {
-        Ok(Some(root_as)) => {
-            say.detail(&root_as.describe());
-            plan.root_as = Some(root_as);
+impl Plan {
+    /// Step 3b, root's session only: what only host root may read kept from its program — by
+    /// the kernel where the program can run as another host id (`found`, `os::root_as`), else
+    /// by the guard, which opens every file the program opens and hands over only what an
+    /// ordinary user could read or the policy grants (`mediator::rootreads`). Neither with no
+    /// sandbox, nor where the whole file system is writable (all of it is granted).
+    pub(super) fn root_files(
+        &mut self,
+        found: anyhow::Result<Option<RootAs>>,
+        backend: &crate::sandbox::Backend,
+        say: Verbosity,
+    ) -> Result<(), Failure> {
+        use crate::sandbox::Backend;
+        if !nix::unistd::geteuid().is_root() {
             return Ok(());
         }
-        Ok(None) => {}
-        Err(why) => say.detail(&format!(
-            "sbx-shell: root's program stays host root ({why:#}): the files only root may read are found by walking the host"
-        )),
+        remove_old_walk_record();
+        let why = match found {
+            Ok(Some(root_as)) => {
+                say.detail(&root_as.describe());
+                self.root_as = Some(root_as);
+                return Ok(());
+            }
+            Ok(None) => None,
+            Err(why) => Some(format!("{why:#}")),
+        };
+        let unrestricted =
+            self.policy.filesystem.mode == crate::policy::config::FsMode::Unrestricted;
+        let linux = matches!(backend, Backend::Landlock | Backend::Bwrap { .. });
+        if !linux || unrestricted {
+            return Ok(());
+        }
+        #[cfg(target_os = "linux")]
+        if !crate::sys::capabilities::can_switch_ids() {
+            return Err(anyhow!("root's program would stay host root here, and sbx-shell cannot judge what it reads as an ordinary user: it lacks CAP_SETUID or CAP_SETGID\nHint: run sbx-shell with those capabilities (a container started with --cap-drop ALL has none), or as an ordinary user").into());
+        }
+        let why = why.map_or(String::new(), |w| format!(" ({w})"));
+        say.detail(&format!(
+        "sbx-shell: root's program stays host root{why}: the guard opens each file it reads and hands over only what any user may read, or what the policy grants"
+    ));
+        self.root_reads = true;
+        Ok(())
     }
-    let (args, user_config) = &plan.sources;
-    plan.policy = inputs::resolve(
-        args,
-        &plan.home,
-        user_config.clone(),
-        inputs::RootFiles::Walk,
-    )?;
-    plan.policy.filesystem.private_tmp_writable = !plan.launch.is_file_transfer();
-    Ok(())
+}
+
+/// The record earlier versions kept of their walk of the host for root-only files, and
+/// the names a writer killed midway left beside it: nothing reads them now, so root's
+/// session removes them, and their directory once it is empty.
+fn remove_old_walk_record() {
+    let dir = Path::new("/var/cache/sbx-shell");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name == "root-only.json" || name.starts_with(".root-only.") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// `policy` for what `launch` runs: the server end of a file copy (scp, sftp, rsync over

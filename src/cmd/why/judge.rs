@@ -189,8 +189,8 @@ pub fn path(
     }
 }
 
-/// The rule of the denied path `d`, its source and what lifts it: a layer's `deny`, a
-/// root-only file found on this host, or a built-in default.
+/// The rule of the denied path `d`, its source and what lifts it: a layer's `deny`, a key
+/// the user's ssh config names, or a built-in default.
 fn denied(
     policy: &Policy,
     layers: &[Layer],
@@ -206,12 +206,11 @@ fn denied(
             let fix = format!("remove \"{}\" from \"deny\" in {}", s.entry, s.origin);
             (Some(s), fix)
         }
-        (None, true) => (
-            builtin("root-only files found on this host"),
-            format!("--read {}", shell_word(&tilde(d.real(), home))),
-        ),
-        (None, false) => (
-            builtin(&format!("denied: {}", tilde(&d.path, home))),
+        (None, found) => (
+            builtin(&match found {
+                true => "a private key your ssh config names (IdentityFile)".to_string(),
+                false => format!("denied: {}", tilde(&d.path, home)),
+            }),
             format!(
                 "\"filesystem\": {{\"allow_denied\": [\"{}\"]}} in a config file",
                 tilde(&d.path, home)

@@ -16,8 +16,7 @@ pub fn main(args: &WhyArgs) -> Result<u8, Failure> {
     let user_config = profiles::load_user_config(&inputs::config_dir(&home))?;
     let program = args.command.first().map(|c| c.as_os_str());
     let (policy_args, _) = inputs::with_agent_profile(&args.policy, program);
-    let (policy, layers, ctx) =
-        inputs::resolve_with_layers(&policy_args, &home, user_config, inputs::RootFiles::Walk)?;
+    let (policy, layers, ctx) = inputs::resolve_with_layers(&policy_args, &home, user_config)?;
     let fs = crate::host::RealFs::default();
     let resolve =
         |raw: &str, origin: &str| crate::policy::resolve_path(raw, origin, &ctx, &fs).ok();

@@ -115,6 +115,8 @@ pub(super) struct Acting<'a> {
     /// The paths the call renamed away: a working directory the guard keeps at or below
     /// one of them moved with it (`Threads::renamed`).
     pub(super) renamed: RefCell<Vec<PathBuf>>,
+    /// Root's program where it stays host root: what it reads is judged (`rootreads`).
+    pub(super) root_reads: Option<&'a super::RootReads>,
 }
 
 /// A directory the guard opened, or one it holds already (the caller's working directory,
@@ -155,6 +157,16 @@ impl Entry<'_> {
 pub(super) fn refuse(cause: Cause, path: &Path) -> i32 {
     super::report::refused(cause, path);
     libc::EACCES
+}
+
+/// EACCES for an open with `flags` of `path`, which the program's rules do not reach,
+/// reported as a write or as a read (a read is the guard's only for root's program,
+/// `rootreads`; an ordinary user's are Landlock's own, named from its audit records).
+pub(super) fn refuse_open(path: &Path, flags: i32) -> i32 {
+    match opens::writes(flags) {
+        true => refuse(Cause::Outside, path),
+        false => refuse(Cause::Unreadable, path),
+    }
 }
 
 impl<'a> Acting<'a> {
@@ -344,16 +356,17 @@ impl<'a> Acting<'a> {
         }
     }
 
-    /// Refuse opening the existing entry `e` with `flags` where the program's own rules
-    /// would not let it (`Reach`) — before anything is opened: an open may truncate.
-    pub(super) fn check_reach(&self, e: &Entry<'_>, flags: i32) -> Res<()> {
+    /// Refuse opening the existing entry `e` (a directory: `dir`) with `flags` where the
+    /// program's own rules would not let it (`Reach`) — before anything is opened: an open
+    /// may truncate.
+    pub(super) fn check_reach(&self, e: &Entry<'_>, flags: i32, dir: bool) -> Res<()> {
         if !self.reach.confined() {
             return Ok(());
         }
         let path = e.full();
-        match self.reach.may_open(&path, flags) {
+        match self.reach.may_open_as(&path, flags, dir) {
             true => Ok(()),
-            false => Err(refuse(Cause::Outside, &path)),
+            false => Err(refuse_open(&path, flags)),
         }
     }
 

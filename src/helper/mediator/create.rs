@@ -43,7 +43,7 @@ use super::notify::{errno, Answer, Call, Caller, Delivered, Listener, Reply};
 use super::opening::Opened;
 use super::replay::{Outcome, Replay};
 use super::threads::Threads;
-use super::Scope;
+use super::{RootReads, Scope};
 use crate::protect::names::Names;
 use crate::sandbox::mediated::syscall_name;
 use crate::sys::at::{open_path, Res, CWD};
@@ -54,8 +54,7 @@ use crate::sys::at::{open_path, Res, CWD};
 /// it (they are the guard's main thread's).
 pub fn start(
     channel: OwnedFd,
-    names: Option<Names>,
-    mediated: Option<Scope>,
+    (names, mediated, root_reads): (Option<Names>, Option<Scope>, Option<RootReads>),
     (reach, net, reports): (super::Reach, super::NetRules, Option<OwnedFd>),
 ) -> io::Result<()> {
     let names = names.unwrap_or_default();
@@ -67,7 +66,7 @@ pub fn start(
             // The program's side is told what went wrong, and stops: nothing runs.
             let (listener, learned) = super::handshake::accept(channel)?;
             let listener = Listener::new(listener)?;
-            let guard = Guard::new(names, mediated, (reach, net), learned)?;
+            let guard = Guard::new((names, mediated, root_reads), (reach, net), learned)?;
             serve(&listener, &guard)
         };
         if let Err(e) = run() {
@@ -94,16 +93,17 @@ struct Guard {
     pid: u32,
     /// git's operation state that can run a program (`statefiles`).
     state: super::statefiles::StateFiles,
+    /// Root's program where it stays host root: every read judged (`rootreads`).
+    root_reads: Option<RootReads>,
 }
 
 impl Guard {
     fn new(
-        names: Names,
-        mediated: Option<Scope>,
+        (names, mediated, root_reads): (Names, Option<Scope>, Option<RootReads>),
         (reach, net): (super::Reach, super::NetRules),
         learned: Learned,
     ) -> io::Result<Guard> {
-        confine_this_thread()?;
+        confine_this_thread(root_reads.is_some())?;
         let root = open_path(CWD, c"/")?;
         let shm = match mediated.as_ref().and_then(|r| r.shm.clone()) {
             Some(dir) => Some((
@@ -126,6 +126,7 @@ impl Guard {
             state: super::statefiles::StateFiles::new(
                 std::env::var(crate::protect::gitstate::SESSION_VARIABLE).ok(),
             ),
+            root_reads,
         })
     }
 }
@@ -305,6 +306,7 @@ fn act_for(
             call,
             guard: (guard.pid, nix::unistd::gettid().as_raw() as u32),
             renamed: RefCell::new(Vec::new()),
+            root_reads: guard.root_reads.as_ref(),
         };
         let reply = act_and_report(&acting, op, guard.learned.killable);
         renamed = acting.renamed.take();
@@ -344,9 +346,17 @@ fn deliver(listener: &Listener, call: &Call, reply: Reply, replay: &mut Replay) 
 /// program's memory and act in one thread: where it may make names and open files is
 /// checked against the program's rules (`Reach`) before it acts, and under bwrap the
 /// mounts it shares with the program bound it as they bound the program.
-fn confine_this_thread() -> io::Result<()> {
+fn confine_this_thread(root_reads: bool) -> io::Result<()> {
     nix::sys::stat::umask(nix::sys::stat::Mode::empty());
-    super::notify::drop_effective_capabilities()?;
+    match root_reads {
+        // What it looks at as an ordinary user it looks at in no group, and it can switch
+        // to that user and back and nothing more (`rootreads`).
+        true => {
+            crate::sys::at::clear_groups()?;
+            super::notify::keep_only_id_switching()?;
+        }
+        false => super::notify::drop_effective_capabilities()?,
+    }
     nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)
 }
 
@@ -355,7 +365,13 @@ fn act(acting: &Acting<'_>, op: &Op, killable: bool) -> Reply {
     match op {
         Op::Open { at, flags, mode } => {
             let cloexec = flags & libc::O_CLOEXEC != 0;
-            match acting.open(at, *flags, *mode) {
+            let judged = |opened: Opened| {
+                let fd = match &opened {
+                    Opened::Now(fd) | Opened::Waiting { object: fd, .. } => fd.as_fd(),
+                };
+                acting.check_root_read(fd, *flags).map(|()| opened)
+            };
+            match acting.open(at, *flags, *mode).and_then(judged) {
                 Ok(Opened::Now(fd)) => Reply::Fd(fd, cloexec),
                 Ok(Opened::Waiting { object, how }) => Reply::Answer(super::waiting::start(
                     acting.listener,

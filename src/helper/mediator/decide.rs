@@ -202,6 +202,8 @@ struct ReachRules {
     write: PathSet,
     /// What may be opened for reading (not what may only be listed).
     read: PathSet,
+    /// What may be listed: every rule lets the program list the directories it covers.
+    list: PathSet,
     /// The carved directories (`sandbox::carve`): each as a read-write tree but for what
     /// it leaves out.
     carved: Vec<Carved>,
@@ -243,6 +245,7 @@ impl Reach {
                 make: with(&|a| a == Access::ReadWrite),
                 write: with(&writes),
                 read: with(&|a| a != Access::List),
+                list: with(&|_| true),
                 carved: carved.to_vec(),
             }),
         }
@@ -280,13 +283,19 @@ impl Reach {
 
     /// Whether the program may open the object at `path` with open `flags`.
     pub fn may_open(&self, path: &Path, flags: i32) -> bool {
+        self.may_open_as(path, flags, false)
+    }
+
+    /// The same for an object that is a directory (`dir`), which reading lists.
+    pub fn may_open_as(&self, path: &Path, flags: i32, dir: bool) -> bool {
         let Some(r) = &self.rules else {
             return true;
         };
         let writing = super::opens::writes(flags);
         let reading = flags & libc::O_ACCMODE != libc::O_WRONLY;
         let granted = |set| Reach::granted(path, (set, &r.carved));
-        (!writing || granted(&r.write)) && (!reading || granted(&r.read))
+        let read = if dir { &r.list } else { &r.read };
+        (!writing || granted(&r.write)) && (!reading || granted(read))
     }
 }
 
@@ -470,6 +479,8 @@ mod reach_tests {
         assert!(!linked.may_open(&real.with_file_name("0"), libc::O_RDWR));
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(!listed.may_open(Path::new("/home/u/x"), libc::O_RDONLY));
+        assert!(listed.may_open_as(Path::new("/home/u/x"), libc::O_RDONLY, true));
+        assert!(!listed.may_open_as(Path::new("/home/u/x"), libc::O_RDWR, true));
         // No Landlock: the mounts decide.
         assert!(Reach::default().may_make_in(Path::new("/etc")));
     }

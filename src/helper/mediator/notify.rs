@@ -103,6 +103,26 @@ impl Listener {
     }
 }
 
+/// This thread's capabilities: none but switching its ids (CAP_SETUID, CAP_SETGID),
+/// effective and permitted — so that switching back to uid 0 brings no other back.
+pub(super) fn keep_only_id_switching() -> io::Result<()> {
+    let mut sets = crate::sys::capabilities::get()?;
+    use crate::sys::capabilities::{SETGID, SETUID};
+    let keep = (1u32 << SETUID) | (1u32 << SETGID);
+    if sets[0].permitted & keep != keep {
+        return Err(io::Error::other(
+            "root's reads are judged as another user, which needs CAP_SETUID and CAP_SETGID",
+        ));
+    }
+    sets[0] = crate::sys::capabilities::Sets {
+        effective: keep,
+        permitted: keep,
+        inheritable: 0,
+    };
+    sets[1] = Default::default();
+    crate::sys::capabilities::set(&sets)
+}
+
 pub(super) fn drop_effective_capabilities() -> io::Result<()> {
     let mut sets = crate::sys::capabilities::get()?;
     for half in &mut sets {

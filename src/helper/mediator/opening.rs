@@ -4,7 +4,7 @@
 //! protected file under another name), a FIFO's waiting open in a thread of its own
 //! (`waiting`).
 
-use super::acting::{refuse, Acting, Dir, Entry, Where};
+use super::acting::{refuse, refuse_open, Acting, Dir, Entry, Where};
 use super::opens::{self, Missing, OpenStep, There};
 use super::paths::{proc_link_as_caller, ProcDir};
 use crate::policy::report::Cause;
@@ -39,17 +39,16 @@ impl Acting<'_> {
             // opens such a link.
             return self.reopen(base.0, flags);
         }
-        if at.path.ends_with(b"/") {
-            return Err(libc::EISDIR);
-        }
         let start = base.0;
+        if at.path.ends_with(b"/") {
+            // A directory, or nothing: only opened to read (root's program lists them).
+            if flags & libc::O_CREAT != 0 || opens::writes(flags) {
+                return Err(libc::EISDIR);
+            }
+            return self.reopen_path(start, &at.path, flags);
+        }
         let Some(mut e) = self.entry(base, &at.path)? else {
-            let dir = open_path(
-                start,
-                &CString::new(at.path.clone()).map_err(|_| libc::EINVAL)?,
-            )
-            .map_err(|e| os_errno(&e))?;
-            return self.reopen(dir.as_fd(), flags);
+            return self.reopen_path(start, &at.path, flags);
         };
         if let Some(done) = self.state_open(&e, flags, mode) {
             return done;
@@ -79,7 +78,7 @@ impl Acting<'_> {
                     }
                 }
                 OpenStep::OpenFifo(how) => {
-                    self.check_reach(&e, how)?;
+                    self.check_reach(&e, how, false)?;
                     let nofollow = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
                     let object = openat(e.dir.as_fd(), &e.name, nofollow, 0)?;
                     return self.waiting(object, how);
@@ -87,7 +86,7 @@ impl Acting<'_> {
                 OpenStep::OpenExisting(how) => {
                     // (`st` is there for every step but `Create`.)
                     let st = st.as_ref().ok_or(libc::ENOENT)?;
-                    self.check_reach(&e, flags)?;
+                    self.check_reach(&e, flags, is_dir(st))?;
                     self.check_write(&e, flags)?;
                     // Before the open, which may truncate. What is opened is what was
                     // looked at: a name in the writable trees gets another object only
@@ -195,6 +194,29 @@ impl Acting<'_> {
         }
     }
 
+    /// Refuse handing `fd` (opened for root's program with `flags`) over where only host
+    /// root may read it (`rootreads::verdict`): EACCES, reported. An `O_PATH` descriptor
+    /// reads nothing: what is opened through it is judged then.
+    pub(super) fn check_root_read(&self, fd: BorrowedFd<'_>, flags: i32) -> Res<()> {
+        use super::rootreads::{verdict, ReadVerdict};
+        let Some(reads) = self.root_reads else {
+            return Ok(());
+        };
+        if flags & libc::O_PATH != 0 || flags & libc::O_ACCMODE == libc::O_WRONLY {
+            return Ok(());
+        }
+        let path = super::acting::path_of(fd)?;
+        let refused = match verdict(&path, &reads.grants, &|pid| self.of_session(pid)) {
+            ReadVerdict::Granted => false,
+            ReadVerdict::Refused => true,
+            ReadVerdict::AsAnyone => crate::sys::at::readable_as(reads.id, &path).is_err(),
+        };
+        match refused {
+            true => Err(refuse(Cause::RootOnly, &path)),
+            false => Ok(()),
+        }
+    }
+
     /// A missing file made, once its name is judged (`create`).
     fn create_checked(&self, e: &Entry<'_>, flags: i32, mode: u32) -> Res<Opened> {
         if let Missing::Fail(err) = opens::missing(flags, mode, || self.umask) {
@@ -233,14 +255,14 @@ impl Acting<'_> {
         opens::existing(flags)?;
         let how = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW)) | libc::O_CLOEXEC;
         let object = object.try_clone_to_owned().map_err(|e| os_errno(&e))?;
+        let st = fstat(object.as_fd())?;
         if self.reach.confined() {
             // Before it is opened again (an open may truncate).
             let at = fd_path(object.as_fd()).map_err(|_| libc::EACCES)?;
-            if !self.reach.may_open(&at, flags) {
-                return Err(refuse(Cause::Outside, &at));
+            if !self.reach.may_open_as(&at, flags, is_dir(&st)) {
+                return Err(refuse_open(&at, flags));
             }
         }
-        let st = fstat(object.as_fd())?;
         self.check_identity(&st, flags)?;
         if opens::writes(flags) {
             // A config reached through a descriptor's link: judged by where it is.
@@ -270,13 +292,21 @@ impl Acting<'_> {
         self.check_object(fd, flags).map(Opened::Now)
     }
 
+    /// The directory `path` names from `start`, resolved by the kernel, opened again
+    /// (`reopen`): a path that names its start, or ends in a slash.
+    fn reopen_path(&self, start: BorrowedFd<'_>, path: &[u8], flags: i32) -> Res<Opened> {
+        let path = CString::new(path).map_err(|_| libc::EINVAL)?;
+        let dir = open_path(start, &path).map_err(|e| os_errno(&e))?;
+        self.reopen(dir.as_fd(), flags)
+    }
+
     /// A FIFO the program opens (`object`, O_PATH), judged: its open waits for the other
     /// end, so it is done in a thread of its own (`waiting`).
     fn waiting(&self, object: OwnedFd, how: i32) -> Res<Opened> {
         if self.reach.confined() {
             let at = fd_path(object.as_fd()).map_err(|_| libc::EACCES)?;
             if !self.reach.may_open(&at, how) {
-                return Err(refuse(Cause::Outside, &at));
+                return Err(refuse_open(&at, how));
             }
         }
         self.check_identity(&fstat(object.as_fd())?, how)?;
@@ -301,6 +331,11 @@ impl Acting<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether `st` describes a directory.
+fn is_dir(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFDIR
 }
 
 /// `e` with a directory of its own (not one borrowed from `link_dir`, the directory of the

@@ -33,7 +33,6 @@ fn ctx() -> PathContext {
         state: "/home/u/.local/state/sbx-shell".into(),
         config: "/home/u/.config/sbx-shell".into(),
         vars: Default::default(),
-        root_secrets: Vec::new(),
         ssh_client: Default::default(),
     }
 }

@@ -34,6 +34,13 @@ fn block(when: When) -> Block {
         When::IoctlRequest { request } => notify(vec![vec![Cmp::low(1, Test::Eq(request))]]),
         When::ArgIs { arg, value } => notify(vec![vec![Cmp::low(arg, Test::Eq(value))]]),
         When::FlagSet { arg, bits } => notify(vec![vec![Cmp::low(arg, Test::AnySet(bits))]]),
+        When::FlagClear { arg, bits } => notify(vec![vec![Cmp::low(
+            arg,
+            Test::MaskedEq {
+                mask: bits,
+                value: 0,
+            },
+        )]]),
         When::Ignored { arg0, arg1 } => Block {
             when: vec![vec![
                 Cmp::low(0, Test::Eq(arg0)),
@@ -78,7 +85,7 @@ pub fn syscall_name(nr: i64) -> Option<&'static str> {
 mod tests {
     use super::*;
     use crate::sandbox::mediated::table::TIOCGPTPEER;
-    use crate::sandbox::mediated::{creating, table, IOPRIO_WHO_USER, PRIO_USER};
+    use crate::sandbox::mediated::{creating, reading, table, IOPRIO_WHO_USER, PRIO_USER, READING};
 
     use crate::sandbox::bpf::{number, AUDIT_ARCH};
 
@@ -142,6 +149,31 @@ mod tests {
             if number(m.syscall).is_some() {
                 assert_eq!(syscall_name(nr(m.syscall)), Some(m.syscall));
             }
+        }
+    }
+
+    #[test]
+    fn for_roots_reads_every_open_but_an_o_path_one_is_asked() {
+        let mut table = creating();
+        table.retain(|m| !READING.contains(&m.syscall));
+        table.extend(reading());
+        let p = compile(&table).unwrap();
+        let nr = |name| number(name).unwrap();
+        let ask = |name, args| run(&p, nr(name), args) == NOTIFY;
+        assert_eq!(super::super::table::O_PATH, libc::O_PATH as u32);
+        let path = libc::O_PATH as u64;
+        for flags in [0, libc::O_DIRECTORY as u64, libc::O_CREAT as u64 | 1, 2] {
+            assert!(ask("openat", [0, 0x1000, flags, 0, 0, 0]), "{flags:o}");
+        }
+        assert!(!ask("openat", [0, 0x1000, path, 0, 0, 0]));
+        // With O_PATH every other flag is ignored by the kernel: nothing is made.
+        let creat = libc::O_CREAT as u64 | 1;
+        assert!(!ask("openat", [0, 0x1000, path | creat, 0, 0, 0]));
+        assert!(ask("mkdirat", [0; 6]));
+        #[cfg(target_arch = "x86_64")]
+        {
+            assert!(ask("open", [0x1000, 0, 0, 0, 0, 0]));
+            assert!(!ask("open", [0x1000, path, 0, 0, 0, 0]));
         }
     }
 

@@ -9,6 +9,9 @@ pub const TIOCGPTPEER: u32 = 0x5441;
 /// prctl's PR_SET_DUMPABLE (Linux's value; the table is data on every platform).
 pub const PR_SET_DUMPABLE: u32 = 4;
 
+/// Linux's O_PATH (the table is data on every platform; the same on x86_64 and aarch64).
+pub const O_PATH: u32 = 0o1000_0000;
+
 /// `which` values meaning "every process of a user".
 pub const PRIO_USER: u32 = 2;
 
@@ -40,6 +43,12 @@ pub enum When {
     },
     /// When any of `bits` is set in argument `arg` (low 32 bits): open's O_CREAT.
     FlagSet {
+        arg: u8,
+        bits: u32,
+    },
+    /// When none of `bits` is set in argument `arg` (low 32 bits): an open without
+    /// O_PATH.
+    FlagClear {
         arg: u8,
         bits: u32,
     },
@@ -196,6 +205,24 @@ pub fn observed() -> Vec<Mediated> {
         syscall: "connect",
         when: When::Always,
     }]
+}
+
+/// The opens that `reading` asks for.
+pub const READING: &[&str] = &["open", "openat"];
+
+/// Every open but an `O_PATH` one, for root's program where it stays host root: the
+/// guard opens what it reads too, and hands over only what an ordinary user could read or
+/// the policy grants (`mediator::rootreads`). An `O_PATH` descriptor reads nothing, makes
+/// nothing (every other flag is ignored with it) and cannot be handed over; what is opened
+/// through it is asked then. (`openat2` and `creat` are asked always already.)
+pub fn reading() -> Vec<Mediated> {
+    [("open", 1), ("openat", 2)]
+        .into_iter()
+        .map(|(syscall, arg)| Mediated {
+            syscall,
+            when: When::FlagClear { arg, bits: O_PATH },
+        })
+        .collect()
 }
 
 /// The calls that make a name, and the opens that write: each is done by the helper's

@@ -27,7 +27,6 @@ fn mac_context() -> PathContext {
         state: "/Users/u/.local/state/sbx-shell".into(),
         config: "/Users/u/.config/sbx-shell".into(),
         vars: Default::default(),
-        root_secrets: Vec::new(),
         ssh_client: Default::default(),
     }
 }
