@@ -23,6 +23,11 @@
 //!   is a process of the session — the guard's descendant: every process of the session is
 //!   (the guard is their subreaper) and nothing else is — otherwise EPERM.
 //! - A pty's peer is opened by the guard from the program's own master and handed over.
+//! - Root's program where it stays host root has every open but an `O_PATH` one done by
+//!   the guard, which hands over only what an ordinary user could read or the policy
+//!   grants (`rootreads`).
+//! - A `/proc` link (`/proc/PID/fd/N`, `cwd`, `root`) is followed only for a process of the
+//!   session, as the kernel scopes the program itself.
 
 #[cfg(target_os = "linux")]
 mod acting;

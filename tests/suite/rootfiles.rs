@@ -162,6 +162,145 @@ fn root_only_files_stay_unreadable_made_before_during_or_in_place() {
     );
 }
 
+/// Ways around the guard's look at root's reads under Landlock alone, each tried on a
+/// root-only file outside the grants: a symlink in the workspace, a hard link into it, a
+/// descriptor that reads nothing (`O_PATH`) opened again through `/proc/self/fd`, an open
+/// relative to such a descriptor of its directory, a host process's view of the root
+/// (`/proc/PID/root`), a listing of a root-only directory. Printed one line each.
+const ROUTES: &str = r#"
+import os, sys
+key, hidden, host = sys.argv[1], sys.argv[2], sys.argv[3]
+def tried(what, act):
+    try:
+        print(what, act().strip())
+    except OSError as e:
+        print(what, "REFUSED", e.errno)
+def via_link():
+    os.symlink(key, "sym")
+    return open("sym").read()
+def via_hard():
+    os.link(key, "hard")
+    return open("hard").read()
+def via_fd():
+    fd = os.open(key, os.O_PATH)
+    return open("/proc/self/fd/%d" % fd).read()
+def via_dir():
+    d = os.open(os.path.dirname(key), os.O_PATH)
+    return os.read(os.open(os.path.basename(key), os.O_RDONLY, dir_fd=d), 100).decode()
+tried("SYMLINK", via_link)
+tried("HARDLINK", via_hard)
+tried("OPATH-REOPEN", via_fd)
+tried("OPATH-DIR", via_dir)
+tried("PROC-ROOT", lambda: open("/proc/%s/root%s" % (host, key)).read())
+tried("LISTING", lambda: " ".join(os.listdir(hidden)) or "EMPTY")
+"#;
+
+/// Root's program under Landlock alone: every way around the guard's look is refused,
+/// beside the same routes run bare, which read the file each time; and a `--read` grant
+/// (consent) lets it read that file.
+#[test]
+fn root_only_files_stay_unreadable_by_every_route_under_landlock_alone() {
+    if !tools_present() {
+        return;
+    }
+    let dir = PathBuf::from(format!("/srv/sbx-rootroutes-{}", std::process::id()));
+    let _planted = Planted(dir.clone());
+    let key = dir.join("host.key");
+    plant(&key, "SECRET-ROUTE", 0o600);
+    plant(&dir.join("hidden/inner.txt"), "INNER", 0o644);
+    fs::set_permissions(dir.join("hidden"), fs::Permissions::from_mode(0o700)).unwrap();
+    let lab = Lab::new("rootroutes", User::Root, false);
+    let mut host = std::process::Command::new("/bin/sleep")
+        .arg("300.43")
+        .spawn()
+        .unwrap();
+    let args = |backend: &'static str| {
+        let mut cmd = lab.command(backend, &["--", "/usr/bin/python3", "-c", ROUTES]);
+        cmd.arg(&key)
+            .arg(dir.join("hidden"))
+            .arg(host.id().to_string());
+        cmd
+    };
+    let clean = || {
+        for name in ["sym", "hard"] {
+            let _ = fs::remove_file(lab.ws.join(name));
+        }
+    };
+    clean();
+    let control = String::from_utf8_lossy(&args("none").output().unwrap().stdout).into_owned();
+    for route in [
+        "SYMLINK",
+        "HARDLINK",
+        "OPATH-REOPEN",
+        "OPATH-DIR",
+        "PROC-ROOT",
+    ] {
+        assert!(
+            control.contains(&format!("{route} SECRET-ROUTE")),
+            "control {route}:\n{control}"
+        );
+    }
+    assert!(control.contains("LISTING inner.txt"), "control:\n{control}");
+    clean();
+    let out = args("landlock").output().unwrap();
+    let _ = host.kill();
+    let _ = host.wait();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!text.contains("SECRET-ROUTE"), "landlock:\n{text}\n{err}");
+    assert!(!text.contains("inner.txt"), "landlock:\n{text}\n{err}");
+    for route in [
+        "SYMLINK",
+        "HARDLINK",
+        "OPATH-REOPEN",
+        "OPATH-DIR",
+        "PROC-ROOT",
+        "LISTING",
+    ] {
+        assert!(
+            text.contains(&format!("{route} REFUSED")),
+            "landlock {route}:\n{text}\n{err}"
+        );
+    }
+    clean();
+    // Consent: a read grant of the file makes it root's to read again.
+    let (_, granted, err) = lab.sh(
+        "landlock",
+        &["--read", &key.display().to_string()],
+        &format!("cat {}", key.display()),
+    );
+    assert_lines(
+        &granted,
+        &["SECRET-ROUTE"],
+        &format!("landlock --read: {err}"),
+    );
+}
+
+/// The record an earlier version kept of its walk of the host (and a temporary name a
+/// killed writer left beside it) is removed by root's next session: nothing reads it.
+#[test]
+fn the_walks_old_record_is_removed_by_roots_next_session() {
+    if !tools_present() {
+        return;
+    }
+    let cache = Path::new("/var/cache/sbx-shell");
+    fs::create_dir_all(cache).unwrap();
+    let (record, stray) = (
+        cache.join("root-only.json"),
+        cache.join(".root-only.4194999"),
+    );
+    for old in [&record, &stray] {
+        fs::write(old, "sbx-shell root-only record 1\n").unwrap();
+    }
+    let lab = Lab::new("oldrecord", User::Root, false);
+    let (code, _, err) = lab.sh("landlock", &[], "true");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !record.exists() && !stray.exists(),
+        "the old record is left"
+    );
+}
+
 /// A ramfs mounted for one test (it cannot be id-mapped), unmounted on drop.
 struct Ramfs(PathBuf);
 
