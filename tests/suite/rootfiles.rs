@@ -23,6 +23,13 @@ impl Drop for Planted {
     }
 }
 
+/// A directory `/srv/NAME-PID` with a root-only `before.key`, removed on drop.
+fn secret_before(name: &str) -> Planted {
+    let dir = PathBuf::from(format!("/srv/{name}-{}", std::process::id()));
+    plant(&dir.join("before.key"), "SECRET-BEFORE", 0o600);
+    Planted(dir)
+}
+
 fn plant(path: &Path, text: &str, mode: u32) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, format!("{text}\n")).unwrap();
@@ -103,9 +110,8 @@ fn root_only_files_stay_unreadable_made_before_during_or_in_place() {
     if !tools_present() {
         return;
     }
-    let dir = PathBuf::from(format!("/srv/sbx-rootfiles-{}", std::process::id()));
-    let _planted = Planted(dir.clone());
-    plant(&dir.join("before.key"), "SECRET-BEFORE", 0o600);
+    let planted = secret_before("sbx-rootfiles");
+    let dir = planted.0.clone();
     let lab = Lab::new("rootfiles", User::Root, false);
     let control = session(&lab, "none", &dir);
     assert_lines(
@@ -334,9 +340,8 @@ fn root_only_files_stay_unreadable_where_bwrap_cannot_give_root_another_id() {
     if !tools_present() {
         return;
     }
-    let dir = PathBuf::from(format!("/srv/sbx-rootfiles-ramfs-{}", std::process::id()));
-    let _planted = Planted(dir.clone());
-    plant(&dir.join("before.key"), "SECRET-BEFORE", 0o600);
+    let planted = secret_before("sbx-rootfiles-ramfs");
+    let dir = planted.0.clone();
     let lab = Lab::new("rootfiles-ramfs", User::Root, false);
     let _ramfs = Ramfs::mount(&lab.ws);
     fs::write(lab.ws.join("README"), "hello\n").unwrap();

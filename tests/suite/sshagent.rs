@@ -67,6 +67,49 @@ struct World {
     _agent: Running,
 }
 
+/// An sshd with `host_key` on a free loopback port, and that port. A port found free may
+/// be taken by another test's server before this one binds it (then sshd exits, and the
+/// other's host key would answer): another port is tried.
+fn start_sshd(keys: &Path, host_key: &str, authorized: &Path) -> (u16, Running) {
+    for _ in 0..20 {
+        let port = free_port();
+        let config = keys.join(format!("sshd_config-{port}"));
+        fs::write(
+            &config,
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nPidFile none\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nAuthorizedKeysFile {}\nPermitRootLogin prohibit-password\nAllowUsers root\n",
+                keys.join(host_key).display(),
+                authorized.display()
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new("/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let listening = wait_until("sshd to listen or exit", || {
+            if child.try_wait().ok().flatten().is_some() {
+                return Some(false);
+            }
+            std::net::TcpStream::connect(("127.0.0.1", port))
+                .ok()
+                .map(|_| true)
+        });
+        // Listening, and still ours: sshd exits when it cannot bind.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if listening && child.try_wait().ok().flatten().is_none() {
+            return (port, Running(child));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("no free port for sshd after 20 tries");
+}
+
 impl World {
     fn new(user: User) -> World {
         let lab = Lab::new("sshagent", user, false);
@@ -91,42 +134,19 @@ impl World {
             fs::create_dir_all("/run/sshd").unwrap();
             super::support::at_exit(super::support::Cleanup::Dir("/run/sshd".into()));
         }
-        let (git_port, other_port) = (free_port(), free_port());
         let mut servers = Vec::new();
         let mut known = String::new();
-        for (port, host_key, name) in [
-            (git_port, "host-git", "git.test"),
-            (other_port, "host-other", "other.test"),
-        ] {
-            let config = keys.join(format!("sshd_config-{port}"));
-            fs::write(
-                &config,
-                format!(
-                    "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nPidFile none\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nAuthorizedKeysFile {}\nPermitRootLogin prohibit-password\nAllowUsers root\n",
-                    keys.join(host_key).display(),
-                    authorized.display()
-                ),
-            )
-            .unwrap();
-            let child = Command::new("/usr/sbin/sshd")
-                .args(["-D", "-e", "-f"])
-                .arg(&config)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            servers.push(Running(child));
-            wait_until("sshd to listen", || {
-                std::net::TcpStream::connect(("127.0.0.1", port))
-                    .ok()
-                    .map(|_| ())
-            });
+        let mut ports = Vec::new();
+        for (host_key, name) in [("host-git", "git.test"), ("host-other", "other.test")] {
+            let (port, server) = start_sshd(&keys, host_key, &authorized);
+            servers.push(server);
+            ports.push(port);
             known.push_str(&format!(
                 "[{name}]:{port} {}\n",
                 public(&keys.join(host_key)).rsplit_once(' ').unwrap().0
             ));
         }
+        let (git_port, other_port) = (ports[0], ports[1]);
         fs::write(lab.home.join(".ssh/known_hosts"), &known).unwrap();
         let repo = lab.dir.join("repo.git");
         let git = |args: &[&str], dir: &Path| {
