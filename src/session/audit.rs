@@ -13,7 +13,7 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// The record types (`linux/audit.h`).
@@ -85,35 +85,14 @@ pub struct AuditReader(OwnedFd);
 
 /// A netlink socket of the audit's, bound to `groups`.
 fn audit_socket(groups: u32) -> io::Result<OwnedFd> {
-    // SAFETY: socket() takes integers and returns a new descriptor or -1.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_AUDIT,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor of ours.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: sockaddr_nl is plain data; zeroes are valid.
-    let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-    addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-    addr.nl_groups = groups;
-    let len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
-    // SAFETY: `addr` is a valid sockaddr_nl of `len` bytes.
-    if unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&addr as *const libc::sockaddr_nl).cast(),
-            len,
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
+    use nix::sys::socket::{bind, socket, AddressFamily, NetlinkAddr, SockFlag, SockProtocol};
+    let fd = socket(
+        AddressFamily::Netlink,
+        nix::sys::socket::SockType::Raw,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkAudit,
+    )?;
+    bind(fd.as_raw_fd(), &NetlinkAddr::new(0, groups))?;
     Ok(fd)
 }
 
@@ -134,9 +113,11 @@ fn messages(buf: &[u8]) -> Vec<(u16, &[u8])> {
 }
 
 fn receive(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is valid for its length; recv writes at most that many bytes.
-    let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+    Ok(nix::sys::socket::recv(
+        fd.as_raw_fd(),
+        buf,
+        nix::sys::socket::MsgFlags::empty(),
+    )?)
 }
 
 /// Whether the kernel's audit is on (`AUDIT_GET`; root may ask).
@@ -146,11 +127,11 @@ fn audit_enabled() -> io::Result<bool> {
     request[0..4].copy_from_slice(&16u32.to_ne_bytes());
     request[4..6].copy_from_slice(&AUDIT_GET.to_ne_bytes());
     request[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
-    // SAFETY: `request` is valid for its length.
-    let sent = unsafe { libc::send(fd.as_raw_fd(), request.as_ptr().cast(), request.len(), 0) };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    nix::sys::socket::send(
+        fd.as_raw_fd(),
+        &request,
+        nix::sys::socket::MsgFlags::empty(),
+    )?;
     let mut buf = vec![0u8; 8192];
     for _ in 0..4 {
         let n = receive(&fd, &mut buf)?;
@@ -187,20 +168,10 @@ impl AuditReader {
         }
         let fd = audit_socket(AUDIT_NLGRP_READLOG)
             .map_err(|e| format!("its records cannot be read ({e}; CAP_AUDIT_READ is needed)"))?;
-        let timeout = libc::timeval {
-            tv_sec: 0,
-            tv_usec: 100_000,
-        };
-        // SAFETY: SO_RCVTIMEO reads one timeval of the given size.
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&timeout as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
+        let timeout = nix::sys::time::TimeVal::new(0, 100_000);
+        // Without it a read waits for the next record (the session's end is seen late).
+        let _ =
+            nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::ReceiveTimeout, &timeout);
         Ok(AuditReader(fd))
     }
 
