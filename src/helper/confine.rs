@@ -55,23 +55,15 @@ pub enum ConfineError {
 
 /// A new mount namespace for this process (and what it starts), with no propagation out.
 pub fn private_mount_namespace() -> io::Result<()> {
-    // SAFETY: unshare takes flags only.
-    if unsafe { libc::unshare(libc::CLONE_NEWNS) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: NUL-terminated strings and null pointers where mount(2) allows them.
-    let rc = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    };
-    if rc == -1 {
-        return Err(io::Error::last_os_error());
-    }
+    use nix::mount::{mount, MsFlags};
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )?;
     Ok(())
 }
 
@@ -80,18 +72,15 @@ pub fn private_mount_namespace() -> io::Result<()> {
 /// helper could not open the name server's port 53 there (CAP_NET_BIND_SERVICE counts in
 /// the owner's). The new one, like bwrap's, has nothing but the loopback.
 pub fn private_network_namespace() -> io::Result<()> {
-    use std::os::fd::{AsRawFd, FromRawFd};
-    // SAFETY: unshare takes flags only.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: integer arguments; a new descriptor or -1.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor of ours.
-    let socket = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
+    use std::os::fd::AsRawFd;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)?;
+    let socket = socket(
+        AddressFamily::Inet,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
     // SAFETY: a zeroed ifreq is valid (a name and a union of plain integers).
     let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
     for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
@@ -146,10 +135,7 @@ pub fn apply_drop_privileges_but(keep: u64) -> Result<(), ConfineError> {
         };
         set_capabilities_only(keep)?;
     }
-    // SAFETY: integer arguments only.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == -1 {
-        return Err(ConfineError::NoNewPrivs(io::Error::last_os_error()));
-    }
+    nix::sys::prctl::set_no_new_privs().map_err(|e| ConfineError::NoNewPrivs(e.into()))?;
     Ok(())
 }
 
@@ -202,8 +188,13 @@ pub(super) fn own_terminal_rules() -> Vec<crate::sandbox::landlock::PathRule> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let mut names: Vec<std::path::PathBuf> = Vec::new();
     for fd in 0..3 {
-        // SAFETY: isatty only inspects the fd.
-        if unsafe { libc::isatty(fd) } != 1 {
+        use std::io::IsTerminal;
+        let terminal = match fd {
+            0 => io::stdin().is_terminal(),
+            1 => io::stdout().is_terminal(),
+            _ => io::stderr().is_terminal(),
+        };
+        if !terminal {
             continue;
         }
         let Ok(own) = std::fs::metadata(format!("/proc/self/fd/{fd}")) else {
@@ -365,8 +356,7 @@ fn install_listened(
     // Readable by the guard, which checks that it can read this process's memory before
     // the program runs (`handshake`): an sbx-shell binary that may be run but not read
     // (mode 0711) leaves the process undumpable until the exec makes it the program's.
-    // SAFETY: prctl takes integers; it applies to this process.
-    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+    let _ = nix::sys::prctl::set_dumpable(true);
     let program = mediated::compile(table)
         .map_err(|e| ConfineError::Mediation(io::Error::other(e.to_string())))?;
     let listened = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
