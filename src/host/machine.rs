@@ -221,78 +221,21 @@ pub(super) fn container_marker() -> Option<String> {
 
 #[cfg(target_os = "linux")]
 mod platform {
-    /// The Landlock ABI version the kernel offers (landlock_create_ruleset, VERSION flag).
+    /// The Landlock ABI version the kernel offers (`sys::kernel::landlock_abi`).
     pub fn landlock_abi() -> Result<i64, String> {
-        const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-        // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the kernel only
-        // returns the ABI number; no memory is read or written.
-        let abi = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<u8>(),
-                0usize,
-                LANDLOCK_CREATE_RULESET_VERSION,
-            )
-        };
-        if abi >= 0 {
-            return Ok(abi);
-        }
-        let err = std::io::Error::last_os_error();
-        Err(match err.raw_os_error() {
+        crate::sys::kernel::landlock_abi().map_err(|err| match err.raw_os_error() {
             Some(libc::ENOSYS) => "not in this kernel (ENOSYS)".to_string(),
             Some(libc::EOPNOTSUPP) => "disabled at boot (EOPNOTSUPP)".to_string(),
             _ => err.to_string(),
         })
     }
 
-    /// Whether a filter with a listener can be added here: tried in a child process, which
-    /// installs an allow-all filter with SECCOMP_FILTER_FLAG_NEW_LISTENER and exits.
+    /// Whether a filter with a listener can be added here (`sys::kernel::listener_free`).
     pub fn listener_free() -> Result<(), String> {
-        // SAFETY: the child makes only async-signal-safe system calls, then _exit.
-        match unsafe { libc::fork() } {
-            -1 => Err(format!("cannot probe: {}", std::io::Error::last_os_error())),
-            0 => {
-                let allow = libc::sock_filter {
-                    code: (libc::BPF_RET | libc::BPF_K) as u16,
-                    jt: 0,
-                    jf: 0,
-                    k: libc::SECCOMP_RET_ALLOW,
-                };
-                let prog = libc::sock_fprog {
-                    len: 1,
-                    filter: &allow as *const _ as *mut _,
-                };
-                // SAFETY: prctl takes plain integers; seccomp reads `prog`, valid here.
-                let code = unsafe {
-                    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-                    let r = libc::syscall(
-                        libc::SYS_seccomp,
-                        libc::SECCOMP_SET_MODE_FILTER,
-                        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-                        &prog as *const libc::sock_fprog,
-                    );
-                    if r >= 0 {
-                        0
-                    } else {
-                        *libc::__errno_location()
-                    }
-                };
-                // SAFETY: leaves the child at once, running nothing of the parent's.
-                unsafe { libc::_exit(code.min(255)) }
-            }
-            child => {
-                let mut status = 0;
-                // SAFETY: waits for our own child; `status` is valid.
-                unsafe { libc::waitpid(child, &mut status, 0) };
-                match libc::WEXITSTATUS(status) {
-                    0 if libc::WIFEXITED(status) => Ok(()),
-                    libc::EBUSY => Err("this process already has a seccomp listener above it (it runs inside a sandbox whose supervisor judges its calls); sbx-shell's guard needs its own".into()),
-                    e => Err(format!(
-                        "a seccomp filter with a listener cannot be added: {}",
-                        std::io::Error::from_raw_os_error(e)
-                    )),
-                }
-            }
+        match crate::sys::kernel::listener_free() {
+            Ok(()) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err("this process already has a seccomp listener above it (it runs inside a sandbox whose supervisor judges its calls); sbx-shell's guard needs its own".into()),
+            Err(e) => Err(format!("a seccomp filter with a listener cannot be added: {e}")),
         }
     }
 }

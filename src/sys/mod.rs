@@ -8,6 +8,8 @@ pub mod exit;
 pub mod fdpass;
 pub mod files;
 #[cfg(target_os = "linux")]
+pub mod kernel;
+#[cfg(target_os = "linux")]
 pub mod pidfd;
 pub mod process;
 pub mod say;
