@@ -3,14 +3,13 @@
 //! for a test user whose passwd shell is sbx-shell, and drives it with the OpenSSH clients.
 
 use std::fs::{self, Permissions};
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use super::support::Shown;
-use super::support::{require, require_root, run_dir, wait_until, Launch, OuterPty};
+use super::support::{require, require_root, run_dir, Launch, OuterPty};
 
 const USER: &str = "sbx-ssh-test";
 
@@ -128,38 +127,16 @@ struct Sshd {
 impl Sshd {
     fn start() -> Sshd {
         let site = site();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let config = site.dir.join(format!("sshd_config-{port}"));
-        fs::write(
-            &config,
+        let (port, child) = super::support::spawn_sshd(&site.dir, |port| {
             format!(
                 "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nPidFile none\n\
                  PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
                  StrictModes no\nAllowUsers {USER}\nPrintMotd no\nPrintLastLog no\n\
                  Subsystem sftp /usr/lib/openssh/sftp-server\n",
                 site.dir.join("host_key").display()
-            ),
-        )
-        .unwrap();
-        let child = Command::new("/usr/sbin/sshd")
-            .args(["-D", "-e", "-f"])
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let sshd = Sshd { child, port };
-        wait_until("sshd to listen", || {
-            std::net::TcpStream::connect(("127.0.0.1", port))
-                .ok()
-                .map(|_| ())
+            )
         });
-        sshd
+        Sshd { child, port }
     }
 
     /// Options every client here takes.

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use super::sandbox::{assert_lines, chown_tree, tools_present, Lab, User, NOBODY};
-use super::support::{free_port, require, sh_quote, wait_until, Shown, Tmux};
+use super::support::{require, sh_quote, wait_until, Shown, Tmux};
 
 fn ssh_tools() -> bool {
     tools_present()
@@ -67,47 +67,16 @@ struct World {
     _agent: Running,
 }
 
-/// An sshd with `host_key` on a free loopback port, and that port. A port found free may
-/// be taken by another test's server before this one binds it (then sshd exits, and the
-/// other's host key would answer): another port is tried.
+/// An sshd with `host_key` on a free loopback port (`support::spawn_sshd`), and that port.
 fn start_sshd(keys: &Path, host_key: &str, authorized: &Path) -> (u16, Running) {
-    for _ in 0..20 {
-        let port = free_port();
-        let config = keys.join(format!("sshd_config-{port}"));
-        fs::write(
-            &config,
-            format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nPidFile none\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nAuthorizedKeysFile {}\nPermitRootLogin prohibit-password\nAllowUsers root\n",
-                keys.join(host_key).display(),
-                authorized.display()
-            ),
+    let (port, child) = super::support::spawn_sshd(keys, |port| {
+        format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nPidFile none\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nAuthorizedKeysFile {}\nPermitRootLogin prohibit-password\nAllowUsers root\n",
+            keys.join(host_key).display(),
+            authorized.display()
         )
-        .unwrap();
-        let mut child = Command::new("/usr/sbin/sshd")
-            .args(["-D", "-e", "-f"])
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let listening = wait_until("sshd to listen or exit", || {
-            if child.try_wait().ok().flatten().is_some() {
-                return Some(false);
-            }
-            std::net::TcpStream::connect(("127.0.0.1", port))
-                .ok()
-                .map(|_| true)
-        });
-        // Listening, and still ours: sshd exits when it cannot bind.
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        if listening && child.try_wait().ok().flatten().is_none() {
-            return (port, Running(child));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    panic!("no free port for sshd after 20 tries");
+    });
+    (port, Running(child))
 }
 
 impl World {

@@ -182,6 +182,42 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// An sshd on a free loopback port, its config (`config` of the port) written in `dir`;
+/// the port and the process. A port found free may be taken by another test's server
+/// before this one binds it (then sshd exits, and the other server would answer with its
+/// own host key): another port is tried.
+pub fn spawn_sshd(dir: &Path, config: impl Fn(u16) -> String) -> (u16, Child) {
+    for _ in 0..20 {
+        let port = free_port();
+        let file = dir.join(format!("sshd_config-{port}"));
+        std::fs::write(&file, config(port)).unwrap();
+        let mut child = Command::new("/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(&file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let listening = wait_until("sshd to listen or exit", || {
+            if child.try_wait().ok().flatten().is_some() {
+                return Some(false);
+            }
+            std::net::TcpStream::connect(("127.0.0.1", port))
+                .ok()
+                .map(|_| true)
+        });
+        // Listening, and still ours: sshd exits when it cannot bind.
+        std::thread::sleep(Duration::from_millis(50));
+        if listening && child.try_wait().ok().flatten().is_none() {
+            return (port, child);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("no free port for sshd after 20 tries");
+}
+
 pub fn require_root(why: &str) -> bool {
     nix::unistd::geteuid().is_root() || skipped(&format!("{why} needs root"))
 }
