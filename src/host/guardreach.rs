@@ -93,28 +93,10 @@ mod linux {
         for (slot, byte) in PROBE.iter().zip(PATTERN) {
             slot.store(byte, Ordering::SeqCst);
         }
-        let allow = libc::sock_filter {
-            code: (libc::BPF_RET | libc::BPF_K) as u16,
-            jt: 0,
-            jf: 0,
-            k: libc::SECCOMP_RET_ALLOW,
-        };
-        let prog = libc::sock_fprog {
-            len: 1,
-            filter: &allow as *const _ as *mut _,
-        };
-        const WAIT_KILLABLE_RECV: libc::c_ulong = 1 << 5;
-        // SAFETY: prctl and seccomp take integers and `prog`, valid here; write and read
-        // use buffers of ours; _exit runs nothing of the parent's.
+        let fd = crate::sys::kernel::add_listener_filter(crate::sys::seccomp::WAIT_KILLABLE_RECV);
+        // SAFETY: write and read use buffers of ours; _exit runs nothing of the parent's.
         unsafe {
-            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-            let fd = libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | WAIT_KILLABLE_RECV,
-                &prog as *const libc::sock_fprog,
-            );
-            let killable = [u8::from(fd >= 0)];
+            let killable = [u8::from(fd.is_ok())];
             libc::write(say.as_raw_fd(), killable.as_ptr().cast(), 1);
             let mut byte = [0u8; 1];
             libc::read(wait.as_raw_fd(), byte.as_mut_ptr().cast(), 1);

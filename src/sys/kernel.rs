@@ -30,30 +30,9 @@ pub fn listener_free() -> io::Result<()> {
     match unsafe { libc::fork() } {
         -1 => Err(io::Error::last_os_error()),
         0 => {
-            let allow = libc::sock_filter {
-                code: (libc::BPF_RET | libc::BPF_K) as u16,
-                jt: 0,
-                jf: 0,
-                k: libc::SECCOMP_RET_ALLOW,
-            };
-            let prog = libc::sock_fprog {
-                len: 1,
-                filter: &allow as *const _ as *mut _,
-            };
-            // SAFETY: prctl takes plain integers; seccomp reads `prog`, valid here.
-            let code = unsafe {
-                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-                let r = libc::syscall(
-                    libc::SYS_seccomp,
-                    libc::SECCOMP_SET_MODE_FILTER,
-                    libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-                    &prog as *const libc::sock_fprog,
-                );
-                if r >= 0 {
-                    0
-                } else {
-                    *libc::__errno_location()
-                }
+            let code = match add_listener_filter(0) {
+                Ok(_) => 0,
+                Err(errno) => errno,
             };
             // SAFETY: leaves the child at once, running nothing of the parent's.
             unsafe { libc::_exit(code.min(255)) }
@@ -66,6 +45,37 @@ pub fn listener_free() -> io::Result<()> {
                 0 if libc::WIFEXITED(status) => Ok(()),
                 e => Err(io::Error::from_raw_os_error(e)),
             }
+        }
+    }
+}
+
+/// no_new_privs, then a filter that allows every call, with a listener (and the `extra`
+/// flags: `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`): the listener's descriptor, or the
+/// errno. Only system calls, no allocation: for a forked child about to `_exit`.
+pub fn add_listener_filter(extra: libc::c_ulong) -> Result<i64, i32> {
+    let allow = libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ALLOW,
+    };
+    let prog = libc::sock_fprog {
+        len: 1,
+        filter: &allow as *const _ as *mut _,
+    };
+    // SAFETY: prctl takes plain integers; seccomp reads `prog`, valid here; errno is this
+    // thread's.
+    unsafe {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        let r = libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | extra,
+            &prog as *const libc::sock_fprog,
+        );
+        match r >= 0 {
+            true => Ok(r),
+            false => Err(*libc::__errno_location()),
         }
     }
 }
