@@ -3,7 +3,9 @@
 //! kernel's own permission check made as another id.
 //!
 //! The model: every open of root's program is done by the guard (`sandbox::mediated`:
-//! `open` and `openat` are all asked), which hands over what it opened only when an
+//! every `open` and `openat` but an `O_PATH` one, which reads nothing and whose descriptor
+//! cannot be handed over; what is opened through it is asked then), which hands over what
+//! it opened only when an
 //! ordinary user — an id that owns nothing and is in no group (`RootReads::id`) — could
 //! read it by the path the kernel gives for it (every directory on the way searched, the
 //! object read), or when it lies in what the policy grants (its writable trees, the home,
