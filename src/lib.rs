@@ -34,6 +34,20 @@ pub fn main_entry() -> ExitCode {
     if args.get(1).is_some_and(|a| a == helper::spec::HELPER_ARG) {
         return helper::run(&args[2..]);
     }
+    #[cfg(target_os = "linux")]
+    if args
+        .get(1)
+        .is_some_and(|a| a == sandbox::container::COURIER_ARG)
+    {
+        return helper::container::courier(&args[2..]);
+    }
+    #[cfg(target_os = "linux")]
+    if args
+        .get(1)
+        .is_some_and(|a| a == sandbox::container::ENTRY_ARG)
+    {
+        return helper::container::entry(&args[2..]);
+    }
     if args
         .get(1)
         .is_some_and(|a| a == netproxy::connect::CONNECT_ARG)

@@ -346,9 +346,15 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "N")]
     pub processes: Option<u64>,
 
-    /// The sandbox: auto (default), bwrap, landlock, seatbelt, or none (unconfined).
+    /// The sandbox: auto (default), bwrap, landlock, docker, podman, seatbelt, or none
+    /// (unconfined).
     #[arg(long, value_enum, value_name = "BACKEND")]
     pub backend: Option<crate::policy::config::BackendChoice>,
+
+    /// The image a container backend (docker, podman) runs the program in; without it,
+    /// the host's own files, read-only, as under bwrap.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
 
     /// Refuse to start unless these layers run: bwrap, landlock, seccomp, seatbelt
     /// (comma-separated). Without it, `auto` runs the strongest set this machine can and

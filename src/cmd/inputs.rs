@@ -9,7 +9,9 @@ use anyhow::{anyhow, Context};
 
 use crate::cli::PolicyArgs;
 use crate::host::RealFs;
-use crate::policy::config::{AllowList, Config, Entry, LimitsConfig, NetworkConfig, NetworkMode};
+use crate::policy::config::{
+    AllowList, Config, ContainerConfig, Entry, LimitsConfig, NetworkConfig, NetworkMode,
+};
 use crate::policy::profiles;
 use crate::policy::{self, Layer, PathContext, Policy};
 
@@ -139,6 +141,10 @@ pub fn flags_layer(args: &PolicyArgs) -> anyhow::Result<Layer> {
     config.ssh.sign_commits = args.ssh_sign_commits.then_some(true);
     config.ssh.confirm = args.ssh_confirm.then_some(true);
     config.backend = args.backend;
+    config.container = args.image.as_ref().map(|image| ContainerConfig {
+        image: Some(image.clone()),
+        ..ContainerConfig::default()
+    });
     config.require = (!args.require.is_empty()).then(|| args.require.clone());
     config.nested_pty = args.no_nested_pty.then_some(false);
     config.keychain_access = args.keychain.then_some(true);

@@ -31,6 +31,8 @@
 //! Each step fails with its own `HelperError` variant. What differs per platform lives in
 //! one module, `os` (`linux.rs`, `other.rs`), gated once.
 
+#[cfg(target_os = "linux")]
+pub mod container;
 #[cfg_attr(not(target_os = "linux"), allow(dead_code, unused_imports))]
 pub mod mediator;
 

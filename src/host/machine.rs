@@ -41,6 +41,9 @@ pub struct Machine {
     pub container: Option<String>,
     /// What sbx-shell's guard can do here (Linux; `doctor` only: `Probes::Fresh`).
     pub guard: Option<super::guardreach::GuardReach>,
+    /// The container engines' clients on `PATH` (`docker`, `podman`).
+    pub docker: Option<PathBuf>,
+    pub podman: Option<PathBuf>,
 }
 
 /// kernel.unprivileged_userns_clone, user.max_user_namespaces and (Ubuntu)
@@ -108,6 +111,8 @@ impl Machine {
             nofile: nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok(),
             container: container_marker(),
             guard: (linux && matches!(probes, Probes::Fresh(_))).then(super::guardreach::measure),
+            docker: linux.then(|| on_path("docker")).flatten(),
+            podman: linux.then(|| on_path("podman")).flatten(),
             sandbox_exec_probe: (os == "macos" && probes != Probes::Skip).then(|| {
                 probe(
                     SANDBOX_EXEC,
@@ -249,4 +254,17 @@ mod platform {
     pub fn listener_free() -> Result<(), String> {
         Ok(())
     }
+}
+
+/// The executable `name` in a directory of this process's `PATH`, the first one there.
+fn on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|file| {
+            file.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }

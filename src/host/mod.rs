@@ -69,6 +69,8 @@ pub mod test_support {
             sandbox_exec_probe: None,
             container: None,
             guard: None,
+            docker: Some("/usr/bin/docker".into()),
+            podman: Some("/usr/bin/podman".into()),
         }
     }
 }

@@ -33,9 +33,12 @@ pub struct Config {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell: Option<PathBuf>,
     /// Which sandbox confines the program: "auto" (the default), "bwrap", "landlock",
-    /// "seatbelt", or "none" (unconfined, with a warning).
+    /// "docker", "podman", "seatbelt", or "none" (unconfined, with a warning).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<BackendChoice>,
+    /// The container backends ("docker", "podman"): what the container runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerConfig>,
     /// Layers that must run, or sbx-shell refuses to start ("bwrap", "landlock", "seccomp",
     /// "seatbelt"): without it, `auto` uses the strongest set this machine can run and
     /// names what is missing.
@@ -225,6 +228,10 @@ pub enum BackendChoice {
     Landlock,
     /// macOS: Seatbelt.
     Seatbelt,
+    /// Linux: a Docker container, with Landlock and seccomp inside.
+    Docker,
+    /// Linux: a Podman container, with Landlock and seccomp inside.
+    Podman,
     /// No sandbox at all (a warning says so on every start).
     None,
 }
@@ -236,9 +243,25 @@ impl BackendChoice {
             BackendChoice::Bwrap => "bwrap",
             BackendChoice::Landlock => "landlock",
             BackendChoice::Seatbelt => "seatbelt",
+            BackendChoice::Docker => "docker",
+            BackendChoice::Podman => "podman",
             BackendChoice::None => "none",
         }
     }
+}
+
+/// What a container backend runs.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerConfig {
+    /// Free text for the reader; ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// The image the program runs in, with sbx-shell's own executable mounted in for its
+    /// helper. Without it, the host's own files, read-only, as the bwrap backend shows
+    /// them (an empty image made locally, the host's directories mounted in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// How much of the filesystem is writable.

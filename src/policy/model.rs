@@ -209,6 +209,8 @@ pub struct Policy {
     pub backend: BackendChoice,
     /// Layers that must run, or the run is refused.
     pub require: Vec<crate::policy::config::Layer>,
+    /// The image a container backend runs; `None`: the host's own files.
+    pub image: Option<String>,
     pub filesystem: Filesystem,
     pub network: Network,
     pub nested_pty: bool,

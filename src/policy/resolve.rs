@@ -84,6 +84,10 @@ pub fn resolve(
             .rev()
             .find_map(|l| l.config.require.clone())
             .unwrap_or_default(),
+        image: layers
+            .iter()
+            .rev()
+            .find_map(|l| l.config.container.as_ref().and_then(|c| c.image.clone())),
         filesystem,
         network: resolve_network(layers)?,
         nested_pty: last(&|c| c.nested_pty).unwrap_or(true),

@@ -13,6 +13,9 @@ pub enum Backend {
     Bwrap { path: PathBuf, landlock: bool },
     /// Linux: Landlock and seccomp alone, with the process guard.
     Landlock,
+    /// Linux: a container of Docker's or Podman's (`sandbox::container`), inside which the
+    /// helper applies Landlock, seccomp and the guard as under Landlock alone.
+    Container(Container),
     /// Nothing: only when asked for by name.
     None,
 }
@@ -24,6 +27,7 @@ impl Backend {
             Backend::Seatbelt => "seatbelt",
             Backend::Bwrap { .. } => "bwrap",
             Backend::Landlock => "landlock",
+            Backend::Container(c) => c.engine.name(),
             Backend::None => "none",
         }
     }
@@ -37,7 +41,46 @@ impl Backend {
                 landlock: false, ..
             } => vec!["bwrap", "seccomp"],
             Backend::Landlock => vec!["landlock", "seccomp"],
+            Backend::Container(c) => vec![c.engine.name(), "landlock", "seccomp"],
             Backend::None => vec![],
+        }
+    }
+}
+
+impl Backend {
+    /// Whether the program is confined by Landlock, seccomp and the guard alone, in no
+    /// mount namespace of sbx-shell's making: Landlock alone, and inside a container (whose
+    /// mounts are the engine's).
+    pub fn landlock_alone(&self) -> bool {
+        match self {
+            Backend::Landlock | Backend::Container(_) => true,
+            Backend::Seatbelt | Backend::Bwrap { .. } | Backend::None => false,
+        }
+    }
+}
+
+/// A container backend: which engine, and the command-line client that reaches it (as it
+/// finds its engine: `DOCKER_HOST`, a context, Podman's socket). The image is the
+/// policy's (`Policy::image`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Container {
+    pub engine: Engine,
+    pub cli: PathBuf,
+}
+
+/// The container engines sbx-shell drives through their clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Docker,
+    Podman,
+}
+
+impl Engine {
+    /// The engine's name, which is also its client's.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Docker => "docker",
+            Engine::Podman => "podman",
         }
     }
 }

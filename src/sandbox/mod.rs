@@ -17,6 +17,7 @@ use crate::policy::Policy;
 pub mod bpf;
 pub mod bwrap;
 pub mod carve;
+pub mod container;
 pub mod landlock;
 pub mod mediated;
 pub mod plan;
@@ -26,7 +27,7 @@ pub mod seccomp;
 pub mod select;
 
 mod backend;
-pub use backend::Backend;
+pub use backend::{Backend, Container};
 
 #[derive(Debug, Error)]
 pub enum SandboxError {
@@ -38,6 +39,8 @@ pub enum SandboxError {
     Seccomp(#[from] seccomp::SeccompError),
     #[error("{0}\nHint: cd to a directory that exists")]
     NoCwd(String),
+    #[error("internal error: a container backend without its session's launch")]
+    NoContainerSession,
     #[error("without Landlock the bwrap backend cannot enforce {what}\nHint: use Linux 6.12 or later (Landlock ABI 6; `sbx-shell doctor` shows this kernel's), or drop {what} from the policy")]
     NeedsLandlock { what: &'static str },
 }
@@ -69,6 +72,20 @@ pub struct Context<'a> {
     pub tools: &'a [PathBuf],
     /// Root's program stays host root: its reads are judged by the guard (`bwrap::Inputs`).
     pub root_reads: bool,
+    /// A container backend: what the session gives the engine's argv.
+    pub container: Option<&'a ContainerLaunch<'a>>,
+}
+
+/// What a container session brings to the engine's argv (`container::EngineInputs`).
+#[derive(Debug, Clone, Copy)]
+pub struct ContainerLaunch<'a> {
+    pub name: &'a str,
+    pub user: (u32, u32, &'a [u32]),
+    pub exe: &'a Path,
+    pub socket: &'a Path,
+    pub cwd: &'a Path,
+    pub top: &'a [PathBuf],
+    pub host_image: &'a str,
 }
 
 impl<'a> Context<'a> {
@@ -116,6 +133,28 @@ pub fn wrap(
         Backend::Bwrap { path, .. } => with_bwrap_inputs(policy, ctx, path, |inputs| {
             bwrap::build_argv(inputs, command)
         }),
+        Backend::Container(container) => {
+            let launch = ctx.container.ok_or(SandboxError::NoContainerSession)?;
+            let inputs = container::EngineInputs {
+                container,
+                policy,
+                name: launch.name,
+                supervisor: std::process::id(),
+                user: launch.user,
+                exe: launch.exe,
+                socket: launch.socket,
+                cwd: launch.cwd,
+                tty: ctx.tty,
+                top: launch.top,
+                host_image: launch.host_image,
+                session_dirs: &[ctx.temp_dir, ctx.shm_dir]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>(),
+                root_reads: ctx.root_reads,
+            };
+            Ok(container::build_argv(&inputs, command))
+        }
         Backend::Landlock | Backend::None => Ok(command.to_vec()),
     }
 }
@@ -303,8 +342,8 @@ pub fn in_process(
             });
         }
         Backend::Bwrap { landlock, path } => under_bwrap(policy, ctx, (*landlock, path), names)?,
-        Backend::Landlock => {
-            let ruleset = landlock::build_ruleset(
+        Backend::Landlock | Backend::Container(_) => {
+            let mut ruleset = landlock::build_ruleset(
                 policy,
                 landlock::Layering::Alone,
                 (&exists, &crate::host::children),
@@ -313,6 +352,15 @@ pub fn in_process(
                     ..ctx.session_parts()
                 },
             )?;
+            if let Backend::Container(_) = backend {
+                // The container's own /dev (the engine's, with nothing of the host's but
+                // the session's terminal), listed by ttyname(3) to find that terminal at
+                // /dev/console: its name in /proc leads to the host's /dev/pts.
+                ruleset.rules.push(landlock::PathRule {
+                    path: PathBuf::from("/dev"),
+                    access: landlock::Access::List,
+                });
+            }
             InProcess {
                 drop_privileges: true,
                 seccomp: Some(filter(true)?),

@@ -8,7 +8,7 @@
 
 use thiserror::Error;
 
-use super::backend::Backend;
+use super::backend::{Backend, Container, Engine};
 use super::landlock::MIN_ABI;
 use crate::host::Machine;
 use crate::policy::config::{BackendChoice, Layer};
@@ -221,6 +221,9 @@ fn select_linux(choice: BackendChoice, machine: &Machine) -> Result<Backend, Sel
                         .into(),
                 })
         }
+        BackendChoice::Docker | BackendChoice::Podman => {
+            select_container(choice, machine, landlock)
+        }
         BackendChoice::Seatbelt => Err(SelectError::Unusable {
             backend: "seatbelt",
             why: "it is the macOS backend".into(),
@@ -228,6 +231,35 @@ fn select_linux(choice: BackendChoice, machine: &Machine) -> Result<Backend, Sel
         }),
         BackendChoice::None => Ok(Backend::None),
     }
+}
+
+/// A container backend: its engine's client on `PATH`, and Landlock, which the helper
+/// applies inside as under Landlock alone. Whether the engine answers, and has the image,
+/// is asked of it before the session starts (`cmd::run`).
+fn select_container(
+    choice: BackendChoice,
+    machine: &Machine,
+    landlock: Result<(), String>,
+) -> Result<Backend, SelectError> {
+    let (engine, cli, install) = match choice {
+        BackendChoice::Podman => (Engine::Podman, &machine.podman, "podman"),
+        _ => (Engine::Docker, &machine.docker, "docker.io"),
+    };
+    let Some(cli) = cli.clone() else {
+        return Err(SelectError::Unusable {
+            backend: engine.name(),
+            why: format!("its client, `{}`, is not on PATH", engine.name()),
+            hint: format!(
+                "install it (Debian and Ubuntu: apt install {install}), or use --backend bwrap or landlock"
+            ),
+        });
+    };
+    landlock.map_err(|why| SelectError::Unusable {
+        backend: engine.name(),
+        why: format!("the helper applies Landlock inside the container, and {why}"),
+        hint: "use Linux 6.12 or later with Landlock enabled, or --backend bwrap".into(),
+    })?;
+    Ok(Backend::Container(Container { engine, cli }))
 }
 
 #[cfg(test)]

@@ -370,6 +370,54 @@ pub fn cloexec_each_fd_above_stderr() -> io::Result<()> {
     Ok(())
 }
 
+/// The fds a program this process execs would inherit (those not close-on-exec, 0–2
+/// among them), each above 2 then marked close-on-exec: listed for passing on, kept from
+/// what this process runs itself.
+pub fn take_inheritable_fds() -> io::Result<Vec<i32>> {
+    let listed: Vec<i32> = std::fs::read_dir("/dev/fd")?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    let mut fds = Vec::new();
+    for fd in listed {
+        // SAFETY: F_GETFD only reads the fd's flags; the listing's own fd, closed since,
+        // gives EBADF and is left out.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        if flags < 0 || flags & libc::FD_CLOEXEC != 0 {
+            continue;
+        }
+        fds.push(fd);
+        // SAFETY: F_SETFD only changes the flags of an fd that is open (checked above).
+        if fd > 2 && unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(fds)
+}
+
+/// A close-on-exec copy of `fd` at the lowest number not below `floor`.
+pub fn dup_above(fd: std::os::fd::BorrowedFd<'_>, floor: i32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: F_DUPFD_CLOEXEC makes a new fd of an open one (borrowed); no memory passed.
+    let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, floor) };
+    if copy < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor of ours.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(copy) })
+}
+
+/// `fd` copied to the number `number` (closing what was there), inheritable: for a
+/// process about to exec the program that expects it there.
+pub fn dup_to(fd: std::os::fd::BorrowedFd<'_>, number: i32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: dup2 on an open fd (borrowed) to a number this process means to replace.
+    if unsafe { libc::dup2(fd.as_raw_fd(), number) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -138,6 +138,7 @@ pub fn backends(
         name_server: None,
         tools: &tools,
         root_reads: false,
+        container: None,
     };
     let seatbelt = seatbelt_output(policy, &ctx);
     let bwrap = bwrap_output(policy, host, &ctx);

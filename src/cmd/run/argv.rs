@@ -2,6 +2,7 @@
 //! here, before the terminal is touched), and the helper's argv built once, wrapped in
 //! the launcher, with the pipes that carry its spec and bwrap's options.
 
+use super::container::ContainerPlace;
 use super::environment::{Places, SessionDirs};
 use super::prepare::Plan;
 use crate::helper::spec::{self as helper_spec, HelperSpec, ProcessLimits, ProxyListen};
@@ -33,7 +34,7 @@ pub(super) fn confine(
     (places, env): (&Places, &[(OsString, OsString)]),
 ) -> Result<InProcess, Failure> {
     let tools = match backend {
-        Backend::Landlock => {
+        Backend::Landlock | Backend::Container(_) => {
             let path = env
                 .iter()
                 .find(|(k, _)| k == "PATH")
@@ -54,6 +55,7 @@ pub(super) fn confine(
         name_server: None,
         tools: &tools,
         root_reads: plan.root_reads,
+        container: None,
     };
     Ok(sandbox::in_process(backend, &plan.policy, &ctx)?)
 }
@@ -101,6 +103,8 @@ pub(super) struct Launcher {
     _handovers: Vec<process::Handover>,
     /// The write end of the pipe the guard reports its refusals on (inherited by it).
     _reports: Option<std::os::fd::OwnedFd>,
+    /// A container session's place (its courier's directory goes with it).
+    _container: Option<ContainerPlace>,
 }
 
 impl Launcher {
@@ -136,6 +140,8 @@ impl Launcher {
                 .transpose()?,
             None => None,
         };
+        let container = container_place(plan, backend, host)?;
+        let launch = container.as_ref().map(ContainerPlace::launch);
         let ctx = sandbox::Context {
             place: &host.place,
             tty: session.tty(),
@@ -156,6 +162,7 @@ impl Launcher {
                 }),
             tools: &[],
             root_reads: plan.root_reads,
+            container: launch.as_ref(),
         };
         let argv = sandbox::wrap(backend, &plan.policy, &ctx, &helper_argv)?;
         let mut handovers = vec![spec];
@@ -168,7 +175,10 @@ impl Launcher {
                 handovers.extend(resolv_conf.map(|(data, _)| data));
                 argv
             }
-            _ => argv,
+            _ => match &container {
+                Some(place) => place.courier_argv(&helper.path, argv),
+                None => argv,
+            },
         };
         Ok(Launcher {
             argv,
@@ -176,8 +186,23 @@ impl Launcher {
             _lifeline: lifeline,
             _handovers: handovers,
             _reports: reports,
+            _container: container,
         })
     }
+}
+
+/// A container session's place (`cmd::run::container`), for a container backend.
+fn container_place(
+    plan: &Plan,
+    backend: &Backend,
+    host: &Host,
+) -> Result<Option<ContainerPlace>, Failure> {
+    let Backend::Container(container) = backend else {
+        return Ok(None);
+    };
+    let fs = &plan.policy.filesystem;
+    let cwd = host.place.cwd.as_deref().unwrap_or(fs.workspace.real());
+    Ok(Some(ContainerPlace::make(container, &plan.home, cwd)?))
 }
 
 /// The pipe the guard reports its refusals on: its read end to the journal (each report

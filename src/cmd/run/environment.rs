@@ -65,7 +65,7 @@ fn record_dropped(
 /// of the private `/tmp` bwrap gives (`session::temp`).
 fn session_temp(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, Failure> {
     let fs = &plan.policy.filesystem;
-    if *backend != Backend::Landlock
+    if !backend.landlock_alone()
         || fs.mode != crate::policy::config::FsMode::WorkspaceWrite
         || !fs.private_tmp_writable
     {
@@ -80,9 +80,7 @@ fn session_temp(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, F
 /// Landlock alone: the session's own directory standing for `/dev/shm` (`session::temp`),
 /// unless the policy makes the host's writable.
 fn session_shm(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, Failure> {
-    if *backend != Backend::Landlock
-        || sandbox::landlock::host_shm_writable(&plan.policy.filesystem)
-    {
+    if !backend.landlock_alone() || sandbox::landlock::host_shm_writable(&plan.policy.filesystem) {
         return Ok(None);
     }
     let shm = SessionTemp::create_shm().context(

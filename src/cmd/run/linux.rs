@@ -213,7 +213,7 @@ fn record(
     backend: &Backend,
     git: &Repos,
 ) -> Result<Vec<crate::protect::watch::record::Recorded>, Failure> {
-    if *backend != Backend::Landlock {
+    if !backend.landlock_alone() {
         return Ok(Vec::new());
     }
     let paths = sandbox::landlock::restored_paths(

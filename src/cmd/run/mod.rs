@@ -23,6 +23,7 @@
 //! below calls back up into this file.
 
 mod argv;
+mod container;
 mod disarm;
 mod environment;
 mod prepare;
@@ -74,7 +75,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     os::read_landlock_refusals(&plan, (&host, &mut layers), &journal, say);
     let pools = os::make_pools(&plan, &mut layers);
     os::note_linked(&plan.policy, (&layers, &places.git), say);
-    let cgroup = prepare::start_cgroup(&plan.policy, say)?;
+    let cgroup = prepare::start_cgroup(&plan.policy, &backend, say)?;
     let watch = watch::Watch::start(
         &plan,
         (&backend, &layers),

@@ -131,7 +131,10 @@ impl Plan {
         };
         let unrestricted =
             self.policy.filesystem.mode == crate::policy::config::FsMode::Unrestricted;
-        let linux = matches!(backend, Backend::Landlock | Backend::Bwrap { .. });
+        let linux = matches!(
+            backend,
+            Backend::Landlock | Backend::Bwrap { .. } | Backend::Container(_)
+        );
         if !linux || unrestricted {
             return Ok(());
         }
@@ -184,7 +187,11 @@ pub(super) fn measure_host(plan: &Plan) -> Host {
     let cache = host::probe_cache(&plan.home);
     let probes = match plan.policy.backend {
         BackendChoice::Auto | BackendChoice::Bwrap => Probes::Cached(&cache),
-        BackendChoice::Landlock | BackendChoice::Seatbelt | BackendChoice::None => Probes::Skip,
+        BackendChoice::Landlock
+        | BackendChoice::Docker
+        | BackendChoice::Podman
+        | BackendChoice::Seatbelt
+        | BackendChoice::None => Probes::Skip,
     };
     Host::measure(probes)
 }
@@ -200,6 +207,7 @@ pub(super) fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result
     }
     let backend = select::select(policy.backend, &host.machine)?;
     select::check_required(&policy.require, &backend, &host.machine)?;
+    container_fits(plan, &backend)?;
     if backend == Backend::None {
         say_unconfined(&plan.launch.program);
     }
@@ -214,6 +222,30 @@ pub(super) fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result
     ));
     say_sandboxed(plan, &backend, say);
     Ok(backend)
+}
+
+/// What a container session cannot give yet, refused with the fix, and an image named
+/// for another backend; then the engine asked (`container::ready`).
+fn container_fits(plan: &Plan, backend: &Backend) -> Result<(), Failure> {
+    let policy = &plan.policy;
+    let Backend::Container(container) = backend else {
+        return match &policy.image {
+            Some(image) => Err(anyhow!(
+                "--image {image}: an image is run by the container backends only\nHint: add --backend docker or --backend podman, or leave out --image"
+            )
+            .into()),
+            None => Ok(()),
+        };
+    };
+    let engine = container.engine.name();
+    if matches!(policy.network, crate::policy::Network::Allow(_)) {
+        return Err(anyhow!("the {engine} backend does not run a network allow-list yet: the program would get no network or the host's\nHint: use --net none or --net full with it, or --backend bwrap for the allow-list").into());
+    }
+    if policy.ssh.is_some() {
+        return Err(anyhow!("the {engine} backend does not pass ssh keys yet\nHint: leave out --ssh-key, or use --backend bwrap").into());
+    }
+    super::container::ready(container, policy.image.as_deref(), &plan.home)?;
+    Ok(())
 }
 
 /// One line at the start of a shell the user types into, on a terminal (not for a
@@ -454,8 +486,13 @@ pub(super) fn start_network(
 /// this user may make one (`session::cgroup`).
 pub(super) fn start_cgroup(
     policy: &Policy,
+    backend: &Backend,
     say: Verbosity,
 ) -> Result<Option<cgroup::SessionCgroup>, Failure> {
+    // A container's limits are the engine's (`sandbox::container`).
+    if let Backend::Container(_) = backend {
+        return Ok(None);
+    }
     let cgroup = cgroup::SessionCgroup::create(cgroup::SessionLimits {
         pids: policy.limits.session_processes,
         memory_bytes: policy

@@ -325,7 +325,7 @@ fn exe_inside(
     }
     let exe = std::env::current_exe().context("cannot locate the sbx-shell executable")?;
     let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
-    let private = *backend == Backend::Landlock
+    let private = backend.landlock_alone()
         && crate::sandbox::landlock::HOST_PRIVATE
             .iter()
             .any(|p| exe.starts_with(p));

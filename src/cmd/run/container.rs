@@ -1,0 +1,258 @@
+//! A container session's wiring on the host (`sandbox::container` builds the engine's
+//! argv, `helper::container` is the courier and the entry): the engine asked whether it
+//! answers and has the image before the terminal is touched (the empty image made when
+//! missing), and the session's place — its name, the courier's directory, who the
+//! program runs as, what of the host is mounted — kept until the session ends.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context as _};
+
+use crate::sandbox::container;
+use crate::sandbox::{Container, ContainerLaunch};
+use crate::sys::exit::Failure;
+
+/// Variables the engine's client reads to find its engine, its configuration and its
+/// storage: passed to it, never to the program unless the policy passes them.
+const CLIENT_VARS: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "TMPDIR",
+    "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "REGISTRY_AUTH_FILE",
+];
+const CLIENT_PREFIXES: &[&str] = &["DOCKER_", "CONTAINER_", "CONTAINERS_", "PODMAN_"];
+
+/// Step 3 for a container backend: the engine answers and has the image; the image of
+/// the host's symlinks is made when it is the one missing. Errors name what the client
+/// said and the fix.
+pub(super) fn ready(
+    container: &Container,
+    image: Option<&str>,
+    home: &Path,
+) -> Result<(), Failure> {
+    let (_, links) = host_root()?;
+    let host_image = container::host_image(&links);
+    let name = image.unwrap_or(&host_image);
+    let said = match run_client(&container::inspect_argv(container, name), None)? {
+        Ok(()) => return Ok(()),
+        Err(said) => said,
+    };
+    let error = container::client_error(container.engine, name, &said);
+    if image.is_some() || !error.contains("pull or build") {
+        return Err(anyhow!(error).into());
+    }
+    let archive = links_archive(&links, home)?;
+    match run_client(&container::import_argv(container, name), Some(archive))? {
+        Ok(()) => Ok(()),
+        Err(said) => Err(anyhow!(container::client_error(container.engine, name, &said)).into()),
+    }
+}
+
+/// The host's symlinks at `/`: name and target.
+type Links = Vec<(String, PathBuf)>;
+
+/// The host's `/`: its entries but symlinks (full paths), and its symlinks.
+fn host_root() -> Result<(Vec<PathBuf>, Links), Failure> {
+    let mut top = Vec::new();
+    let mut links = Vec::new();
+    for entry in std::fs::read_dir("/").context("cannot list /")?.flatten() {
+        let path = entry.path();
+        match std::fs::read_link(&path) {
+            Ok(target) => links.push((entry.file_name().to_string_lossy().into_owned(), target)),
+            Err(_) => top.push(path),
+        }
+    }
+    top.sort();
+    links.sort();
+    Ok((top, links))
+}
+
+/// A tar archive of `links` at its top, made by the host's `tar` in a directory of the
+/// state directory's.
+fn links_archive(links: &[(String, PathBuf)], home: &Path) -> Result<Vec<u8>, Failure> {
+    let dir = crate::sys::files::state_dir(home)
+        .join("containers")
+        .join(format!("image-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let made = links
+        .iter()
+        .try_for_each(|(name, target)| std::os::unix::fs::symlink(target, dir.join(name)));
+    let out = made.and_then(|()| {
+        std::process::Command::new("tar")
+            .args(["--numeric-owner", "--owner=0", "--group=0", "-C"])
+            .arg(&dir)
+            .args(["-cf", "-", "."])
+            .stderr(std::process::Stdio::null())
+            .output()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    match out {
+        Ok(out) if out.status.success() => Ok(out.stdout),
+        Ok(_) => Err(anyhow!("tar could not archive the host's links at /").into()),
+        Err(e) => Err(anyhow!("cannot make the image of the host's links at / ({e})\nHint: sbx-shell makes it with the host's tar; install tar, or use --image").into()),
+    }
+}
+
+/// Run the engine's client with `input` on its stdin: `Ok(Err(what it said))` when it
+/// failed.
+fn run_client(argv: &[OsString], input: Option<Vec<u8>>) -> Result<Result<(), String>, Failure> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .env_clear()
+        .envs(client_env())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {}", argv[0].to_string_lossy()))?;
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        let _ = stdin.write_all(&bytes);
+    }
+    let out = child
+        .wait_with_output()
+        .with_context(|| format!("cannot run {}", argv[0].to_string_lossy()))?;
+    Ok(match out.status.success() {
+        true => Ok(()),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    })
+}
+
+/// This process's variables that the engine's client reads.
+fn client_env() -> Vec<(OsString, OsString)> {
+    std::env::vars_os()
+        .filter(|(k, _)| {
+            k.to_str().is_some_and(|k| {
+                CLIENT_VARS.contains(&k) || CLIENT_PREFIXES.iter().any(|p| k.starts_with(p))
+            })
+        })
+        .collect()
+}
+
+/// The session's place for its container: removed (the courier's directory) when dropped.
+pub(super) struct ContainerPlace {
+    container: Container,
+    name: String,
+    dir: PathBuf,
+    socket: PathBuf,
+    exe: PathBuf,
+    user: (u32, u32, Vec<u32>),
+    cwd: PathBuf,
+    top: Vec<PathBuf>,
+    host_image: String,
+}
+
+impl ContainerPlace {
+    pub(super) fn make(
+        container: &Container,
+        home: &Path,
+        cwd: &Path,
+    ) -> Result<ContainerPlace, Failure> {
+        let exe = std::fs::read_link("/proc/self/exe")
+            .context("cannot find the sbx-shell executable (/proc/self/exe)")?;
+        if exe.to_string_lossy().ends_with(" (deleted)") {
+            return Err(anyhow!("the sbx-shell executable was replaced or removed since it started, so the container cannot be given it\nHint: start sbx-shell again").into());
+        }
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let name = format!("sbx-shell-{}-{}", std::process::id(), started.as_nanos());
+        let containers = crate::sys::files::state_dir(home).join("containers");
+        // Those of sessions whose sbx-shell is gone (killed: nothing removed them).
+        crate::session::temp::sweep_dead(&containers, |n| {
+            n.strip_prefix("sbx-shell-")?.split('-').next()
+        });
+        let dir = containers.join(&name);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let (top, links) = host_root()?;
+        let groups = groups();
+        Ok(ContainerPlace {
+            container: container.clone(),
+            name,
+            socket: dir.join(container::SOCKET_NAME),
+            dir,
+            exe,
+            user: (
+                nix::unistd::getuid().as_raw(),
+                nix::unistd::getgid().as_raw(),
+                groups,
+            ),
+            cwd: cwd.to_path_buf(),
+            top,
+            host_image: container::host_image(&links),
+        })
+    }
+
+    /// What the engine's argv takes of the session.
+    pub(super) fn launch(&self) -> ContainerLaunch<'_> {
+        ContainerLaunch {
+            name: &self.name,
+            user: (self.user.0, self.user.1, &self.user.2),
+            exe: &self.exe,
+            socket: &self.socket,
+            cwd: &self.cwd,
+            top: &self.top,
+            host_image: &self.host_image,
+        }
+    }
+
+    /// The courier's argv around the engine's (`helper::container`).
+    pub(super) fn courier_argv(&self, exe: &Path, engine: Vec<OsString>) -> Vec<OsString> {
+        let mut argv: Vec<OsString> = vec![
+            exe.as_os_str().to_owned(),
+            container::COURIER_ARG.into(),
+            self.dir.as_os_str().to_owned(),
+            self.name.clone().into(),
+        ];
+        argv.extend(client_env().into_iter().map(|(k, v)| {
+            let mut kv = k;
+            kv.push("=");
+            kv.push(v);
+            kv
+        }));
+        argv.push("--".into());
+        argv.extend(engine);
+        argv
+    }
+}
+
+impl Drop for ContainerPlace {
+    /// The courier's directory removed; and the container, unless the courier saw its
+    /// client end by itself (the courier was killed: its container may be left created).
+    fn drop(&mut self) {
+        if !self.dir.join(container::ENDED_NAME).exists() {
+            let argv = container::remove_argv(&self.container, &self.name);
+            let _ = run_client(&argv, None);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// This process's supplementary groups, which the program keeps in the container.
+#[cfg(target_os = "linux")]
+fn groups() -> Vec<u32> {
+    nix::unistd::getgroups()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|g| g.as_raw())
+        .collect()
+}
+
+/// Elsewhere there is no container backend.
+#[cfg(not(target_os = "linux"))]
+fn groups() -> Vec<u32> {
+    Vec::new()
+}

@@ -1,0 +1,425 @@
+//! The container backends (Linux): the engine client's argv that runs the helper in a
+//! container of Docker's or Podman's. Pure: what the host has arrives as plain data.
+//!
+//! The model: the container is only a launcher, as bwrap is. sbx-shell's own pty stays the
+//! program's terminal and nothing of the session travels on the engine's command line:
+//! the container's first process (`helper::container`'s entry) connects to a socket of the
+//! session's **courier** (sbx-shell's child on the host) and receives over it the
+//! descriptors the helper would have inherited under Landlock alone — the terminal or
+//! stdio, the spec, the lifeline, the guard's pipes — and the program's environment, then
+//! execs the helper, which confines the program inside exactly as under Landlock alone.
+//! The container adds its own namespaces, no capabilities, no new privileges, the engine's
+//! process and memory limits, and no network unless the policy gives the host's.
+//!
+//! Without an image the container shows the host's own files: an image made locally that
+//! holds nothing but the host's symlinks at `/` (`bin -> usr/bin`…), and each other entry
+//! of the host's `/` mounted read-only at its own path (but `/proc`, `/sys`, `/dev`, `/run`
+//! and `/tmp`, which the engine makes fresh or leaves out), the writable places read-write
+//! over them. The symlinks stay symlinks: a second mount of `/usr/bin` at `/bin` would be
+//! a path on which Landlock's rules for `/usr` do not hold. With an image, that image, the writable places mounted in
+//! at their paths; sbx-shell's executable is mounted in either way, read-only.
+//!
+//! Mounts are ordered parents first (the engines sort them by depth too).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::backend::{Container, Engine};
+use crate::policy::{Network, Policy};
+
+/// Where sbx-shell's own executable appears in the container.
+pub const EXE: &str = "/.sbx-shell/sbx-shell";
+/// The courier's socket's name in the session's directory on the host.
+pub const SOCKET_NAME: &str = "courier.sock";
+/// The file the courier leaves in the session's directory once the engine's client ended
+/// by itself: without it, sbx-shell removes the container by name.
+pub const ENDED_NAME: &str = "ended";
+/// Where the courier's socket appears in the container.
+pub const SOCKET: &str = "/.sbx-shell/courier.sock";
+/// The repository of the images the host's files are mounted into, made locally
+/// (`host_image`).
+pub const HOST_IMAGE: &str = "sbx-shell-host";
+/// The label that names the supervisor's pid on each of its containers.
+pub const LABEL: &str = "sbx-shell.supervisor";
+/// The process limit when the policy sets none (`--pids-limit`).
+pub const DEFAULT_PIDS: u64 = 4096;
+/// Entries of the host's `/` that are not mounted: the engine makes its own `/proc`,
+/// `/sys`, `/dev` and `/tmp`; `/run` holds the host's live sockets and state.
+pub const NOT_MOUNTED: &[&str] = &["proc", "sys", "dev", "run", "tmp"];
+
+/// What the engine's argv is built from, beyond the policy.
+#[derive(Debug, Clone)]
+pub struct EngineInputs<'a> {
+    pub container: &'a Container,
+    pub policy: &'a Policy,
+    /// The container's name, unique to the session.
+    pub name: &'a str,
+    /// sbx-shell's pid (the label: whose container it is).
+    pub supervisor: u32,
+    /// The user the program runs as: uid, gid and supplementary groups, the host's own.
+    pub user: (u32, u32, &'a [u32]),
+    /// The running executable's path on the host (mounted at `EXE`).
+    pub exe: &'a Path,
+    /// The courier's socket on the host (mounted at `SOCKET`).
+    pub socket: &'a Path,
+    /// The directory the program starts in.
+    pub cwd: &'a Path,
+    /// The session's terminal (the inner pty), shown at `/dev/console` as bwrap shows it:
+    /// the container's `/dev/pts` is another instance, where its name leads nowhere.
+    pub tty: Option<&'a Path>,
+    /// The entries of the host's `/` (full paths) but its symlinks, for the host's files.
+    pub top: &'a [PathBuf],
+    /// The image of the host's symlinks at `/` (`host_image`), for the host's files.
+    pub host_image: &'a str,
+    /// The session's own writable places besides the policy's (its temp and shm dirs).
+    pub session_dirs: &'a [&'a Path],
+    /// Root's reads are judged by the guard, which keeps CAP_SETUID and CAP_SETGID.
+    pub root_reads: bool,
+}
+
+/// `ENGINE run … IMAGE EXE __sbx_entry SOCKET -- HELPER-ARGS…`: `command` is the helper's
+/// argv, whose first word (its path on the host) becomes `EXE`.
+pub fn build_argv(inputs: &EngineInputs<'_>, command: &[OsString]) -> Vec<OsString> {
+    let policy = inputs.policy;
+    let mut a: Vec<String> = vec!["run".into(), "--rm".into()];
+    flag(&mut a, "--name", inputs.name.into());
+    flag(&mut a, "--label", format!("{LABEL}={}", inputs.supervisor));
+    flag(&mut a, "--log-driver", "none".into());
+    flag(
+        &mut a,
+        "--network",
+        match policy.network {
+            Network::Full => "host",
+            Network::None | Network::Allow(_) => "none",
+        }
+        .into(),
+    );
+    flag(&mut a, "--cap-drop", "ALL".into());
+    if inputs.root_reads {
+        for cap in ["SETUID", "SETGID", "SETPCAP"] {
+            flag(&mut a, "--cap-add", cap.into());
+        }
+    }
+    flag(&mut a, "--security-opt", "no-new-privileges".into());
+    let limits = &policy.limits;
+    flag(
+        &mut a,
+        "--pids-limit",
+        limits.session_processes.unwrap_or(DEFAULT_PIDS).to_string(),
+    );
+    if let Some(mib) = limits.session_memory_mib {
+        flag(&mut a, "--memory", format!("{mib}m"));
+        flag(&mut a, "--memory-swap", format!("{mib}m"));
+    }
+    let (uid, gid, groups) = inputs.user;
+    flag(&mut a, "--user", format!("{uid}:{gid}"));
+    for group in groups.iter().filter(|g| **g != gid) {
+        flag(&mut a, "--group-add", group.to_string());
+    }
+    flag(
+        &mut a,
+        "--tmpfs",
+        format!("/tmp:rw,nosuid,nodev,size={}m", limits.tmp_mib),
+    );
+    if inputs.container.engine == Engine::Podman {
+        // Podman would put tmpfs over /run, /tmp and /var/tmp of a read-only root, and
+        // its own /etc/passwd and /etc/group over the host's.
+        a.push("--read-only-tmpfs=false".into());
+        a.push("--passwd=false".into());
+    }
+    let image = match &policy.image {
+        Some(image) => image.clone(),
+        None => {
+            a.push("--read-only".into());
+            inputs.host_image.into()
+        }
+    };
+    for (path, writable) in mounts(inputs) {
+        let path = path.display();
+        let ro = if writable { "" } else { ",readonly" };
+        a.push("--mount".into());
+        a.push(format!("type=bind,src={path},dst={path}{ro}"));
+    }
+    let exe = inputs.exe.display();
+    a.push("--mount".into());
+    a.push(format!("type=bind,src={exe},dst={EXE},readonly"));
+    let socket = inputs.socket.display();
+    a.push("--mount".into());
+    a.push(format!("type=bind,src={socket},dst={SOCKET}"));
+    if let Some(tty) = inputs.tty {
+        a.push("--mount".into());
+        a.push(format!("type=bind,src={},dst=/dev/console", tty.display()));
+    }
+    flag(&mut a, "--workdir", inputs.cwd.display().to_string());
+    a.push(image);
+    let mut argv: Vec<OsString> = vec![inputs.container.cli.as_os_str().to_owned()];
+    argv.extend(a.into_iter().map(OsString::from));
+    argv.extend([EXE.into(), ENTRY_ARG.into(), SOCKET.into(), "--".into()]);
+    if let Some((_, rest)) = command.split_first() {
+        argv.push(EXE.into());
+        argv.extend(rest.iter().cloned());
+    }
+    argv
+}
+
+fn flag(a: &mut Vec<String>, name: &str, value: String) {
+    a.push(name.into());
+    a.push(value);
+}
+
+/// The argument that makes sbx-shell the container's entry (`helper::container`).
+pub const ENTRY_ARG: &str = "__sbx_entry";
+/// The argument that makes sbx-shell the session's courier (`helper::container`).
+pub const COURIER_ARG: &str = "__sbx_courier";
+
+/// What is bind-mounted, in order, and whether read-write: the host's `/` entries (no
+/// image), then the writable places, each under what is already mounted (a writable place
+/// inside another is writable through it), and what the engine would not show of them.
+fn mounts(inputs: &EngineInputs<'_>) -> Vec<(PathBuf, bool)> {
+    let fs = &inputs.policy.filesystem;
+    let mut out: Vec<(PathBuf, bool)> = Vec::new();
+    let all_writable = fs.mode == crate::policy::config::FsMode::Unrestricted;
+    if inputs.policy.image.is_none() {
+        for entry in inputs.top {
+            let name = entry.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if !NOT_MOUNTED.contains(&name) {
+                out.push((entry.clone(), all_writable));
+            }
+        }
+    }
+    let mut writable: Vec<&Path> = fs.writable_roots();
+    writable.extend(inputs.session_dirs.iter().copied());
+    writable.sort();
+    writable.dedup();
+    for path in writable {
+        // A temporary workspace is the container's own (its private /tmp), as is what
+        // lies in the host's /tmp, which the container does not show.
+        if path.starts_with("/tmp") {
+            continue;
+        }
+        let covered = out.iter().any(|(m, rw)| *rw && path.starts_with(m));
+        if !covered && path != Path::new("/") {
+            out.push((path.to_path_buf(), true));
+        }
+    }
+    out
+}
+
+/// The image that holds the host's symlinks at `/` (`links`: name and target), named by
+/// what it holds, so that a host whose links change gets another.
+pub fn host_image(links: &[(String, PathBuf)]) -> String {
+    // FNV-1a: a name, not a secret.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (name, target) in links {
+        for byte in name
+            .bytes()
+            .chain([0])
+            .chain(target.as_os_str().as_encoded_bytes().iter().copied())
+            .chain([0])
+        {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{HOST_IMAGE}:{hash:016x}")
+}
+
+/// The client's argv that asks whether `image` is there (exit 0) — which also tells
+/// whether the engine answers at all.
+pub fn inspect_argv(container: &Container, image: &str) -> Vec<OsString> {
+    vec![
+        container.cli.as_os_str().to_owned(),
+        "image".into(),
+        "inspect".into(),
+        "--format".into(),
+        "{{.Id}}".into(),
+        image.into(),
+    ]
+}
+
+/// The client's argv that makes `image` from a tar archive on its stdin.
+pub fn import_argv(container: &Container, image: &str) -> Vec<OsString> {
+    vec![
+        container.cli.as_os_str().to_owned(),
+        "import".into(),
+        "-".into(),
+        image.into(),
+    ]
+}
+
+/// The client's argv that removes the container `name`, whatever its state.
+pub fn remove_argv(container: &Container, name: &str) -> Vec<OsString> {
+    vec![
+        container.cli.as_os_str().to_owned(),
+        "rm".into(),
+        "--force".into(),
+        name.into(),
+    ]
+}
+
+/// What the engine's client said when it could not do what was asked, as an error with
+/// its fix: the daemon not running, no access to its socket, a missing image.
+pub fn client_error(engine: Engine, image: &str, said: &str) -> String {
+    let name = engine.name();
+    let said = said.trim();
+    let lower = said.to_lowercase();
+    let hint = if lower.contains("permission denied") {
+        match engine {
+            Engine::Docker => "this user may not use the Docker engine's socket: add it to the `docker` group (then log in again), or use --backend bwrap".to_string(),
+            Engine::Podman => "this user may not reach Podman's socket or storage: check `podman info` as this user, or use --backend bwrap".to_string(),
+        }
+    } else if lower.contains("cannot connect")
+        || lower.contains("is the docker daemon running")
+        || lower.contains("connection refused")
+    {
+        format!(
+            "start the engine (e.g. `systemctl start {name}`), or point {} at it",
+            match engine {
+                Engine::Docker => "DOCKER_HOST or a docker context",
+                Engine::Podman => "CONTAINER_HOST",
+            }
+        )
+    } else if lower.contains("no such image")
+        || lower.contains("image not known")
+        || lower.contains("no such object")
+    {
+        format!("pull or build it first (`{name} pull {image}`), or leave out --image to run the host's own files")
+    } else {
+        format!("`{name} info` shows what the engine says about itself; or use --backend bwrap")
+    };
+    format!("the {name} engine could not be used: {said}\nHint: {hint}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::test_support::policy_with;
+
+    fn container() -> Container {
+        Container {
+            engine: Engine::Docker,
+            cli: "/usr/bin/docker".into(),
+        }
+    }
+
+    fn argv(policy: &Policy, root_reads: bool) -> Vec<String> {
+        let c = container();
+        let top: Vec<PathBuf> = ["/etc", "/home", "/proc", "/run", "/tmp", "/usr", "/var"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        let groups = [1000, 27];
+        let inputs = EngineInputs {
+            container: &c,
+            policy,
+            name: "sbx-shell-42-1",
+            supervisor: 42,
+            user: (1000, 1000, &groups),
+            exe: Path::new("/usr/local/bin/sbx-shell"),
+            socket: Path::new("/home/u/.local/state/sbx-shell/c/courier.sock"),
+            cwd: Path::new("/home/u/ws"),
+            tty: None,
+            top: &top,
+            host_image: "sbx-shell-host:0123456789abcdef",
+            session_dirs: &[Path::new("/home/u/.local/state/sbx-shell/temp/1")],
+            root_reads,
+        };
+        let command: Vec<OsString> = ["/proc/self/exe", "__sbx_helper", "5", "sh", "sh"]
+            .map(OsString::from)
+            .to_vec();
+        build_argv(&inputs, &command)
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_host_files_run_in_the_empty_image_with_nothing_but_the_helper_on_the_command_line() {
+        let policy = policy_with("/home/u/ws", "{}");
+        let got = argv(&policy, false);
+        let want = [
+            "/usr/bin/docker", "run", "--rm", "--name", "sbx-shell-42-1",
+            "--label", "sbx-shell.supervisor=42", "--log-driver", "none",
+            "--network", "none", "--cap-drop", "ALL",
+            "--security-opt", "no-new-privileges", "--pids-limit", "4096",
+            "--user", "1000:1000", "--group-add", "27",
+            "--tmpfs", &format!("/tmp:rw,nosuid,nodev,size={}m", policy.limits.tmp_mib),
+            "--read-only",
+            "--mount", "type=bind,src=/etc,dst=/etc,readonly",
+            "--mount", "type=bind,src=/home,dst=/home,readonly",
+            "--mount", "type=bind,src=/usr,dst=/usr,readonly",
+            "--mount", "type=bind,src=/var,dst=/var,readonly",
+            "--mount", "type=bind,src=/home/u/.local/state/sbx-shell/home/test,dst=/home/u/.local/state/sbx-shell/home/test",
+            "--mount", "type=bind,src=/home/u/.local/state/sbx-shell/temp/1,dst=/home/u/.local/state/sbx-shell/temp/1",
+            "--mount", "type=bind,src=/home/u/ws,dst=/home/u/ws",
+            "--mount", "type=bind,src=/usr/local/bin/sbx-shell,dst=/.sbx-shell/sbx-shell,readonly",
+            "--mount", "type=bind,src=/home/u/.local/state/sbx-shell/c/courier.sock,dst=/.sbx-shell/courier.sock",
+            "--workdir", "/home/u/ws", "sbx-shell-host:0123456789abcdef",
+            "/.sbx-shell/sbx-shell", "__sbx_entry", "/.sbx-shell/courier.sock", "--",
+            "/.sbx-shell/sbx-shell", "__sbx_helper", "5", "sh", "sh",
+        ];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn an_image_root_and_limits_change_only_their_own_flags() {
+        let mut policy = policy_with("/home/u/ws", "{}");
+        policy.image = Some("debian:bookworm".into());
+        policy.limits.session_processes = Some(64);
+        policy.limits.session_memory_mib = Some(512);
+        let got = argv(&policy, true);
+        let has = |w: &[&str]| got.windows(w.len()).any(|x| x == w);
+        assert!(
+            !got.iter().any(|a| a.contains("/dev/console")),
+            "no pty: {got:?}"
+        );
+        assert!(has(&["--pids-limit", "64"]));
+        assert!(has(&["--memory", "512m", "--memory-swap", "512m"]));
+        assert!(has(&[
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "SETUID",
+            "--cap-add",
+            "SETGID"
+        ]));
+        assert!(!got.contains(&"--read-only".to_string()));
+        assert!(!got.iter().any(|a| a.contains("src=/usr,")), "{got:?}");
+        assert!(has(&["--workdir", "/home/u/ws", "debian:bookworm", EXE]));
+        assert!(has(&["--mount", "type=bind,src=/home/u/ws,dst=/home/u/ws"]));
+    }
+
+    #[test]
+    fn a_temporary_workspace_is_not_mounted_and_full_network_is_the_hosts() {
+        let mut policy = policy_with("/tmp/ws", "{}");
+        policy.network = Network::Full;
+        let got = argv(&policy, false);
+        assert!(!got.iter().any(|a| a.contains("/tmp/ws")), "{got:?}");
+        assert!(got.windows(2).any(|w| w == ["--network", "host"]));
+    }
+
+    #[test]
+    fn the_host_image_is_named_by_its_links() {
+        let links = |t: &str| vec![("bin".to_string(), PathBuf::from(t))];
+        assert_eq!(host_image(&links("usr/bin")), host_image(&links("usr/bin")));
+        assert_ne!(
+            host_image(&links("usr/bin")),
+            host_image(&links("usr/sbin"))
+        );
+        assert!(host_image(&[]).starts_with("sbx-shell-host:"));
+    }
+
+    #[test]
+    fn the_clients_complaints_get_their_fix() {
+        let said = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?";
+        let e = client_error(Engine::Docker, "x", said);
+        assert!(e.contains("Hint: start the engine"), "{e}");
+        let e = client_error(
+            Engine::Docker,
+            "x",
+            "permission denied while trying to connect",
+        );
+        assert!(e.contains("`docker` group"), "{e}");
+        let e = client_error(Engine::Podman, "nope:1", "Error: nope:1: image not known");
+        assert!(e.contains("podman pull nope:1"), "{e}");
+    }
+}
