@@ -178,7 +178,10 @@ start_containers() {
     mv "$dir/partial.tar" "$rootfs"
   fi
   local sock="$dir/docker.sock"
-  dockerd --host "unix://$sock" --data-root "$dir/docker" --exec-root "$dir/run" \
+  # A second socket where an ordinary user can reach it (root's home is closed to others):
+  # the container backends' tests run sbx-shell as one too.
+  local open_sock=/run/sbx-test-docker.sock
+  dockerd --host "unix://$sock" --host "unix://$open_sock" --data-root "$dir/docker" --exec-root "$dir/run" \
     --pidfile "$dir/docker.pid" --bridge none --iptables=false --ip6tables=false \
     --ip-forward=false --ip-masq=false >"$dir/dockerd.log" 2>&1 &
   docker_pid=$!
@@ -192,7 +195,9 @@ start_containers() {
     docker -H "unix://$sock" import "$rootfs" "$image" >/dev/null
   local podman=(podman --root "$dir/podman" --runroot "$dir/podman-run")
   "${podman[@]}" image exists "$image" || "${podman[@]}" import -q "$rootfs" "$image" >/dev/null
-  export SBX_TEST_DOCKER_HOST="unix://$sock" SBX_TEST_PODMAN_ROOT="$dir/podman" SBX_TEST_IMAGE="$image"
+  chmod 0666 "$open_sock"
+  export SBX_TEST_DOCKER_HOST="unix://$sock" SBX_TEST_DOCKER_OPEN_HOST="unix://$open_sock"
+  export SBX_TEST_PODMAN_ROOT="$dir/podman" SBX_TEST_IMAGE="$image"
 }
 
 stop_containers() {

@@ -1,0 +1,463 @@
+//! The container backends, `--backend docker` and `--backend podman`, against the real
+//! engines scripts/test.sh starts (its own dockerd, its own Podman storage). Each check
+//! sits beside its control: the same probe run bare (`--backend none`) shows what the
+//! container takes away — the host's network, its processes, root's files, capabilities.
+//!
+//! Podman takes about 20 s per container on this VM (its own wait, with or without
+//! sbx-shell: `podman run --rm IMAGE true` alone), so it runs one probe.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::support::{
+    bin, free_port, require, require_root, run_dir, skipped, Launch, OuterPty, Shown,
+};
+
+const NOBODY: u32 = 65534;
+
+/// The probe: what it may do, one line each; ends 3, after a pause in which the test
+/// looks at the host's command lines.
+const PROBE: &str = r#"
+id -u
+echo made > made-by-program
+grep -E '^(CapEff|NoNewPrivs)' /proc/self/status
+echo "SANDBOX=$SBX_SANDBOX"
+echo "VALUE=$SBX_ENGINES_VALUE"
+python3 -c "
+import socket, sys
+try:
+    socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=3)
+    print('NET-REACHED')
+except OSError as e:
+    print('NET-REFUSED', e)
+" "$PORT"
+echo "PIDS=$(ls /proc | grep -c '^[0-9]')"
+cat /etc/shadow >/dev/null 2>&1 && echo SHADOW-READ
+sleep "$PAUSE"
+exit 3
+"#;
+
+/// How a test reaches an engine: the variables its client needs, from scripts/test.sh.
+fn engine_env(engine: &str, dir: &Path) -> Option<Vec<(String, String)>> {
+    let docker = std::env::var("SBX_TEST_DOCKER_HOST").ok();
+    let podman = std::env::var("SBX_TEST_PODMAN_ROOT").ok();
+    let (Some(docker), Some(podman)) = (docker, podman) else {
+        skipped(
+            "the container backends need the Docker engine and the Podman storage that \
+             scripts/test.sh prepares (SBX_TEST_DOCKER_HOST, SBX_TEST_PODMAN_ROOT)",
+        );
+        return None;
+    };
+    Some(match engine {
+        "docker" => vec![("DOCKER_HOST".into(), docker)],
+        _ => {
+            // The tests' own storage, and the limits this VM lets Podman set (it withholds
+            // CAP_SYS_RESOURCE even from root: see containers.rs).
+            let storage = dir.join("storage.conf");
+            std::fs::write(
+                &storage,
+                format!("[storage]\ndriver = \"overlay\"\ngraphroot = \"{podman}\"\nrunroot = \"{podman}-run\"\n"),
+            )
+            .unwrap();
+            let conf = dir.join("containers.conf");
+            std::fs::write(
+                &conf,
+                "[containers]\ndefault_ulimits = [\"nofile=1024:1024\", \"nproc=4096:4096\"]\n",
+            )
+            .unwrap();
+            vec![
+                (
+                    "CONTAINERS_STORAGE_CONF".into(),
+                    storage.display().to_string(),
+                ),
+                ("CONTAINERS_CONF".into(), conf.display().to_string()),
+            ]
+        }
+    })
+}
+
+fn ready(what: &str) -> bool {
+    require_root(&format!("{what} (the tests' engines run as root)"))
+        && require(
+            "docker",
+            "a Docker engine (scripts/test.sh installs docker.io)",
+        )
+        && require("podman", "Podman (scripts/test.sh installs podman)")
+}
+
+/// A workspace of `uid`'s, with a home of its own in it.
+fn workspace(name: &str, uid: u32) -> PathBuf {
+    let dir = run_dir(name);
+    for sub in ["ws", "home"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        std::os::unix::fs::chown(dir.join(sub), Some(uid), Some(uid)).unwrap();
+    }
+    std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
+    dir
+}
+
+/// Run the probe with `backend` as `uid`; while it pauses, the host's command lines and
+/// the engine's record of the container are read. Returns the exit code, what it printed,
+/// and whether the value showed on any command line or in the container's record.
+fn probe(
+    backend: &str,
+    uid: u32,
+    env: &[(String, String)],
+    dir: &Path,
+) -> (i32, String, String, bool) {
+    let value = format!("v{}x{}", std::process::id(), uid);
+    let port_listener = std::net::TcpListener::bind(("127.0.0.1", free_port())).unwrap();
+    let port = port_listener.local_addr().unwrap().port();
+    let mut cmd = Command::new(dir.join("sbx-shell"));
+    cmd.args([
+        "--backend",
+        backend,
+        "--allow-env",
+        "SBX_ENGINES_VALUE",
+        "--",
+    ])
+    .args(["sh", "-c", PROBE])
+    .current_dir(dir.join("ws"))
+    .env("HOME", dir.join("home"))
+    .env_remove("XDG_CONFIG_HOME")
+    .env_remove("XDG_STATE_HOME")
+    .env_remove("XDG_CACHE_HOME")
+    .env_remove("XDG_DATA_HOME")
+    .env_remove("XDG_RUNTIME_DIR")
+    .env("SBX_ENGINES_VALUE", &value)
+    .env("PORT", port.to_string())
+    .env("PAUSE", "4")
+    .envs(env.iter().map(|(k, v)| (k, v)))
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    if uid != 0 {
+        std::os::unix::process::CommandExt::uid(&mut cmd, uid);
+        std::os::unix::process::CommandExt::gid(&mut cmd, uid);
+    }
+    let child = cmd.spawn().unwrap();
+    // Podman starts slowly here: look while the probe pauses, once it has printed.
+    let made = dir.join("ws/made-by-program");
+    let start = Instant::now();
+    while !made.exists() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut seen = on_a_command_line(&value);
+    if backend == "docker" {
+        let out = Command::new("docker")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .args(["ps", "-q", "--filter", "label=sbx-shell.supervisor"])
+            .output()
+            .unwrap();
+        for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+            let inspect = Command::new("docker")
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .args(["inspect", id])
+                .output()
+                .unwrap();
+            seen |= String::from_utf8_lossy(&inspect.stdout).contains(&value);
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    drop(port_listener);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        seen,
+    )
+}
+
+/// Whether `value` is in any process's command line now.
+fn on_a_command_line(value: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(value))
+        })
+}
+
+fn line_value(out: &str, key: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn docker_runs_the_program_in_a_container_as_root_and_as_an_ordinary_user() {
+    if !ready("the docker backend") {
+        return;
+    }
+    for uid in [0, NOBODY] {
+        let dir = workspace("sbx-engines", uid);
+        let Some(env) = engine_env("docker", &dir) else {
+            return;
+        };
+        let env = match uid {
+            0 => env,
+            // The engine's socket an ordinary user may reach (as a `docker` group would).
+            _ => match std::env::var("SBX_TEST_DOCKER_OPEN_HOST") {
+                Ok(open) => vec![("DOCKER_HOST".into(), open)],
+                Err(_) => {
+                    skipped("scripts/test.sh's dockerd has no socket for ordinary users (SBX_TEST_DOCKER_OPEN_HOST)");
+                    return;
+                }
+            },
+        };
+        let (code, bare, err, _) = probe("none", uid, &env, &dir);
+        assert_eq!(code, 3, "control as {uid}: {bare}{err}");
+        assert!(bare.contains("NET-REACHED"), "control: {bare}");
+        let host_pids: u32 = line_value(&bare, "PIDS=").parse().unwrap();
+        assert!(host_pids > 20, "control: {bare}");
+        assert_eq!(bare.contains("SHADOW-READ"), uid == 0, "control: {bare}");
+        let _ = std::fs::remove_file(dir.join("ws/made-by-program"));
+
+        let (code, out, err, seen) = probe("docker", uid, &env, &dir);
+        let what = format!("docker as {uid}");
+        assert_eq!(code, 3, "{what}: {out}{err}");
+        assert_eq!(
+            out.lines().next(),
+            Some(uid.to_string().as_str()),
+            "{what}: {out}"
+        );
+        let made = std::fs::metadata(dir.join("ws/made-by-program")).unwrap();
+        assert_eq!(
+            std::os::unix::fs::MetadataExt::uid(&made),
+            uid,
+            "{what}: the workspace's new file is the user's"
+        );
+        assert_eq!(
+            line_value(&out, "CapEff:"),
+            "0000000000000000",
+            "{what}: {out}"
+        );
+        assert_eq!(line_value(&out, "NoNewPrivs:"), "1", "{what}: {out}");
+        assert_eq!(line_value(&out, "SANDBOX="), "docker", "{what}: {out}");
+        assert!(
+            line_value(&out, "VALUE=").starts_with('v'),
+            "{what}: the variable reaches the program: {out}"
+        );
+        assert!(
+            !seen,
+            "{what}: the variable's value is on a command line or in the container's record"
+        );
+        assert!(out.contains("NET-REFUSED"), "{what}: no network: {out}");
+        let pids: u32 = line_value(&out, "PIDS=").parse().unwrap();
+        assert!(pids < 10, "{what}: only the container's processes: {out}");
+        assert!(!out.contains("SHADOW-READ"), "{what}: {out}");
+        if uid == 0 {
+            assert!(
+                err.contains("/etc/shadow"),
+                "{what}: the refusal is named: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn podman_runs_the_program_in_a_container() {
+    if !ready("the podman backend") {
+        return;
+    }
+    let dir = workspace("sbx-engines-podman", 0);
+    let Some(env) = engine_env("podman", &dir) else {
+        return;
+    };
+    let (code, out, err, seen) = probe("podman", 0, &env, &dir);
+    assert_eq!(code, 3, "podman: {out}{err}");
+    assert_eq!(line_value(&out, "CapEff:"), "0000000000000000", "{out}");
+    assert_eq!(line_value(&out, "NoNewPrivs:"), "1", "{out}");
+    assert_eq!(line_value(&out, "SANDBOX="), "podman", "{out}");
+    assert!(out.contains("NET-REFUSED"), "{out}");
+    assert!(!out.contains("SHADOW-READ"), "{out}");
+    assert!(!seen, "podman: the variable's value is on a command line");
+    assert!(dir.join("ws/made-by-program").exists());
+}
+
+#[test]
+fn the_containers_terminal_is_sbx_shells_own() {
+    if !ready("the docker backend's terminal") {
+        return;
+    }
+    let dir = workspace("sbx-engines-pty", 0);
+    let Some(env) = engine_env("docker", &dir) else {
+        return;
+    };
+    let mut launch = Launch::new(&[
+        "--backend",
+        "docker",
+        "--",
+        "sh",
+        "-c",
+        "stty size; tty; echo READY; read x; stty size; echo SLEEPING; sleep 30",
+    ]);
+    launch.env = env;
+    launch.cwd = Some(dir.join("ws"));
+    launch.size.ws_row = 33;
+    launch.size.ws_col = 111;
+    let mut pty = OuterPty::launch(launch);
+    let first = pty.expect("READY");
+    assert!(
+        first.contains("33 111"),
+        "the size before the first byte: {first}"
+    );
+    assert!(
+        first.contains("/dev/console"),
+        "its terminal has a name: {first}"
+    );
+    pty.resize(40, 120);
+    std::thread::sleep(Duration::from_millis(300));
+    let mark = pty.mark();
+    pty.write(b"\n");
+    let after = pty.expect_from(mark, "SLEEPING");
+    assert!(after.contains("40 120"), "the size after a resize: {after}");
+    pty.write(b"\x03");
+    let status = pty.wait();
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "^C ends it as it would bare: {}",
+        pty.output_text()
+    );
+    assert_eq!(pty.stty_g(), pty.initial_stty(), "the terminal restored");
+}
+
+/// sbx-shell killed, or told to end, at moments spread over the container's start: no
+/// container is left behind, whatever its state.
+#[test]
+fn no_container_survives_sbx_shell() {
+    if !ready("the docker backend's cleanup") {
+        return;
+    }
+    let dir = workspace("sbx-engines-kill", 0);
+    let Some(env) = engine_env("docker", &dir) else {
+        return;
+    };
+    let ours = || {
+        let out = Command::new("docker")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .args(["ps", "-aq", "--filter", "label=sbx-shell.supervisor"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .count()
+    };
+    assert_eq!(ours(), 0, "no container of sbx-shell's before");
+    // Spread over the start (the image asked for, the client, create, start, handover)
+    // and the run.
+    let delays = [30, 90, 150, 220, 300, 380, 470, 600, 900, 1500];
+    for (i, ms) in delays.iter().enumerate() {
+        let signal = if i % 2 == 0 { "KILL" } else { "TERM" };
+        let mut child = Command::new(bin())
+            .args(["--backend", "docker", "--pty", "never", "--", "sleep", "60"])
+            .current_dir(dir.join("ws"))
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(*ms));
+        let _ = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status();
+        let status = child.wait().unwrap();
+        if signal == "TERM" {
+            assert_eq!(status.code(), Some(143), "TERM after {ms} ms");
+        }
+    }
+    let start = Instant::now();
+    while ours() > 0 && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(ours(), 0, "containers left behind");
+}
+
+#[test]
+fn what_cannot_run_is_named_with_its_fix() {
+    if !ready("the container backends' errors") {
+        return;
+    }
+    let dir = workspace("sbx-engines-errors", 0);
+    let Some(env) = engine_env("docker", &dir) else {
+        return;
+    };
+    let run = |args: &[&str], env: &[(String, String)]| {
+        let out = Command::new(bin())
+            .args(args)
+            .current_dir(dir.join("ws"))
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .shown();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let cases: Vec<(Vec<&str>, Vec<(String, String)>, &str)> = vec![
+        (
+            vec![
+                "--backend",
+                "docker",
+                "--image",
+                "sbx-no-such-image:1",
+                "--",
+                "/bin/true",
+            ],
+            env.clone(),
+            "docker pull sbx-no-such-image:1",
+        ),
+        (
+            vec!["--backend", "docker", "--", "/bin/true"],
+            vec![(
+                "DOCKER_HOST".into(),
+                "unix:///nonexistent/docker.sock".into(),
+            )],
+            "start the engine",
+        ),
+        (
+            vec!["--backend", "docker", "--", "/bin/true"],
+            vec![("PATH".into(), "/nonexistent".into())],
+            "apt install docker.io",
+        ),
+        (
+            vec![
+                "--backend",
+                "landlock",
+                "--image",
+                "debian",
+                "--",
+                "/bin/true",
+            ],
+            env.clone(),
+            "--backend docker",
+        ),
+        (
+            vec![
+                "--backend",
+                "docker",
+                "--net",
+                "allow=example.com",
+                "--",
+                "/bin/true",
+            ],
+            env.clone(),
+            "--net none",
+        ),
+    ];
+    for (args, env, fix) in cases {
+        let (code, err) = run(&args, &env);
+        assert!(code.is_some_and(|c| c != 0), "{args:?}: {err}");
+        assert!(
+            err.contains("Hint:") && err.contains(fix),
+            "{args:?}: {err}"
+        );
+    }
+}
