@@ -4,6 +4,7 @@ the program makes and every open that writes.
 
 Workloads, each started as `sh -c CMD` in a fresh directory of WORK (a journaled file
 system, see bench-work.sh), timed from spawn to exit:
+  - start:  `true`, the sandbox's start-up and end;
   - tar:    `tar xf` of a tree of 30,300 entries (300 directories of 100 small files);
   - loop:   20,000 files created, written and renamed (Python);
   - compileall: `python3 -m compileall -f -q` of a copy of the standard library;
@@ -12,7 +13,9 @@ system, see bench-work.sh), timed from spawn to exit:
   - clone:  `git clone --no-hardlinks` of a local repository.
 
 Subjects: bare, plain bwrap (the mounts a sandbox needs, nothing judged), sbx-shell on
-bwrap, sbx-shell on Landlock alone. Rounds interleave the subjects (rotating who goes
+bwrap, sbx-shell on Landlock alone; with CONTAINERS=1, plain docker (`docker run` of the
+image of the host's links sbx-shell made, the host's directories mounted read-only and WORK
+read-write, no network: the engine's own cost) and sbx-shell's docker backend. Rounds interleave the subjects (rotating who goes
 first); the median of ROUNDS is kept. Prints a Markdown table with each subject's ratio to
 bare. Environment: SBX_BIN, WORK, ROUNDS (default 5), ONLY (comma-separated workloads).
 """
@@ -40,6 +43,7 @@ for i in range(20000):
 """
 
 WORKLOADS = {
+    "start": "true",
     "tar": f"tar xf {ASSETS}/tree.tar",
     "loop": f"python3 {ASSETS}/loop.py",
     "compileall": f"cp -r {ASSETS}/stdlib lib && python3 -m compileall -f -q lib >/dev/null",
@@ -59,12 +63,39 @@ SBX_ARGS = ["--pty", "never", "--quiet", "--no-private-home", "--read", ASSETS,
 def subjects():
     bwrap = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/",
              "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--bind", WORK, WORK]
-    return {
+    subs = {
         "bare": lambda cmd: ["sh", "-c", cmd],
         "plain bwrap": lambda cmd: bwrap + ["sh", "-c", cmd],
         "sbx-shell bwrap": lambda cmd: [SBX, "--backend", "bwrap"] + SBX_ARGS + ["-c", cmd],
         "sbx-shell landlock": lambda cmd: [SBX, "--backend", "landlock"] + SBX_ARGS + ["-c", cmd],
     }
+    if os.environ.get("CONTAINERS") == "1":
+        docker = plain_docker()
+        subs["plain docker"] = lambda cmd: docker + ["sh", "-c", cmd]
+        subs["sbx-shell docker"] = lambda cmd: [SBX, "--backend", "docker"] + SBX_ARGS + ["-c", cmd]
+    return subs
+
+
+def plain_docker():
+    """`docker run` as sbx-shell's docker backend makes it, without sbx-shell: the image of
+    the host's links (made by one sbx-shell run first), the host's directories read-only,
+    WORK read-write, no network, no capabilities."""
+    subprocess.run([SBX, "--backend", "docker", "--quiet", "--pty", "never", "--", "true"],
+                   check=True)
+    image = subprocess.run(["docker", "images", "sbx-shell-host", "--format",
+                            "{{.Repository}}:{{.Tag}}"], check=True, capture_output=True,
+                           text=True).stdout.split()[0]
+    argv = ["docker", "run", "--rm", "--log-driver", "none", "--network", "none",
+            "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only",
+            "--tmpfs", "/tmp", "--user", "%d:%d" % (os.getuid(), os.getgid())]
+    for name in sorted(os.listdir("/")):
+        path = "/" + name
+        if name in ("proc", "sys", "dev", "run", "tmp") or os.path.islink(path):
+            continue
+        argv += ["--mount", f"type=bind,src={path},dst={path},readonly"]
+    argv += ["--mount", f"type=bind,src={WORK},dst={WORK}", "--workdir",
+             os.path.join(WORK, "run"), image]
+    return argv
 
 
 def prepare():
@@ -122,7 +153,8 @@ def main():
         cells = []
         for s in subs:
             m = statistics.median(times[(w, s)])
-            cells.append(f"{m:.2f} s" if s == "bare" else f"{m:.2f} s ({m / bare:.2f}×)")
+            took = f"{m * 1000:.1f} ms" if m < 1 else f"{m:.2f} s"
+            cells.append(took if s == "bare" else f"{took} ({m / bare:.2f}×)")
         print(f"| {w} | " + " | ".join(cells) + " |")
 
 

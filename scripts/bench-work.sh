@@ -13,6 +13,8 @@
 #   BENCH_IMAGE_GB  size of the loop-mounted ext4 image (default 6)
 #   SBX_BIN  an sbx-shell binary to measure instead of this checkout's release build
 #            (to compare with another revision; implies --no-record)
+#   CONTAINERS=1  also plain docker and sbx-shell's docker backend (a Docker engine as the
+#            docker client finds it: DOCKER_HOST, a context)
 # Needs root (to mount the image), bwrap, python3 with venv, npm, git; the wheels and npm
 # packages are downloaded once from their registries into the image.
 set -euo pipefail

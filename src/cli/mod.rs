@@ -240,6 +240,10 @@ pub enum ExplainBackend {
     Bwrap,
     /// Linux: the Landlock and seccomp rules.
     Landlock,
+    /// Linux: the Docker client's argv (the rules inside are Landlock alone's).
+    Docker,
+    /// Linux: the Podman client's argv (the rules inside are Landlock alone's).
+    Podman,
 }
 
 /// The sandbox policy, on top of the user config and the profile.

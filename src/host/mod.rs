@@ -9,6 +9,7 @@
 //! asks for. Nothing here decides anything.
 
 pub mod guardreach;
+pub mod root;
 pub mod sockets;
 pub mod ssh;
 

@@ -27,7 +27,7 @@ pub mod seccomp;
 pub mod select;
 
 mod backend;
-pub use backend::{Backend, Container};
+pub use backend::{Backend, Container, Engine};
 
 #[derive(Debug, Error)]
 pub enum SandboxError {

@@ -14,6 +14,8 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
         ExplainBackend::Seatbelt => "seatbelt",
         ExplainBackend::Bwrap => "bwrap",
         ExplainBackend::Landlock => "landlock",
+        ExplainBackend::Docker => "docker",
+        ExplainBackend::Podman => "podman",
     };
     let Some(backend) = report.backends.iter().find(|b| b.name == name) else {
         return String::new();

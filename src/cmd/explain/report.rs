@@ -162,6 +162,18 @@ pub fn backends(
             enforced_here: selected.uses("seccomp"),
             output: landlock,
         },
+        BackendReport {
+            name: "docker",
+            platform: "linux",
+            enforced_here: selected.uses("docker"),
+            output: container_output(policy, host, &ctx, sandbox::Engine::Docker),
+        },
+        BackendReport {
+            name: "podman",
+            platform: "linux",
+            enforced_here: selected.uses("podman"),
+            output: container_output(policy, host, &ctx, sandbox::Engine::Podman),
+        },
     ]
 }
 
@@ -222,6 +234,64 @@ fn bwrap_output(policy: &Policy, host: &Host, ctx: &sandbox::Context<'_>) -> Bac
             profile: None,
             params: Vec::new(),
             mounts,
+        },
+        Err(e) => BackendOutput::Refuses {
+            reason: e.to_string(),
+        },
+    }
+}
+
+/// The engine's argv, as the run builds it, with the session's own values named
+/// (`NAME`, `STATE`): the helper inside applies Landlock alone's rules.
+fn container_output(
+    policy: &Policy,
+    host: &Host,
+    ctx: &sandbox::Context<'_>,
+    engine: sandbox::Engine,
+) -> BackendOutput {
+    let cli = match engine {
+        sandbox::Engine::Docker => host.machine.docker.clone(),
+        sandbox::Engine::Podman => host.machine.podman.clone(),
+    };
+    let container = sandbox::Container {
+        engine,
+        cli: cli.unwrap_or_else(|| PathBuf::from(engine.name())),
+    };
+    let (top, links) = crate::host::root::entries().unwrap_or_default();
+    let (uid, gid, groups) = crate::host::root::ids();
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sbx-shell"));
+    let socket = PathBuf::from("STATE/containers/NAME").join(sandbox::container::SOCKET_NAME);
+    let cwd = ctx
+        .place
+        .cwd
+        .clone()
+        .unwrap_or_else(|_| policy.filesystem.workspace.real().to_path_buf());
+    let host_image = sandbox::container::host_image(&links);
+    let launch = sandbox::ContainerLaunch {
+        name: "NAME",
+        user: (uid, gid, &groups),
+        exe: &exe,
+        socket: &socket,
+        cwd: &cwd,
+        top: &top,
+        host_image: &host_image,
+    };
+    let ctx = sandbox::Context {
+        container: Some(&launch),
+        ..*ctx
+    };
+    let command = ["sbx-shell".into(), "__sbx_helper".into(), "…".into()];
+    match sandbox::wrap(
+        &sandbox::Backend::Container(container),
+        policy,
+        &ctx,
+        &command,
+    ) {
+        Ok(argv) => BackendOutput::Runs {
+            argv: strings(argv),
+            profile: None,
+            params: Vec::new(),
+            mounts: Vec::new(),
         },
         Err(e) => BackendOutput::Refuses {
             reason: e.to_string(),

@@ -36,7 +36,7 @@ pub(super) fn ready(
     image: Option<&str>,
     home: &Path,
 ) -> Result<(), Failure> {
-    let (_, links) = host_root()?;
+    let (_, links) = crate::host::root::entries().context("cannot list /")?;
     let host_image = container::host_image(&links);
     let name = image.unwrap_or(&host_image);
     let said = match run_client(&container::inspect_argv(container, name), None)? {
@@ -52,25 +52,6 @@ pub(super) fn ready(
         Ok(()) => Ok(()),
         Err(said) => Err(anyhow!(container::client_error(container.engine, name, &said)).into()),
     }
-}
-
-/// The host's symlinks at `/`: name and target.
-type Links = Vec<(String, PathBuf)>;
-
-/// The host's `/`: its entries but symlinks (full paths), and its symlinks.
-fn host_root() -> Result<(Vec<PathBuf>, Links), Failure> {
-    let mut top = Vec::new();
-    let mut links = Vec::new();
-    for entry in std::fs::read_dir("/").context("cannot list /")?.flatten() {
-        let path = entry.path();
-        match std::fs::read_link(&path) {
-            Ok(target) => links.push((entry.file_name().to_string_lossy().into_owned(), target)),
-            Err(_) => top.push(path),
-        }
-    }
-    top.sort();
-    links.sort();
-    Ok((top, links))
 }
 
 /// A tar archive of `links` at its top, made by the host's `tar` in a directory of the
@@ -177,19 +158,14 @@ impl ContainerPlace {
         let dir = containers.join(&name);
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let (top, links) = host_root()?;
-        let groups = groups();
+        let (top, links) = crate::host::root::entries().context("cannot list /")?;
         Ok(ContainerPlace {
             container: container.clone(),
             name,
             socket: dir.join(container::SOCKET_NAME),
             dir,
             exe,
-            user: (
-                nix::unistd::getuid().as_raw(),
-                nix::unistd::getgid().as_raw(),
-                groups,
-            ),
+            user: crate::host::root::ids(),
             cwd: cwd.to_path_buf(),
             top,
             host_image: container::host_image(&links),
@@ -239,20 +215,4 @@ impl Drop for ContainerPlace {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// This process's supplementary groups, which the program keeps in the container.
-#[cfg(target_os = "linux")]
-fn groups() -> Vec<u32> {
-    nix::unistd::getgroups()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|g| g.as_raw())
-        .collect()
-}
-
-/// Elsewhere there is no container backend.
-#[cfg(not(target_os = "linux"))]
-fn groups() -> Vec<u32> {
-    Vec::new()
 }
