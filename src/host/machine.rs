@@ -44,6 +44,9 @@ pub struct Machine {
     /// The container engines' clients on `PATH` (`docker`, `podman`).
     pub docker: Option<PathBuf>,
     pub podman: Option<PathBuf>,
+    /// What each client found says of its engine: its version, or why none answered
+    /// (`doctor` only: `Probes::Fresh`).
+    pub engines: Vec<(&'static str, Result<String, String>)>,
 }
 
 /// kernel.unprivileged_userns_clone, user.max_user_namespaces and (Ubuntu)
@@ -111,6 +114,11 @@ impl Machine {
             nofile: nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok(),
             container: container_marker(),
             guard: (linux && matches!(probes, Probes::Fresh(_))).then(super::guardreach::measure),
+            engines: if matches!(probes, Probes::Fresh(_)) {
+                engine_versions()
+            } else {
+                Vec::new()
+            },
             docker: linux.then(|| on_path("docker")).flatten(),
             podman: linux.then(|| on_path("podman")).flatten(),
             sandbox_exec_probe: (os == "macos" && probes != Probes::Skip).then(|| {
@@ -254,6 +262,38 @@ mod platform {
     pub fn listener_free() -> Result<(), String> {
         Ok(())
     }
+}
+
+/// Each container engine's version as its client finds the engine, or what the client said.
+fn engine_versions() -> Vec<(&'static str, Result<String, String>)> {
+    [
+        ("docker", "{{.Server.Version}}"),
+        ("podman", "{{.Server.Version}}"),
+    ]
+    .into_iter()
+    .filter_map(|(name, format)| {
+        let cli = on_path(name)?;
+        let said = std::process::Command::new(cli)
+            .args(["version", "--format", format])
+            .stdin(std::process::Stdio::null())
+            .output();
+        Some((
+            name,
+            match said {
+                Ok(out) if out.status.success() => {
+                    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+                }
+                Ok(out) => Err(String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("no answer")
+                    .trim()
+                    .to_string()),
+                Err(e) => Err(e.to_string()),
+            },
+        ))
+    })
+    .collect()
 }
 
 /// The executable `name` in a directory of this process's `PATH`, the first one there.

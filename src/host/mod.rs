@@ -72,6 +72,7 @@ pub mod test_support {
             guard: None,
             docker: Some("/usr/bin/docker".into()),
             podman: Some("/usr/bin/podman".into()),
+            engines: Vec::new(),
         }
     }
 }

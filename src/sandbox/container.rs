@@ -134,6 +134,22 @@ pub fn build_argv(inputs: &EngineInputs<'_>, command: &[OsString]) -> Vec<OsStri
             inputs.host_image.into()
         }
     };
+    push_mounts(&mut a, inputs);
+    flag(&mut a, "--workdir", inputs.cwd.display().to_string());
+    a.push(image);
+    let mut argv: Vec<OsString> = vec![inputs.container.cli.as_os_str().to_owned()];
+    argv.extend(a.into_iter().map(OsString::from));
+    argv.extend([EXE.into(), ENTRY_ARG.into(), SOCKET.into(), "--".into()]);
+    if let Some((_, rest)) = command.split_first() {
+        argv.push(EXE.into());
+        argv.extend(rest.iter().cloned());
+    }
+    argv
+}
+
+/// Each bind mount, in order (`mounts`), then sbx-shell's executable, the courier's
+/// socket and the session's terminal.
+fn push_mounts(a: &mut Vec<String>, inputs: &EngineInputs<'_>) {
     for (path, writable) in mounts(inputs) {
         let path = path.display();
         let ro = if writable { "" } else { ",readonly" };
@@ -150,16 +166,6 @@ pub fn build_argv(inputs: &EngineInputs<'_>, command: &[OsString]) -> Vec<OsStri
         a.push("--mount".into());
         a.push(format!("type=bind,src={},dst=/dev/console", tty.display()));
     }
-    flag(&mut a, "--workdir", inputs.cwd.display().to_string());
-    a.push(image);
-    let mut argv: Vec<OsString> = vec![inputs.container.cli.as_os_str().to_owned()];
-    argv.extend(a.into_iter().map(OsString::from));
-    argv.extend([EXE.into(), ENTRY_ARG.into(), SOCKET.into(), "--".into()]);
-    if let Some((_, rest)) = command.split_first() {
-        argv.push(EXE.into());
-        argv.extend(rest.iter().cloned());
-    }
-    argv
 }
 
 fn flag(a: &mut Vec<String>, name: &str, value: String) {
@@ -254,6 +260,52 @@ pub fn remove_argv(container: &Container, name: &str) -> Vec<OsString> {
         "--force".into(),
         name.into(),
     ]
+}
+
+/// The client's argv that says which limits its engine can enforce (`unenforced` reads
+/// what it prints).
+pub fn info_argv(container: &Container) -> Vec<OsString> {
+    let format = match container.engine {
+        Engine::Docker => "{{.MemoryLimit}} {{.PidsLimit}}",
+        Engine::Podman => "{{.Host.CgroupControllers}}",
+    };
+    vec![
+        container.cli.as_os_str().to_owned(),
+        "info".into(),
+        "--format".into(),
+        format.into(),
+    ]
+}
+
+/// The session limit asked for (`memory`, `pids`) that the engine cannot enforce, by what
+/// `info_argv` printed, as an error with its fix: an engine without the cgroup controller
+/// starts the container without the limit, with only a warning.
+pub fn unenforced(engine: Engine, info: &str, (memory, pids): (bool, bool)) -> Option<String> {
+    let (has_memory, has_pids) = match engine {
+        Engine::Docker => {
+            let mut words = info.split_whitespace();
+            (words.next() == Some("true"), words.next() == Some("true"))
+        }
+        Engine::Podman => {
+            let controllers: Vec<&str> = info
+                .trim_matches(|c: char| c == '[' || c == ']' || c.is_whitespace())
+                .split_whitespace()
+                .collect();
+            (
+                controllers.contains(&"memory"),
+                controllers.contains(&"pids"),
+            )
+        }
+    };
+    let (option, controller) = match () {
+        () if memory && !has_memory => ("--session-memory-mib", "memory"),
+        () if pids && !has_pids => ("--session-processes", "pids"),
+        () => return None,
+    };
+    Some(format!(
+        "the {} engine cannot enforce {option} here: its cgroups have no {controller} controller, and it would start the container without the limit\nHint: enable the {controller} controller for the engine's cgroups, or leave out {option}",
+        engine.name()
+    ))
 }
 
 /// What the engine's client said when it could not do what was asked, as an error with
@@ -406,6 +458,30 @@ mod tests {
             host_image(&links("usr/sbin"))
         );
         assert!(host_image(&[]).starts_with("sbx-shell-host:"));
+    }
+
+    #[test]
+    fn a_limit_the_engine_cannot_enforce_is_named() {
+        assert_eq!(
+            unenforced(Engine::Docker, "true true\n", (true, true)),
+            None
+        );
+        let e = unenforced(Engine::Docker, "false true\n", (true, false)).unwrap();
+        assert!(
+            e.contains("--session-memory-mib") && e.contains("Hint:"),
+            "{e}"
+        );
+        assert_eq!(
+            unenforced(Engine::Docker, "false false", (false, false)),
+            None
+        );
+        let controllers = "[cpuset cpu io memory hugetlb pids rdma misc]";
+        assert_eq!(unenforced(Engine::Podman, controllers, (true, true)), None);
+        let e = unenforced(Engine::Podman, "[cpu io memory]", (false, true)).unwrap();
+        assert!(
+            e.contains("--session-processes") && e.contains("pids"),
+            "{e}"
+        );
     }
 
     #[test]

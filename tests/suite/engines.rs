@@ -329,6 +329,100 @@ fn the_containers_terminal_is_sbx_shells_own() {
     assert_eq!(pty.stty_g(), pty.initial_stty(), "the terminal restored");
 }
 
+/// The containers the engine holds now, in any state, of the sbx-shell processes `pids`
+/// (each labels its containers with its pid; other tests' run meanwhile).
+fn containers_left(env: &[(String, String)], pids: &[u32]) -> usize {
+    pids.iter()
+        .map(|pid| {
+            let out = Command::new("docker")
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .args(["ps", "-aq", "--filter"])
+                .arg(format!("label=sbx-shell.supervisor={pid}"))
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .count()
+        })
+        .sum()
+}
+
+/// Waits up to 30 s for the engine to hold none of the containers of `pids`.
+fn none_left(env: &[(String, String)], pids: &[u32]) -> bool {
+    let start = Instant::now();
+    while containers_left(env, pids) > 0 && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    containers_left(env, pids) == 0
+}
+
+#[test]
+fn without_a_terminal_pipes_pass_binary_data_untouched_and_a_hang_up_ends_the_container() {
+    if !ready("the docker backend's pipes and hang-up") {
+        return;
+    }
+    let dir = workspace("sbx-engines-pipes", 0);
+    let Some(env) = engine_env("docker", &dir) else {
+        return;
+    };
+    let data: Vec<u8> = (0..300_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let mut child = Command::new(bin())
+        .args(["--backend", "docker", "--", "sh", "-c", "cat; echo ERR >&2"])
+        .current_dir(dir.join("ws"))
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feed = data.clone();
+    let writer = std::thread::spawn(move || {
+        std::io::Write::write_all(&mut stdin, &feed).unwrap();
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stdout == data,
+        "stdout differs ({} bytes of {})",
+        out.stdout.len(),
+        data.len()
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ERR"));
+
+    let mut launch = Launch::new(&["--backend", "docker", "--", "sh", "-c", "echo UP; sleep 60"]);
+    launch.env = env.clone();
+    launch.cwd = Some(dir.join("ws"));
+    let mut pty = OuterPty::launch(launch);
+    pty.expect("UP");
+    let pid = pty.pid().as_raw() as u32;
+    assert_eq!(
+        containers_left(&env, &[pid]),
+        1,
+        "the session's container runs"
+    );
+    pty.hang_up();
+    let status = pty.wait();
+    assert_eq!(
+        status.code(),
+        Some(129),
+        "a hang-up ends it as SIGHUP: {}",
+        pty.output_text()
+    );
+    assert!(
+        none_left(&env, &[pid]),
+        "the container is gone after the hang-up"
+    );
+}
+
 /// sbx-shell killed, or told to end, at moments spread over the container's start: no
 /// container is left behind, whatever its state.
 #[test]
@@ -340,17 +434,7 @@ fn no_container_survives_sbx_shell() {
     let Some(env) = engine_env("docker", &dir) else {
         return;
     };
-    let ours = || {
-        let out = Command::new("docker")
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .args(["ps", "-aq", "--filter", "label=sbx-shell.supervisor"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .count()
-    };
-    assert_eq!(ours(), 0, "no container of sbx-shell's before");
+    let mut pids = Vec::new();
     // Spread over the start (the image asked for, the client, create, start, handover)
     // and the run.
     let delays = [30, 90, 150, 220, 300, 380, 470, 600, 900, 1500];
@@ -364,6 +448,7 @@ fn no_container_survives_sbx_shell() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        pids.push(child.id());
         std::thread::sleep(Duration::from_millis(*ms));
         let _ = Command::new("kill")
             .args([&format!("-{signal}"), &child.id().to_string()])
@@ -373,11 +458,7 @@ fn no_container_survives_sbx_shell() {
             assert_eq!(status.code(), Some(143), "TERM after {ms} ms");
         }
     }
-    let start = Instant::now();
-    while ours() > 0 && start.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    assert_eq!(ours(), 0, "containers left behind");
+    assert!(none_left(&env, &pids), "containers left behind");
 }
 
 #[test]
@@ -401,7 +482,8 @@ fn what_cannot_run_is_named_with_its_fix() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let cases: Vec<(Vec<&str>, Vec<(String, String)>, &str)> = vec![
+    type Case<'a> = (Vec<&'a str>, Vec<(String, String)>, &'a str);
+    let cases: Vec<Case> = vec![
         (
             vec![
                 "--backend",

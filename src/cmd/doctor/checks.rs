@@ -143,7 +143,27 @@ fn linux_checks(m: &Machine) -> Vec<Check> {
     };
     let mut checks = vec![landlock, seccomp, userns, bwrap, tiocsti];
     checks.extend(m.guard.as_ref().map(guard_check));
+    checks.extend(m.engines.iter().map(engine_check));
     checks
+}
+
+/// A container engine whose client is installed: whether it answers (`--backend NAME`).
+fn engine_check((name, answer): &(&'static str, Result<String, String>)) -> Check {
+    let check_name = match *name {
+        "podman" => "podman backend",
+        _ => "docker backend",
+    };
+    let expected = "the engine answers its client (only for --backend docker or podman)";
+    match answer {
+        Ok(version) => check(check_name, CheckStatus::Ok, format!("engine {version}"), expected, None),
+        Err(why) => check(
+            check_name,
+            CheckStatus::Warn,
+            why.clone(),
+            expected,
+            Some("start the engine, or point its client at it (DOCKER_HOST, a docker context, CONTAINER_HOST); this machine's other backends do not need it"),
+        ),
+    }
 }
 
 /// What the guard — which makes every name the program makes — can do here.

@@ -33,9 +33,24 @@ const CLIENT_PREFIXES: &[&str] = &["DOCKER_", "CONTAINER_", "CONTAINERS_", "PODM
 /// said and the fix.
 pub(super) fn ready(
     container: &Container,
-    image: Option<&str>,
+    (image, limits): (Option<&str>, &crate::policy::Limits),
     home: &Path,
 ) -> Result<(), Failure> {
+    let asked = (
+        limits.session_memory_mib.is_some(),
+        limits.session_processes.is_some(),
+    );
+    if asked.0 || asked.1 {
+        let info = match run_client_output(&container::info_argv(container))? {
+            Ok(info) => info,
+            Err(said) => {
+                return Err(anyhow!(container::client_error(container.engine, "", &said)).into())
+            }
+        };
+        if let Some(error) = container::unenforced(container.engine, &info, asked) {
+            return Err(anyhow!(error).into());
+        }
+    }
     let (_, links) = crate::host::root::entries().context("cannot list /")?;
     let host_image = container::host_image(&links);
     let name = image.unwrap_or(&host_image);
@@ -107,6 +122,22 @@ fn run_client(argv: &[OsString], input: Option<Vec<u8>>) -> Result<Result<(), St
         .with_context(|| format!("cannot run {}", argv[0].to_string_lossy()))?;
     Ok(match out.status.success() {
         true => Ok(()),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    })
+}
+
+/// Run the engine's client: `Ok(Ok(what it printed))`, or `Ok(Err(what it said))` when it
+/// failed.
+fn run_client_output(argv: &[OsString]) -> Result<Result<String, String>, Failure> {
+    let out = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .env_clear()
+        .envs(client_env())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", argv[0].to_string_lossy()))?;
+    Ok(match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
         false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
     })
 }

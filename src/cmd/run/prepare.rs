@@ -244,7 +244,11 @@ fn container_fits(plan: &Plan, backend: &Backend) -> Result<(), Failure> {
     if policy.ssh.is_some() {
         return Err(anyhow!("the {engine} backend does not pass ssh keys yet\nHint: leave out --ssh-key, or use --backend bwrap").into());
     }
-    super::container::ready(container, policy.image.as_deref(), &plan.home)?;
+    super::container::ready(
+        container,
+        (policy.image.as_deref(), &policy.limits),
+        &plan.home,
+    )?;
     Ok(())
 }
 
