@@ -357,7 +357,7 @@ fn none_left(env: &[(String, String)], pids: &[u32]) -> bool {
 }
 
 #[test]
-fn without_a_terminal_pipes_pass_binary_data_untouched_and_a_hang_up_ends_the_container() {
+fn pipes_pass_binary_data_limits_are_the_engines_and_a_hang_up_ends_the_container() {
     if !ready("the docker backend's pipes and hang-up") {
         return;
     }
@@ -397,6 +397,32 @@ fn without_a_terminal_pipes_pass_binary_data_untouched_and_a_hang_up_ends_the_co
         data.len()
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("ERR"));
+
+    // The session's limits are the engine's, read where cgroup v1 or v2 keeps them.
+    let limits = Command::new(bin())
+        .args([
+            "--backend",
+            "docker",
+            "--session-processes",
+            "64",
+            "--session-memory-mib",
+            "256",
+        ])
+        .args(["--", "sh", "-c"])
+        .arg(
+            "cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max \
+              /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null",
+        )
+        .current_dir(dir.join("ws"))
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .shown();
+    let limits = String::from_utf8_lossy(&limits.stdout).into_owned();
+    assert_eq!(
+        limits.split_whitespace().collect::<Vec<_>>(),
+        ["64", "268435456"],
+        "{limits}"
+    );
 
     let mut launch = Launch::new(&["--backend", "docker", "--", "sh", "-c", "echo UP; sleep 60"]);
     launch.env = env.clone();

@@ -1,7 +1,7 @@
 //! A container session's wiring on the host (`sandbox::container` builds the engine's
 //! argv, `helper::container` is the courier and the entry): the engine asked whether it
-//! answers and has the image before the terminal is touched (the empty image made when
-//! missing), and the session's place — its name, the courier's directory, who the
+//! answers, can enforce the limits asked and has the image before the terminal is touched
+//! (the image of the host's links made when missing), and the session's place — its name, the courier's directory, who the
 //! program runs as, what of the host is mounted — kept until the session ends.
 
 use std::ffi::OsString;
