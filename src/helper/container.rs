@@ -1,16 +1,19 @@
 //! The two ends of a container session's handover (`sandbox::container`, Linux).
 //!
-//! **The courier** (`sbx-shell __sbx_courier DIR NAME [VAR=VALUE…] -- ENGINE ARGV…`) is
+//! **The courier** (`sbx-shell __sbx_courier DIR NAME FD -- ENGINE ARGV…`) is
 //! what sbx-shell spawns where it would spawn the helper under Landlock alone, so it
 //! inherits exactly what the helper would: the terminal or stdio as 0–2, the spec, the
 //! lifeline, the guard's pipes, and the program's environment. It leads a session of its
 //! own (the outer terminal's signals are sbx-shell's to pass on), listens on `DIR`'s
-//! socket, runs the engine's client with `VAR=VALUE…` only (how the client finds its
-//! engine), and hands everything it inherited to the first process that connects — the
-//! container's entry — then closes the socket. It passes on the signals sbx-shell sends it
-//! to the client, which passes them to the container's first process (the guard); it ends
-//! as the client does, and when the client was killed (a container may then be created
-//! and never started) it removes the container `NAME` first.
+//! socket, runs the engine's client with only the variables read from the pipe `FD` (how
+//! the client finds its engine; read and closed first, so never passed on), and hands
+//! everything else it inherited to the first process that connects — the container's
+//! entry — then closes the socket. Once the program runs, it passes on the signals
+//! sbx-shell sends it to the client, which passes them to the container's first process
+//! (the guard); before, an ending signal turns the entry away instead, so the client is
+//! never killed while it creates the container. It ends as the client does, and when the
+//! client was killed (a container may then be created and never started) it removes the
+//! container `NAME` first.
 //!
 //! **The entry** (`sbx-shell __sbx_entry SOCKET -- HELPER ARGV…`, the container's first
 //! process) connects, puts each descriptor at the number it had in the courier, takes the
@@ -55,37 +58,39 @@ pub fn courier(args: &[OsString]) -> ExitCode {
 }
 
 /// The courier's arguments: its directory, the container's name, the client's
-/// environment, the client's argv.
+/// environment (read from its pipe), the client's argv.
 struct CourierArgs<'a> {
     dir: &'a OsStr,
     name: &'a OsStr,
-    env: Vec<(&'a OsStr, &'a OsStr)>,
+    env: Vec<(OsString, OsString)>,
     argv: &'a [OsString],
 }
 
 fn parse_courier(args: &[OsString]) -> anyhow::Result<CourierArgs<'_>> {
-    let [dir, name, rest @ ..] = args else {
-        return Err(anyhow!("expected DIR NAME [VAR=VALUE…] -- ARGV…"));
+    let [dir, name, fd, dashes, argv @ ..] = args else {
+        return Err(anyhow!("expected DIR NAME FD -- ARGV…"));
     };
-    let split = rest
-        .iter()
-        .position(|a| a == "--")
-        .ok_or_else(|| anyhow!("no -- before the client's argv"))?;
-    let env = rest[..split]
-        .iter()
+    if dashes != "--" || argv.is_empty() {
+        return Err(anyhow!("expected DIR NAME FD -- ARGV…"));
+    }
+    let fd: RawFd = fd
+        .to_str()
+        .and_then(|fd| fd.parse().ok())
+        .filter(|fd| *fd > 2)
+        .ok_or_else(|| anyhow!("the client's environment's fd is not a number"))?;
+    let pipe =
+        crate::sys::files::take_inherited(fd).context("cannot read the client's environment")?;
+    let env = read_env(pipe)?
+        .into_iter()
         .filter_map(|kv| {
-            let bytes = kv.as_bytes();
+            let bytes = kv.into_bytes();
             let eq = bytes.iter().position(|b| *b == b'=')?;
             Some((
-                OsStr::from_bytes(&bytes[..eq]),
-                OsStr::from_bytes(&bytes[eq + 1..]),
+                OsString::from_vec(bytes[..eq].to_vec()),
+                OsString::from_vec(bytes[eq + 1..].to_vec()),
             ))
         })
         .collect();
-    let argv = &rest[split + 1..];
-    if argv.is_empty() {
-        return Err(anyhow!("no client argv"));
-    }
     Ok(CourierArgs {
         dir,
         name,
@@ -108,7 +113,7 @@ fn run_courier(args: &[OsString]) -> anyhow::Result<u8> {
     let client = std::process::Command::new(&args.argv[0])
         .args(&args.argv[1..])
         .env_clear()
-        .envs(args.env.iter().copied())
+        .envs(args.env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .spawn()
         .with_context(|| format!("cannot run {}", args.argv[0].to_string_lossy()))?;
@@ -196,7 +201,7 @@ fn remove_container(args: &CourierArgs<'_>) {
         .args(["rm", "--force"])
         .arg(args.name)
         .env_clear()
-        .envs(args.env.iter().copied())
+        .envs(args.env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -395,6 +395,19 @@ pub fn take_inheritable_fds() -> io::Result<Vec<i32>> {
     Ok(fds)
 }
 
+/// The inherited descriptor `fd`, owned from here on (closed when dropped), once checked
+/// to be open: for a pipe a parent left at a number it named.
+pub fn take_inherited(fd: i32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_GETFD only reads the fd's flags; a number not open gives EBADF.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is open (checked above) and was inherited for this one reader: nothing
+    // else in this process uses it, so the OwnedFd owns it and closes it once.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
 /// A close-on-exec copy of `fd` at the lowest number not below `floor`.
 pub fn dup_above(fd: std::os::fd::BorrowedFd<'_>, floor: i32) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::{AsRawFd, FromRawFd};

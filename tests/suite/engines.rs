@@ -126,6 +126,8 @@ fn probe(
     .env_remove("XDG_DATA_HOME")
     .env_remove("XDG_RUNTIME_DIR")
     .env("SBX_ENGINES_VALUE", &value)
+    // A variable the engine's client reads: it reaches the client, never a command line.
+    .env("DOCKER_SBX_TEST_TOKEN", &value)
     .env("PORT", port.to_string())
     .env("PAUSE", "4")
     .envs(env.iter().map(|(k, v)| (k, v)))

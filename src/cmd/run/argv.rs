@@ -176,7 +176,7 @@ impl Launcher {
                 argv
             }
             _ => match &container {
-                Some(place) => place.courier_argv(&helper.path, argv),
+                Some(place) => courier(place, &helper.path, argv, &mut handovers)?,
                 None => argv,
             },
         };
@@ -189,6 +189,19 @@ impl Launcher {
             _container: container,
         })
     }
+}
+
+/// The engine's argv wrapped in the courier's, the client's variables handed over.
+fn courier(
+    place: &ContainerPlace,
+    exe: &Path,
+    engine: Vec<OsString>,
+    handovers: &mut Vec<process::Handover>,
+) -> Result<Vec<OsString>, Failure> {
+    let client_env = handover(super::container::client_env_bytes())?;
+    let argv = place.courier_argv(exe, client_env.child_fd(), engine);
+    handovers.push(client_env);
+    Ok(argv)
 }
 
 /// A container session's place (`cmd::run::container`), for a container backend.

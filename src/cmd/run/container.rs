@@ -142,6 +142,23 @@ fn run_client_output(argv: &[OsString]) -> Result<Result<String, String>, Failur
     })
 }
 
+/// The variables the engine's client reads, for the courier to give it (`VAR=VALUE\0…`,
+/// through a pipe: a `DOCKER_*` variable may hold a secret, and command lines are
+/// everyone's to read).
+pub(super) fn client_env_bytes() -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    client_env()
+        .into_iter()
+        .flat_map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            kv.push(0);
+            kv
+        })
+        .collect()
+}
+
 /// This process's variables that the engine's client reads.
 fn client_env() -> Vec<(OsString, OsString)> {
     std::env::vars_os()
@@ -217,20 +234,20 @@ impl ContainerPlace {
     }
 
     /// The courier's argv around the engine's (`helper::container`).
-    pub(super) fn courier_argv(&self, exe: &Path, engine: Vec<OsString>) -> Vec<OsString> {
+    pub(super) fn courier_argv(
+        &self,
+        exe: &Path,
+        client_env: std::os::fd::RawFd,
+        engine: Vec<OsString>,
+    ) -> Vec<OsString> {
         let mut argv: Vec<OsString> = vec![
             exe.as_os_str().to_owned(),
             container::COURIER_ARG.into(),
             self.dir.as_os_str().to_owned(),
             self.name.clone().into(),
+            client_env.to_string().into(),
+            "--".into(),
         ];
-        argv.extend(client_env().into_iter().map(|(k, v)| {
-            let mut kv = k;
-            kv.push("=");
-            kv.push(v);
-            kv
-        }));
-        argv.push("--".into());
         argv.extend(engine);
         argv
     }
