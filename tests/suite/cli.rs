@@ -336,7 +336,17 @@ fn explain_shows_the_linux_layers() {
         .iter()
         .map(|b| b["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["seatbelt", "bwrap", "landlock"]);
+    assert_eq!(names, ["seatbelt", "bwrap", "landlock", "docker", "podman"]);
+    let (code, out, _) = run(&["explain", "--show", "docker"], &[]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(" run --rm --name NAME ")
+            && out.contains("--network none --cap-drop ALL")
+            && out.contains(
+                "__sbx_entry /.sbx-shell/courier.sock -- /.sbx-shell/sbx-shell __sbx_helper"
+            ),
+        "{out}"
+    );
     assert!(report["backends"][2]["applies"]["seccomp"]["reject_x32"]
         .as_bool()
         .unwrap());

@@ -483,7 +483,13 @@ fn no_container_survives_sbx_shell() {
             .status();
         let status = child.wait().unwrap();
         if signal == "TERM" {
-            assert_eq!(status.code(), Some(143), "TERM after {ms} ms");
+            // 143, or killed by it when it came before sbx-shell took its signals (a debug
+            // build under load, at the first moments: as on every backend).
+            use std::os::unix::process::ExitStatusExt;
+            assert!(
+                status.code() == Some(143) || status.signal() == Some(libc::SIGTERM),
+                "TERM after {ms} ms: {status:?}"
+            );
         }
     }
     assert!(none_left(&env, &pids), "containers left behind");
