@@ -12,17 +12,7 @@ pub fn send_fd(channel: RawFd, fd: RawFd) -> io::Result<()> {
 
 /// Send `fd` with SCM_RIGHTS over `channel`, with `bytes` (at most `MESSAGE` of them).
 pub fn send_fd_with(channel: RawFd, fd: RawFd, bytes: &[u8]) -> io::Result<()> {
-    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
-    let iov = [io::IoSlice::new(bytes)];
-    let fds = [fd];
-    sendmsg::<()>(
-        channel,
-        &iov,
-        &[ControlMessage::ScmRights(&fds)],
-        MsgFlags::empty(),
-        None,
-    )?;
-    Ok(())
+    send_fds(channel, &[fd], bytes)
 }
 
 /// Receive one fd sent with SCM_RIGHTS over `channel` (close-on-exec, as Linux allows:
@@ -39,31 +29,9 @@ pub const MESSAGE: usize = 256;
 /// with it (any more descriptors in the message are closed).
 #[cfg(target_os = "linux")]
 pub fn receive_fd_with(channel: &OwnedFd) -> io::Result<(OwnedFd, Vec<u8>)> {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-    use std::os::fd::{AsRawFd, FromRawFd};
-    let mut bytes = [0u8; MESSAGE];
-    let mut iov = [io::IoSliceMut::new(&mut bytes)];
-    let mut space = nix::cmsg_space!(RawFd);
-    let msg = recvmsg::<()>(
-        channel.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )?;
-    let len = msg.bytes;
-    let mut fd = None;
-    for cmsg in msg.cmsgs()? {
-        if let ControlMessageOwned::ScmRights(fds) = cmsg {
-            for received in fds {
-                // SAFETY: the kernel put this descriptor in our table for this message:
-                // nothing else owns it.
-                let owned = unsafe { OwnedFd::from_raw_fd(received) };
-                fd.get_or_insert(owned);
-            }
-        }
-    }
-    match fd {
-        Some(fd) => Ok((fd, bytes[..len].to_vec())),
+    let (fds, bytes) = receive_fds(channel)?;
+    match fds.into_iter().next() {
+        Some(fd) => Ok((fd, bytes)),
         None => Err(io::ErrorKind::UnexpectedEof.into()),
     }
 }
