@@ -193,16 +193,18 @@ fn mounts(inputs: &EngineInputs<'_>) -> Vec<(PathBuf, bool)> {
             }
         }
     }
-    let mut writable: Vec<&Path> = fs.writable_roots();
+    // A temporary workspace is the container's own (its private /tmp), as is what the
+    // policy grants in the host's /tmp, which the container does not show; the session's
+    // own directories (its TMPDIR is one, under /tmp) are mounted wherever they are.
+    let mut writable: Vec<&Path> = fs
+        .writable_roots()
+        .into_iter()
+        .filter(|path| !path.starts_with("/tmp"))
+        .collect();
     writable.extend(inputs.session_dirs.iter().copied());
     writable.sort();
     writable.dedup();
     for path in writable {
-        // A temporary workspace is the container's own (its private /tmp), as is what
-        // lies in the host's /tmp, which the container does not show.
-        if path.starts_with("/tmp") {
-            continue;
-        }
         let covered = out.iter().any(|(m, rw)| *rw && path.starts_with(m));
         if !covered && path != Path::new("/") {
             out.push((path.to_path_buf(), true));
@@ -372,7 +374,7 @@ mod tests {
             tty: None,
             top: &top,
             host_image: "sbx-shell-host:0123456789abcdef",
-            session_dirs: &[Path::new("/home/u/.local/state/sbx-shell/temp/1")],
+            session_dirs: &[Path::new("/tmp/sbx-shell-1000/session-1")],
             root_reads,
         };
         let command: Vec<OsString> = ["/proc/self/exe", "__sbx_helper", "5", "sh", "sh"]
@@ -401,8 +403,8 @@ mod tests {
             "--mount", "type=bind,src=/usr,dst=/usr,readonly",
             "--mount", "type=bind,src=/var,dst=/var,readonly",
             "--mount", "type=bind,src=/home/u/.local/state/sbx-shell/home/test,dst=/home/u/.local/state/sbx-shell/home/test",
-            "--mount", "type=bind,src=/home/u/.local/state/sbx-shell/temp/1,dst=/home/u/.local/state/sbx-shell/temp/1",
             "--mount", "type=bind,src=/home/u/ws,dst=/home/u/ws",
+            "--mount", "type=bind,src=/tmp/sbx-shell-1000/session-1,dst=/tmp/sbx-shell-1000/session-1",
             "--mount", "type=bind,src=/usr/local/bin/sbx-shell,dst=/.sbx-shell/sbx-shell,readonly",
             "--mount", "type=bind,src=/home/u/.local/state/sbx-shell/c/courier.sock,dst=/.sbx-shell/courier.sock",
             "--workdir", "/home/u/ws", "sbx-shell-host:0123456789abcdef",
@@ -446,6 +448,13 @@ mod tests {
         policy.network = Network::Full;
         let got = argv(&policy, false);
         assert!(!got.iter().any(|a| a.contains("/tmp/ws")), "{got:?}");
+        let mounts_session_tmp = got.iter().any(|a| {
+            a == "type=bind,src=/tmp/sbx-shell-1000/session-1,dst=/tmp/sbx-shell-1000/session-1"
+        });
+        assert!(
+            mounts_session_tmp,
+            "the session's own directories are mounted: {got:?}"
+        );
         assert!(got.windows(2).any(|w| w == ["--network", "host"]));
     }
 

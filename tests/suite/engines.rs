@@ -34,6 +34,7 @@ except OSError as e:
 " "$PORT"
 echo "PIDS=$(ls /proc | grep -c '^[0-9]')"
 cat /etc/shadow >/dev/null 2>&1 && echo SHADOW-READ
+touch "$TMPDIR/probe" && echo TMP-OK
 sleep "$PAUSE"
 exit 3
 "#;
@@ -254,6 +255,10 @@ fn docker_runs_the_program_in_a_container_as_root_and_as_an_ordinary_user() {
         let pids: u32 = line_value(&out, "PIDS=").parse().unwrap();
         assert!(pids < 10, "{what}: only the container's processes: {out}");
         assert!(!out.contains("SHADOW-READ"), "{what}: {out}");
+        assert!(
+            out.contains("TMP-OK"),
+            "{what}: the session's TMPDIR is writable: {out}"
+        );
         if uid == 0 {
             assert!(
                 err.contains("/etc/shadow"),
@@ -261,6 +266,54 @@ fn docker_runs_the_program_in_a_container_as_root_and_as_an_ordinary_user() {
             );
         }
     }
+}
+
+/// With `--image`, the image's own files (not the host's: its dockerd is not there), the
+/// workspace mounted at its path; beside the host's files, where dockerd is.
+#[test]
+fn an_image_runs_with_the_workspace_mounted() {
+    if !ready("the docker backend with an image") {
+        return;
+    }
+    let dir = workspace("sbx-engines-image", 0);
+    let (Some(env), Ok(image)) = (engine_env("docker", &dir), std::env::var("SBX_TEST_IMAGE"))
+    else {
+        skipped("the image scripts/test.sh builds (SBX_TEST_IMAGE)");
+        return;
+    };
+    let script = "test -e /usr/sbin/dockerd && echo HOST-FILES; echo made > from-image; echo DONE";
+    let run = |extra: &[&str]| {
+        let out = Command::new(bin())
+            .args(["--backend", "docker"])
+            .args(extra)
+            .args(["--", "sh", "-c", script])
+            .current_dir(dir.join("ws"))
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .shown();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let host = run(&[]);
+    assert!(
+        host.contains("HOST-FILES") && host.contains("DONE"),
+        "{host}"
+    );
+    let _ = std::fs::remove_file(dir.join("ws/from-image"));
+    let inside = run(&["--image", &image]);
+    assert!(
+        !inside.contains("HOST-FILES") && inside.contains("DONE"),
+        "{inside}"
+    );
+    assert!(
+        dir.join("ws/from-image").exists(),
+        "the workspace is mounted in the image"
+    );
 }
 
 #[test]
