@@ -22,7 +22,7 @@ pub enum PtyMode {
 pub const VERSION: &str = if cfg!(target_os = "linux") {
     concat!(
         env!("CARGO_PKG_VERSION"),
-        " (backends: bwrap with landlock and seccomp, landlock with seccomp, none)"
+        " (backends: bwrap with landlock and seccomp, landlock with seccomp, docker or podman with landlock and seccomp inside, none)"
     )
 } else if cfg!(target_os = "macos") {
     concat!(env!("CARGO_PKG_VERSION"), " (backends: seatbelt, none)")

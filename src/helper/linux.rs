@@ -63,6 +63,7 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
                 connect_port: r.connect_port,
                 loopback_port: None,
                 min_abi: r.min_abi,
+                own_network: spec.proxy_listen.is_some(),
             });
     // The pipe the guard reports its refusals on (`mediator::report`), inherited for it
     // alone: the program's side closes it with every other descriptor before exec.

@@ -179,7 +179,7 @@ fn hand_over_proxy_port(listen: &ProxyListen) -> io::Result<()> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     // SAFETY: sbx-shell passed this fd for this purpose; nothing else in the helper owns it.
     let channel = unsafe { OwnedFd::from_raw_fd(listen.channel_fd) };
-    if listen.lookups_fd.is_some() {
+    if listen.unshare {
         os::private_network()?;
     }
     let listener = std::net::TcpListener::bind(("127.0.0.1", listen.port))?;

@@ -102,6 +102,9 @@ pub struct RootAs {
 pub struct ProxyListen {
     pub port: u16,
     pub channel_fd: i32,
+    /// Make a network namespace of the helper's own first (`ProxySession::unshare`).
+    #[serde(default)]
+    pub unshare: bool,
     /// Where the name server's socket goes (binding port 53 takes CAP_NET_BIND_SERVICE,
     /// which bwrap kept for it and which is then dropped).
     #[serde(default)]
@@ -272,6 +275,7 @@ mod tests {
             proxy_listen: Some(ProxyListen {
                 port: 3128,
                 channel_fd: 7,
+                unshare: true,
                 lookups_fd: Some(8),
                 services: vec![5432],
                 services_fd: Some(9),

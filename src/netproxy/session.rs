@@ -1,6 +1,7 @@
-//! Starting the proxy for one session: where it listens (inside bwrap's network namespace,
-//! through the helper, or on the host's loopback) and where it logs. Under bwrap it runs
-//! with no network too, refusing all, and the sandbox's name server with it (`lookups`):
+//! Starting the proxy for one session: where it listens (inside the session's own network
+//! namespace — bwrap's, a container's — through the helper, or on the host's loopback) and
+//! where it logs. There it runs with no network too, refusing all, and the sandbox's name
+//! server with it (`lookups`):
 //! what the program asked for is named at the end with the option that allows it.
 
 use std::os::fd::OwnedFd;
@@ -19,8 +20,13 @@ pub struct ProxySession {
     /// The loopback port the sandbox connects to (`None`: Landlock alone with no network,
     /// where no TCP may be made at all).
     pub port: Option<u16>,
-    /// Inside bwrap: the helper's end of the unix socket over which it sends the listening
-    /// socket (inherited by the helper; kept open here until the session ends).
+    /// Under bwrap: the helper makes a network namespace of its own before it opens the
+    /// ports (bwrap's belongs to bwrap's first user namespace, where the helper could not
+    /// bind port 53); a container's is the session's already.
+    pub unshare: bool,
+    /// In a network of the session's own (bwrap, a container): the helper's end of the
+    /// unix socket over which it sends the listening socket (inherited by the helper; kept
+    /// open here until the session ends).
     pub channel: Option<OwnedFd>,
     /// Where refusals are logged, if anywhere.
     pub log: Option<PathBuf>,
@@ -63,13 +69,13 @@ fn start_proxy(
     (resolve, publish): (&[String], &[super::forward::Publish]),
     (home, sink): (&Path, crate::policy::refusal::Sink),
 ) -> anyhow::Result<Option<ProxySession>> {
-    let bwrap = matches!(backend, Backend::Bwrap { .. });
+    let own_network = backend.network_of_its_own();
     let rules = match &policy.network {
         Network::Allow(rules) => Some(rules),
         _ if !resolve.is_empty() => {
             return Err(anyhow!("--resolve applies to a network allow-list only\nHint: add --net allow=HOST,… or leave out --resolve"));
         }
-        Network::None if bwrap || *backend == Backend::Landlock => None,
+        Network::None if own_network || *backend == Backend::Landlock => None,
         _ => return Ok(None),
     };
     let mut overrides = request::parse_resolve(resolve).map_err(|e| anyhow!(e))?;
@@ -85,8 +91,9 @@ fn start_proxy(
         Some(rules) => Proxy::new(rules.clone(), overrides, (log.clone(), sink)),
         None => Proxy::no_network(log.clone(), sink),
     };
-    if bwrap {
-        return in_sandbox(proxy, log, (&services, publish)).map(Some);
+    if own_network {
+        let unshare = matches!(backend, Backend::Bwrap { .. });
+        return in_sandbox(proxy, log, (&services, publish), unshare).map(Some);
     }
     let name_service = match backend {
         Backend::Landlock => Some(
@@ -100,6 +107,7 @@ fn start_proxy(
         return Ok(Some(ProxySession {
             proxy,
             port: None,
+            unshare: false,
             channel: None,
             log,
             lookups: None,
@@ -115,6 +123,7 @@ fn start_proxy(
     Ok(Some(ProxySession {
         proxy,
         port: Some(port),
+        unshare: false,
         channel: None,
         log,
         lookups: None,
@@ -125,13 +134,15 @@ fn start_proxy(
     }))
 }
 
-/// Under bwrap: the proxy and the name server accept on the sockets the helper opens in
-/// the sandbox's network namespace, the host services' forwards likewise, and published
-/// ports reach in through sockets the guard makes there (`forward`).
+/// In a network namespace of the session's own (bwrap's, a container's): the proxy and
+/// the name server accept on the sockets the helper opens there, the host services'
+/// forwards likewise, and published ports reach in through sockets the guard makes there
+/// (`forward`). `unshare`: bwrap's (`ProxySession::unshare`).
 fn in_sandbox(
     proxy: Proxy,
     log: Option<PathBuf>,
     (services, publish): (&[u16], &[super::forward::Publish]),
+    unshare: bool,
 ) -> anyhow::Result<ProxySession> {
     let channel = || {
         crate::sys::process::inheritable_socketpair()
@@ -167,6 +178,7 @@ fn in_sandbox(
     Ok(ProxySession {
         proxy,
         port: Some(SANDBOX_PORT),
+        unshare,
         channel: Some(theirs),
         log,
         lookups: Some(lookups),

@@ -57,6 +57,17 @@ impl Backend {
             Backend::Seatbelt | Backend::Bwrap { .. } | Backend::None => false,
         }
     }
+
+    /// Whether the program gets a network namespace of the session's own when the policy
+    /// gives it no network or an allow-list: bwrap's, a container's (`--network none`).
+    /// Nothing but its loopback is there, where the helper opens the ports of sbx-shell's
+    /// proxy and name server (`netproxy`); the program's own TCP stays inside it.
+    pub fn network_of_its_own(&self) -> bool {
+        match self {
+            Backend::Bwrap { .. } | Backend::Container(_) => true,
+            Backend::Seatbelt | Backend::Landlock | Backend::None => false,
+        }
+    }
 }
 
 /// A container backend: which engine, and the command-line client that reaches it (as it

@@ -34,6 +34,9 @@ pub const SOCKET_NAME: &str = "courier.sock";
 /// The file the courier leaves in the session's directory once the engine's client ended
 /// by itself: without it, sbx-shell removes the container by name.
 pub const ENDED_NAME: &str = "ended";
+/// The sandbox's `resolv.conf` (`netproxy::lookups::RESOLV_CONF`) in the session's
+/// directory on the host, when its name server is there.
+pub const RESOLV_CONF_NAME: &str = "resolv.conf";
 /// Where the courier's socket appears in the container.
 pub const SOCKET: &str = "/.sbx-shell/courier.sock";
 /// The repository of the images the host's files are mounted into, made locally
@@ -75,6 +78,9 @@ pub struct EngineInputs<'a> {
     pub session_dirs: &'a [&'a Path],
     /// Root's reads are judged by the guard, which keeps CAP_SETUID and CAP_SETGID.
     pub root_reads: bool,
+    /// The sandbox's name server is there (`netproxy::lookups`): its `resolv.conf` on the
+    /// host, mounted at `/etc/resolv.conf` (in place of the engine's own).
+    pub resolv_conf: Option<&'a Path>,
 }
 
 /// `ENGINE run … IMAGE EXE __sbx_entry SOCKET -- HELPER-ARGS…`: `command` is the helper's
@@ -94,6 +100,15 @@ pub fn build_argv(inputs: &EngineInputs<'_>, command: &[OsString]) -> Vec<OsStri
         }
         .into(),
     );
+    if policy.network != Network::Full {
+        // The helper opens the name server's port 53 in the container's network, without
+        // CAP_NET_BIND_SERVICE (nothing else listens there: it is the session's own).
+        flag(
+            &mut a,
+            "--sysctl",
+            "net.ipv4.ip_unprivileged_port_start=53".into(),
+        );
+    }
     flag(&mut a, "--cap-drop", "ALL".into());
     if inputs.root_reads {
         for cap in ["SETUID", "SETGID", "SETPCAP"] {
@@ -166,6 +181,36 @@ fn push_mounts(a: &mut Vec<String>, inputs: &EngineInputs<'_>) {
         a.push("--mount".into());
         a.push(format!("type=bind,src={},dst=/dev/console", tty.display()));
     }
+    if let Some(resolv_conf) = inputs.resolv_conf {
+        a.push("--mount".into());
+        a.push(format!(
+            "type=bind,src={},dst=/etc/resolv.conf,readonly",
+            resolv_conf.display()
+        ));
+    }
+}
+
+/// The first path that `--mount` cannot carry as it is: its options are separated by
+/// commas, so a path holding one would end `src=` early and begin an option of its own
+/// choosing (`readonly=false`, another `dst=`); quotes and line ends are syntax to one
+/// engine or another. Such a path is refused, never passed.
+pub fn unmountable(inputs: &EngineInputs<'_>) -> Option<PathBuf> {
+    let fixed = [
+        Some(inputs.exe),
+        Some(inputs.socket),
+        inputs.tty,
+        inputs.resolv_conf,
+    ];
+    mounts(inputs)
+        .into_iter()
+        .map(|(path, _)| path)
+        .chain(fixed.into_iter().flatten().map(Path::to_path_buf))
+        .find(|path| {
+            path.as_os_str()
+                .as_encoded_bytes()
+                .iter()
+                .any(|b| matches!(b, b',' | b'"' | b'\'' | b'\n' | b'\r'))
+        })
 }
 
 fn flag(a: &mut Vec<String>, name: &str, value: String) {
@@ -376,6 +421,8 @@ mod tests {
             host_image: "sbx-shell-host:0123456789abcdef",
             session_dirs: &[Path::new("/tmp/sbx-shell-1000/session-1")],
             root_reads,
+            resolv_conf: (policy.network != Network::Full)
+                .then(|| Path::new("/home/u/.local/state/sbx-shell/c/resolv.conf")),
         };
         let command: Vec<OsString> = ["/proc/self/exe", "__sbx_helper", "5", "sh", "sh"]
             .map(OsString::from)
@@ -393,7 +440,8 @@ mod tests {
         let want = [
             "/usr/bin/docker", "run", "--rm", "--name", "sbx-shell-42-1",
             "--label", "sbx-shell.supervisor=42", "--log-driver", "none",
-            "--network", "none", "--cap-drop", "ALL",
+            "--network", "none", "--sysctl", "net.ipv4.ip_unprivileged_port_start=53",
+            "--cap-drop", "ALL",
             "--security-opt", "no-new-privileges", "--pids-limit", "4096",
             "--user", "1000:1000", "--group-add", "27",
             "--tmpfs", &format!("/tmp:rw,nosuid,nodev,size={}m", policy.limits.tmp_mib),
@@ -407,6 +455,7 @@ mod tests {
             "--mount", "type=bind,src=/tmp/sbx-shell-1000/session-1,dst=/tmp/sbx-shell-1000/session-1",
             "--mount", "type=bind,src=/usr/local/bin/sbx-shell,dst=/.sbx-shell/sbx-shell,readonly",
             "--mount", "type=bind,src=/home/u/.local/state/sbx-shell/c/courier.sock,dst=/.sbx-shell/courier.sock",
+            "--mount", "type=bind,src=/home/u/.local/state/sbx-shell/c/resolv.conf,dst=/etc/resolv.conf,readonly",
             "--workdir", "/home/u/ws", "sbx-shell-host:0123456789abcdef",
             "/.sbx-shell/sbx-shell", "__sbx_entry", "/.sbx-shell/courier.sock", "--",
             "/.sbx-shell/sbx-shell", "__sbx_helper", "5", "sh", "sh",
@@ -456,6 +505,42 @@ mod tests {
             "the session's own directories are mounted: {got:?}"
         );
         assert!(got.windows(2).any(|w| w == ["--network", "host"]));
+        // The host's names, as bare: no name server of the session's.
+        assert!(!got
+            .iter()
+            .any(|a| a.contains("resolv.conf") || a.contains("--sysctl")));
+    }
+
+    #[test]
+    fn a_path_with_a_comma_is_refused_not_passed() {
+        let c = container();
+        let policy = policy_with("/home/u/ws,readonly=false", "{}");
+        let inputs = EngineInputs {
+            container: &c,
+            policy: &policy,
+            name: "n",
+            supervisor: 1,
+            user: (1000, 1000, &[]),
+            exe: Path::new("/usr/bin/sbx-shell"),
+            socket: Path::new("/s/courier.sock"),
+            cwd: Path::new("/"),
+            tty: None,
+            top: &[],
+            host_image: "i",
+            session_dirs: &[],
+            root_reads: false,
+            resolv_conf: None,
+        };
+        assert_eq!(
+            unmountable(&inputs),
+            Some(PathBuf::from("/home/u/ws,readonly=false"))
+        );
+        let policy = policy_with("/home/u/ws", "{}");
+        let inputs = EngineInputs {
+            policy: &policy,
+            ..inputs
+        };
+        assert_eq!(unmountable(&inputs), None);
     }
 
     #[test]

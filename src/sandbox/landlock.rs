@@ -170,6 +170,9 @@ pub struct SessionParts<'a> {
     /// Whether the helper's guard makes every name the program makes
     /// (`sandbox::names_judged`): alone, a writable tree can then be carved (`carve`).
     pub names_judged: bool,
+    /// Alone inside a container: the network namespace is the session's own
+    /// (`Backend::network_of_its_own`), so TCP there is the program's, as under bwrap.
+    pub network_of_its_own: bool,
 }
 
 /// The ruleset for `policy`; `exists` tells which protected paths exist on the host, and
@@ -244,11 +247,12 @@ pub fn build_ruleset(
             add(Path::new("/dev/pts"), Access::Terminal);
         }
     }
-    // Under bwrap the program's network namespace is its own (with no network or an
-    // allow-list): its loopback holds the proxy and the servers the program starts, and
-    // leads nowhere else, so TCP there is the program's, as bare. Alone, loopback is the
-    // host's: nothing but the proxy's port.
-    let deny_tcp = policy.network != Network::Full && layering == Layering::Alone;
+    // Under bwrap or in a container the program's network namespace is its own (with no
+    // network or an allow-list): its loopback holds the proxy and the servers the program
+    // starts, and leads nowhere else, so TCP there is the program's, as bare. Alone,
+    // loopback is the host's: nothing but the proxy's port.
+    let own = layering == Layering::UnderBwrap || session.network_of_its_own;
+    let deny_tcp = policy.network != Network::Full && !own;
     Ok(Ruleset {
         layering,
         rules,
@@ -551,6 +555,7 @@ mod tests {
             shm_dir: None,
             tools: &[],
             names_judged: false,
+            network_of_its_own: false,
         }
     }
 
@@ -568,6 +573,7 @@ mod tests {
                 shm_dir: Some(Path::new("/dev/shm/sbx-shell-0/session-9")),
                 tools: &[],
                 names_judged: false,
+                network_of_its_own: false,
             },
         )
     }
@@ -662,6 +668,16 @@ mod tests {
         let no_port =
             super::build_ruleset(&allow, Layering::Alone, (&nothing, &children), port(None));
         assert_eq!(no_port, Err(LandlockError::NoProxy));
+        // Alone in a container, whose network is the session's own: TCP is the program's,
+        // as under bwrap.
+        let contained = SessionParts {
+            network_of_its_own: true,
+            ..port(Some(3128))
+        };
+        let inside =
+            super::build_ruleset(&allow, Layering::Alone, (&nothing, &children), contained)
+                .unwrap();
+        assert_eq!((inside.deny_tcp, inside.connect_port), (false, Some(3128)));
     }
 
     #[test]

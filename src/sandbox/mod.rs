@@ -41,6 +41,8 @@ pub enum SandboxError {
     NoCwd(String),
     #[error("internal error: a container backend without its session's launch")]
     NoContainerSession,
+    #[error("{} cannot be mounted into the container: a comma, quote or line end in a path would be read as the engine's syntax\nHint: rename the directory, or use --backend bwrap or landlock there", .0.display())]
+    Unmountable(PathBuf),
     #[error("without Landlock the bwrap backend cannot enforce {what}\nHint: use Linux 6.12 or later (Landlock ABI 6; `sbx-shell doctor` shows this kernel's), or drop {what} from the policy")]
     NeedsLandlock { what: &'static str },
 }
@@ -86,6 +88,8 @@ pub struct ContainerLaunch<'a> {
     pub cwd: &'a Path,
     pub top: &'a [PathBuf],
     pub host_image: &'a str,
+    /// The sandbox's `resolv.conf`, when its name server is there.
+    pub resolv_conf: Option<&'a Path>,
 }
 
 impl<'a> Context<'a> {
@@ -97,6 +101,7 @@ impl<'a> Context<'a> {
             shm_dir: self.shm_dir,
             tools: self.tools,
             names_judged: false,
+            network_of_its_own: false,
         }
     }
 }
@@ -152,7 +157,11 @@ pub fn wrap(
                     .flatten()
                     .collect::<Vec<_>>(),
                 root_reads: ctx.root_reads,
+                resolv_conf: launch.resolv_conf,
             };
+            if let Some(path) = container::unmountable(&inputs) {
+                return Err(SandboxError::Unmountable(path));
+            }
             Ok(container::build_argv(&inputs, command))
         }
         Backend::Landlock | Backend::None => Ok(command.to_vec()),
@@ -325,8 +334,9 @@ pub fn in_process(
     ctx: &Context<'_>,
 ) -> Result<InProcess, SandboxError> {
     let exists = |p: &Path| ctx.exists(p);
+    let own_network = backend.network_of_its_own();
     let filter = |alone| -> Result<seccomp::Filter, SandboxError> {
-        let filter = seccomp::build_filter(policy, alone);
+        let filter = seccomp::build_filter(policy, alone, own_network);
         seccomp::check(&filter)?;
         Ok(filter)
     };
@@ -349,6 +359,7 @@ pub fn in_process(
                 (&exists, &crate::host::children),
                 landlock::SessionParts {
                     names_judged: names.is_some(),
+                    network_of_its_own: own_network,
                     ..ctx.session_parts()
                 },
             )?;
@@ -463,7 +474,7 @@ fn under_bwrap(
             landlock::allow_twins(&mut ruleset, &mounts);
             ruleset
         });
-    let seccomp = seccomp::build_filter(policy, false);
+    let seccomp = seccomp::build_filter(policy, false, true);
     seccomp::check(&seccomp)?;
     Ok(InProcess {
         mounts,

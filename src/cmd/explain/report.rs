@@ -260,7 +260,9 @@ fn container_output(
     let (top, links) = crate::host::root::entries().unwrap_or_default();
     let (uid, gid, groups) = crate::host::root::ids();
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sbx-shell"));
-    let socket = PathBuf::from("STATE/containers/NAME").join(sandbox::container::SOCKET_NAME);
+    let dir = PathBuf::from("STATE/containers/NAME");
+    let socket = dir.join(sandbox::container::SOCKET_NAME);
+    let resolv_conf = dir.join(sandbox::container::RESOLV_CONF_NAME);
     let cwd = ctx
         .place
         .cwd
@@ -275,6 +277,7 @@ fn container_output(
         cwd: &cwd,
         top: &top,
         host_image: &host_image,
+        resolv_conf: (policy.network != crate::policy::Network::Full).then_some(&resolv_conf),
     };
     let ctx = sandbox::Context {
         container: Some(&launch),
@@ -319,8 +322,8 @@ fn landlock_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput
         under_bwrap => BackendOutput::Applies {
             landlock_under_bwrap: under_bwrap,
             landlock_alone: ruleset(landlock::Layering::Alone),
-            seccomp: seccomp::build_filter(policy, false),
-            seccomp_alone: seccomp::build_filter(policy, true),
+            seccomp: seccomp::build_filter(policy, false, true),
+            seccomp_alone: seccomp::build_filter(policy, true, false),
             restored_alone: landlock::restored_paths(
                 &policy.filesystem,
                 ctx.git_dirs,

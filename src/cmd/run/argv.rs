@@ -140,7 +140,7 @@ impl Launcher {
                 .transpose()?,
             None => None,
         };
-        let container = container_place(plan, backend, host)?;
+        let container = container_place(plan, backend, host, net)?;
         let launch = container.as_ref().map(ContainerPlace::launch);
         let ctx = sandbox::Context {
             place: &host.place,
@@ -204,18 +204,25 @@ fn courier(
     Ok(argv)
 }
 
-/// A container session's place (`cmd::run::container`), for a container backend.
+/// A container session's place (`cmd::run::container`), for a container backend; with
+/// the sandbox's name server's `resolv.conf` when `net` has one.
 fn container_place(
     plan: &Plan,
     backend: &Backend,
     host: &Host,
+    net: Option<&ProxySession>,
 ) -> Result<Option<ContainerPlace>, Failure> {
     let Backend::Container(container) = backend else {
         return Ok(None);
     };
     let fs = &plan.policy.filesystem;
     let cwd = host.place.cwd.as_deref().unwrap_or(fs.workspace.real());
-    Ok(Some(ContainerPlace::make(container, &plan.home, cwd)?))
+    Ok(Some(ContainerPlace::make(
+        container,
+        &plan.home,
+        cwd,
+        net.is_some_and(|n| n.lookups.is_some()),
+    )?))
 }
 
 /// The pipe the guard reports its refusals on: its read end to the journal (each report
@@ -282,6 +289,7 @@ fn helper_spec(
             n.channel.as_ref().map(|fd| ProxyListen {
                 port: n.port.unwrap_or(netproxy::SANDBOX_PORT),
                 channel_fd: fd.as_raw_fd(),
+                unshare: n.unshare,
                 lookups_fd: n.lookups.as_ref().map(AsRawFd::as_raw_fd),
                 services: plan.policy.network.loopback_ports(),
                 services_fd: n.services.as_ref().map(AsRawFd::as_raw_fd),

@@ -181,13 +181,17 @@ pub(super) struct ContainerPlace {
     cwd: PathBuf,
     top: Vec<PathBuf>,
     host_image: String,
+    resolv_conf: Option<PathBuf>,
 }
 
 impl ContainerPlace {
+    /// `name_server`: the sandbox's name server is there (`netproxy::lookups`), so its
+    /// `resolv.conf` is written here.
     pub(super) fn make(
         container: &Container,
         home: &Path,
         cwd: &Path,
+        name_server: bool,
     ) -> Result<ContainerPlace, Failure> {
         let exe = std::fs::read_link("/proc/self/exe")
             .context("cannot find the sbx-shell executable (/proc/self/exe)")?;
@@ -207,7 +211,17 @@ impl ContainerPlace {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
         let (top, links) = crate::host::root::entries().context("cannot list /")?;
+        let resolv_conf = match name_server {
+            true => {
+                let path = dir.join(container::RESOLV_CONF_NAME);
+                std::fs::write(&path, crate::netproxy::lookups::RESOLV_CONF)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                Some(path)
+            }
+            false => None,
+        };
         Ok(ContainerPlace {
+            resolv_conf,
             container: container.clone(),
             name,
             socket: dir.join(container::SOCKET_NAME),
@@ -230,6 +244,7 @@ impl ContainerPlace {
             cwd: &self.cwd,
             top: &self.top,
             host_image: &self.host_image,
+            resolv_conf: self.resolv_conf.as_deref(),
         }
     }
 

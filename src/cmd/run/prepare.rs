@@ -238,9 +238,6 @@ fn container_fits(plan: &Plan, backend: &Backend) -> Result<(), Failure> {
         };
     };
     let engine = container.engine.name();
-    if matches!(policy.network, crate::policy::Network::Allow(_)) {
-        return Err(anyhow!("the {engine} backend does not run a network allow-list yet: the program would get no network or the host's\nHint: use --net none or --net full with it, or --backend bwrap for the allow-list").into());
-    }
     if policy.ssh.is_some() {
         return Err(anyhow!("the {engine} backend does not pass ssh keys yet\nHint: leave out --ssh-key, or use --backend bwrap").into());
     }

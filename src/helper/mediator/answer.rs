@@ -177,6 +177,10 @@ fn connect_call(c: &Caller<'_>, threads: &mut Threads, rules: &Scope) -> Answer 
         let len = (call.args[2] as u32 as usize).min(max);
         let addr = threads.known(call.pid)?.read(call.args[1], len)?;
         if family != libc::AF_UNIX {
+            if c.net.own_network {
+                // Where nothing leads out: one to another machine is named at the end.
+                super::connecting::observe(threads, call);
+            }
             // To a server of the program's own on loopback (`bind_call`), or to a host
             // service the allow-list names: that port too.
             let loopback_port = super::loopback_port(&addr)

@@ -121,6 +121,9 @@ pub struct NetRules {
     pub loopback_port: Option<u16>,
     /// The Landlock ABI the rules need.
     pub min_abi: u32,
+    /// The network namespace is the session's own (a container's, with an allow-list or
+    /// none): a connection is looked at as under bwrap (`connecting::observe`).
+    pub own_network: bool,
 }
 
 /// What becomes of a TCP `bind` of the program's (Landlock alone, where TCP is the host's):

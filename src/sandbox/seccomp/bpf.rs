@@ -122,7 +122,7 @@ mod tests {
     #[test]
     fn the_compiled_filter_refuses_what_its_rules_say_and_runs_the_rest() {
         let deny = bpf::errno(libc::EPERM);
-        let filter = build_filter(&policy_with("/home/u/p", "{}"), true);
+        let filter = build_filter(&policy_with("/home/u/p", "{}"), true, false);
         let call = |name, args| verdict(&filter, name, args);
         assert_eq!(call("ptrace", [0; 6]), deny);
         assert_eq!(call("io_uring_setup", [0; 6]), deny);
@@ -165,7 +165,11 @@ mod tests {
 
     #[test]
     fn with_the_full_network_sockets_are_as_bare_under_bwrap() {
-        let filter = build_filter(&policy_with("/home/u/p", r#"{"network": "full"}"#), false);
+        let filter = build_filter(
+            &policy_with("/home/u/p", r#"{"network": "full"}"#),
+            false,
+            true,
+        );
         assert_eq!(verdict(&filter, "socket", [10, 2, 0, 0, 0, 0]), ALLOW);
     }
 }

@@ -89,7 +89,9 @@ fn always(syscalls: &[&str], why: &str) -> Rule {
     }
 }
 
-/// The table for `policy`; `alone`: Landlock alone, without bwrap's namespaces and mounts.
+/// The table for `policy`; `alone`: Landlock alone, without bwrap's namespaces and mounts;
+/// `own_network`: the network namespace is the session's own (bwrap's, a container's:
+/// `Backend::network_of_its_own`).
 ///
 /// Alone, pathname unix sockets are not mediated by Landlock before ABI 9 and no mount
 /// hides the host's (tmux, screen, D-Bus, ssh-agent, gpg-agent, container engines, X):
@@ -98,10 +100,10 @@ fn always(syscalls: &[&str], why: &str) -> Rule {
 /// names (its own: tmux's, a language server's, a test server's); `bind` makes a name,
 /// which Landlock judges. Datagram sockets and pairs are refused: `sendto` could name a
 /// host socket with every datagram.
-pub fn build_filter(policy: &Policy, alone: bool) -> Filter {
+pub fn build_filter(policy: &Policy, alone: bool, own_network: bool) -> Filter {
     let mut rules = always_denied();
     rules.extend(setid_rules());
-    rules.extend(socket_rules(&policy.network, alone));
+    rules.extend(socket_rules(&policy.network, alone, own_network));
     Filter {
         rules,
         reject_x32: true,
@@ -178,8 +180,9 @@ fn setid_rules() -> Vec<Rule> {
 }
 
 /// Which sockets the program may make, by the network policy; `alone`: Landlock alone
-/// (no network namespace of its own).
-fn socket_rules(network: &Network, alone: bool) -> Vec<Rule> {
+/// (no mount namespace: the host's unix sockets are there by path); `own_network`: a
+/// network namespace of the session's own.
+fn socket_rules(network: &Network, alone: bool, own_network: bool) -> Vec<Rule> {
     let mut rules = Vec::new();
     let local = vec![(AF_UNIX, None), (AF_NETLINK, Some(NETLINK_ROUTE))];
     let created: Vec<String> = vec!["socket".into(), "socketpair".into()];
@@ -195,7 +198,7 @@ fn socket_rules(network: &Network, alone: bool) -> Vec<Rule> {
     }
     match network {
         Network::Full => {}
-        _ if !alone => rules.push(Rule {
+        _ if own_network => rules.push(Rule {
             syscalls: created,
             condition: Condition::SocketNotIn {
                 allowed: [local, vec![(AF_INET, None), (AF_INET6, None)]].concat(),
@@ -246,7 +249,7 @@ mod tests {
 
     #[test]
     fn the_table_denies_what_the_issue_lists() {
-        let filter = build_filter(&policy_with("/home/u/p", "{}"), false);
+        let filter = build_filter(&policy_with("/home/u/p", "{}"), false, true);
         let denied: Vec<&str> = filter
             .rules
             .iter()
@@ -281,7 +284,7 @@ mod tests {
 
     /// The condition of the socket rule for a policy with `extra`, if there is one.
     fn socket_condition(extra: &str) -> Option<Condition> {
-        build_filter(&policy_with("/home/u/p", extra), false)
+        build_filter(&policy_with("/home/u/p", extra), false, true)
             .rules
             .into_iter()
             .find(|r| r.syscalls.iter().any(|s| s == "socket"))
@@ -334,7 +337,7 @@ mod tests {
                 ],
             ),
         ] {
-            let filter = build_filter(&policy_with("/home/u/p", network), true);
+            let filter = build_filter(&policy_with("/home/u/p", network), true, false);
             let of = |name: &str| {
                 filter
                     .rules
@@ -347,5 +350,31 @@ mod tests {
             assert_eq!(of("socketpair"), socket, "{network}");
             check(&filter).unwrap();
         }
+    }
+
+    #[test]
+    fn in_a_container_unix_datagrams_are_refused_and_its_own_network_is_the_programs() {
+        // Alone (the host's unix sockets by path) in a network namespace of the session's
+        // own: any IP socket, as under bwrap, for its loopback.
+        let filter = build_filter(&policy_with("/home/u/p", "{}"), true, true);
+        let socket: Vec<Condition> = filter
+            .rules
+            .iter()
+            .filter(|r| r.syscalls.iter().any(|s| s == "socket"))
+            .map(|r| r.condition.clone())
+            .collect();
+        assert_eq!(
+            socket,
+            vec![
+                Condition::SocketIs {
+                    family: 1,
+                    types: Some(vec![2]),
+                },
+                Condition::SocketNotIn {
+                    allowed: vec![(1, None), (16, Some(0)), (2, None), (10, None)],
+                    stream_only: Vec::new(),
+                },
+            ]
+        );
     }
 }
