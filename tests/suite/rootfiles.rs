@@ -49,6 +49,7 @@ fn session(lab: &Lab, backend: &str, dir: &Path) -> String {
     let script = format!(
         "cat {d}/inplace; echo > started; while [ ! -e go ]; do sleep 0.05; done; \
          for f in before.key inplace during.key new/deep.key; do cat {d}/$f 2>&1; done; \
+         head -c1 /proc/mounts >/dev/null && head -c1 /proc/net/unix >/dev/null && echo PROC-LINKS-READ; \
          echo made > made && echo DONE"
     );
     let child = lab
@@ -78,7 +79,8 @@ fn session(lab: &Lab, backend: &str, dir: &Path) -> String {
 /// during it, made root-only in place — and made a file in the workspace that is root's.
 fn assert_root_only_refused(lab: &Lab, backend: &str, dir: &Path) {
     let out = session(lab, backend, dir);
-    assert_lines(&out, &["PUBLIC-THEN-SECRET", "DONE"], backend);
+    // `/proc/mounts` and `/proc/net` lead through `self`: the caller's, not the guard's.
+    assert_lines(&out, &["PUBLIC-THEN-SECRET", "PROC-LINKS-READ", "DONE"], backend);
     for secret in ["SECRET-BEFORE", "SECRET-DURING", "SECRET-NEW-DIR"] {
         assert!(
             !out.contains(secret),

@@ -62,17 +62,24 @@ pub fn own_descriptor(path: &[u8]) -> Option<(u32, &[u8])> {
 }
 
 /// `path` as the calling thread `tid` means it, for the guard to resolve: `/proc/self/…`
-/// and `/proc/thread-self/…` name the caller's own `/proc` entries, not the guard's (its own
-/// descriptors under their usual spellings are taken from the caller first:
+/// and `/proc/thread-self/…` name the caller's own `/proc` entries, not the guard's, and so
+/// do `/proc/mounts` and `/proc/net/…`, the kernel's links to `self/mounts` and `self/net`
+/// (its own descriptors under their usual spellings are taken from the caller first:
 /// `own_descriptor`).
 pub fn as_caller(path: &[u8], tid: u32) -> std::borrow::Cow<'_, [u8]> {
+    let kept = |rest: &[u8]| rest.is_empty() || rest.starts_with(b"/");
     for prefix in [&b"/proc/self"[..], b"/proc/thread-self"] {
-        if let Some(rest) = path.strip_prefix(prefix) {
-            if rest.is_empty() || rest.starts_with(b"/") {
-                let mut out = format!("/proc/{tid}").into_bytes();
-                out.extend_from_slice(rest);
-                return std::borrow::Cow::Owned(out);
-            }
+        if let Some(rest) = path.strip_prefix(prefix).filter(|r| kept(r)) {
+            let mut out = format!("/proc/{tid}").into_bytes();
+            out.extend_from_slice(rest);
+            return std::borrow::Cow::Owned(out);
+        }
+    }
+    for link in [&b"/proc/mounts"[..], b"/proc/net"] {
+        if path.strip_prefix(link).is_some_and(kept) {
+            let mut out = format!("/proc/{tid}").into_bytes();
+            out.extend_from_slice(&path[b"/proc".len()..]);
+            return std::borrow::Cow::Owned(out);
         }
     }
     std::borrow::Cow::Borrowed(path)
@@ -109,7 +116,13 @@ pub fn proc_dir(path: &Path) -> ProcDir {
 /// `PID/task/TID`, `mounts` → `self/mounts`) read by the guard `(pid, tid)`, as the
 /// calling thread `tid` would have read it: the guard's own ids name the caller's.
 pub fn proc_link_as_caller(target: &[u8], (pid, tid): (u32, u32), caller: u32) -> Vec<u8> {
-    let own = [format!("{pid}/task/{tid}"), pid.to_string()];
+    // `mounts` and `net` lead through `self`, which the guard would read as its own.
+    let own = [
+        format!("{pid}/task/{tid}"),
+        pid.to_string(),
+        "thread-self".into(),
+        "self".into(),
+    ];
     for prefix in own.iter().map(|p| p.as_bytes()) {
         if let Some(rest) = target.strip_prefix(prefix) {
             if rest.is_empty() || rest.starts_with(b"/") {
@@ -241,6 +254,12 @@ mod tests {
         assert_eq!(&*as_caller(b"/proc/self", 42), b"/proc/42");
         assert_eq!(&*as_caller(b"/proc/selfish/x", 42), b"/proc/selfish/x");
         assert_eq!(&*as_caller(b"/etc/x", 42), b"/etc/x");
+        assert_eq!(&*as_caller(b"/proc/mounts", 42), b"/proc/42/mounts");
+        assert_eq!(&*as_caller(b"/proc/net/tcp", 42), b"/proc/42/net/tcp");
+        assert_eq!(&*as_caller(b"/proc/network", 42), b"/proc/network");
+        assert_eq!(proc_link_as_caller(b"self/mounts", (1, 1), 42), b"42/mounts");
+        assert_eq!(proc_link_as_caller(b"self/net", (1, 1), 42), b"42/net");
+        assert_eq!(proc_link_as_caller(b"selfish", (1, 1), 42), b"selfish");
         assert_eq!(&*as_caller(b"proc/self/x", 42), b"proc/self/x");
     }
 
