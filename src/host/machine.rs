@@ -296,15 +296,39 @@ fn engine_versions() -> Vec<(&'static str, Result<String, String>)> {
     .collect()
 }
 
+impl Machine {
+    /// This machine with the container engine's client the policy names (`"container":
+    /// {"engine": …}`) in place of the one on `PATH`; `Err` when it names none that runs.
+    pub fn with_engine(&self, engine: Option<&Path>) -> Result<Machine, String> {
+        let Some(engine) = engine else {
+            return Ok(self.clone());
+        };
+        let client = match engine.components().count() > 1 || engine.is_absolute() {
+            true => Some(engine.to_path_buf()).filter(|f| is_executable(f)),
+            false => engine.to_str().and_then(on_path),
+        };
+        let Some(client) = client else {
+            return Err(format!("container.engine {}: no such executable\nHint: name the engine's client by its path or by a name on PATH (docker, podman), or leave out \"engine\"", engine.display()));
+        };
+        Ok(Machine {
+            docker: Some(client.clone()),
+            podman: Some(client),
+            ..self.clone()
+        })
+    }
+}
+
+fn is_executable(file: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    file.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
 /// The executable `name` in a directory of this process's `PATH`, the first one there.
 fn on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(name))
-        .find(|file| {
-            file.metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+        .find(|file| is_executable(file))
 }

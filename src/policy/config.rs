@@ -262,6 +262,19 @@ pub struct ContainerConfig {
     /// them (an empty image made locally, the host's directories mounted in).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// The engine's client to run, by name or path (default: `docker` or `podman`, as the
+    /// backend says, found on `PATH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<PathBuf>,
+    /// The image's own files read-only (`--read-only`). Without an image they always are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_root: Option<bool>,
+    /// More `run` options for the engine, each a whole argument (`"--cpus=2"`). Only those
+    /// that leave the isolation as it is: CPU and memory shares, ulimits, labels and
+    /// annotations, the host name, /dev/shm's size, the platform and the pull policy, extra
+    /// hosts, the stop timeout. Every layer adds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run_args: Vec<String>,
 }
 
 /// How much of the filesystem is writable.

@@ -25,8 +25,8 @@ pub mod ssh;
 
 pub(crate) mod model;
 pub use model::{
-    state_to_create, DomainRule, Filesystem, Layer, Limits, Network, PathContext, PathResolver,
-    Policy, ResolvedPath, Seed, ALWAYS_DROPPED, KEYCHAINS,
+    state_to_create, ContainerSettings, DomainRule, Filesystem, Layer, Limits, Network,
+    PathContext, PathResolver, Policy, ResolvedPath, Seed, ALWAYS_DROPPED, KEYCHAINS,
 };
 
 mod resolve;

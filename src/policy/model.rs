@@ -209,8 +209,8 @@ pub struct Policy {
     pub backend: BackendChoice,
     /// Layers that must run, or the run is refused.
     pub require: Vec<crate::policy::config::Layer>,
-    /// The image a container backend runs; `None`: the host's own files.
-    pub image: Option<String>,
+    /// What a container backend runs, and how (`sandbox::container`).
+    pub container: ContainerSettings,
     pub filesystem: Filesystem,
     pub network: Network,
     pub nested_pty: bool,
@@ -338,6 +338,19 @@ pub struct Limits {
     pub core_dumps: bool,
     pub timeout_seconds: Option<u64>,
     pub timeout_grace_seconds: u64,
+}
+
+/// A container backend's settings (the `"container"` section; `--image`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ContainerSettings {
+    /// The image; `None`: the host's own files.
+    pub image: Option<String>,
+    /// The engine's client, when not the one on `PATH`.
+    pub engine: Option<PathBuf>,
+    /// The image's files read-only (always, without an image).
+    pub read_only_root: bool,
+    /// More `run` options, vetted (`sandbox::container::vet_run_args`).
+    pub run_args: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -142,15 +142,17 @@ pub fn build_argv(inputs: &EngineInputs<'_>, command: &[OsString]) -> Vec<OsStri
         a.push("--read-only-tmpfs=false".into());
         a.push("--passwd=false".into());
     }
-    let image = match &policy.image {
+    let settings = &policy.container;
+    if settings.image.is_none() || settings.read_only_root {
+        a.push("--read-only".into());
+    }
+    let image = match &settings.image {
         Some(image) => image.clone(),
-        None => {
-            a.push("--read-only".into());
-            inputs.host_image.into()
-        }
+        None => inputs.host_image.into(),
     };
     push_mounts(&mut a, inputs);
     flag(&mut a, "--workdir", inputs.cwd.display().to_string());
+    a.extend(settings.run_args.iter().cloned());
     a.push(image);
     let mut argv: Vec<OsString> = vec![inputs.container.cli.as_os_str().to_owned()];
     argv.extend(a.into_iter().map(OsString::from));
@@ -188,6 +190,49 @@ fn push_mounts(a: &mut Vec<String>, inputs: &EngineInputs<'_>) {
             resolv_conf.display()
         ));
     }
+}
+
+/// The `run` options a policy may add (`ContainerSettings::run_args`), by name: each
+/// leaves the isolation as it is — shares and ceilings of CPU and memory, ulimits, labels
+/// and annotations, the host name, /dev/shm's size, which image variant and when to pull
+/// it, extra host names, the stop timeout.
+pub const RUN_ARGS_ALLOWED: &[&str] = &[
+    "--cpus",
+    "--cpu-shares",
+    "--cpu-period",
+    "--cpu-quota",
+    "--cpuset-cpus",
+    "--cpuset-mems",
+    "--memory-reservation",
+    "--blkio-weight",
+    "--ulimit",
+    "--label",
+    "--annotation",
+    "--hostname",
+    "--shm-size",
+    "--platform",
+    "--pull",
+    "--add-host",
+    "--stop-timeout",
+];
+
+/// Why `run_args` cannot be passed, if one cannot: each must be one whole `--NAME=VALUE`
+/// argument (a value of its own could be read as an option, or as the image), with a
+/// name of `RUN_ARGS_ALLOWED` — any other could undo what the session promises
+/// (`--privileged`, `--cap-add`, `--network`, `--volume`, `--env`, `--user`, `--pid`,
+/// `--security-opt` …).
+pub fn vet_run_args(run_args: &[String]) -> Result<(), String> {
+    for arg in run_args {
+        let name = arg.split('=').next().unwrap_or("");
+        let whole = arg.contains('=') && !arg[name.len() + 1..].is_empty();
+        if !RUN_ARGS_ALLOWED.contains(&name) || !whole {
+            return Err(format!(
+                "container.run_args {arg:?}: sbx-shell passes only whole --NAME=VALUE options that leave the isolation as it is\nHint: use one of {} as --NAME=VALUE; the session's own settings (network, mounts, user, limits, variables) come from its policy",
+                RUN_ARGS_ALLOWED.join(", ")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The first path that `--mount` cannot carry as it is: its options are separated by
@@ -230,7 +275,7 @@ fn mounts(inputs: &EngineInputs<'_>) -> Vec<(PathBuf, bool)> {
     let fs = &inputs.policy.filesystem;
     let mut out: Vec<(PathBuf, bool)> = Vec::new();
     let all_writable = fs.mode == crate::policy::config::FsMode::Unrestricted;
-    if inputs.policy.image.is_none() {
+    if inputs.policy.container.image.is_none() {
         for entry in inputs.top {
             let name = entry.file_name().and_then(|n| n.to_str()).unwrap_or("");
             if !NOT_MOUNTED.contains(&name) {
@@ -466,7 +511,7 @@ mod tests {
     #[test]
     fn an_image_root_and_limits_change_only_their_own_flags() {
         let mut policy = policy_with("/home/u/ws", "{}");
-        policy.image = Some("debian:bookworm".into());
+        policy.container.image = Some("debian:bookworm".into());
         policy.limits.session_processes = Some(64);
         policy.limits.session_memory_mib = Some(512);
         let got = argv(&policy, true);
@@ -509,6 +554,37 @@ mod tests {
         assert!(!got
             .iter()
             .any(|a| a.contains("resolv.conf") || a.contains("--sysctl")));
+    }
+
+    #[test]
+    fn run_args_that_keep_the_isolation_pass_and_the_rest_are_refused() {
+        assert_eq!(
+            vet_run_args(&["--cpus=1.5".into(), "--label=team=a".into()]),
+            Ok(())
+        );
+        for bad in [
+            "--privileged",
+            "--cap-add=SYS_ADMIN",
+            "--network=host",
+            "--volume=/:/host",
+            "--env=TOKEN=x",
+            "--user=0",
+            "--cpus",
+            "--cpus=",
+            "-v=/:/h",
+            "debian",
+        ] {
+            let e = vet_run_args(&[bad.to_string()]).unwrap_err();
+            assert!(e.contains("Hint:") && e.contains("--cpus"), "{bad}: {e}");
+        }
+        let mut policy = policy_with("/home/u/ws", "{}");
+        policy.container.image = Some("debian:bookworm".into());
+        policy.container.read_only_root = true;
+        policy.container.run_args = vec!["--cpus=2".into()];
+        let got = argv(&policy, false);
+        let image = got.iter().position(|a| a == "debian:bookworm").unwrap();
+        assert_eq!(got[image - 1], "--cpus=2", "just before the image: {got:?}");
+        assert!(got.contains(&"--read-only".to_string()), "{got:?}");
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub enum SandboxError {
     NoContainerSession,
     #[error("{} cannot be mounted into the container: a comma, quote or line end in a path would be read as the engine's syntax\nHint: rename the directory, or use --backend bwrap or landlock there", .0.display())]
     Unmountable(PathBuf),
+    #[error("{0}")]
+    RunArgs(String),
     #[error("without Landlock the bwrap backend cannot enforce {what}\nHint: use Linux 6.12 or later (Landlock ABI 6; `sbx-shell doctor` shows this kernel's), or drop {what} from the policy")]
     NeedsLandlock { what: &'static str },
 }
@@ -162,6 +164,7 @@ pub fn wrap(
             if let Some(path) = container::unmountable(&inputs) {
                 return Err(SandboxError::Unmountable(path));
             }
+            container::vet_run_args(&policy.container.run_args).map_err(SandboxError::RunArgs)?;
             Ok(container::build_argv(&inputs, command))
         }
         Backend::Landlock | Backend::None => Ok(command.to_vec()),

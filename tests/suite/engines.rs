@@ -450,6 +450,43 @@ fn an_image_runs_with_the_workspace_mounted() {
         dir.join("ws/from-image").exists(),
         "the workspace is mounted in the image"
     );
+
+    // The profile's container section: the client by its path, the image's files
+    // read-only on request, a run option that keeps the isolation.
+    let client = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("docker"))
+        .find(|f| f.is_file())
+        .unwrap();
+    let root_line = r#"awk '$5=="/"{print "ROOT " substr($6,1,2)}' /proc/$$/mountinfo; hostname"#;
+    for read_only in [true, false] {
+        let profile = dir.join("container.json");
+        let section = serde_json::json!({
+            "backend": "docker",
+            "container": {
+                "image": image,
+                "engine": client,
+                "read_only_root": read_only,
+                "run_args": ["--hostname=sbx-box"],
+            },
+        });
+        std::fs::write(&profile, section.to_string()).unwrap();
+        let out = Command::new(bin())
+            .arg("--profile")
+            .arg(&profile)
+            .args(["--", "sh", "-c", root_line])
+            .current_dir(dir.join("ws"))
+            .env("PATH", "/usr/bin:/bin")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .shown();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let want = if read_only { "ROOT ro" } else { "ROOT rw" };
+        assert!(
+            text.contains(want) && text.contains("sbx-box"),
+            "read_only_root {read_only}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]
@@ -705,8 +742,32 @@ fn what_cannot_run_is_named_with_its_fix() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
+    let profile = |name: &str, section: serde_json::Value| {
+        let path = dir.join(name);
+        let config = serde_json::json!({"backend": "docker", "container": section});
+        std::fs::write(&path, config.to_string()).unwrap();
+        path.display().to_string()
+    };
+    let privileged = profile(
+        "privileged.json",
+        serde_json::json!({"run_args": ["--privileged"]}),
+    );
+    let no_engine = profile(
+        "no-engine.json",
+        serde_json::json!({"engine": "/nonexistent/docker"}),
+    );
     type Case<'a> = (Vec<&'a str>, Vec<(String, String)>, &'a str);
     let cases: Vec<Case> = vec![
+        (
+            vec!["--profile", &privileged, "--", "/bin/true"],
+            env.clone(),
+            "--cpus",
+        ),
+        (
+            vec!["--profile", &no_engine, "--", "/bin/true"],
+            env.clone(),
+            "name the engine's client by its path",
+        ),
         (
             vec![
                 "--backend",

@@ -80,7 +80,11 @@ fn session(lab: &Lab, backend: &str, dir: &Path) -> String {
 fn assert_root_only_refused(lab: &Lab, backend: &str, dir: &Path) {
     let out = session(lab, backend, dir);
     // `/proc/mounts` and `/proc/net` lead through `self`: the caller's, not the guard's.
-    assert_lines(&out, &["PUBLIC-THEN-SECRET", "PROC-LINKS-READ", "DONE"], backend);
+    assert_lines(
+        &out,
+        &["PUBLIC-THEN-SECRET", "PROC-LINKS-READ", "DONE"],
+        backend,
+    );
     for secret in ["SECRET-BEFORE", "SECRET-DURING", "SECRET-NEW-DIR"] {
         assert!(
             !out.contains(secret),

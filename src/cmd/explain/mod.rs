@@ -19,7 +19,10 @@ pub fn main(args: &ExplainArgs) -> Result<u8, Failure> {
     let (policy_args, _) = inputs::with_agent_profile(&args.policy, program);
     let policy = inputs::resolve(&policy_args, &home, user_config)?;
     let host = Host::measure(crate::host::Probes::Skip);
-    let selected = select::select(policy.backend, &host.machine).map_err(|e| e.to_string());
+    let selected = host
+        .machine
+        .with_engine(policy.container.engine.as_deref())
+        .and_then(|machine| select::select(policy.backend, &machine).map_err(|e| e.to_string()));
     // The proxy's port as inside bwrap; elsewhere it is picked when the session starts.
     let report = report::report(
         &policy,

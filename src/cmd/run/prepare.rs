@@ -205,7 +205,11 @@ pub(super) fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result
         )
         .into());
     }
-    let backend = select::select(policy.backend, &host.machine)?;
+    let machine = host
+        .machine
+        .with_engine(policy.container.engine.as_deref())
+        .map_err(|e| anyhow!(e))?;
+    let backend = select::select(policy.backend, &machine)?;
     select::check_required(&policy.require, &backend, &host.machine)?;
     container_fits(plan, &backend)?;
     if backend == Backend::None {
@@ -229,7 +233,7 @@ pub(super) fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result
 fn container_fits(plan: &Plan, backend: &Backend) -> Result<(), Failure> {
     let policy = &plan.policy;
     let Backend::Container(container) = backend else {
-        return match &policy.image {
+        return match &policy.container.image {
             Some(image) => Err(anyhow!(
                 "--image {image}: an image is run by the container backends only\nHint: add --backend docker or --backend podman, or leave out --image"
             )
@@ -238,12 +242,13 @@ fn container_fits(plan: &Plan, backend: &Backend) -> Result<(), Failure> {
         };
     };
     let engine = container.engine.name();
+    crate::sandbox::container::vet_run_args(&policy.container.run_args).map_err(|e| anyhow!(e))?;
     if policy.ssh.is_some() {
         return Err(anyhow!("the {engine} backend does not pass ssh keys yet\nHint: leave out --ssh-key, or use --backend bwrap").into());
     }
     super::container::ready(
         container,
-        (policy.image.as_deref(), &policy.limits),
+        (policy.container.image.as_deref(), &policy.limits),
         &plan.home,
     )?;
     Ok(())

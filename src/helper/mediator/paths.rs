@@ -257,7 +257,10 @@ mod tests {
         assert_eq!(&*as_caller(b"/proc/mounts", 42), b"/proc/42/mounts");
         assert_eq!(&*as_caller(b"/proc/net/tcp", 42), b"/proc/42/net/tcp");
         assert_eq!(&*as_caller(b"/proc/network", 42), b"/proc/network");
-        assert_eq!(proc_link_as_caller(b"self/mounts", (1, 1), 42), b"42/mounts");
+        assert_eq!(
+            proc_link_as_caller(b"self/mounts", (1, 1), 42),
+            b"42/mounts"
+        );
         assert_eq!(proc_link_as_caller(b"self/net", (1, 1), 42), b"42/net");
         assert_eq!(proc_link_as_caller(b"selfish", (1, 1), 42), b"selfish");
         assert_eq!(&*as_caller(b"proc/self/x", 42), b"proc/self/x");
