@@ -354,6 +354,35 @@ pub fn remove_argv(container: &Container, name: &str) -> Vec<OsString> {
     ]
 }
 
+/// Docker's client argv that prints where its engine is, as the client finds it
+/// (`DOCKER_HOST`, `DOCKER_CONTEXT`, the current context); Podman's says it in
+/// `CONTAINER_HOST` or by its name (`podman-remote`).
+pub fn endpoint_argv(container: &Container) -> Option<Vec<OsString>> {
+    (container.engine == Engine::Docker).then(|| {
+        vec![
+            container.cli.as_os_str().to_owned(),
+            "context".into(),
+            "inspect".into(),
+            "--format".into(),
+            "{{.Endpoints.docker.Host}}".into(),
+        ]
+    })
+}
+
+/// Why the engine at `endpoint` cannot run the session, if it cannot: an engine on another
+/// machine (`tcp://`, `ssh://`) would mount that machine's paths, never this one's
+/// workspace — and the courier's socket, which only this machine has.
+pub fn remote(engine: Engine, endpoint: &str) -> Option<String> {
+    let endpoint = endpoint.trim();
+    let local = endpoint.is_empty() || endpoint.starts_with("unix://");
+    let name = engine.name();
+    let unset = match engine {
+        Engine::Docker => "unset DOCKER_HOST or `docker context use default`",
+        Engine::Podman => "unset CONTAINER_HOST and run the local `podman`",
+    };
+    (!local).then(|| format!("the {name} engine at {endpoint} is not on this machine: it would mount that machine's paths, not this workspace\nHint: use an engine on this machine ({unset}), or --backend bwrap"))
+}
+
 /// The client's argv that says which limits its engine can enforce (`unenforced` reads
 /// what it prints).
 pub fn info_argv(container: &Container) -> Vec<OsString> {
@@ -585,6 +614,25 @@ mod tests {
         let image = got.iter().position(|a| a == "debian:bookworm").unwrap();
         assert_eq!(got[image - 1], "--cpus=2", "just before the image: {got:?}");
         assert!(got.contains(&"--read-only".to_string()), "{got:?}");
+    }
+
+    #[test]
+    fn an_engine_on_another_machine_is_refused() {
+        assert_eq!(
+            remote(Engine::Docker, "unix:///var/run/docker.sock\n"),
+            None
+        );
+        assert_eq!(remote(Engine::Podman, ""), None);
+        for far in ["tcp://10.0.0.2:2376", "ssh://me@build-host"] {
+            let e = remote(Engine::Docker, far).unwrap();
+            assert!(
+                e.contains(far) && e.contains("Hint: use an engine on this machine"),
+                "{e}"
+            );
+        }
+        assert!(remote(Engine::Podman, "remote")
+            .unwrap()
+            .contains("CONTAINER_HOST"));
     }
 
     #[test]

@@ -734,6 +734,8 @@ fn what_cannot_run_is_named_with_its_fix() {
         let out = Command::new(bin())
             .args(args)
             .current_dir(dir.join("ws"))
+            .env_remove("DOCKER_HOST")
+            .env_remove("DOCKER_CONTEXT")
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .shown();
@@ -756,8 +758,40 @@ fn what_cannot_run_is_named_with_its_fix() {
         "no-engine.json",
         serde_json::json!({"engine": "/nonexistent/docker"}),
     );
+    // A context of the client's own, chosen in its config: an engine on another machine.
+    let config = dir.join("docker-config");
+    for step in [
+        &[
+            "context",
+            "create",
+            "far",
+            "--docker",
+            "host=ssh://me@far.test",
+        ][..],
+        &["context", "use", "far"],
+    ] {
+        let done = Command::new("docker")
+            .arg("--config")
+            .arg(&config)
+            .args(step)
+            .output()
+            .unwrap();
+        assert!(done.status.success(), "{step:?}: {done:?}");
+    }
+    let far_context = vec![("DOCKER_CONFIG".into(), config.display().to_string())];
+    let far_host = vec![("DOCKER_HOST".into(), "tcp://192.0.2.1:2375".into())];
     type Case<'a> = (Vec<&'a str>, Vec<(String, String)>, &'a str);
     let cases: Vec<Case> = vec![
+        (
+            vec!["--backend", "docker", "--", "/bin/true"],
+            far_context,
+            "ssh://me@far.test is not on this machine",
+        ),
+        (
+            vec!["--backend", "docker", "--", "/bin/true"],
+            far_host,
+            "use an engine on this machine",
+        ),
         (
             vec!["--profile", &privileged, "--", "/bin/true"],
             env.clone(),

@@ -36,6 +36,9 @@ pub(super) fn ready(
     (image, limits): (Option<&str>, &crate::policy::Limits),
     home: &Path,
 ) -> Result<(), Failure> {
+    if let Some(error) = container::remote(container.engine, &endpoint(container)?) {
+        return Err(anyhow!(error).into());
+    }
     let asked = (
         limits.session_memory_mib.is_some(),
         limits.session_processes.is_some(),
@@ -67,6 +70,49 @@ pub(super) fn ready(
         Ok(()) => Ok(()),
         Err(said) => Err(anyhow!(container::client_error(container.engine, name, &said)).into()),
     }
+}
+
+/// Where the engine is, as its client finds it (`container::endpoint_argv`); empty when
+/// the client does not say (one without contexts: its own errors speak then) and for
+/// Docker's default context, which is this machine's socket. The client is asked only
+/// when a context is chosen (`DOCKER_CONTEXT`, `currentContext` in its config).
+fn endpoint(container: &Container) -> Result<String, Failure> {
+    if container.engine == crate::sandbox::Engine::Docker {
+        if let Ok(host) = std::env::var("DOCKER_HOST") {
+            return Ok(host);
+        }
+        if std::env::var_os("DOCKER_CONTEXT").is_none() && !docker_context_chosen() {
+            return Ok(String::new());
+        }
+    }
+    let Some(argv) = container::endpoint_argv(container) else {
+        let named_remote = container
+            .cli
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().ends_with("-remote"));
+        let host = std::env::var("CONTAINER_HOST").unwrap_or_default();
+        return Ok(match named_remote && host.is_empty() {
+            true => "remote".into(),
+            false => host,
+        });
+    };
+    Ok(run_client_output(&argv)?.unwrap_or_default())
+}
+
+/// Whether Docker's client config (`$DOCKER_CONFIG/config.json`, else
+/// `~/.docker/config.json`) names a current context other than the default.
+fn docker_context_chosen() -> bool {
+    let dir = std::env::var_os("DOCKER_CONFIG")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker")));
+    let Some(text) = dir.and_then(|d| std::fs::read_to_string(d.join("config.json")).ok()) else {
+        return false;
+    };
+    let config: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    config
+        .get("currentContext")
+        .and_then(|c| c.as_str())
+        .is_some_and(|c| !c.is_empty() && c != "default")
 }
 
 /// A tar archive of `links` at its top, made by the host's `tar` in a directory of the

@@ -286,7 +286,7 @@ mod tests {
         assert_eq!(read("10").unwrap(), "42");
         assert_eq!(read("10/task/11").unwrap(), "42");
         assert_eq!(read("10/task/11/fd").unwrap(), "42/fd");
-        assert_eq!(read("self/mounts").unwrap(), "self/mounts");
+        assert_eq!(read("self/mounts").unwrap(), "42/mounts");
         assert_eq!(read("100").unwrap(), "100");
         assert_eq!(read("10/task/12").unwrap(), "42/task/12");
     }
