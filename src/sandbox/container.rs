@@ -300,6 +300,16 @@ fn mounts(inputs: &EngineInputs<'_>) -> Vec<(PathBuf, bool)> {
             out.push((path.to_path_buf(), true));
         }
     }
+    // The directories of the session's own sockets (its ssh agent's, with its ssh
+    // wrapper), read-only: a socket is reached on a read-only mount too.
+    let mut own: Vec<&Path> = fs.own_sockets.iter().filter_map(|s| s.parent()).collect();
+    own.sort();
+    own.dedup();
+    for dir in own {
+        if !out.iter().any(|(m, _)| dir.starts_with(m)) {
+            out.push((dir.to_path_buf(), false));
+        }
+    }
     out
 }
 

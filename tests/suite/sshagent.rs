@@ -25,6 +25,30 @@ fn ssh_tools() -> bool {
         && (Path::new("/usr/sbin/sshd").is_file() || require("sshd", "the OpenSSH server"))
 }
 
+/// The backends the filtered agent is tried under: the Linux ones, and Docker's
+/// container when scripts/test.sh started its engine (else a skip, a failure under
+/// SBX_REQUIRE_ALL).
+fn backends() -> Vec<&'static str> {
+    let mut all = vec!["bwrap", "landlock"];
+    if std::env::var_os("SBX_TEST_DOCKER_HOST").is_some() {
+        all.push("docker");
+    } else {
+        super::support::skipped(
+            "the docker backend's ssh needs the engine scripts/test.sh starts (SBX_TEST_DOCKER_HOST)",
+        );
+    }
+    all
+}
+
+/// The engine's socket for `user` (`engines.rs`: root's, and the one ordinary users may use).
+fn docker_host(user: User) -> String {
+    let var = match user {
+        User::Root => "SBX_TEST_DOCKER_HOST",
+        _ => "SBX_TEST_DOCKER_OPEN_HOST",
+    };
+    std::env::var(var).unwrap_or_default()
+}
+
 fn keygen(path: &Path, comment: &str) {
     let status = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"])
@@ -232,6 +256,9 @@ impl World {
             Some(binary) => self.lab.command_of(binary, backend, &all),
             None => self.lab.command(backend, &all),
         };
+        if backend == "docker" {
+            cmd.env("DOCKER_HOST", docker_host(self.lab.user));
+        }
         cmd.env("SSH_AUTH_SOCK", &self.agent)
             .env("GIT_PORT", self.git_port.to_string())
             .env("OTHER_PORT", self.other_port.to_string())
@@ -322,7 +349,7 @@ fn the_filtered_agent_passes_one_key_for_its_host_and_changes_nothing() {
             ],
             &format!("bare as {user:?}: {err}"),
         );
-        for backend in ["bwrap", "landlock"] {
+        for backend in backends() {
             world.add_keys();
             let allowed = format!("{}@git.test:{}", world.key_pub("one"), world.git_port);
             let (_, out, err) = world.sandboxed(
@@ -420,7 +447,7 @@ fn forged_bindings_and_arbitrary_data_get_no_signature() {
         ],
         &format!("bare: {err}"),
     );
-    for backend in ["bwrap", "landlock"] {
+    for backend in backends() {
         let allowed = format!("{}@git.test:{}", world.key_pub("one"), world.git_port);
         let (_, out, err) = world.sandboxed(backend, &["--ssh-key", &allowed], &script);
         assert_lines(
@@ -477,7 +504,7 @@ fn git_clones_pushes_fetches_and_signs_only_when_allowed() {
         &["CLONED", "PUSHED", "FETCHED", "SIGNED", "FILE-SIGNED"],
         &format!("bare: {err}"),
     );
-    for backend in ["bwrap", "landlock"] {
+    for backend in backends() {
         let allowed = format!("{}@git.test:{}", world.key_pub("one"), world.git_port);
         // git runs `ssh` from PATH: the wrapper, through the proxy.
         let inside = format!(
@@ -515,7 +542,11 @@ fn git_clones_pushes_fetches_and_signs_only_when_allowed() {
     let subjects = String::from_utf8_lossy(&log.stdout)
         .matches("pushed")
         .count();
-    assert_eq!(subjects, 5, "every push landed: bare, and two per backend");
+    assert_eq!(
+        subjects,
+        1 + 2 * backends().len(),
+        "every push landed: bare, and two per backend"
+    );
 }
 
 #[test]
@@ -559,7 +590,7 @@ echo x >> ~/.ssh/known_hosts 2>/dev/null && echo KNOWN-WRITTEN || echo KNOWN-REA
     let known = fs::read_to_string(home.join(".ssh/known_hosts")).unwrap();
     fs::write(home.join(".ssh/known_hosts"), known.trim_end_matches("x\n")).unwrap();
     let allowed = format!("{}@git.test:{}", world.key_pub("one"), world.git_port);
-    for backend in ["bwrap", "landlock"] {
+    for backend in backends() {
         let (_, out, err) = world.sandboxed(backend, &["--ssh-key", &allowed], script);
         assert_lines(
             &out,

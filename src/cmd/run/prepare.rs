@@ -241,11 +241,7 @@ fn container_fits(plan: &Plan, backend: &Backend) -> Result<(), Failure> {
             None => Ok(()),
         };
     };
-    let engine = container.engine.name();
     crate::sandbox::container::vet_run_args(&policy.container.run_args).map_err(|e| anyhow!(e))?;
-    if policy.ssh.is_some() {
-        return Err(anyhow!("the {engine} backend does not pass ssh keys yet\nHint: leave out --ssh-key, or use --backend bwrap").into());
-    }
     super::container::ready(
         container,
         (policy.container.image.as_deref(), &policy.limits),

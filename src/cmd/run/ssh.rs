@@ -312,7 +312,7 @@ fn environment(
 }
 
 /// The sbx-shell executable as the program can run it (for `ProxyCommand`): under bwrap
-/// the bind at `HELPER_PATH`; elsewhere its own path, unless the sandbox does not show
+/// the bind at `HELPER_PATH`, in a container the mount at `container::EXE`; elsewhere its own path, unless the sandbox does not show
 /// that path (a binary under `/tmp` with Landlock alone, one in a denied path, one
 /// deleted by an upgrade): then a copy in the session's directory.
 fn exe_inside(
@@ -320,8 +320,10 @@ fn exe_inside(
     policy: &crate::policy::Policy,
     bin: &Path,
 ) -> Result<PathBuf, Failure> {
-    if matches!(backend, Backend::Bwrap { .. }) {
-        return Ok(PathBuf::from(crate::sandbox::bwrap::HELPER_PATH));
+    match backend {
+        Backend::Bwrap { .. } => return Ok(PathBuf::from(crate::sandbox::bwrap::HELPER_PATH)),
+        Backend::Container(_) => return Ok(PathBuf::from(crate::sandbox::container::EXE)),
+        _ => {}
     }
     let exe = std::env::current_exe().context("cannot locate the sbx-shell executable")?;
     let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
