@@ -239,6 +239,27 @@ fn failed(m: &crate::sandbox::bwrap::Mount) -> impl Fn(io::Error) -> MountError 
     }
 }
 
+/// Inside a container: each writable path the engine mounted is the directory sbx-shell
+/// saw there (`HelperSpec::mounted`) — the engine resolved the path itself, later, and a
+/// path switched for a symlink in between would have shown another tree. A mount, once
+/// made, holds its object: checked now, it stays so.
+pub fn check_mounted(
+    mounted: &[(std::path::PathBuf, crate::sys::files::Identity)],
+) -> Result<(), MountError> {
+    for (path, id) in mounted {
+        let now = match crate::sys::files::identity_of(path) {
+            Some(now) if now == *id => continue,
+            Some(_) => "another directory is there now",
+            None => "it is a symlink or gone now",
+        };
+        return Err(MountError::Changed {
+            path: path.display().to_string(),
+            now,
+        });
+    }
+    Ok(())
+}
+
 fn changed(m: &crate::sandbox::bwrap::Mount, now: &'static str) -> MountError {
     MountError::Changed {
         path: m.path.display().to_string(),

@@ -121,6 +121,7 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
     let parsed = parse_helper_args(args)?;
     let spec = read_spec(parsed.spec_fd)?;
     let root_as = os::take_root_as(&spec);
+    os::check_mounted(&spec.mounted)?;
     if !spec.mounts.is_empty() {
         os::apply_mounts(&spec.mounts, root_as.as_ref())?;
     }

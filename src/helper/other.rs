@@ -22,6 +22,18 @@ pub fn split_off_guard(_spec: &HelperSpec) -> io::Result<super::parts::Split> {
     Err(io::Error::other("guard mode exists on Linux only"))
 }
 
+pub fn check_mounted(
+    mounted: &[(std::path::PathBuf, crate::sys::files::Identity)],
+) -> Result<(), MountError> {
+    match mounted.first() {
+        None => Ok(()),
+        Some((path, _)) => Err(MountError::Failed {
+            path: path.display().to_string(),
+            source: io::Error::other("containers exist on Linux only"),
+        }),
+    }
+}
+
 pub fn apply_mounts(
     plan: &[crate::sandbox::bwrap::Mount],
     _root_as: Option<&RootAs>,

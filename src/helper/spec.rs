@@ -52,6 +52,10 @@ pub struct HelperSpec {
     /// (with CAP_SYS_ADMIN, which bwrap kept for this and which is then dropped).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<crate::sandbox::bwrap::Mount>,
+    /// Inside a container: each writable path the engine mounted, and the directory
+    /// sbx-shell saw there (`container::bind_mounts`), checked before anything runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounted: Vec<(std::path::PathBuf, crate::sys::files::Identity)>,
     /// No network or an allow-list, inside bwrap: listen on this loopback port of the
     /// sandbox's network namespace and hand the listening socket to sbx-shell's proxy over
     /// this inherited unix socket, and the name server's on port 53 over the other one,
@@ -272,6 +276,7 @@ mod tests {
             root_as: None,
             root_reads: None,
             mounts: Vec::new(),
+            mounted: Vec::new(),
             proxy_listen: Some(ProxyListen {
                 port: 3128,
                 channel_fd: 7,

@@ -268,15 +268,30 @@ pub const ENTRY_ARG: &str = "__sbx_entry";
 /// The argument that makes sbx-shell the session's courier (`helper::container`).
 pub const COURIER_ARG: &str = "__sbx_courier";
 
-/// What is bind-mounted, in order, and whether read-write: the host's `/` entries (no
-/// image), then the writable places, each under what is already mounted (a writable place
-/// inside another is writable through it), and what the engine would not show of them.
+/// What is bind-mounted, in order, and whether read-write (`bind_mounts`).
 fn mounts(inputs: &EngineInputs<'_>) -> Vec<(PathBuf, bool)> {
-    let fs = &inputs.policy.filesystem;
+    bind_mounts(inputs.policy, inputs.top, inputs.session_dirs)
+}
+
+/// What is bind-mounted, in order, and whether read-write: the host's `/` entries `top`
+/// (no image), then the writable places — the policy's and the session's own
+/// directories — each under what is already mounted (a writable place inside another is
+/// writable through it), and what the engine would not show of them.
+///
+/// The engine resolves each source path when it mounts, after sbx-shell looked: the
+/// helper checks inside that each writable path is the directory sbx-shell saw
+/// (`HelperSpec::mounted`), so a path switched for a symlink in between ends the session
+/// before anything runs.
+pub fn bind_mounts(
+    policy: &Policy,
+    top: &[PathBuf],
+    session_dirs: &[&Path],
+) -> Vec<(PathBuf, bool)> {
+    let fs = &policy.filesystem;
     let mut out: Vec<(PathBuf, bool)> = Vec::new();
     let all_writable = fs.mode == crate::policy::config::FsMode::Unrestricted;
-    if inputs.policy.container.image.is_none() {
-        for entry in inputs.top {
+    if policy.container.image.is_none() {
+        for entry in top {
             let name = entry.file_name().and_then(|n| n.to_str()).unwrap_or("");
             if !NOT_MOUNTED.contains(&name) {
                 out.push((entry.clone(), all_writable));
@@ -291,7 +306,7 @@ fn mounts(inputs: &EngineInputs<'_>) -> Vec<(PathBuf, bool)> {
         .into_iter()
         .filter(|path| !path.starts_with("/tmp"))
         .collect();
-    writable.extend(inputs.session_dirs.iter().copied());
+    writable.extend(session_dirs.iter().copied());
     writable.sort();
     writable.dedup();
     for path in writable {

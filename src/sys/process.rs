@@ -344,6 +344,7 @@ mod tests {
             stop_notify_fd: None,
             lifeline_fd: Some(7),
             mounts: Vec::new(),
+            mounted: Vec::new(),
             proxy_listen: None,
             mediated: None,
             names: None,

@@ -341,7 +341,10 @@ fn explain_shows_the_linux_layers() {
     assert_eq!(code, 0);
     assert!(
         out.contains(" run --rm --name NAME ")
-            && out.contains("--network none --cap-drop ALL")
+            && out.contains(
+                "--network none --sysctl net.ipv4.ip_unprivileged_port_start=53 --cap-drop ALL"
+            )
+            && out.contains("dst=/etc/resolv.conf,readonly")
             && out.contains(
                 "__sbx_entry /.sbx-shell/courier.sock -- /.sbx-shell/sbx-shell __sbx_helper"
             ),

@@ -677,6 +677,93 @@ fn pipes_pass_binary_data_limits_are_the_engines_and_a_hang_up_ends_the_containe
     );
 }
 
+/// The engine resolves each mount's source itself, after sbx-shell looked: a workspace
+/// switched for a symlink in that moment (here by an engine client that does it just
+/// before it runs) would be another tree, writable, in the container. The helper finds
+/// another directory at the workspace's path and ends the session before the program
+/// runs; beside plain docker, which follows the same symlink and writes through it.
+#[test]
+fn a_workspace_switched_for_a_symlink_before_the_engine_mounts_it_is_refused() {
+    if !ready("the docker backend's mount check") {
+        return;
+    }
+    let dir = workspace("sbx-engines-swap", 0);
+    let (Some(env), Ok(image)) = (engine_env("docker", &dir), std::env::var("SBX_TEST_IMAGE"))
+    else {
+        skipped("the image scripts/test.sh builds (SBX_TEST_IMAGE)");
+        return;
+    };
+    let (ws, target) = (dir.join("ws"), dir.join("target"));
+    std::fs::create_dir_all(&target).unwrap();
+    let swap = || {
+        std::fs::rename(&ws, dir.join("ws.orig")).unwrap();
+        std::os::unix::fs::symlink(&target, &ws).unwrap();
+    };
+    let restore = || {
+        let _ = std::fs::remove_file(&ws);
+        let _ = std::fs::rename(dir.join("ws.orig"), &ws);
+        let _ = std::fs::remove_file(target.join("planted"));
+    };
+    // Control: plain docker, given the path after the switch, writes into the target.
+    swap();
+    let plain = Command::new("docker")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .args(["run", "--rm", "--mount"])
+        .arg(format!("type=bind,src={0},dst={0}", ws.display()))
+        .args(["--workdir", &ws.display().to_string(), &image])
+        .args(["sh", "-c", "echo planted > planted"])
+        .shown();
+    assert!(plain.status.success(), "{plain:?}");
+    assert!(
+        target.join("planted").exists(),
+        "plain docker follows the symlink"
+    );
+    restore();
+
+    let client = dir.join("engine");
+    std::fs::write(
+        &client,
+        "#!/bin/sh
+if [ \"$1\" = run ] && [ ! -L \"$DOCKER_SBX_WS\" ]; then
+  mv \"$DOCKER_SBX_WS\" \"$DOCKER_SBX_WS.orig\" && ln -s \"$DOCKER_SBX_TARGET\" \"$DOCKER_SBX_WS\"
+fi
+exec docker \"$@\"
+",
+    )
+    .unwrap();
+    std::fs::set_permissions(&client, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let profile = dir.join("swap.json");
+    let section = serde_json::json!({"backend": "docker", "container": {"engine": client}});
+    std::fs::write(&profile, section.to_string()).unwrap();
+    let out = Command::new(bin())
+        .arg("--profile")
+        .arg(&profile)
+        .args(["--", "sh", "-c", "echo planted > planted; echo RAN"])
+        .current_dir(&ws)
+        .env("DOCKER_SBX_WS", &ws)
+        .env("DOCKER_SBX_TARGET", &target)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .shown();
+    let (stdout, err) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    let switched = std::fs::symlink_metadata(&ws).is_ok_and(|m| m.is_symlink());
+    restore();
+    assert!(switched, "the client switched the workspace: {err}");
+    assert!(!out.status.success(), "{stdout}{err}");
+    assert!(!stdout.contains("RAN"), "the program ran: {stdout}{err}");
+    assert!(
+        !target.join("planted").exists(),
+        "written through the symlink: {err}"
+    );
+    assert!(
+        err.contains("changed while the sandbox started") && err.contains("Hint:"),
+        "{err}"
+    );
+}
+
 /// sbx-shell killed, or told to end, at moments spread over the container's start: no
 /// container is left behind, whatever its state.
 #[test]

@@ -122,8 +122,12 @@ impl Launcher {
             false => None,
         };
         let dirs = places.dirs();
+        let container = container_place(plan, backend, host, net)?;
         let mut spec = helper_spec(plan, (host, layers), net, session, (&lifeline, dirs));
         spec.refusals_fd = reports.as_ref().map(AsRawFd::as_raw_fd);
+        if let Some(place) = &container {
+            spec.mounted = place.mounted(&plan.policy, &[dirs.temp, dirs.shm])?;
+        }
         if let Some(root_as) = &plan.root_as {
             let fs = &plan.policy.filesystem;
             let cwd = host.place.cwd.as_deref().unwrap_or(fs.workspace.real());
@@ -140,7 +144,6 @@ impl Launcher {
                 .transpose()?,
             None => None,
         };
-        let container = container_place(plan, backend, host, net)?;
         let launch = container.as_ref().map(ContainerPlace::launch);
         let ctx = sandbox::Context {
             place: &host.place,
@@ -285,6 +288,7 @@ fn helper_spec(
         stop_notify_fd: session.stop_notify_fd().filter(|_| layers.guard),
         lifeline_fd: layers.guard.then(|| lifeline.child_fd()),
         mounts: layers.mounts.clone(),
+        mounted: Vec::new(),
         proxy_listen: net.and_then(|n| {
             n.channel.as_ref().map(|fd| ProxyListen {
                 port: n.port.unwrap_or(netproxy::SANDBOX_PORT),

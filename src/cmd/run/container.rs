@@ -254,8 +254,13 @@ impl ContainerPlace {
             n.strip_prefix("sbx-shell-")?.split('-').next()
         });
         let dir = containers.join(&name);
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        // A new directory of the session's own: one already there (planted, or a name
+        // reused) is never taken, with whatever it holds at the socket's name.
+        let made = crate::sys::files::create_private_dir(&containers).and_then(|()| {
+            std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+                .create(&dir)
+        });
+        made.with_context(|| format!("cannot create {}", dir.display()))?;
         let (top, links) = crate::host::root::entries().context("cannot list /")?;
         let resolv_conf = match name_server {
             true => {
@@ -292,6 +297,25 @@ impl ContainerPlace {
             host_image: &self.host_image,
             resolv_conf: self.resolv_conf.as_deref(),
         }
+    }
+
+    /// Each writable path the engine will mount for `policy` (`container::bind_mounts`),
+    /// and the directory there now, for the helper to find again inside
+    /// (`HelperSpec::mounted`). A path that is a symlink now, or gone, is refused here.
+    pub(super) fn mounted(
+        &self,
+        policy: &crate::policy::Policy,
+        session_dirs: &[Option<&Path>],
+    ) -> Result<Vec<(PathBuf, crate::sys::files::Identity)>, Failure> {
+        let session_dirs: Vec<&Path> = session_dirs.iter().flatten().copied().collect();
+        container::bind_mounts(policy, &self.top, &session_dirs)
+            .into_iter()
+            .filter(|(_, writable)| *writable)
+            .map(|(path, _)| match crate::sys::files::identity_of(&path) {
+                Some(id) => Ok((path, id)),
+                None => Err(anyhow!("{} is a symlink or gone now: it is not what the policy named, so it is not mounted into the container\nHint: run again; if this repeats, something keeps changing it: `ls -la {}` shows what is there", path.display(), path.display()).into()),
+            })
+            .collect()
     }
 
     /// The courier's argv around the engine's (`helper::container`).
