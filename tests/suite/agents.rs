@@ -221,11 +221,22 @@ fn drive(agent: &Agent, backend: &str) {
 
     // Sandboxed, from a job-control bash, as a user would start it; it starts while the
     // bare one does.
+    let mut boxed_env = environment(&agents, &boxed_home, agent);
+    if backend == "docker" {
+        // The engine scripts/test.sh starts, as the client finds one (`engines.rs`).
+        let Ok(host) = std::env::var("SBX_TEST_DOCKER_HOST") else {
+            super::support::skipped(
+                "the docker backend needs the engine scripts/test.sh starts (SBX_TEST_DOCKER_HOST)",
+            );
+            return;
+        };
+        boxed_env.push_str(&format!(" DOCKER_HOST={}", sh_quote(&host)));
+    }
     let boxed = Tmux::start(
         &format!(
             "cd {} && exec {} PS1='J> ' bash --norc --noprofile -i",
             sh_quote(boxed_home.join("w").to_str().unwrap()),
-            environment(&agents, &boxed_home, agent),
+            boxed_env,
         ),
         100,
         30,
@@ -367,6 +378,29 @@ fn codex_under_landlock_alone_runs_as_bare() {
 #[test]
 fn opencode_under_landlock_alone_runs_as_bare() {
     drive(&OPENCODE, "landlock");
+}
+
+// The same in a Docker container (its network allow-list through the proxy in the
+// container's own network), with each agent's shipped profile.
+
+#[test]
+fn claude_code_in_a_docker_container_runs_as_bare() {
+    drive(&CLAUDE, "docker");
+}
+
+#[test]
+fn gemini_cli_in_a_docker_container_runs_as_bare() {
+    drive(&GEMINI, "docker");
+}
+
+#[test]
+fn codex_in_a_docker_container_runs_as_bare() {
+    drive(&CODEX, "docker");
+}
+
+#[test]
+fn opencode_in_a_docker_container_runs_as_bare() {
+    drive(&OPENCODE, "docker");
 }
 
 /// Claude Code saves its settings file through a lock directory and temporary files beside

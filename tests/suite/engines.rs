@@ -4,7 +4,8 @@
 //! container takes away — the host's network, its processes, root's files, capabilities.
 //!
 //! Podman takes about 20 s per container on this VM (its own wait, with or without
-//! sbx-shell: `podman run --rm IMAGE true` alone), so it runs one probe.
+//! sbx-shell: `podman run --rm IMAGE true` alone), so it runs one probe and one kill test
+//! at three moments.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -560,9 +561,14 @@ fn the_containers_terminal_is_sbx_shells_own() {
 /// The containers the engine holds now, in any state, of the sbx-shell processes `pids`
 /// (each labels its containers with its pid; other tests' run meanwhile).
 fn containers_left(env: &[(String, String)], pids: &[u32]) -> usize {
+    containers_of("docker", env, pids)
+}
+
+/// The containers `engine` holds (any state) labelled with one of `pids` as supervisor.
+fn containers_of(engine: &str, env: &[(String, String)], pids: &[u32]) -> usize {
     pids.iter()
         .map(|pid| {
-            let out = Command::new("docker")
+            let out = Command::new(engine)
                 .envs(env.iter().map(|(k, v)| (k, v)))
                 .args(["ps", "-aq", "--filter"])
                 .arg(format!("label=sbx-shell.supervisor={pid}"))
@@ -577,11 +583,16 @@ fn containers_left(env: &[(String, String)], pids: &[u32]) -> usize {
 
 /// Waits up to 30 s for the engine to hold none of the containers of `pids`.
 fn none_left(env: &[(String, String)], pids: &[u32]) -> bool {
+    none_of("docker", env, pids, Duration::from_secs(30))
+}
+
+/// Whether `engine` holds none of `pids`' containers within `wait`.
+fn none_of(engine: &str, env: &[(String, String)], pids: &[u32], wait: Duration) -> bool {
     let start = Instant::now();
-    while containers_left(env, pids) > 0 && start.elapsed() < Duration::from_secs(30) {
+    while containers_of(engine, env, pids) > 0 && start.elapsed() < wait {
         std::thread::sleep(Duration::from_millis(250));
     }
-    containers_left(env, pids) == 0
+    containers_of(engine, env, pids) == 0
 }
 
 #[test]
@@ -806,6 +817,51 @@ fn no_container_survives_sbx_shell() {
         }
     }
     assert!(none_left(&env, &pids), "containers left behind");
+}
+
+/// The same for Podman, at three moments of its start (about 20 s here: a kill lands in
+/// the client's create, in the container's start, and once the program runs).
+#[test]
+fn no_podman_container_survives_sbx_shell() {
+    if !ready("the podman backend's cleanup") {
+        return;
+    }
+    let dir = workspace("sbx-engines-podman-kill", 0);
+    let Some(env) = engine_env("podman", &dir) else {
+        return;
+    };
+    let mut pids = Vec::new();
+    for (ms, signal) in [(1500, "KILL"), (6000, "TERM"), (12000, "KILL")] {
+        let mut child = Command::new(bin())
+            .args([
+                "--backend",
+                "podman",
+                "--pty",
+                "never",
+                "--",
+                "sleep",
+                "120",
+            ])
+            .current_dir(dir.join("ws"))
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        pids.push(child.id());
+        std::thread::sleep(Duration::from_millis(ms));
+        let _ = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status();
+        let status = child.wait().unwrap();
+        if signal == "TERM" {
+            assert_eq!(status.code(), Some(143), "TERM after {ms} ms: {status:?}");
+        }
+    }
+    assert!(
+        none_of("podman", &env, &pids, Duration::from_secs(90)),
+        "podman containers left behind"
+    );
 }
 
 #[test]
