@@ -136,14 +136,7 @@ impl Launcher {
         let spec = handover(helper_spec::spec_bytes(&spec)?)?;
         let helper_argv =
             helper_spec::build_helper_argv(&helper.path, spec.child_fd(), &plan.launch);
-        let resolv_conf = match net.and_then(|n| n.lookups.as_ref()) {
-            Some(_) => resolv_conf_over_host()
-                .map(|real| {
-                    Ok::<_, Failure>((handover(netproxy::lookups::RESOLV_CONF.into())?, real))
-                })
-                .transpose()?,
-            None => None,
-        };
+        let resolv_conf = bwrap_resolv_conf(backend, net)?;
         let launch = container.as_ref().map(ContainerPlace::launch);
         let ctx = sandbox::Context {
             place: &host.place,
@@ -192,6 +185,21 @@ impl Launcher {
             _container: container,
         })
     }
+}
+
+/// Under bwrap with the sandbox's name server: its `resolv.conf`, handed over to be put
+/// over the host's file's real path (a container's is a file of its place's).
+fn bwrap_resolv_conf(
+    backend: &Backend,
+    net: Option<&ProxySession>,
+) -> Result<Option<(process::Handover, PathBuf)>, Failure> {
+    let name_server = net.is_some_and(|n| n.lookups.is_some());
+    if !name_server || !matches!(backend, Backend::Bwrap { .. }) {
+        return Ok(None);
+    }
+    resolv_conf_over_host()
+        .map(|real| Ok((handover(netproxy::lookups::RESOLV_CONF.into())?, real)))
+        .transpose()
 }
 
 /// The engine's argv wrapped in the courier's, the client's variables handed over.
