@@ -40,6 +40,9 @@ sleep "$PAUSE"
 exit 3
 "#;
 
+/// The variables an engine's client needs (`engine_env`).
+type EngineEnv = Vec<(String, String)>;
+
 /// How a test reaches an engine: the variables its client needs, from scripts/test.sh.
 fn engine_env(engine: &str, dir: &Path) -> Option<Vec<(String, String)>> {
     let docker = std::env::var("SBX_TEST_DOCKER_HOST").ok();
@@ -120,13 +123,6 @@ fn probe(
         "--",
     ])
     .args(["sh", "-c", PROBE])
-    .current_dir(dir.join("ws"))
-    .env("HOME", dir.join("home"))
-    .env_remove("XDG_CONFIG_HOME")
-    .env_remove("XDG_STATE_HOME")
-    .env_remove("XDG_CACHE_HOME")
-    .env_remove("XDG_DATA_HOME")
-    .env_remove("XDG_RUNTIME_DIR")
     .env("SBX_ENGINES_VALUE", &value)
     // A variable the engine's client reads: it reaches the client, never a command line.
     .env("DOCKER_SBX_TEST_TOKEN", &value)
@@ -136,10 +132,7 @@ fn probe(
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    if uid != 0 {
-        std::os::unix::process::CommandExt::uid(&mut cmd, uid);
-        std::os::unix::process::CommandExt::gid(&mut cmd, uid);
-    }
+    as_user_in(&mut cmd, dir, uid);
     let child = cmd.spawn().unwrap();
     // Podman starts slowly here: look while the probe pauses, once it has printed.
     let made = dir.join("ws/made-by-program");
@@ -172,6 +165,26 @@ fn probe(
         String::from_utf8_lossy(&out.stderr).into_owned(),
         seen,
     )
+}
+
+/// `cmd` run as `uid` in the workspace `dir` holds, with its home and nothing of the
+/// test's own state directories.
+fn as_user_in(cmd: &mut Command, dir: &Path, uid: u32) {
+    cmd.current_dir(dir.join("ws"))
+        .env("HOME", dir.join("home"));
+    for var in [
+        "XDG_CONFIG_HOME",
+        "XDG_STATE_HOME",
+        "XDG_CACHE_HOME",
+        "XDG_DATA_HOME",
+        "XDG_RUNTIME_DIR",
+    ] {
+        cmd.env_remove(var);
+    }
+    if uid != 0 {
+        std::os::unix::process::CommandExt::uid(cmd, uid);
+        std::os::unix::process::CommandExt::gid(cmd, uid);
+    }
 }
 
 /// Whether `value` is in any process's command line now.
@@ -347,19 +360,9 @@ fn a_network_allow_list_works_inside_the_container_as_under_bwrap() {
             let mut cmd = Command::new(bin());
             cmd.args(options)
                 .args(["--", "python3", "-c", NETWORK_PROBE, &port.to_string()])
-                .current_dir(dir.join("ws"))
-                .env("HOME", dir.join("home"))
-                .env_remove("XDG_CONFIG_HOME")
-                .env_remove("XDG_STATE_HOME")
-                .env_remove("XDG_CACHE_HOME")
-                .env_remove("XDG_DATA_HOME")
-                .env_remove("XDG_RUNTIME_DIR")
                 .envs(env.iter().map(|(k, v)| (k, v)))
                 .stdin(Stdio::null());
-            if uid != 0 {
-                std::os::unix::process::CommandExt::uid(&mut cmd, uid);
-                std::os::unix::process::CommandExt::gid(&mut cmd, uid);
-            }
+            as_user_in(&mut cmd, &dir, uid);
             let out = cmd.shown();
             let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
             (out.status.code(), text(&out.stdout), text(&out.stderr))
@@ -405,17 +408,28 @@ fn a_network_allow_list_works_inside_the_container_as_under_bwrap() {
     }
 }
 
+/// Root's workspace `sbx-engines-NAME`, the docker engine's variables and the image
+/// scripts/test.sh builds; `None` (after a skip, a failure under SBX_REQUIRE_ALL) where
+/// there are none.
+fn docker_and_image(what: &str, name: &str) -> Option<(PathBuf, EngineEnv, String)> {
+    if !ready(what) {
+        return None;
+    }
+    let dir = workspace(&format!("sbx-engines-{name}"), 0);
+    let (Some(env), Ok(image)) = (engine_env("docker", &dir), std::env::var("SBX_TEST_IMAGE"))
+    else {
+        skipped("the image scripts/test.sh builds (SBX_TEST_IMAGE)");
+        return None;
+    };
+    Some((dir, env, image))
+}
+
 /// With `--image`, the image's own files (not the host's: its dockerd is not there), the
 /// workspace mounted at its path; beside the host's files, where dockerd is.
 #[test]
 fn an_image_runs_with_the_workspace_mounted() {
-    if !ready("the docker backend with an image") {
-        return;
-    }
-    let dir = workspace("sbx-engines-image", 0);
-    let (Some(env), Ok(image)) = (engine_env("docker", &dir), std::env::var("SBX_TEST_IMAGE"))
+    let Some((dir, env, image)) = docker_and_image("the docker backend with an image", "image")
     else {
-        skipped("the image scripts/test.sh builds (SBX_TEST_IMAGE)");
         return;
     };
     let script = "test -e /usr/sbin/dockerd && echo HOST-FILES; echo made > from-image; echo DONE";
@@ -695,13 +709,8 @@ fn pipes_pass_binary_data_limits_are_the_engines_and_a_hang_up_ends_the_containe
 /// runs; beside plain docker, which follows the same symlink and writes through it.
 #[test]
 fn a_workspace_switched_for_a_symlink_before_the_engine_mounts_it_is_refused() {
-    if !ready("the docker backend's mount check") {
-        return;
-    }
-    let dir = workspace("sbx-engines-swap", 0);
-    let (Some(env), Ok(image)) = (engine_env("docker", &dir), std::env::var("SBX_TEST_IMAGE"))
+    let Some((dir, env, image)) = docker_and_image("the docker backend's mount check", "swap")
     else {
-        skipped("the image scripts/test.sh builds (SBX_TEST_IMAGE)");
         return;
     };
     let (ws, target) = (dir.join("ws"), dir.join("target"));
@@ -779,69 +788,39 @@ exec docker \"$@\"
 /// container is left behind, whatever its state.
 #[test]
 fn no_container_survives_sbx_shell() {
-    if !ready("the docker backend's cleanup") {
-        return;
-    }
-    let dir = workspace("sbx-engines-kill", 0);
-    let Some(env) = engine_env("docker", &dir) else {
-        return;
-    };
-    let mut pids = Vec::new();
     // Spread over the start (the image asked for, the client, create, start, handover)
-    // and the run.
+    // and the run; KILL and TERM in turn.
     let delays = [30, 90, 150, 220, 300, 380, 470, 600, 900, 1500];
-    for (i, ms) in delays.iter().enumerate() {
-        let signal = if i % 2 == 0 { "KILL" } else { "TERM" };
-        let mut child = Command::new(bin())
-            .args(["--backend", "docker", "--pty", "never", "--", "sleep", "60"])
-            .current_dir(dir.join("ws"))
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        pids.push(child.id());
-        std::thread::sleep(Duration::from_millis(*ms));
-        let _ = Command::new("kill")
-            .args([&format!("-{signal}"), &child.id().to_string()])
-            .status();
-        let status = child.wait().unwrap();
-        if signal == "TERM" {
-            // 143, or killed by it when it came before sbx-shell took its signals (a debug
-            // build under load, at the first moments: as on every backend).
-            use std::os::unix::process::ExitStatusExt;
-            assert!(
-                status.code() == Some(143) || status.signal() == Some(libc::SIGTERM),
-                "TERM after {ms} ms: {status:?}"
-            );
-        }
-    }
-    assert!(none_left(&env, &pids), "containers left behind");
+    let moments: Vec<(u64, &str)> = delays
+        .iter()
+        .enumerate()
+        .map(|(i, ms)| (*ms, if i % 2 == 0 { "KILL" } else { "TERM" }))
+        .collect();
+    none_survive("docker", &moments, Duration::from_secs(30));
 }
 
 /// The same for Podman, at three moments of its start (about 20 s here: a kill lands in
 /// the client's create, in the container's start, and once the program runs).
 #[test]
 fn no_podman_container_survives_sbx_shell() {
-    if !ready("the podman backend's cleanup") {
+    let moments = [(1500, "KILL"), (6000, "TERM"), (12000, "KILL")];
+    none_survive("podman", &moments, Duration::from_secs(90));
+}
+
+/// sbx-shell with `engine`'s backend, sent each signal after each delay (ms): a TERM ends
+/// it as 143, and within `wait` the engine holds none of their containers.
+fn none_survive(engine: &str, moments: &[(u64, &str)], wait: Duration) {
+    if !ready(&format!("the {engine} backend's cleanup")) {
         return;
     }
-    let dir = workspace("sbx-engines-podman-kill", 0);
-    let Some(env) = engine_env("podman", &dir) else {
+    let dir = workspace(&format!("sbx-engines-kill-{engine}"), 0);
+    let Some(env) = engine_env(engine, &dir) else {
         return;
     };
     let mut pids = Vec::new();
-    for (ms, signal) in [(1500, "KILL"), (6000, "TERM"), (12000, "KILL")] {
+    for &(ms, signal) in moments {
         let mut child = Command::new(bin())
-            .args([
-                "--backend",
-                "podman",
-                "--pty",
-                "never",
-                "--",
-                "sleep",
-                "120",
-            ])
+            .args(["--backend", engine, "--pty", "never", "--", "sleep", "120"])
             .current_dir(dir.join("ws"))
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -855,12 +834,18 @@ fn no_podman_container_survives_sbx_shell() {
             .status();
         let status = child.wait().unwrap();
         if signal == "TERM" {
-            assert_eq!(status.code(), Some(143), "TERM after {ms} ms: {status:?}");
+            // 143, or killed by it when it came before sbx-shell took its signals (a debug
+            // build under load, at the first moments: as on every backend).
+            use std::os::unix::process::ExitStatusExt;
+            assert!(
+                status.code() == Some(143) || status.signal() == Some(libc::SIGTERM),
+                "{engine}: TERM after {ms} ms: {status:?}"
+            );
         }
     }
     assert!(
-        none_of("podman", &env, &pids, Duration::from_secs(90)),
-        "podman containers left behind"
+        none_of(engine, &env, &pids, wait),
+        "{engine}: containers left behind"
     );
 }
 
