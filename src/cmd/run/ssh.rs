@@ -312,9 +312,10 @@ fn environment(
 }
 
 /// The sbx-shell executable as the program can run it (for `ProxyCommand`): under bwrap
-/// the bind at `HELPER_PATH`, in a container the mount at `container::EXE`; elsewhere its own path, unless the sandbox does not show
-/// that path (a binary under `/tmp` with Landlock alone, one in a denied path, one
-/// deleted by an upgrade): then a copy in the session's directory.
+/// the bind at `HELPER_PATH`, in a container the mount at `container::EXE`; elsewhere its
+/// own path, unless the sandbox does not show that path (a binary under `/tmp` with
+/// Landlock alone, one in a denied path, one deleted by an upgrade): then a copy in the
+/// session's directory.
 fn exe_inside(
     backend: &Backend,
     policy: &crate::policy::Policy,
