@@ -1,6 +1,6 @@
 //! The two ends of a container session's handover (`sandbox::container`, Linux).
 //!
-//! **The courier** (`sbx-shell __sbx_courier DIR NAME FD -- ENGINE ARGV…`) is
+//! **The courier** (`sbx-shell __sbx_courier DIR NAME FD LIFELINE -- ENGINE ARGV…`) is
 //! what sbx-shell spawns where it would spawn the helper under Landlock alone, so it
 //! inherits exactly what the helper would: the terminal or stdio as 0–2, the spec, the
 //! lifeline, the guard's pipes, and the program's environment. It leads a session of its
@@ -12,8 +12,8 @@
 //! sbx-shell sends it to the client, which passes them to the container's first process
 //! (the guard); before, an ending signal turns the entry away instead, so the client is
 //! never killed while it creates the container. It ends as the client does, and when the
-//! client was killed (a container may then be created and never started) it removes the
-//! container `NAME` first.
+//! client was killed or ended before the entry connected (a container may then be created
+//! and never started) it removes the container `NAME` first.
 //!
 //! **The entry** (`sbx-shell __sbx_entry SOCKET -- HELPER ARGV…`, the container's first
 //! process) connects, puts each descriptor at the number it had in the courier, takes the
@@ -58,26 +58,32 @@ pub fn courier(args: &[OsString]) -> ExitCode {
 }
 
 /// The courier's arguments: its directory, the container's name, the client's
-/// environment (read from its pipe), the client's argv.
+/// environment (read from its pipe), sbx-shell's lifeline (`process::Lifeline`: also
+/// passed on), the client's argv.
 struct CourierArgs<'a> {
     dir: &'a OsStr,
     name: &'a OsStr,
     env: Vec<(OsString, OsString)>,
+    lifeline: OwnedFd,
     argv: &'a [OsString],
 }
 
 fn parse_courier(args: &[OsString]) -> anyhow::Result<CourierArgs<'_>> {
-    let [dir, name, fd, dashes, argv @ ..] = args else {
-        return Err(anyhow!("expected DIR NAME FD -- ARGV…"));
+    let [dir, name, fd, lifeline, dashes, argv @ ..] = args else {
+        return Err(anyhow!("expected DIR NAME FD LIFELINE -- ARGV…"));
     };
     if dashes != "--" || argv.is_empty() {
-        return Err(anyhow!("expected DIR NAME FD -- ARGV…"));
+        return Err(anyhow!("expected DIR NAME FD LIFELINE -- ARGV…"));
     }
-    let fd: RawFd = fd
-        .to_str()
-        .and_then(|fd| fd.parse().ok())
-        .filter(|fd| *fd > 2)
-        .ok_or_else(|| anyhow!("the client's environment's fd is not a number"))?;
+    let number = |fd: &OsStr| -> Option<RawFd> {
+        fd.to_str()
+            .and_then(|fd| fd.parse().ok())
+            .filter(|fd| *fd > 2)
+    };
+    let fd = number(fd).ok_or_else(|| anyhow!("the client's environment's fd is not a number"))?;
+    let lifeline = number(lifeline)
+        .ok_or_else(|| anyhow!("the lifeline's fd is not a number"))
+        .and_then(|fd| crate::sys::files::take_inherited(fd).context("no lifeline"))?;
     let pipe =
         crate::sys::files::take_inherited(fd).context("cannot read the client's environment")?;
     let env = read_env(pipe)?
@@ -95,11 +101,18 @@ fn parse_courier(args: &[OsString]) -> anyhow::Result<CourierArgs<'_>> {
         dir,
         name,
         env,
+        lifeline,
         argv,
     })
 }
 
 fn run_courier(args: &[OsString]) -> anyhow::Result<u8> {
+    // Blocked before the client exists: an ending signal from then on turns the entry away
+    // (below) rather than end this process while the client creates the container — which
+    // sbx-shell, seeing the courier gone, would end midway, leaving a container created and
+    // never started. (The client starts with an empty mask: `Command` resets it.)
+    let mask: SigSet = PASSED.iter().copied().collect();
+    mask.thread_block().context("cannot block signals")?;
     let args = parse_courier(args)?;
     // A session of its own: a hang-up of the outer terminal is sbx-shell's to pass on.
     let _ = nix::unistd::setsid();
@@ -110,17 +123,7 @@ fn run_courier(args: &[OsString]) -> anyhow::Result<u8> {
     let _ = std::fs::remove_file(SOCKET_NAME);
     let listener = std::os::unix::net::UnixListener::bind(SOCKET_NAME)
         .context("cannot listen for the container")?;
-    let client = std::process::Command::new(&args.argv[0])
-        .args(&args.argv[1..])
-        .env_clear()
-        .envs(args.env.iter().map(|(k, v)| (k, v)))
-        .stdin(std::process::Stdio::null())
-        .spawn()
-        .with_context(|| format!("cannot run {}", args.argv[0].to_string_lossy()))?;
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(client.id()).unwrap_or(i32::MAX));
-    drop(client);
-    let mask: SigSet = PASSED.iter().copied().collect();
-    mask.thread_block().context("cannot block signals")?;
+    let pid = spawn_client(&args)?;
     let signals =
         nix::sys::signalfd::SignalFd::with_flags(&mask, nix::sys::signalfd::SfdFlags::SFD_CLOEXEC)
             .context("cannot read signals")?;
@@ -131,8 +134,11 @@ fn run_courier(args: &[OsString]) -> anyhow::Result<u8> {
     // starting it (killed midway, it can leave a container created and never started),
     // and the entry is turned away, so the container ends by itself.
     let mut ending: Option<Signal> = None;
+    let mut lifeline = Some(&args.lifeline);
+    let mut deadline: Option<std::time::Instant> = None;
     loop {
-        match wait_for(listener.as_ref(), &signals, &pidfd)? {
+        let watched = (listener.as_ref(), lifeline.filter(|_| listener.is_some()));
+        match wait_for(watched, &signals, (&pidfd, deadline))? {
             Ready::Connection => {
                 if let Some(l) = listener.take() {
                     hand_over(&l, (&inherited, env.child_fd()), ending.is_some());
@@ -152,25 +158,66 @@ fn run_courier(args: &[OsString]) -> anyhow::Result<u8> {
                     ending.get_or_insert(signal);
                 }
             }
+            Ready::SupervisorGone => {
+                // sbx-shell is gone before the program ran (killed): the session is over.
+                // The entry is turned away; the client is left to finish the container's
+                // start (killed midway, it could leave it created and never started) for
+                // `CLIENT_GRACE`, then killed, and the container removed (below): a client
+                // can hang between creating and starting it (seen with docker 28's client
+                // and a 20.10 engine, when its sbx-shell was killed).
+                lifeline = None;
+                ending.get_or_insert(Signal::SIGKILL);
+                deadline = Some(std::time::Instant::now() + CLIENT_GRACE);
+            }
+            Ready::Deadline => {
+                let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+                deadline = None;
+            }
             Ready::ClientEnded => break,
         }
     }
-    let _ = std::fs::remove_file(SOCKET_NAME);
-    let code = match nix::sys::wait::waitpid(pid, None) {
-        Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => {
-            u8::try_from(code).unwrap_or(exit::FAILURE)
-        }
-        Ok(nix::sys::wait::WaitStatus::Signaled(_, signal, _)) => {
-            remove_container(&args);
-            exit::signal_exit_code(signal as i32)
-        }
-        _ => exit::FAILURE,
-    };
-    // sbx-shell removes the container itself unless this says the client saw it through.
-    let _ = std::fs::File::create(crate::sandbox::container::ENDED_NAME);
+    let code = client_end(&args, pid, listener.is_none());
     // Turned away, the entry's failure is not the program's: the session ends as the
     // program would have, by the signal.
     Ok(ending.map_or(code, |signal| exit::signal_exit_code(signal as i32)))
+}
+
+/// The engine's client, with only its own variables and no input.
+fn spawn_client(args: &CourierArgs<'_>) -> anyhow::Result<nix::unistd::Pid> {
+    let client = std::process::Command::new(&args.argv[0])
+        .args(&args.argv[1..])
+        .env_clear()
+        .envs(args.env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot run {}", args.argv[0].to_string_lossy()))?;
+    Ok(nix::unistd::Pid::from_raw(
+        i32::try_from(client.id()).unwrap_or(i32::MAX),
+    ))
+}
+
+/// The client ended (`entered`: after the entry connected): its exit code, the container
+/// removed where it may be left, the end recorded for sbx-shell.
+fn client_end(args: &CourierArgs<'_>, pid: nix::unistd::Pid, entered: bool) -> u8 {
+    let _ = std::fs::remove_file(SOCKET_NAME);
+    let (code, killed) = match nix::sys::wait::waitpid(pid, None) {
+        Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => {
+            (u8::try_from(code).unwrap_or(exit::FAILURE), false)
+        }
+        Ok(nix::sys::wait::WaitStatus::Signaled(_, signal, _)) => {
+            (exit::signal_exit_code(signal as i32), true)
+        }
+        _ => (exit::FAILURE, false),
+    };
+    // Killed, or ended before the entry ever connected (its start failed: a mount's
+    // source gone with a killed sbx-shell's directory), the client may have left a
+    // container created and never started, which never ends by itself.
+    if killed || !entered {
+        remove_container(args);
+    }
+    // sbx-shell removes the container itself unless this says the client saw it through.
+    let _ = std::fs::File::create(crate::sandbox::container::ENDED_NAME);
+    code
 }
 
 /// This process's environment as the entry reads it: `VAR=VALUE\0…`.
@@ -194,8 +241,9 @@ const ENDING: [Signal; 4] = [
     Signal::SIGTERM,
 ];
 
-/// The client was killed: a container it created may never have started, and so never
-/// end by itself. Removed by name, whatever its state.
+/// The client was killed, or ended before the container's entry connected: a container it
+/// created may never have started, and so never end by itself. Removed by name, whatever
+/// its state.
 fn remove_container(args: &CourierArgs<'_>) {
     let _ = std::process::Command::new(&args.argv[0])
         .args(["rm", "--force"])
@@ -208,16 +256,24 @@ fn remove_container(args: &CourierArgs<'_>) {
         .status();
 }
 
+/// How long the client may go on starting a container whose sbx-shell is gone.
+const CLIENT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 enum Ready {
     Connection,
     Signal,
     ClientEnded,
+    /// sbx-shell's lifeline reads as end-of-file: it is gone.
+    SupervisorGone,
+    Deadline,
 }
 
+/// What comes first: a signal, the client's end, the entry's connection (while
+/// `listener` is there), sbx-shell's end (while `lifeline` is watched), the deadline.
 fn wait_for(
-    listener: Option<&std::os::unix::net::UnixListener>,
+    (listener, lifeline): (Option<&std::os::unix::net::UnixListener>, Option<&OwnedFd>),
     signals: &nix::sys::signalfd::SignalFd,
-    pidfd: &OwnedFd,
+    (pidfd, deadline): (&OwnedFd, Option<std::time::Instant>),
 ) -> anyhow::Result<Ready> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     loop {
@@ -228,9 +284,21 @@ fn wait_for(
         if let Some(l) = listener {
             fds.push(PollFd::new(l.as_fd(), PollFlags::POLLIN));
         }
-        match poll(&mut fds, PollTimeout::NONE) {
+        let gone_at = fds.len();
+        if let Some(l) = lifeline {
+            fds.push(PollFd::new(l.as_fd(), PollFlags::POLLIN));
+        }
+        let timeout = match deadline {
+            None => PollTimeout::NONE,
+            Some(at) => {
+                let left = at.saturating_duration_since(std::time::Instant::now());
+                PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX)
+            }
+        };
+        match poll(&mut fds, timeout) {
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e).context("cannot wait"),
+            Ok(0) if deadline.is_some() => return Ok(Ready::Deadline),
             Ok(_) => {}
         }
         let ready = |i: usize| {
@@ -240,10 +308,12 @@ fn wait_for(
         };
         return Ok(if ready(0) {
             Ready::Signal
-        } else if ready(2) {
+        } else if listener.is_some() && ready(2) {
             Ready::Connection
         } else if ready(1) {
             Ready::ClientEnded
+        } else if lifeline.is_some() && ready(gone_at) {
+            Ready::SupervisorGone
         } else {
             continue;
         });

@@ -167,11 +167,14 @@ fn probe(
     )
 }
 
-/// `cmd` run as `uid` in the workspace `dir` holds, with its home and nothing of the
-/// test's own state directories.
+/// `cmd` run as `uid` in the workspace `dir` holds, with its home, the system's tools and
+/// nothing of the test's own state directories (the tester's `PATH` may lead into a home
+/// `uid`'s program may not read: root's under `/root`, 0700, seen as an ordinary user's
+/// there).
 fn as_user_in(cmd: &mut Command, dir: &Path, uid: u32) {
     cmd.current_dir(dir.join("ws"))
-        .env("HOME", dir.join("home"));
+        .env("HOME", dir.join("home"))
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin");
     for var in [
         "XDG_CONFIG_HOME",
         "XDG_STATE_HOME",

@@ -172,7 +172,10 @@ impl Launcher {
                 argv
             }
             _ => match &container {
-                Some(place) => courier(place, &helper.path, argv, &mut handovers)?,
+                Some(place) => {
+                    let exe = (helper.path.as_path(), lifeline.child_fd());
+                    courier(place, exe, argv, &mut handovers)?
+                }
                 None => argv,
             },
         };
@@ -205,12 +208,12 @@ fn bwrap_resolv_conf(
 /// The engine's argv wrapped in the courier's, the client's variables handed over.
 fn courier(
     place: &ContainerPlace,
-    exe: &Path,
+    (exe, lifeline): (&Path, std::os::fd::RawFd),
     engine: Vec<OsString>,
     handovers: &mut Vec<process::Handover>,
 ) -> Result<Vec<OsString>, Failure> {
     let client_env = handover(super::container::client_env_bytes())?;
-    let argv = place.courier_argv(exe, client_env.child_fd(), engine);
+    let argv = place.courier_argv(exe, (client_env.child_fd(), lifeline), engine);
     handovers.push(client_env);
     Ok(argv)
 }

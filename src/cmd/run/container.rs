@@ -322,7 +322,7 @@ impl ContainerPlace {
     pub(super) fn courier_argv(
         &self,
         exe: &Path,
-        client_env: std::os::fd::RawFd,
+        (client_env, lifeline): (std::os::fd::RawFd, std::os::fd::RawFd),
         engine: Vec<OsString>,
     ) -> Vec<OsString> {
         let mut argv: Vec<OsString> = vec![
@@ -331,6 +331,7 @@ impl ContainerPlace {
             self.dir.as_os_str().to_owned(),
             self.name.clone().into(),
             client_env.to_string().into(),
+            lifeline.to_string().into(),
             "--".into(),
         ];
         argv.extend(engine);
