@@ -35,12 +35,13 @@ fn death_signal() -> i32 {
 }
 
 /// Fork. Returns `None` in the child (which goes on to exec the program); in the guard,
-/// runs `on_guard` (its threads start there, every signal blocked), then returns the exit
-/// code once the program and everything it started are gone.
+/// runs `on_guard` (its threads start there, every signal blocked; its error kills the
+/// program and is returned), then returns the exit code once the program and everything
+/// it started are gone.
 pub fn split(
     stop_notify_fd: Option<i32>,
     lifeline_fd: Option<i32>,
-    on_guard: impl FnOnce(),
+    on_guard: impl FnOnce() -> std::io::Result<()>,
 ) -> std::io::Result<Option<ExitCode>> {
     let parent = getppid();
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), None)?;
@@ -61,7 +62,11 @@ pub fn split(
             Ok(None)
         }
         ForkResult::Parent { child } => {
-            on_guard();
+            if let Err(e) = on_guard() {
+                // Never a guard without what it was to be: the program goes with it.
+                let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
+                return Err(e);
+            }
             Ok(Some(watch(child, stop_notify_fd, lifeline_fd)?))
         }
     }

@@ -73,7 +73,12 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
         unsafe { OwnedFd::from_raw_fd(fd) }
     });
     let sockets = spec.proxy_listen.as_ref().and_then(|l| l.sockets_fd);
-    let on_guard = move || {
+    let (root_reads, map_root) = (spec.root_reads.is_some(), spec.shown_as.is_some());
+    let on_guard = move || -> io::Result<()> {
+        // Only the program's side maps ids (`show_as`): the guard, acting for it, drops it.
+        if map_root {
+            confine_privileges(root_reads, false).map_err(io::Error::other)?;
+        }
         if let Some(fd) = sockets {
             // SAFETY: sbx-shell passed this channel for the guard's sockets; nothing else
             // here owns it (the program's side closes it with every other before exec).
@@ -83,12 +88,13 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
             }
         }
         let Some(channel) = ours else {
-            return;
+            return Ok(());
         };
         let guard_side = (reach, net, reports);
         if let Err(e) = crate::helper::mediator::create::start(channel, judged, guard_side) {
             eprintln!("sbx-shell: the guard cannot answer the program's mediated calls: {e}");
         }
+        Ok(())
     };
     Ok(
         match guard::split(spec.stop_notify_fd, spec.lifeline_fd, on_guard)? {
@@ -260,6 +266,17 @@ pub fn check_mounted(
     Ok(())
 }
 
+/// Inside a container: this process becomes `user` (`HelperSpec::shown_as`), by the ids
+/// the container's own files give its names (`container::ids_of`).
+pub fn show_as(user: &crate::policy::ContainerUser) -> Result<(), String> {
+    let read = |path| std::fs::read_to_string(path).unwrap_or_default();
+    let (uid, gid) =
+        crate::policy::container::ids_of(user, &read("/etc/passwd"), &read("/etc/group"))?;
+    crate::sys::userns::show_as(uid, gid).map_err(|e| {
+        format!("a user namespace as {uid}:{gid}: {e}\nHint: the kernel or the engine refuses user namespaces here (`sysctl user.max_user_namespaces`, the engine's seccomp profile); leave out \"user\" to run as yourself")
+    })
+}
+
 fn changed(m: &crate::sandbox::bwrap::Mount, now: &'static str) -> MountError {
     MountError::Changed {
         path: m.path.display().to_string(),
@@ -269,13 +286,18 @@ fn changed(m: &crate::sandbox::bwrap::Mount, now: &'static str) -> MountError {
 
 /// Drop every capability and set no_new_privs (again later: it is idempotent) — but the
 /// guard's CAP_SETUID and CAP_SETGID when it judges root's reads (`root_reads`), and
-/// CAP_SETPCAP, with which the program's side drops them.
-pub fn confine_privileges(root_reads: bool) -> Result<(), ConfineError> {
-    use crate::sys::capabilities::{SETGID, SETPCAP, SETUID};
-    let keep = match root_reads {
+/// CAP_SETPCAP, with which the program's side drops them; and with `map_root`, CAP_SETFCAP,
+/// with which the program's side maps root's own id into its user namespace (`show_as`),
+/// and which the guard drops as it starts (`split_off_guard`).
+pub fn confine_privileges(root_reads: bool, map_root: bool) -> Result<(), ConfineError> {
+    use crate::sys::capabilities::{SETFCAP, SETGID, SETPCAP, SETUID};
+    let mut keep = match root_reads {
         true => (1 << SETUID) | (1 << SETGID) | (1 << SETPCAP),
         false => 0,
     };
+    if map_root {
+        keep |= (1 << SETFCAP) | (1 << SETPCAP);
+    }
     confine::apply_drop_privileges_but(keep)
 }
 

@@ -87,6 +87,8 @@ pub enum HelperError {
     Confine(#[from] ConfineError),
     #[error("cannot run root's program as another host id: {0}\nHint: this needs id-mapped mounts of the writable places (Linux 5.12, their file systems' support); `--backend landlock` runs without")]
     RootAs(#[source] io::Error),
+    #[error("cannot be the container's user: {0}")]
+    ShownAs(String),
     #[error("cannot run {program}: {}", .errno.desc())]
     Exec { program: String, errno: Errno },
 }
@@ -142,7 +144,7 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
         // CAP_SYS_ADMIN was kept for the mounts only, CAP_NET_BIND_SERVICE for the name
         // server's port: gone before anything else runs (the guard's CAP_SETUID and
         // CAP_SETGID for root's reads go with the program's side: `confine`).
-        os::confine_privileges(spec.root_reads.is_some())?;
+        os::confine_privileges(spec.root_reads.is_some(), spec.shown_as.is_some())?;
     }
     let mut names = None;
     if spec.guard {
@@ -207,6 +209,9 @@ fn hand_over_proxy_port(listen: &ProxyListen) -> io::Result<()> {
 }
 
 fn prepare(spec: &HelperSpec, names: Option<OwnedFd>) -> Result<(), HelperError> {
+    if let Some(user) = &spec.shown_as {
+        os::show_as(user).map_err(HelperError::ShownAs)?;
+    }
     if spec.new_session && !spec.guard {
         apply_new_session().map_err(HelperError::NewSession)?;
     }

@@ -46,7 +46,7 @@ pub fn apply_mounts(
     })
 }
 
-pub fn confine_privileges(_root_reads: bool) -> Result<(), ConfineError> {
+pub fn confine_privileges(_root_reads: bool, _map_root: bool) -> Result<(), ConfineError> {
     Err(ConfineError::Unsupported)
 }
 
@@ -75,6 +75,10 @@ pub fn set_default_disposition(signal: i32) {
 
 pub fn apply_cloexec_above_stderr() -> io::Result<()> {
     crate::sys::files::cloexec_each_fd_above_stderr()
+}
+
+pub fn show_as(_user: &crate::policy::ContainerUser) -> Result<(), String> {
+    Err("containers run on Linux only".into())
 }
 
 /// Root's program as another host id: Linux only.

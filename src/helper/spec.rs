@@ -74,6 +74,10 @@ pub struct HelperSpec {
     /// its mediator (`mediator::report`, read by sbx-shell's `session::journal`).
     #[serde(default)]
     pub refusals_fd: Option<i32>,
+    /// Inside a container: who the program is there (`ContainerSettings::user`), in a user
+    /// namespace of its own that the program's side makes before it confines itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown_as: Option<crate::policy::ContainerUser>,
     /// Linux, root's session inside bwrap: the program runs as root of this user namespace
     /// (another host id), with these paths id-mapped so that their files are root's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -275,6 +279,7 @@ mod tests {
             refusals_fd: None,
             root_as: None,
             root_reads: None,
+            shown_as: None,
             mounts: Vec::new(),
             mounted: Vec::new(),
             proxy_listen: Some(ProxyListen {

@@ -275,6 +275,13 @@ pub struct ContainerConfig {
     /// hosts, the stop timeout. Every layer adds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub run_args: Vec<String>,
+    /// Who the program is inside the container, as `docker run --user` takes it: `"root"`,
+    /// `"1000"`, `"node"`, `"1000:1000"` (names from the container's own `/etc/passwd` and
+    /// `/etc/group`). It is that user in a user namespace of its own, where that user
+    /// stands for you: what it makes is still yours, and it can do nothing you cannot.
+    /// Default: you, by your own ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// How much of the filesystem is writable.

@@ -23,10 +23,12 @@ pub mod report;
 pub mod shell;
 pub mod ssh;
 
+pub mod container;
+pub use container::ContainerUser;
 pub(crate) mod model;
 pub use model::{
-    state_to_create, ContainerSettings, DomainRule, Filesystem, Layer, Limits, Network,
-    PathContext, PathResolver, Policy, ResolvedPath, Seed, ALWAYS_DROPPED, KEYCHAINS,
+    state_to_create, DomainRule, Filesystem, Layer, Limits, Network, PathContext, PathResolver,
+    Policy, ResolvedPath, Seed, ALWAYS_DROPPED, KEYCHAINS,
 };
 
 mod resolve;

@@ -1,6 +1,7 @@
 //! The resolved policy as plain data: what every backend reads (`Policy` and its parts),
 //! the defaults it starts from, and the errors resolving it can end in. Pure.
 
+use super::container::ContainerSettings;
 use crate::policy::config::{BackendChoice, Config, FsMode, OpenFiles};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -340,19 +341,6 @@ pub struct Limits {
     pub timeout_grace_seconds: u64,
 }
 
-/// A container backend's settings (the `"container"` section; `--image`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ContainerSettings {
-    /// The image; `None`: the host's own files.
-    pub image: Option<String>,
-    /// The engine's client, when not the one on `PATH`.
-    pub engine: Option<PathBuf>,
-    /// The image's files read-only (always, without an image).
-    pub read_only_root: bool,
-    /// More `run` options, vetted (`sandbox::container::vet_run_args`).
-    pub run_args: Vec<String>,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Environment {
     /// Secret-looking names passed on anyway.
@@ -396,6 +384,8 @@ pub enum PolicyError {
     BadDomain { origin: String, entry: String },
     #[error("{origin}: {entry:?} names this machine's loopback without a port\nHint: name the service's port, e.g. localhost:5432 (only that port of the host's loopback is reached)")]
     LoopbackWithoutPort { origin: String, entry: String },
+    #[error("{origin}: container user {user:?} is not a user or user:group\nHint: give a number or a name for each, as `docker run --user` takes them: \"root\", \"1000\", \"node\", \"1000:1000\"")]
+    BadContainerUser { origin: String, user: String },
     #[error("{origin}: {name:?} is not a valid environment variable name\nHint: use letters, digits and `_`, not starting with a digit")]
     BadVariable { origin: String, name: String },
 }

@@ -84,7 +84,13 @@ pub fn resolve(
             .rev()
             .find_map(|l| l.config.require.clone())
             .unwrap_or_default(),
-        container: resolve_container(layers),
+        container: super::container::resolve(
+            &layers
+                .iter()
+                .map(|l| (l.origin.as_str(), l.config.container.as_ref()))
+                .collect::<Vec<_>>(),
+        )
+        .map_err(|(origin, user)| PolicyError::BadContainerUser { origin, user })?,
         filesystem,
         network: resolve_network(layers)?,
         nested_pty: last(&|c| c.nested_pty).unwrap_or(true),
@@ -576,24 +582,3 @@ fn real_path_of(path: &Path, fs: &impl PathResolver) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests;
-
-/// The `"container"` sections: each setting the last layer's that has it; `run_args`
-/// every layer's, in order.
-fn resolve_container(layers: &[Layer]) -> crate::policy::ContainerSettings {
-    let sections = || {
-        layers
-            .iter()
-            .rev()
-            .filter_map(|l| l.config.container.as_ref())
-    };
-    crate::policy::ContainerSettings {
-        image: sections().find_map(|c| c.image.clone()),
-        engine: sections().find_map(|c| c.engine.clone()),
-        read_only_root: sections().find_map(|c| c.read_only_root).unwrap_or(false),
-        run_args: layers
-            .iter()
-            .filter_map(|l| l.config.container.as_ref())
-            .flat_map(|c| c.run_args.iter().cloned())
-            .collect(),
-    }
-}

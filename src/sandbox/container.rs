@@ -109,13 +109,7 @@ pub fn build_argv(inputs: &EngineInputs<'_>, command: &[OsString]) -> Vec<OsStri
             "net.ipv4.ip_unprivileged_port_start=53".into(),
         );
     }
-    flag(&mut a, "--cap-drop", "ALL".into());
-    if inputs.root_reads {
-        for cap in ["SETUID", "SETGID", "SETPCAP"] {
-            flag(&mut a, "--cap-add", cap.into());
-        }
-    }
-    flag(&mut a, "--security-opt", "no-new-privileges".into());
+    push_privileges(&mut a, inputs);
     let limits = &policy.limits;
     flag(
         &mut a,
@@ -162,6 +156,31 @@ pub fn build_argv(inputs: &EngineInputs<'_>, command: &[OsString]) -> Vec<OsStri
         argv.extend(rest.iter().cloned());
     }
     argv
+}
+
+/// No capabilities, no new privileges — but what the helper needs for root's reads and
+/// for the container's user — and the engine's seccomp profile where it allows that user.
+fn push_privileges(a: &mut Vec<String>, inputs: &EngineInputs<'_>) {
+    let policy = inputs.policy;
+    flag(a, "--cap-drop", "ALL".into());
+    if inputs.root_reads {
+        for cap in ["SETUID", "SETGID", "SETPCAP"] {
+            flag(a, "--cap-add", cap.into());
+        }
+    }
+    if policy.container.user.is_some() && inputs.user.0 == 0 {
+        // The kernel maps root's own id into a user namespace only for a holder of
+        // CAP_SETFCAP (`ContainerSettings::user`); the program's side drops it with the
+        // rest before it runs anything.
+        flag(a, "--cap-add", "SETFCAP".into());
+    }
+    flag(a, "--security-opt", "no-new-privileges".into());
+    if policy.container.user.is_some() && inputs.container.engine == Engine::Docker {
+        // Docker's own seccomp profile refuses user namespaces, in which the program is
+        // the container's user (`ContainerSettings::user`): sbx-shell's filter, which the
+        // helper applies in any case, is then the only one (as under Landlock alone).
+        flag(a, "--security-opt", "seccomp=unconfined".into());
+    }
 }
 
 /// Each bind mount, in order (`mounts`), then sbx-shell's executable, the courier's
@@ -500,7 +519,14 @@ mod tests {
     }
 
     fn argv(policy: &Policy, root_reads: bool) -> Vec<String> {
-        let c = container();
+        argv_of(policy, root_reads, (Engine::Docker, 1000))
+    }
+
+    fn argv_of(policy: &Policy, root_reads: bool, (engine, uid): (Engine, u32)) -> Vec<String> {
+        let c = Container {
+            engine,
+            ..container()
+        };
         let top: Vec<PathBuf> = ["/etc", "/home", "/proc", "/run", "/tmp", "/usr", "/var"]
             .iter()
             .map(PathBuf::from)
@@ -511,7 +537,7 @@ mod tests {
             policy,
             name: "sbx-shell-42-1",
             supervisor: 42,
-            user: (1000, 1000, &groups),
+            user: (uid, uid, &groups),
             exe: Path::new("/usr/local/bin/sbx-shell"),
             socket: Path::new("/home/u/.local/state/sbx-shell/c/courier.sock"),
             cwd: Path::new("/home/u/ws"),
@@ -608,6 +634,33 @@ mod tests {
         assert!(!got
             .iter()
             .any(|a| a.contains("resolv.conf") || a.contains("--sysctl")));
+    }
+
+    #[test]
+    fn a_container_user_gives_docker_sbx_shells_filter_alone_and_root_the_map_of_its_own_id() {
+        let mut policy = policy_with("/home/u/ws", "{}");
+        let plain = argv_of(&policy, true, (Engine::Docker, 0));
+        policy.container.user = crate::policy::ContainerUser::parse("node");
+        let has = |got: &[String], w: &[&str]| got.windows(w.len()).any(|x| x == w);
+        let unconfined = ["--security-opt", "seccomp=unconfined"];
+        let setfcap = ["--cap-add", "SETFCAP"];
+        // Without a user: the engine's own profile, no CAP_SETFCAP.
+        assert!(
+            !has(&plain, &unconfined) && !has(&plain, &setfcap),
+            "{plain:?}"
+        );
+        let docker_root = argv_of(&policy, true, (Engine::Docker, 0));
+        assert!(has(&docker_root, &unconfined) && has(&docker_root, &setfcap));
+        let docker_user = argv_of(&policy, false, (Engine::Docker, 1000));
+        assert!(has(&docker_user, &unconfined) && !has(&docker_user, &setfcap));
+        // Podman's own profile allows user namespaces: it stays.
+        let podman_root = argv_of(&policy, true, (Engine::Podman, 0));
+        assert!(!has(&podman_root, &unconfined) && has(&podman_root, &setfcap));
+        // The engine still starts the container as the invoking user.
+        assert!(
+            has(&docker_user, &["--user", "1000:1000"]),
+            "{docker_user:?}"
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@ const VERSION_3: u32 = 0x2008_0522;
 pub const SETGID: u32 = 6;
 pub const SETUID: u32 = 7;
 pub const SETPCAP: u32 = 8;
+pub const SETFCAP: u32 = 31;
 
 /// Whether this thread may switch its ids (both CAP_SETUID and CAP_SETGID permitted).
 pub fn can_switch_ids() -> bool {

@@ -345,6 +345,10 @@ mod tests {
             lifeline_fd: Some(7),
             mounts: Vec::new(),
             mounted: Vec::new(),
+            shown_as: Some(crate::policy::ContainerUser {
+                user: crate::policy::container::IdOrName::Name("node".into()),
+                group: Some(crate::policy::container::IdOrName::Id(27)),
+            }),
             proxy_listen: None,
             mediated: None,
             names: None,

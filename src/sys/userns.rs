@@ -70,6 +70,19 @@ pub fn mapped_root(host: u32) -> io::Result<OwnedFd> {
     result
 }
 
+/// This process (one thread) into a user namespace of its own in which its ids are `uid` and
+/// `gid`: the ids it has outside, mapped — no others, so it gains nothing it did not have.
+/// Its supplementary groups stay as they were (shown as the overflow group), and no new
+/// ones may be set in it.
+pub fn show_as(uid: u32, gid: u32) -> io::Result<()> {
+    let (outside_uid, outside_gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)?;
+    std::fs::write("/proc/self/setgroups", "deny")?;
+    std::fs::write("/proc/self/uid_map", format!("{uid} {outside_uid} 1\n"))?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} {outside_gid} 1\n"))?;
+    Ok(())
+}
+
 fn map_and_open(child: libc::pid_t, host: u32) -> io::Result<OwnedFd> {
     let proc = format!("/proc/{child}");
     std::fs::write(format!("{proc}/uid_map"), format!("0 {host} 1\n"))?;

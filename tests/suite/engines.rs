@@ -507,6 +507,148 @@ fn an_image_runs_with_the_workspace_mounted() {
     }
 }
 
+/// What the container user's script prints and leaves: who it is, a file it makes, a
+/// change of that file's owner, root's secrets, its capabilities, a hook it writes.
+const AS_USER: &str = r#"
+id -u
+echo made > "$MADE"
+chown 1234 "$MADE" && echo CHOWN-DONE
+cat /etc/shadow >/dev/null 2>&1 && echo SHADOW-READ
+grep '^CapEff' /proc/self/status
+echo x > .git/hooks/pre-commit 2>/dev/null && echo HOOK-WRITTEN
+true
+"#;
+
+/// A profile of the docker backend with `image` and the container's `user`, in `dir`.
+fn user_profile(dir: &Path, image: &str, user: &str) -> PathBuf {
+    let profile = dir.join(format!("user-{user}.json"));
+    let section = serde_json::json!({
+        "backend": "docker",
+        "container": {"image": image, "user": user},
+    });
+    std::fs::write(&profile, section.to_string()).unwrap();
+    profile
+}
+
+/// `"container": {"user": …}`: the program is that user inside, in a user namespace of its
+/// own where that user stands for the one who ran sbx-shell — beside plain `docker run
+/// --user 0`, where root is root: its file root's, its chown done, root's secrets read.
+#[test]
+fn the_container_user_is_who_the_program_is_and_what_it_makes_stays_yours() {
+    let Some((_, root_env, image)) = docker_and_image("the container user", "user-root") else {
+        return;
+    };
+    let Ok(open) = std::env::var("SBX_TEST_DOCKER_OPEN_HOST") else {
+        skipped("scripts/test.sh's dockerd has no socket for ordinary users (SBX_TEST_DOCKER_OPEN_HOST)");
+        return;
+    };
+    let dir = workspace("sbx-engines-user", NOBODY);
+    let ws = dir.join("ws");
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&ws)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let _ = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&ws)
+        .status();
+    let owner =
+        |name: &str| std::os::unix::fs::MetadataExt::uid(&ws.join(name).metadata().unwrap());
+
+    // The control: plain docker's root is the host's root.
+    let mount = format!("type=bind,src={},dst={}", ws.display(), ws.display());
+    let control = Command::new("docker")
+        .envs(root_env.iter().map(|(k, v)| (k, v)))
+        .args([
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--user",
+            "0",
+            "--mount",
+            &mount,
+        ])
+        .args([
+            "--workdir",
+            &ws.display().to_string(),
+            "--env",
+            "MADE=by-docker",
+        ])
+        .args([image.as_str(), "sh", "-c", AS_USER])
+        .shown();
+    let said = String::from_utf8_lossy(&control.stdout);
+    assert!(
+        said.starts_with("0\n") && said.contains("CHOWN-DONE") && said.contains("SHADOW-READ"),
+        "control: {said}"
+    );
+    assert_eq!(owner("by-docker"), 1234, "control: root's chown is done");
+    std::fs::remove_file(ws.join("by-docker")).unwrap();
+    std::fs::remove_file(ws.join(".git/hooks/pre-commit")).unwrap();
+
+    // nobody's sbx-shell, the program root inside.
+    let profile = user_profile(&dir, &image, "root");
+    let mut cmd = Command::new(bin());
+    cmd.arg("--profile")
+        .arg(&profile)
+        .args(["--", "sh", "-c", AS_USER])
+        .env("MADE", "by-sbx")
+        .env("DOCKER_HOST", &open)
+        .stdin(Stdio::null());
+    as_user_in(&mut cmd, &dir, NOBODY);
+    let out = cmd.shown();
+    let (said, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{said}{err}");
+    assert!(said.starts_with("0\n"), "root inside: {said}");
+    assert_eq!(
+        owner("by-sbx"),
+        NOBODY,
+        "what it makes is the invoking user's"
+    );
+    for never in ["CHOWN-DONE", "SHADOW-READ", "HOOK-WRITTEN"] {
+        assert!(!said.contains(never), "{never}: {said}{err}");
+    }
+    assert_eq!(line_value(&said, "CapEff:"), "0000000000000000", "{said}");
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
+    assert!(
+        err.contains("pre-commit"),
+        "the hook's refusal is named: {err}"
+    );
+
+    // root's sbx-shell, the program the image's `daemon` (a name from its /etc/passwd).
+    let dir = workspace("sbx-engines-user-daemon", 0);
+    let run = |user: &str| {
+        Command::new(bin())
+            .arg("--profile")
+            .arg(user_profile(&dir, &image, user))
+            .args(["--", "sh", "-c", "id -u; id -g; echo made > by-daemon"])
+            .current_dir(dir.join("ws"))
+            .envs(root_env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .shown()
+    };
+    let out = run("daemon");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(said, "1\n1\n", "{}", String::from_utf8_lossy(&out.stderr));
+    let made = dir.join("ws/by-daemon").metadata().unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&made), 0, "root's file");
+
+    // A name the image lacks: nothing runs, the fix named.
+    let out = run("nosuch");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{err}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        err.contains("no such user in the container's /etc/passwd") && err.contains("Hint:"),
+        "{err}"
+    );
+}
+
 #[test]
 fn podman_runs_the_program_in_a_container() {
     if !ready("the podman backend") {
@@ -525,6 +667,24 @@ fn podman_runs_the_program_in_a_container() {
     assert!(!out.contains("SHADOW-READ"), "{out}");
     assert!(!seen, "podman: the variable's value is on a command line");
     assert!(dir.join("ws/made-by-program").exists());
+
+    // The container's user: Podman's own seccomp profile lets the helper make the user
+    // namespace; what the program makes stays root's.
+    let profile = dir.join("user.json");
+    let section = serde_json::json!({"backend": "podman", "container": {"user": "1000:1000"}});
+    std::fs::write(&profile, section.to_string()).unwrap();
+    let out = Command::new(bin())
+        .arg("--profile")
+        .arg(&profile)
+        .args(["--", "sh", "-c", "id -u; echo made > by-user"])
+        .current_dir(dir.join("ws"))
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .shown();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(said, "1000\n", "{}", String::from_utf8_lossy(&out.stderr));
+    let made = dir.join("ws/by-user").metadata().unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&made), 0, "root's file");
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::report::{BackendOutput, BackendReport, Report, RulesOrRefusal, Selected};
 use crate::cli::ExplainBackend;
-use crate::policy::config::{FsMode, OpenFiles, OpenFilesMode};
+use crate::policy::config::{BackendChoice, FsMode, OpenFiles, OpenFilesMode};
 use crate::policy::{Limits, Network, ResolvedPath, ALWAYS_DROPPED};
 use crate::sandbox::{landlock, seccomp};
 
@@ -263,6 +263,9 @@ pub fn render_text(report: &Report<'_>) -> String {
         },
     );
     line(out, "limits", &describe_limits(&p.limits));
+    if matches!(p.backend, BackendChoice::Docker | BackendChoice::Podman) {
+        line(out, "container", &p.container.describe());
+    }
     write_environment(out, report);
     line(out, "runs with", &describe_selected(&report.selected));
     for backend in &report.backends {

@@ -127,6 +127,7 @@ impl Launcher {
         spec.refusals_fd = reports.as_ref().map(AsRawFd::as_raw_fd);
         if let Some(place) = &container {
             spec.mounted = place.mounted(&plan.policy, &[dirs.temp, dirs.shm])?;
+            spec.shown_as = plan.policy.container.user.clone();
         }
         if let Some(root_as) = &plan.root_as {
             let fs = &plan.policy.filesystem;
@@ -300,6 +301,7 @@ fn helper_spec(
         lifeline_fd: layers.guard.then(|| lifeline.child_fd()),
         mounts: layers.mounts.clone(),
         mounted: Vec::new(),
+        shown_as: None,
         proxy_listen: net.and_then(|n| {
             n.channel.as_ref().map(|fd| ProxyListen {
                 port: n.port.unwrap_or(netproxy::SANDBOX_PORT),

@@ -507,3 +507,29 @@ fn a_grant_through_a_symlink_inside_a_writable_tree_is_refused() {
     assert!(with(&home_ws, r#"{"filesystem": {"write": ["~/.dots/x"]}}"#).is_ok());
     assert!(with(&home_ws, r#"{"filesystem": {"write": ["~/proj/a/b"]}}"#).is_err());
 }
+
+#[test]
+fn the_container_user_is_the_last_layers_and_a_bad_one_names_its_layer() {
+    let p = policy(&[
+        layer("config", r#"{"container": {"user": "node"}}"#),
+        layer("profile", r#"{"container": {"image": "x"}}"#),
+    ]);
+    assert_eq!(p.container.user.map(|u| u.to_string()), Some("node".into()));
+    let p = policy(&[
+        layer("config", r#"{"container": {"user": "node"}}"#),
+        layer("profile", r#"{"container": {"user": "0:0"}}"#),
+    ]);
+    assert_eq!(p.container.user.map(|u| u.to_string()), Some("0:0".into()));
+    assert_eq!(policy(&[]).container.user, None);
+    let layers = [
+        defaults_layer(),
+        layer("profile p", r#"{"container": {"user": "a b"}}"#),
+    ];
+    let err = resolve("p", &layers, &ctx(), &FakeFs)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("profile p: container user \"a b\"") && err.contains("Hint: "),
+        "{err}"
+    );
+}
