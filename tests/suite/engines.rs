@@ -360,7 +360,8 @@ fn a_network_allow_list_works_inside_the_container_as_under_bwrap() {
             env = vec![("DOCKER_HOST".into(), open)];
         }
         let run = |options: &[String]| {
-            let mut cmd = Command::new(bin());
+            // The workspace's copy: the checkout may be closed to other users.
+            let mut cmd = Command::new(dir.join("sbx-shell"));
             cmd.args(options)
                 .args(["--", "python3", "-c", NETWORK_PROBE, &port.to_string()])
                 .envs(env.iter().map(|(k, v)| (k, v)))
@@ -588,9 +589,10 @@ fn the_container_user_is_who_the_program_is_and_what_it_makes_stays_yours() {
     std::fs::remove_file(ws.join("by-docker")).unwrap();
     std::fs::remove_file(ws.join(".git/hooks/pre-commit")).unwrap();
 
-    // nobody's sbx-shell, the program root inside.
+    // nobody's sbx-shell (the workspace's copy: the checkout may be closed to nobody), the
+    // program root inside.
     let profile = user_profile(&dir, &image, "root");
-    let mut cmd = Command::new(bin());
+    let mut cmd = Command::new(dir.join("sbx-shell"));
     cmd.arg("--profile")
         .arg(&profile)
         .args(["--", "sh", "-c", AS_USER])
