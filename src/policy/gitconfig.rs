@@ -23,7 +23,7 @@
 /// section and name lower-cased (git's `--list` spelling); `value` is `None` for a key
 /// without `=` (git's boolean true).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub struct ConfigEntry {
     pub key: Vec<u8>,
     pub value: Option<Vec<u8>>,
 }
@@ -85,7 +85,7 @@ impl ConfigReader<'_> {
 }
 
 /// Every entry of a config, in order, or where git would stop reading it.
-pub fn parse(text: &[u8]) -> Result<Vec<Entry>, ParseError> {
+pub fn parse(text: &[u8]) -> Result<Vec<ConfigEntry>, ParseError> {
     let text = text.strip_prefix(b"\xef\xbb\xbf").unwrap_or(text);
     let mut r = ConfigReader {
         text,
@@ -196,7 +196,11 @@ fn subsection(
 }
 
 /// A key whose first letter is `first`, and its value through the end of its line.
-fn key_and_value(r: &mut ConfigReader<'_>, section: &[u8], first: u8) -> Result<Entry, ParseError> {
+fn key_and_value(
+    r: &mut ConfigReader<'_>,
+    section: &[u8],
+    first: u8,
+) -> Result<ConfigEntry, ParseError> {
     let mut key = section.to_vec();
     if !key.is_empty() {
         key.push(b'.');
@@ -214,13 +218,13 @@ fn key_and_value(r: &mut ConfigReader<'_>, section: &[u8], first: u8) -> Result<
         c = r.next();
     }
     if c == b'\n' {
-        return Ok(Entry { key, value: None });
+        return Ok(ConfigEntry { key, value: None });
     }
     if c != b'=' {
         return Err(r.error());
     }
     let value = value(r)?;
-    Ok(Entry {
+    Ok(ConfigEntry {
         key,
         value: Some(value),
     })
@@ -430,7 +434,7 @@ pub fn url_runs(url: &[u8]) -> bool {
 
 /// Why one entry may not be written, or `None`: its key is neither in `ALLOWED` nor in
 /// `extra` (the user's own allowances), or its value is a URL that runs something.
-fn refused_entry(entry: &Entry, extra: &[String]) -> Option<String> {
+fn refused_entry(entry: &ConfigEntry, extra: &[String]) -> Option<String> {
     let key = String::from_utf8_lossy(&entry.key).into_owned();
     if extra.iter().any(|p| matches(p, &entry.key)) {
         return None;

@@ -3,7 +3,7 @@
 //! (`$XDG_STATE_HOME/sbx-shell/home/PROFILE`), one per profile, never in the host's files.
 //! The sandbox never reads the host's history and never writes the host's caches: a
 //! poisoned cache or history file there would run outside later. Under bwrap the package
-//! caches are layered: the host's read-only beneath the twin (`Entry::layered`).
+//! caches are layered: the host's read-only beneath the twin (`KeptEntry::layered`).
 //!
 //! Each kept path has a twin in that directory. Two ways get a program there, both planned
 //! here, purely:
@@ -24,16 +24,16 @@ pub const HOMES_DIR: &str = "home";
 /// What a kept path is on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Kind {
+pub enum KeptKind {
     File,
     Dir,
 }
 
 /// One kept path, relative to the home directory, and the variable that points a tool at
 /// its twin (when the tool has one).
-pub struct Entry {
+pub struct KeptEntry {
     pub path: &'static str,
-    pub kind: Kind,
+    pub kind: KeptKind,
     pub variable: Option<&'static str>,
     /// Under bwrap, the twin is mounted over the host's path (where the host has it): the
     /// history files, which are denied anyway (the mount replaces the hide), and what no
@@ -52,98 +52,98 @@ pub struct Entry {
 pub const LAYERS_DIR: &str = ".layers";
 
 /// What a session keeps. `HISTFILE` is set for the shell that runs (`variables`).
-pub const KEPT: &[Entry] = &[
-    Entry {
+pub const KEPT: &[KeptEntry] = &[
+    KeptEntry {
         path: ".bash_history",
-        kind: Kind::File,
+        kind: KeptKind::File,
         variable: None,
         mount: true,
         layered: false,
         what: "bash history (HISTFILE, when bash runs)",
     },
-    Entry {
+    KeptEntry {
         path: ".zsh_history",
-        kind: Kind::File,
+        kind: KeptKind::File,
         variable: None,
         mount: true,
         layered: false,
         what: "zsh history (HISTFILE, when zsh runs)",
     },
-    Entry {
+    KeptEntry {
         path: ".python_history",
-        kind: Kind::File,
+        kind: KeptKind::File,
         variable: Some("PYTHON_HISTORY"),
         mount: true,
         layered: false,
         what: "python's REPL history",
     },
-    Entry {
+    KeptEntry {
         path: ".node_repl_history",
-        kind: Kind::File,
+        kind: KeptKind::File,
         variable: Some("NODE_REPL_HISTORY"),
         mount: true,
         layered: false,
         what: "node's REPL history",
     },
-    Entry {
+    KeptEntry {
         path: ".lesshst",
-        kind: Kind::File,
+        kind: KeptKind::File,
         variable: Some("LESSHISTFILE"),
         mount: true,
         layered: false,
         what: "less's search history",
     },
-    Entry {
+    KeptEntry {
         path: ".viminfo",
-        kind: Kind::File,
+        kind: KeptKind::File,
         variable: None,
         mount: false,
         layered: false,
         what: "vim's viminfo (VIMINIT sets viminfofile)",
     },
-    Entry {
+    KeptEntry {
         path: ".cache",
-        kind: Kind::Dir,
+        kind: KeptKind::Dir,
         variable: Some("XDG_CACHE_HOME"),
         mount: false,
         layered: false,
         what: "caches (pip, go's build cache, agents' caches …)",
     },
-    Entry {
+    KeptEntry {
         path: ".npm",
-        kind: Kind::Dir,
+        kind: KeptKind::Dir,
         variable: Some("npm_config_cache"),
         mount: false,
         layered: true,
         what: "npm's cache",
     },
-    Entry {
+    KeptEntry {
         path: ".cache/pip",
-        kind: Kind::Dir,
+        kind: KeptKind::Dir,
         variable: Some("PIP_CACHE_DIR"),
         mount: false,
         layered: true,
         what: "pip's cache",
     },
-    Entry {
+    KeptEntry {
         path: ".cargo/registry",
-        kind: Kind::Dir,
+        kind: KeptKind::Dir,
         variable: None,
         mount: true,
         layered: true,
         what: "cargo's registry (bwrap only: cargo has no variable for it alone)",
     },
-    Entry {
+    KeptEntry {
         path: ".cargo/git",
-        kind: Kind::Dir,
+        kind: KeptKind::Dir,
         variable: None,
         mount: true,
         layered: true,
         what: "cargo's git checkouts (bwrap only)",
     },
-    Entry {
+    KeptEntry {
         path: "go/pkg/mod",
-        kind: Kind::Dir,
+        kind: KeptKind::Dir,
         variable: Some("GOMODCACHE"),
         mount: false,
         layered: true,
@@ -164,13 +164,13 @@ pub struct PrivateHome {
 pub struct Kept {
     pub path: PathBuf,
     pub twin: PathBuf,
-    pub kind: Kind,
+    pub kind: KeptKind,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub variable: Option<&'static str>,
-    /// Bound over the host's path under bwrap (`Entry::mount`).
+    /// Bound over the host's path under bwrap (`KeptEntry::mount`).
     pub mount: bool,
     /// The upper and work directories of its overlay over the host's cache
-    /// (`Entry::layered`), under `LAYERS_DIR`.
+    /// (`KeptEntry::layered`), under `LAYERS_DIR`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layers: Option<(PathBuf, PathBuf)>,
     pub what: &'static str,
@@ -339,7 +339,7 @@ mod tests {
             .unwrap();
         assert_eq!(cache.path, Path::new("/home/u/.cache"));
         assert_eq!(cache.twin, Path::new("/s/sbx-shell/home/claude/.cache"));
-        assert_eq!(cache.kind, Kind::Dir);
+        assert_eq!(cache.kind, KeptKind::Dir);
         // A profile named by its path is kept under its file's name.
         assert_eq!(
             dir_of(Path::new("/s"), "/etc/x/mine.json"),

@@ -117,7 +117,7 @@ pub enum How {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         layers: Option<(PathBuf, PathBuf)>,
     },
-    /// A cache's twin that a variable points at (`policy::home::Entry::layered`): the
+    /// A cache's twin that a variable points at (`policy::home::KeptEntry::layered`): the
     /// host's directory `lower` beneath it read-only, an overlay with the private home's
     /// `upper` and `work`; left as it is when the kernel refuses the overlay.
     Layered {
@@ -156,7 +156,7 @@ pub fn nested_root(path: &Path, roots: &[&Path]) -> bool {
 ///    sockets (unless granted), each once, skipping what does not exist and what a private
 ///    or an already covered directory covers.
 ///
-/// A kept path that is mounted (`policy::home::Entry::mount`) gets its twin only where
+/// A kept path that is mounted (`policy::home::KeptEntry::mount`) gets its twin only where
 /// the host has it, as the same kind (file or directory); one with a grant inside it stays
 /// the host's (the grant says the program should see it); the tools' variables cover the
 /// rest (`policy::home::variables`).
@@ -435,8 +435,8 @@ fn covers(inputs: &Inputs<'_>) -> Vec<(PathBuf, How, bool)> {
         .filter(|k| k.mount)
         .filter(|k| {
             let want = match k.kind {
-                crate::policy::home::Kind::Dir => PathKind::Dir,
-                crate::policy::home::Kind::File => PathKind::File,
+                crate::policy::home::KeptKind::Dir => PathKind::Dir,
+                crate::policy::home::KeptKind::File => PathKind::File,
             };
             // Not through a symlink (the host's own arrangement, e.g. a history file kept in
             // a dotfiles repository): then the denied path's hide covers its target.

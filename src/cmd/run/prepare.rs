@@ -397,7 +397,7 @@ pub(super) fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failur
             let Ok(rel) = kept.twin.strip_prefix(&home.dir) else {
                 continue;
             };
-            let dir = kept.kind == crate::policy::home::Kind::Dir;
+            let dir = kept.kind == crate::policy::home::KeptKind::Dir;
             // Made once: later starts only look (a look follows nothing it acts on).
             if kept
                 .twin

@@ -159,7 +159,11 @@ fn session_dir(home: &Path) -> Result<(PathBuf, std::fs::File), Failure> {
 /// The filter's rules: each named key found (a file read, a fingerprint looked up in the
 /// agent), its hosts' keys from `known_hosts`. A key the agent lacks, or a host
 /// `known_hosts` does not list, is said at the start: logins with it will be refused.
-fn rules(ssh: &Ssh, held: &[(Vec<u8>, Vec<u8>)], say: Verbosity) -> Result<judge::Rules, Failure> {
+fn rules(
+    ssh: &Ssh,
+    held: &[(Vec<u8>, Vec<u8>)],
+    say: Verbosity,
+) -> Result<judge::AgentRules, Failure> {
     let known_text: String = ssh
         .known_hosts
         .iter()
@@ -220,7 +224,7 @@ fn rules(ssh: &Ssh, held: &[(Vec<u8>, Vec<u8>)], say: Verbosity) -> Result<judge
     }
     // The policy's names first: a hashed known_hosts entry has no other.
     known.reverse();
-    Ok(judge::Rules {
+    Ok(judge::AgentRules {
         keys,
         sign_commits: ssh.sign_commits,
         confirm: ssh.confirm,

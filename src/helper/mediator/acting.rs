@@ -96,7 +96,7 @@ pub(super) struct Acting<'a> {
     pub(super) names: &'a Names,
     pub(super) reach: &'a super::Reach,
     /// The carved directories' pools (`pool`).
-    pub(super) pool: &'a super::pool::Pool,
+    pub(super) pool: &'a super::pool::HeldPools,
     /// The `.git` files made in this session, by `(st_dev, st_ino)`: git rewrites a new
     /// submodule's, which may be rewritten; one that existed at the start may not.
     pub(super) made: &'a RefCell<Vec<(u64, u64)>>,
@@ -121,28 +121,28 @@ pub(super) struct Acting<'a> {
 
 /// A directory the guard opened, or one it holds already (the caller's working directory,
 /// the root).
-pub(super) enum Dir<'a> {
+pub(super) enum OpenedDir<'a> {
     Own(OwnedFd),
     Held(BorrowedFd<'a>),
 }
 
-impl AsFd for Dir<'_> {
+impl AsFd for OpenedDir<'_> {
     fn as_fd(&self) -> BorrowedFd<'_> {
         match self {
-            Dir::Own(fd) => fd.as_fd(),
-            Dir::Held(fd) => *fd,
+            OpenedDir::Own(fd) => fd.as_fd(),
+            OpenedDir::Held(fd) => *fd,
         }
     }
 }
 
 /// A directory (O_PATH), its path as the kernel names it, and a name in it.
-pub(super) struct Entry<'a> {
-    pub(super) dir: Dir<'a>,
+pub(super) struct NameAt<'a> {
+    pub(super) dir: OpenedDir<'a>,
     pub(super) path: PathBuf,
     pub(super) name: CString,
 }
 
-impl Entry<'_> {
+impl NameAt<'_> {
     /// The entry's own path.
     pub(super) fn full(&self) -> PathBuf {
         self.path.join(OsStr::from_bytes(self.name.as_bytes()))
@@ -194,7 +194,7 @@ impl<'a> Acting<'a> {
         &'w self,
         (base, base_path): (BorrowedFd<'w>, Option<PathBuf>),
         path: &[u8],
-    ) -> Res<Option<Entry<'w>>> {
+    ) -> Res<Option<NameAt<'w>>> {
         let Some((dir, name)) = super::paths::split_last(path) else {
             return Ok(None);
         };
@@ -206,8 +206,8 @@ impl<'a> Acting<'a> {
         };
         if dir == b"." {
             if let Some(path) = start_path {
-                return Ok(Some(Entry {
-                    dir: Dir::Held(start),
+                return Ok(Some(NameAt {
+                    dir: OpenedDir::Held(start),
                     path,
                     name,
                 }));
@@ -216,8 +216,8 @@ impl<'a> Acting<'a> {
         let dir_c = CString::new(dir).map_err(|_| libc::EINVAL)?;
         if let Some(start_path) = &start_path {
             if let Some(fd) = open_plain(start, &dir_c)? {
-                return Ok(Some(Entry {
-                    dir: Dir::Own(fd),
+                return Ok(Some(NameAt {
+                    dir: OpenedDir::Own(fd),
                     path: super::paths::join_plain(start_path, dir),
                     name,
                 }));
@@ -225,15 +225,15 @@ impl<'a> Acting<'a> {
         }
         let fd = open_path(start, &dir_c).map_err(|e| os_errno(&e))?;
         let path = fd_path(fd.as_fd()).map_err(|_| libc::EACCES)?;
-        Ok(Some(Entry {
-            dir: Dir::Own(fd),
+        Ok(Some(NameAt {
+            dir: OpenedDir::Own(fd),
             path,
             name,
         }))
     }
 
     /// The entry a path names, which must not be its start itself (EEXIST: it exists).
-    pub(super) fn entry_of<'w>(&'w self, at: &'w Where) -> Res<Entry<'w>> {
+    pub(super) fn entry_of<'w>(&'w self, at: &'w Where) -> Res<NameAt<'w>> {
         if at.path.is_empty() {
             return Err(libc::ENOENT);
         }
@@ -244,7 +244,7 @@ impl<'a> Acting<'a> {
     /// answers: a name that exists is EEXIST before any question of whether it may be made
     /// there (`mkdir -p` of an existing directory in a read-only place). When the check
     /// allows it, the act itself fails with EEXIST where something is there.
-    pub(super) fn check_new(&self, e: &Entry<'_>, made: Made) -> Res<()> {
+    pub(super) fn check_new(&self, e: &NameAt<'_>, made: Made) -> Res<()> {
         match self.refusal(e, made) {
             None => Ok(()),
             Some(_) if fstatat(e.dir.as_fd(), &e.name).is_ok() => Err(libc::EEXIST),
@@ -254,7 +254,7 @@ impl<'a> Acting<'a> {
 
     /// Refuse putting something at `e` (which may exist: a rename's target) where
     /// `refusal` says (EACCES, reported).
-    pub(super) fn check(&self, e: &Entry<'_>, made: Made) -> Res<()> {
+    pub(super) fn check(&self, e: &NameAt<'_>, made: Made) -> Res<()> {
         match self.refusal(e, made) {
             None => Ok(()),
             Some(cause) => Err(refuse(cause, &e.full())),
@@ -266,7 +266,7 @@ impl<'a> Acting<'a> {
     /// holds what a git directory may not (names made there before were not asked as a
     /// git directory's). At that moment its configs are judged and remade
     /// (`remake_configs`), so what git will trust is what was judged.
-    pub(super) fn refusal(&self, e: &Entry<'_>, made: Made) -> Option<Cause> {
+    pub(super) fn refusal(&self, e: &NameAt<'_>, made: Made) -> Option<Cause> {
         let parent = &e.path;
         let name = e.name_os();
         touched(parent, name);
@@ -301,7 +301,7 @@ impl<'a> Acting<'a> {
     /// and put back as a new file (`place_fresh`), so that a descriptor opened or a link
     /// made while it was an ordinary directory reaches nothing git reads. Anything else by
     /// those names, or a config refused, refuses the marker.
-    fn remake_configs(&self, e: &Entry<'_>) -> Res<()> {
+    fn remake_configs(&self, e: &NameAt<'_>) -> Res<()> {
         for name in [c"config", c"config.worktree"] {
             let st = match fstatat(e.dir.as_fd(), name) {
                 Err(libc::ENOENT) => continue,
@@ -314,8 +314,8 @@ impl<'a> Acting<'a> {
             let limit = crate::policy::gitconfig::CONFIG_LIMIT;
             let (text, st) = crate::sys::at::read_regular(e.dir.as_fd(), name, limit)
                 .map_err(|_| libc::EACCES)?;
-            let at = Entry {
-                dir: Dir::Held(e.dir.as_fd()),
+            let at = NameAt {
+                dir: OpenedDir::Held(e.dir.as_fd()),
                 path: e.path.clone(),
                 name: name.to_owned(),
             };
@@ -331,7 +331,7 @@ impl<'a> Acting<'a> {
     }
 
     /// Refuse opening the existing entry `e` for writing where `names::refused_write` says.
-    pub(super) fn check_write(&self, e: &Entry<'_>, flags: i32) -> Res<()> {
+    pub(super) fn check_write(&self, e: &NameAt<'_>, flags: i32) -> Res<()> {
         if !opens::writes(flags) {
             return Ok(());
         }
@@ -359,7 +359,7 @@ impl<'a> Acting<'a> {
     /// Refuse opening the existing entry `e` (a directory: `dir`) with `flags` where the
     /// program's own rules would not let it (`Reach`) — before anything is opened: an open
     /// may truncate.
-    pub(super) fn check_reach(&self, e: &Entry<'_>, flags: i32, dir: bool) -> Res<()> {
+    pub(super) fn check_reach(&self, e: &NameAt<'_>, flags: i32, dir: bool) -> Res<()> {
         if !self.reach.confined() {
             return Ok(());
         }
@@ -376,7 +376,7 @@ impl<'a> Acting<'a> {
     }
 
     /// Whether the file `e` names was made in this session by this guard (`made`).
-    pub(super) fn made_here(&self, e: &Entry<'_>) -> bool {
+    pub(super) fn made_here(&self, e: &NameAt<'_>) -> bool {
         fstatat(e.dir.as_fd(), &e.name)
             .is_ok_and(|st| self.made.borrow().contains(&(st.st_dev, st.st_ino)))
     }

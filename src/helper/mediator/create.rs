@@ -41,7 +41,7 @@ use super::acting::{Acting, Op};
 use super::handshake::Learned;
 use super::notify::{errno, Answer, Call, Caller, Delivered, Listener, Reply};
 use super::opening::Opened;
-use super::replay::{Outcome, Replay};
+use super::replay::{Given, Replay};
 use super::threads::Threads;
 use super::{RootReads, Scope};
 use crate::protect::names::Names;
@@ -88,7 +88,7 @@ struct Guard {
     /// The session's `/dev/shm` (Landlock alone), and its path.
     shm: Option<(OwnedFd, PathBuf)>,
     /// The carved directories' pools (Landlock alone).
-    pool: super::pool::Pool,
+    pool: super::pool::HeldPools,
     /// The guard's pid (the session's processes are its descendants).
     pid: u32,
     /// git's operation state that can run a program (`statefiles`).
@@ -112,7 +112,8 @@ impl Guard {
             )),
             None => None,
         };
-        let pool = super::pool::Pool::open(mediated.as_ref().map_or(&[][..], |m| &m.pools[..]));
+        let pool =
+            super::pool::HeldPools::open(mediated.as_ref().map_or(&[][..], |m| &m.pools[..]));
         Ok(Guard {
             pool,
             names,
@@ -185,8 +186,8 @@ fn serve(listener: &Listener, guard: &Guard) -> io::Result<()> {
         }
         threads.noticed(call.pid);
         let reply = match replay.take(&call) {
-            Some(Outcome::Value(v)) => Reply::Acted(v),
-            Some(Outcome::Fd(fd, cloexec)) => Reply::Fd(fd, cloexec),
+            Some(Given::Value(v)) => Reply::Acted(v),
+            Some(Given::Fd(fd, cloexec)) => Reply::Fd(fd, cloexec),
             // Nothing of the caller is read: what it wrote was placed above.
             None if matches!(kind(syscall_name(call.nr)), CallKind::Exit) => {
                 threads.exited(call.pid);
@@ -327,12 +328,12 @@ fn deliver(listener: &Listener, call: &Call, reply: Reply, replay: &mut Replay) 
         }
         Reply::Acted(value) => {
             if listener.respond(call, Answer::Done(value)) == Delivered::Gone {
-                replay.keep(call, Outcome::Value(value));
+                replay.keep(call, Given::Value(value));
             }
         }
         Reply::Fd(fd, cloexec) => match listener.send_fd(call.id, &fd, cloexec) {
             Ok(Delivered::Yes) => {}
-            Ok(Delivered::Gone) => replay.keep(call, Outcome::Fd(fd, cloexec)),
+            Ok(Delivered::Gone) => replay.keep(call, Given::Fd(fd, cloexec)),
             Err(e) => {
                 listener.respond(call, Answer::Done(e));
             }

@@ -2,7 +2,7 @@
 //! descriptor: `mkdir`, `mknod`, `symlink`, `link`, `rename` (and a git config renamed
 //! into place, judged by what it says).
 
-use super::acting::{path_of, refuse, Acting, Entry, Where};
+use super::acting::{path_of, refuse, Acting, NameAt, Where};
 use super::git::{git_place, is_git};
 use crate::policy::report::Cause;
 use crate::protect::gitstate;
@@ -147,7 +147,7 @@ impl Acting<'_> {
         let to = self.entry(self.base(new)?, &new.path)?.ok_or(libc::EBUSY)?;
         // Whether a directory moves, looked at only where the rules tell the two apart
         // (`names::kind_matters`).
-        let made = |e: &Entry<'_>, into: &Entry<'_>| {
+        let made = |e: &NameAt<'_>, into: &NameAt<'_>| {
             if !names::kind_matters(into.name_os()) {
                 return Made::Other;
             }
@@ -174,7 +174,7 @@ impl Acting<'_> {
         let to_name = to.name_os();
         // git's operation state (`statefiles`): put in place by the guard, judged; never
         // exchanged.
-        let state = |e: &Entry<'_>| gitstate::state_file(&e.path, e.name.as_bytes());
+        let state = |e: &NameAt<'_>| gitstate::state_file(&e.path, e.name.as_bytes());
         if let Some(kind) = state(&to) {
             if flags != 0 || moved != Made::Other {
                 return Err(refuse(Cause::Protected, &to.full()));
@@ -226,7 +226,7 @@ impl Acting<'_> {
     /// content is read once, checked (`names::config_rename`), written into a file of the
     /// guard's own, and that file renamed into place; the program's is removed. What the
     /// program does to its file afterwards (it may still hold it open) reaches nothing.
-    pub(super) fn config_rename(&self, from: &Entry<'_>, to: &Entry<'_>) -> Res<i64> {
+    pub(super) fn config_rename(&self, from: &NameAt<'_>, to: &NameAt<'_>) -> Res<i64> {
         // A regular file only: what is read here is never a FIFO or a device, which
         // would wait or act when opened.
         let (text, st) = crate::sys::at::read_regular(
@@ -244,7 +244,7 @@ impl Acting<'_> {
     /// Refuse `text` as the config at `at` where `names::config_rename` does, reported with
     /// the keys refused (the summary names them and the option that allows each; nothing is
     /// said on the program's terminal, which a full-screen program draws on).
-    pub(super) fn judge_config(&self, at: &Entry<'_>, text: &[u8]) -> Res<()> {
+    pub(super) fn judge_config(&self, at: &NameAt<'_>, text: &[u8]) -> Res<()> {
         let Some(keys) = self.names.config_rename(&at.path, text) else {
             return Ok(());
         };
@@ -255,7 +255,7 @@ impl Acting<'_> {
     /// `text` put at `to` as a new file of the guard's own (with `mode`), renamed over
     /// what is there: no descriptor opened before and no link made before reaches what is
     /// there now.
-    pub(super) fn place_fresh(&self, to: &Entry<'_>, text: &[u8], mode: u32) -> Res<()> {
+    pub(super) fn place_fresh(&self, to: &NameAt<'_>, text: &[u8], mode: u32) -> Res<()> {
         use std::hash::BuildHasher;
         let temp = CString::new(format!(
             ".sbx-shell-config.{:016x}",
@@ -280,7 +280,7 @@ impl Acting<'_> {
 /// A new name `to` for the object `object` is open on, made through that descriptor:
 /// never by a name looked up again. `AT_EMPTY_PATH` where the kernel lets the opener of a
 /// descriptor link it (Linux 6.10), else its magic link (`/proc/self/fd/N`, followed).
-fn link_through(object: BorrowedFd<'_>, to: &Entry<'_>) -> Res<i64> {
+fn link_through(object: BorrowedFd<'_>, to: &NameAt<'_>) -> Res<i64> {
     let to = (to.dir.as_fd(), &*to.name);
     match at::linkat((object, c""), to, libc::AT_EMPTY_PATH) {
         Ok(()) => return Ok(0),

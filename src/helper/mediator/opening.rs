@@ -4,7 +4,7 @@
 //! protected file under another name), a FIFO's waiting open in a thread of its own
 //! (`waiting`).
 
-use super::acting::{refuse, refuse_open, Acting, Dir, Entry, Where};
+use super::acting::{refuse, refuse_open, Acting, NameAt, OpenedDir, Where};
 use super::opens::{self, Missing, OpenStep, There};
 use super::paths::{proc_link_as_caller, ProcDir};
 use crate::policy::report::Cause;
@@ -18,7 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 
 /// Where following a symlink one step led.
 enum Followed<'a> {
-    Entry(Entry<'a>),
+    Entry(NameAt<'a>),
     Opened(Opened),
 }
 
@@ -112,7 +112,7 @@ impl Acting<'_> {
     /// An open that writes or makes git's operation state (`statefiles`): given a file of
     /// the guard's, placed once judged. `None`: `e` is not such a file, or the open only
     /// reads.
-    fn state_open(&self, e: &Entry<'_>, flags: i32, mode: u32) -> Option<Res<Opened>> {
+    fn state_open(&self, e: &NameAt<'_>, flags: i32, mode: u32) -> Option<Res<Opened>> {
         if flags & libc::O_CREAT == 0 && !opens::writes(flags) {
             return None;
         }
@@ -128,7 +128,7 @@ impl Acting<'_> {
     /// An open that may make a file, tried first as a create, exclusively, since most
     /// such opens make one: its outcome, or `None` when something is there (opened below,
     /// as it is). Refused where nothing is there: said once, not judged again.
-    fn create_first(&self, e: &Entry<'_>, flags: i32, mode: u32) -> Option<Res<Opened>> {
+    fn create_first(&self, e: &NameAt<'_>, flags: i32, mode: u32) -> Option<Res<Opened>> {
         match self.refusal(e, Made::File) {
             None => match self.create(e, flags, mode) {
                 Err(libc::EEXIST) => None,
@@ -144,7 +144,7 @@ impl Acting<'_> {
     /// The symlink `e` names, followed one step: to the entry its target names, or, for a
     /// target that names its start (or a magic link: `/proc/PID/fd/N`, where the kernel
     /// jumps to the object), to the object opened again.
-    fn follow<'e>(&'e self, e: Entry<'e>, flags: i32) -> Res<Followed<'e>> {
+    fn follow<'e>(&'e self, e: NameAt<'e>, flags: i32) -> Res<Followed<'e>> {
         let mut top = false;
         if is_proc(e.dir.as_fd()) {
             match self.proc_dir(&e)? {
@@ -160,8 +160,8 @@ impl Acting<'_> {
             target = proc_link_as_caller(&target, self.guard, self.call.pid);
         }
         let dir = match e.dir {
-            Dir::Own(fd) => fd,
-            Dir::Held(fd) => fd.try_clone_to_owned().map_err(|e| os_errno(&e))?,
+            OpenedDir::Own(fd) => fd,
+            OpenedDir::Held(fd) => fd.try_clone_to_owned().map_err(|e| os_errno(&e))?,
         };
         let (next, path) = (dir, e.path);
         let base = (next.as_fd(), Some(path.clone()));
@@ -183,7 +183,7 @@ impl Acting<'_> {
     /// may be (the kernel scopes the program so: Landlock's ptrace scope, bwrap's pid
     /// namespace; the guard, outside both, refuses the rest itself: another process's pipe
     /// through its `fd/N` link), or `/proc` itself.
-    pub(super) fn proc_dir(&self, e: &Entry<'_>) -> Res<ProcDir> {
+    pub(super) fn proc_dir(&self, e: &NameAt<'_>) -> Res<ProcDir> {
         let dir = super::acting::path_of(e.dir.as_fd())?;
         let found = super::paths::proc_dir(&dir);
         match found {
@@ -218,7 +218,7 @@ impl Acting<'_> {
     }
 
     /// A missing file made, once its name is judged (`create`).
-    fn create_checked(&self, e: &Entry<'_>, flags: i32, mode: u32) -> Res<Opened> {
+    fn create_checked(&self, e: &NameAt<'_>, flags: i32, mode: u32) -> Res<Opened> {
         if let Missing::Fail(err) = opens::missing(flags, mode, || self.umask) {
             return Err(err);
         }
@@ -228,7 +228,7 @@ impl Acting<'_> {
 
     /// A missing file made (exclusively), with the mode asked less the program's umask;
     /// the name is judged by the caller. A `.git` made here is remembered (`made`).
-    fn create(&self, e: &Entry<'_>, flags: i32, mode: u32) -> Res<Opened> {
+    fn create(&self, e: &NameAt<'_>, flags: i32, mode: u32) -> Res<Opened> {
         let (how, mode) = match opens::missing(flags, mode, || self.umask) {
             Missing::Create { flags, mode } => (flags, mode),
             Missing::Fail(err) => return Err(err),
@@ -274,8 +274,8 @@ impl Acting<'_> {
                     let dir_c =
                         CString::new(dir.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
                     let fd = open_path(crate::sys::at::CWD, &dir_c).map_err(|_| libc::EACCES)?;
-                    let e = Entry {
-                        dir: Dir::Own(fd),
+                    let e = NameAt {
+                        dir: OpenedDir::Own(fd),
                         path: dir.to_path_buf(),
                         name: CString::new(name.as_bytes()).map_err(|_| libc::EINVAL)?,
                     };
@@ -340,16 +340,16 @@ fn is_dir(st: &libc::stat) -> bool {
 
 /// `e` with a directory of its own (not one borrowed from `link_dir`, the directory of the
 /// symlink it was found through, which is dropped when the link is followed).
-fn own<'a>(e: Entry<'_>, link_dir: &OwnedFd) -> Res<Entry<'a>> {
+fn own<'a>(e: NameAt<'_>, link_dir: &OwnedFd) -> Res<NameAt<'a>> {
     let dir = match e.dir {
-        Dir::Own(fd) => fd,
-        Dir::Held(fd) if fd.as_raw_fd() == link_dir.as_raw_fd() => {
+        OpenedDir::Own(fd) => fd,
+        OpenedDir::Held(fd) if fd.as_raw_fd() == link_dir.as_raw_fd() => {
             link_dir.try_clone().map_err(|e| os_errno(&e))?
         }
-        Dir::Held(fd) => fd.try_clone_to_owned().map_err(|e| os_errno(&e))?,
+        OpenedDir::Held(fd) => fd.try_clone_to_owned().map_err(|e| os_errno(&e))?,
     };
-    Ok(Entry {
-        dir: Dir::Own(dir),
+    Ok(NameAt {
+        dir: OpenedDir::Own(dir),
         path: e.path,
         name: e.name,
     })

@@ -31,7 +31,7 @@ struct Holder {
 }
 
 #[derive(Default)]
-pub(super) struct Pool {
+pub(super) struct HeldPools {
     holders: RefCell<Vec<Holder>>,
 }
 
@@ -39,12 +39,12 @@ fn identity(st: &libc::stat) -> (u64, u64) {
     (st.st_dev, st.st_ino)
 }
 
-impl Pool {
+impl HeldPools {
     /// The pools the session made (`session::pool`), as they are now; one that cannot be
     /// opened is left out.
-    pub(super) fn open(pools: &[carve::Pool]) -> Pool {
+    pub(super) fn open(pools: &[carve::Pool]) -> HeldPools {
         let holders = pools.iter().filter_map(|p| Holder::open(p).ok()).collect();
-        Pool {
+        HeldPools {
             holders: RefCell::new(holders),
         }
     }

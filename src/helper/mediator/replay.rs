@@ -17,7 +17,7 @@ use super::notify::Call;
 const LIMIT: usize = 64;
 
 /// What an act gave that did not reach the program.
-pub(super) enum Outcome {
+pub(super) enum Given {
     Value(i64),
     /// A descriptor to hand over (close-on-exec or not).
     Fd(OwnedFd, bool),
@@ -26,7 +26,7 @@ pub(super) enum Outcome {
 struct KeptAnswer {
     nr: i64,
     args: [u64; 6],
-    outcome: Outcome,
+    outcome: Given,
 }
 
 #[derive(Default)]
@@ -46,13 +46,13 @@ impl Replay {
 
     /// What was kept for `call`'s thread when `call` is the one it was kept for (the
     /// restart); whatever was kept for the thread is dropped either way.
-    pub(super) fn take(&mut self, call: &Call) -> Option<Outcome> {
+    pub(super) fn take(&mut self, call: &Call) -> Option<Given> {
         let kept = self.kept.remove(&call.pid)?;
         (kept.nr == call.nr && kept.args == call.args).then_some(kept.outcome)
     }
 
     /// `outcome` of `call` reached nobody: keep it for the restart.
-    pub(super) fn keep(&mut self, call: &Call, outcome: Outcome) {
+    pub(super) fn keep(&mut self, call: &Call, outcome: Given) {
         if !self.on {
             return;
         }
@@ -86,14 +86,11 @@ mod tests {
     #[test]
     fn a_restart_gets_the_answer_kept_and_anything_else_drops_it() {
         let mut r = Replay::new(false);
-        r.keep(&call(7, 83, 0x10), Outcome::Value(0));
+        r.keep(&call(7, 83, 0x10), Given::Value(0));
         assert!(r.take(&call(8, 83, 0x10)).is_none(), "another thread");
-        assert!(matches!(
-            r.take(&call(7, 83, 0x10)),
-            Some(Outcome::Value(0))
-        ));
+        assert!(matches!(r.take(&call(7, 83, 0x10)), Some(Given::Value(0))));
         assert!(r.take(&call(7, 83, 0x10)).is_none(), "given once");
-        r.keep(&call(7, 83, 0x10), Outcome::Value(0));
+        r.keep(&call(7, 83, 0x10), Given::Value(0));
         assert!(r.take(&call(7, 83, 0x20)).is_none(), "another call");
         assert!(r.take(&call(7, 83, 0x10)).is_none(), "dropped by it");
     }
@@ -101,7 +98,7 @@ mod tests {
     #[test]
     fn nothing_is_kept_where_the_kernel_keeps_the_program_waiting() {
         let mut r = Replay::new(true);
-        r.keep(&call(7, 83, 0x10), Outcome::Value(0));
+        r.keep(&call(7, 83, 0x10), Given::Value(0));
         assert!(r.take(&call(7, 83, 0x10)).is_none());
     }
 }

@@ -28,7 +28,7 @@ pub struct Key {
 
 /// What the filter allows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Rules {
+pub struct AgentRules {
     pub keys: Vec<Key>,
     pub sign_commits: bool,
     pub confirm: bool,
@@ -58,7 +58,7 @@ pub enum Verdict {
     Refuse(Refusal),
 }
 
-impl Rules {
+impl AgentRules {
     pub fn key(&self, blob: &[u8]) -> Option<&Key> {
         self.keys.iter().find(|k| k.blob == blob)
     }

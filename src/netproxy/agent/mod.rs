@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::policy::refusal::Sink;
-use judge::{Connection, Rules, Verdict};
+use judge::{AgentRules, Connection, Verdict};
 use wire::{code, AgentRequest};
 
 /// Asks the user a question and says whether they allowed it.
@@ -30,7 +30,7 @@ pub type Ask = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// What the filter serves.
 pub struct AgentFilter {
-    pub rules: Rules,
+    pub rules: AgentRules,
     /// The user's own agent.
     pub upstream: PathBuf,
     pub refusals: Sink,

@@ -258,7 +258,7 @@ fn generated(rng: &mut Rng) -> Vec<u8> {
 
 /// git's own reading of a config file (`git config --list -z`): its entries, or `None`
 /// when git refuses it.
-fn git_reads(file: &std::path::Path) -> Option<Vec<Entry>> {
+fn git_reads(file: &std::path::Path) -> Option<Vec<ConfigEntry>> {
     let out = std::process::Command::new("git")
         .args(["config", "--file"])
         .arg(file)
@@ -274,11 +274,11 @@ fn git_reads(file: &std::path::Path) -> Option<Vec<Entry>> {
     let mut entries = Vec::new();
     for item in out.stdout.split(|b| *b == 0).filter(|i| !i.is_empty()) {
         entries.push(match item.iter().position(|b| *b == b'\n') {
-            Some(at) => Entry {
+            Some(at) => ConfigEntry {
                 key: item[..at].to_vec(),
                 value: Some(item[at + 1..].to_vec()),
             },
-            None => Entry {
+            None => ConfigEntry {
                 key: item.to_vec(),
                 value: None,
             },

@@ -50,12 +50,12 @@ struct World {
     other_user: ssh_key::PrivateKey,
     host: ssh_key::PrivateKey,
     other_host: ssh_key::PrivateKey,
-    rules: Rules,
+    rules: AgentRules,
 }
 
 fn world(hosts: bool, sign_commits: bool) -> World {
     let (user, other_user, host, other_host) = (key(1), key(2), key(3), key(4));
-    let rules = Rules {
+    let rules = AgentRules {
         keys: vec![Key {
             blob: blob(&user),
             fingerprint: fingerprint(&blob(&user)),
