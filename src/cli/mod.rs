@@ -280,6 +280,13 @@ pub struct PolicyArgs {
     #[arg(long = "allow-env", value_name = "NAME")]
     pub allow_env: Vec<String>,
 
+    /// Give requests to HOST the credential in the variable VAR, added by sbx-shell's proxy:
+    /// the program sees a placeholder in VAR, and HTTPS requests to those hosts only carry
+    /// the real value in its place in their headers (repeatable; the hosts join the
+    /// allow-list).
+    #[arg(long = "credential", value_name = "VAR@HOST[,HOST…]")]
+    pub credential: Vec<String>,
+
     /// Let the program write KEY into the config of a git repository in a writable tree,
     /// besides the keys ordinary git work writes (repeatable): section.name or
     /// section.subsection.name, * for any subsection or name (filter.lfs.*, core.pager).

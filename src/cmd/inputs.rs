@@ -128,6 +128,13 @@ pub fn flags_layer(args: &PolicyArgs) -> anyhow::Result<Layer> {
         .iter()
         .map(|n| Entry::from(n.as_str()))
         .collect();
+    for spec in &args.credential {
+        let (name, hosts) = crate::policy::inject::split_flag(spec).ok_or_else(|| {
+            anyhow!("--credential {spec}: not VAR@HOST[,HOST…]\nHint: name the variable, then the hosts it goes to: --credential GH_TOKEN@api.github.com,github.com")
+        })?;
+        let known = config.credentials.entry(name.to_string()).or_default();
+        known.extend(hosts.into_iter().map(str::to_string));
+    }
     config.git.allow_config = args
         .allow_git_config
         .iter()

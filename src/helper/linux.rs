@@ -196,7 +196,7 @@ fn apply_mount(
         How::ReadOnly => mounts::read_only(&m.path, fd).map_err(failed(m))?,
         How::Resolves => {}
         How::Hide { .. } => mounts::hide(&m.path, fd, dir).map_err(failed(m))?,
-        How::View { copy } => match mounts::bind_view(copy, &m.path, fd) {
+        How::View { copy } => match mounts::bind_view(copy, dir, &m.path, fd) {
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
                 mounts::hide(&m.path, fd, dir).map_err(failed(m))?;
             }

@@ -337,12 +337,15 @@ pub fn hide(path: &Path, fd: BorrowedFd<'_>, dir: bool) -> io::Result<()> {
     put(take(null.as_fd())?, fd, path, MOUNT_ATTR_RDONLY | hardened)
 }
 
-/// Bind the directory `copy` over the directory at `fd` (at `path`), read-only. `ELOOP`
-/// when the copy is missing, a symlink or not a directory.
-pub fn bind_view(copy: &Path, path: &Path, fd: BorrowedFd<'_>) -> io::Result<()> {
-    let Seen::Node(source, _, true) = find(copy)? else {
+/// Bind `copy` over the object at `fd` (at `path`, a directory when `dir`), read-only.
+/// `ELOOP` when the copy is missing, a symlink or of the other kind.
+pub fn bind_view(copy: &Path, dir: bool, path: &Path, fd: BorrowedFd<'_>) -> io::Result<()> {
+    let Seen::Node(source, _, is_dir) = find(copy)? else {
         return Err(io::Error::from_raw_os_error(libc::ELOOP));
     };
+    if is_dir != dir {
+        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+    }
     let hardened = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
     put(
         take(source.as_fd())?,

@@ -18,6 +18,7 @@
 pub mod agent;
 pub mod connect;
 pub mod forward;
+pub mod inject;
 pub mod lookups;
 pub mod request;
 pub mod session;

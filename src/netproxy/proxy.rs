@@ -40,6 +40,8 @@ struct Shared {
     /// Where each refusal is recorded as it happens (the session's journal).
     sink: Sink,
     stats: Mutex<Stats>,
+    /// The session's credentials, when it has any (`inject`).
+    inject: std::sync::OnceLock<Arc<super::inject::Intercept>>,
 }
 
 #[derive(Default)]
@@ -65,6 +67,7 @@ impl Proxy {
                 log,
                 sink,
                 stats: Mutex::new(Stats::default()),
+                inject: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -80,8 +83,15 @@ impl Proxy {
                 log,
                 sink,
                 stats: Mutex::new(Stats::default()),
+                inject: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// Add the session's credentials to the requests to their hosts (`inject`); set once,
+    /// before the program starts.
+    pub fn set_intercept(&self, intercept: Arc<super::inject::Intercept>) {
+        let _ = self.shared.inject.set(intercept);
     }
 
     /// Answer the name lookups on the UDP socket the helper sends over `channel` (the
@@ -294,7 +304,87 @@ impl Proxy {
             let _ = respond(&mut client, "502 Bad Gateway", "sbx-shell: cannot connect");
             return;
         };
+        let inject = self.shared.inject.get();
+        let target = &request.target;
+        if let Some(inject) =
+            inject.filter(|i| request.connect && i.intercepts(&target.host, target.port))
+        {
+            return self.intercept(inject, (client, upstream), target, extra);
+        }
+        if let Some(inject) = inject.filter(|_| !request.connect) {
+            for name in inject.named_in(&request.forward_head) {
+                self.noticed(target, &name, "its placeholder went over plain HTTP: not replaced (credentials go over HTTPS only)", None);
+            }
+        }
         let _ = tunnel(client, upstream, &request, &extra);
+    }
+
+    /// A `CONNECT` to a credential's host, answered here (`inject`).
+    fn intercept(
+        &self,
+        inject: &super::inject::Intercept,
+        (mut client, mut upstream): (TcpStream, TcpStream),
+        target: &Target,
+        early: Vec<u8>,
+    ) {
+        let outer = match inject.open(&mut upstream, &target.host) {
+            Ok(outer) => outer,
+            Err(e) => {
+                self.log(target, &format!("credentials: failed: {e}"));
+                let hint = "\nHint: a host with a private CA: give sbx-shell its certificate in SSL_CERT_FILE";
+                let _ = respond(
+                    &mut client,
+                    "502 Bad Gateway",
+                    &format!("sbx-shell: TLS with {e}{hint}"),
+                );
+                return;
+            }
+        };
+        if client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .is_err()
+        {
+            return;
+        }
+        let ends = super::inject::relay::Ends {
+            client,
+            upstream,
+            early,
+        };
+        let (noticed, result) = inject.serve((ends, outer), (&target.host, target.port));
+        for seen in noticed {
+            match seen {
+                super::inject::rewrite::Noticed::Foreign(name) => self.noticed(
+                    target,
+                    &name,
+                    "its placeholder went to a host it does not go to: not replaced",
+                    Some(format!("--credential {name}@{}", target.host)),
+                ),
+                super::inject::rewrite::Noticed::InUrl(name) => self.noticed(
+                    target,
+                    &name,
+                    "its placeholder was in the URL: not replaced (credentials go in headers only)",
+                    None,
+                ),
+            }
+        }
+        if let Err(e) = result {
+            self.log(target, &format!("credentials: the connection ended: {e}"));
+        }
+    }
+
+    /// A placeholder seen where its credential does not go: logged, counted and recorded.
+    fn noticed(&self, target: &Target, name: &str, why: &str, fix: Option<String>) {
+        self.log(target, &format!("credential {name}: {why}"));
+        if let Ok(mut stats) = self.shared.stats.lock() {
+            stats.refused += 1;
+        }
+        self.shared.sink.record(refusal::Refusal {
+            kind: Kind::Credential,
+            subject: format!("{name} to {target}"),
+            why: why.into(),
+            fix,
+        });
     }
 
     /// The addresses to connect to: `--resolve`'s, the IP literal itself, or the public ones

@@ -80,6 +80,15 @@ pub struct Config {
     pub environment: EnvironmentConfig,
     #[serde(default, skip_serializing_if = "GitConfig::is_empty")]
     pub git: GitConfig,
+    /// Credentials the proxy adds on the way out (`--credential`): each variable's name,
+    /// with the hosts (HOST, *.DOMAIN, HOST:PORT) whose HTTPS requests get its real value
+    /// in place of the placeholder the program sees. The hosts join the network allow-list.
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "unique_map"
+    )]
+    pub credentials: BTreeMap<String, Vec<String>>,
     /// ssh and git over ssh inside, through sbx-shell's filtered agent (`--ssh-key`).
     #[serde(
         default,

@@ -14,6 +14,7 @@ mod domains;
 pub mod entry;
 pub mod gitconfig;
 pub mod home;
+pub mod inject;
 pub mod launch;
 pub mod npmseed;
 pub mod profiles;
@@ -27,8 +28,8 @@ pub mod container;
 pub use container::ContainerUser;
 pub(crate) mod model;
 pub use model::{
-    state_to_create, DomainRule, Filesystem, Layer, Limits, Network, PathContext, PathResolver,
-    Policy, ResolvedPath, Seed, ALWAYS_DROPPED, KEYCHAINS,
+    state_to_create, DomainRule, Filesystem, Injected, Layer, Limits, Network, PathContext,
+    PathResolver, Policy, ResolvedPath, Seed, ALWAYS_DROPPED, KEYCHAINS,
 };
 
 mod resolve;

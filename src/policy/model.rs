@@ -232,6 +232,8 @@ pub struct Policy {
     pub private_home: Option<crate::policy::home::PrivateHome>,
     /// The keys the session's ssh agent passes, when any is named (`policy::ssh`).
     pub ssh: Option<crate::policy::ssh::Ssh>,
+    /// The credentials the proxy adds to requests to their hosts (`policy::inject`).
+    pub injected: Vec<Injected>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -267,8 +269,9 @@ pub struct Filesystem {
     /// `config`, `policy::ssh`): set for the session by sbx-shell, not by a layer.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub revealed: Vec<ResolvedPath>,
-    /// Under bwrap: a denied directory and sbx-shell's copy of its revealed files, shown
-    /// in its place (`How::View`).
+    /// Under bwrap: paths shown as sbx-shell's copy, read-only (`How::View`): a denied
+    /// directory as the copy of its revealed files; the system's bundle of trusted roots
+    /// (a file) as the copy with the session's authority added (`netproxy::inject`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub views: Vec<(PathBuf, PathBuf)>,
     /// Files copied once when missing (`config::SeedEntry`), each inside a writable path.
@@ -388,6 +391,14 @@ pub enum PolicyError {
     BadContainerUser { origin: String, user: String },
     #[error("{origin}: {name:?} is not a valid environment variable name\nHint: use letters, digits and `_`, not starting with a digit")]
     BadVariable { origin: String, name: String },
+    #[error("{origin}: --credential {name}: {why}\nHint: name the variable, then the hosts it goes to: --credential GH_TOKEN@api.github.com,github.com")]
+    BadCredential {
+        origin: String,
+        name: String,
+        why: String,
+    },
+    #[error("--credential {name}@{hosts}: the network is full, so requests do not pass the proxy that adds it\nHint: use an allow-list instead of --net full: --net allow={hosts} (the credential's hosts are added to it)")]
+    CredentialWithFullNetwork { name: String, hosts: String },
 }
 
 /// Why an inherited variable is not handed to the program.
@@ -485,6 +496,50 @@ impl Environment {
         }
         (looks_secret(name) && !self.allow.contains(name)).then_some(Dropped::SecretName)
     }
+}
+
+/// One credential the proxy adds (`policy::inject`): the variable that holds it on the host, and the hosts it goes to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Injected {
+    pub name: String,
+    pub hosts: Vec<DomainRule>,
+}
+
+impl Injected {
+    /// Whether a request to `host`:`port` gets this credential (an entry without a port:
+    /// 443).
+    pub fn goes_to(&self, host: &str, port: u16) -> bool {
+        self.hosts.iter().any(|rule| {
+            let name = match rule.wildcard {
+                true => host
+                    .strip_suffix(rule.host.as_str())
+                    .is_some_and(|prefix| prefix.len() > 1 && prefix.ends_with('.')),
+                false => rule.host == host,
+            };
+            name && rule.port.unwrap_or(443) == port
+        })
+    }
+
+    /// The hosts as written (`HOST`, `*.DOMAIN`, `HOST:PORT`), comma-separated.
+    pub fn hosts_text(&self) -> String {
+        let one = |r: &DomainRule| {
+            let star = if r.wildcard { "*." } else { "" };
+            match r.port {
+                Some(port) => format!("{star}{}:{port}", r.host),
+                None => format!("{star}{}", r.host),
+            }
+        };
+        self.hosts.iter().map(one).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// Letters, digits and `_`, not starting with a digit: an environment variable's name.
+pub fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
 /// `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*_API_KEY` and the like, in any case.

@@ -38,6 +38,8 @@ pub enum Kind {
     Clipboard,
     /// A request to the session's ssh agent: a key, a host or a signature not allowed.
     Agent,
+    /// A credential's placeholder sent where the credential does not go (`policy::inject`).
+    Credential,
 }
 
 impl Kind {
@@ -54,6 +56,7 @@ impl Kind {
             Kind::Variable => "variable",
             Kind::Clipboard => "clipboard",
             Kind::Agent => "agent",
+            Kind::Credential => "credential",
         }
     }
 
@@ -70,6 +73,7 @@ impl Kind {
             Kind::Variable => "variables kept out",
             Kind::Clipboard => "clipboard requests",
             Kind::Agent => "ssh agent requests",
+            Kind::Credential => "credentials not added",
         }
     }
 }

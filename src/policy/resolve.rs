@@ -3,7 +3,6 @@
 //! limits and environment decided. Pure: the filesystem is only asked, never changed.
 
 pub use super::domains::parse_domain_rule;
-use super::domains::resolve_network;
 use super::model::{
     Environment, Filesystem, Layer, Limits, PathContext, PathResolver, Policy, PolicyError,
     ResolvedPath, Seed, DEFAULT_DENIED, DEFAULT_PROTECTED, DEFAULT_TIMEOUT_GRACE, DEFAULT_TMP_MIB,
@@ -47,31 +46,15 @@ pub fn resolve(
         let keychains = resolve_path(KEYCHAINS, "keychain_access", ctx, fs)?;
         filesystem.denied.retain(|p| *p != keychains);
     }
-    // By default where the workspace is writable; read-only means nothing is writable,
-    // and unrestricted leaves the host's own files in use.
-    let private_home = last(&|c| c.private_home)
-        .unwrap_or(filesystem.mode == FsMode::WorkspaceWrite)
-        .then(|| crate::policy::home::plan(&ctx.state, profile, filesystem.home.real()));
-    if let Some(home) = &private_home {
-        let dir = resolve_path(&home.dir.display().to_string(), "private home", ctx, fs)?;
-        if let Some(denial) = filesystem
-            .denied
-            .iter()
-            .find(|d| dir.path.starts_with(&d.path))
-        {
-            return Err(PolicyError::GrantOfDenied {
-                how: "keep the private home in",
-                path: dir.path.display().to_string(),
-                denied: denial.path.display().to_string(),
-            });
-        }
-        if !filesystem.writable.contains(&dir) {
-            filesystem.writable.push(dir);
-            filesystem.writable.sort();
-        }
-    }
+    let private_home = resolve_private_home(
+        profile,
+        last(&|c| c.private_home),
+        (ctx, fs),
+        &mut filesystem,
+    )?;
     filesystem.seed = resolve_seeds(layers, ctx, fs, &filesystem)?;
     let ssh = resolve_ssh(layers, ctx, fs, &mut filesystem)?;
+    let (network, injected) = super::inject::network_and_credentials(layers)?;
     Ok(Policy {
         profile: profile.to_string(),
         backend: layers
@@ -92,7 +75,7 @@ pub fn resolve(
         )
         .map_err(|(origin, user)| PolicyError::BadContainerUser { origin, user })?,
         filesystem,
-        network: resolve_network(layers)?,
+        network,
         nested_pty: last(&|c| c.nested_pty).unwrap_or(true),
         keychain_access,
         gui: last(&|c| c.gui).unwrap_or(false),
@@ -110,7 +93,41 @@ pub fn resolve(
             .flat_map(|l| l.config.program_args.clone())
             .collect(),
         private_home,
+        injected,
     })
+}
+
+/// The private home (`policy::home`), its directory among the writable paths: by default
+/// where the workspace is writable; read-only means nothing is writable, and unrestricted
+/// leaves the host's own files in use.
+fn resolve_private_home(
+    profile: &str,
+    asked: Option<bool>,
+    (ctx, fs): (&PathContext, &impl PathResolver),
+    filesystem: &mut Filesystem,
+) -> Result<Option<crate::policy::home::PrivateHome>, PolicyError> {
+    let private_home = asked
+        .unwrap_or(filesystem.mode == FsMode::WorkspaceWrite)
+        .then(|| crate::policy::home::plan(&ctx.state, profile, filesystem.home.real()));
+    if let Some(home) = &private_home {
+        let dir = resolve_path(&home.dir.display().to_string(), "private home", ctx, fs)?;
+        if let Some(denial) = filesystem
+            .denied
+            .iter()
+            .find(|d| dir.path.starts_with(&d.path))
+        {
+            return Err(PolicyError::GrantOfDenied {
+                how: "keep the private home in",
+                path: dir.path.display().to_string(),
+                denied: denial.path.display().to_string(),
+            });
+        }
+        if !filesystem.writable.contains(&dir) {
+            filesystem.writable.push(dir);
+            filesystem.writable.sort();
+        }
+    }
+    Ok(private_home)
 }
 
 fn resolve_filesystem(
@@ -485,7 +502,7 @@ fn resolve_environment(layers: &[Layer], home: &Path) -> Result<Environment, Pol
             } else {
                 name
             };
-            if is_variable_name(bare) {
+            if super::model::is_variable_name(bare) {
                 Ok(name.to_string())
             } else {
                 Err(PolicyError::BadVariable {
@@ -509,14 +526,6 @@ fn resolve_environment(layers: &[Layer], home: &Path) -> Result<Environment, Pol
         }
     }
     Ok(env)
-}
-
-fn is_variable_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
 /// Resolve one path as written in `origin`.

@@ -190,7 +190,26 @@ pub fn mounts(inputs: &Inputs<'_>) -> Vec<Mount> {
                 how,
             }),
     );
+    out.extend(shown_files(inputs));
     out
+}
+
+/// The files shown as sbx-shell's copy (`Filesystem::views`: the system's bundle of
+/// trusted roots with the session's authority); a directory's view is a denied
+/// directory's, in `covers`.
+fn shown_files(inputs: &Inputs<'_>) -> Vec<Mount> {
+    inputs
+        .policy
+        .filesystem
+        .views
+        .iter()
+        .filter(|(path, _)| (inputs.kind_of)(path) == PathKind::File)
+        .map(|(path, copy)| Mount {
+            path: path.clone(),
+            how: How::View { copy: copy.clone() },
+            id: None,
+        })
+        .collect()
 }
 
 /// What `mounts` works from: its inputs and the writable roots.

@@ -2,6 +2,7 @@ mod agents;
 mod channels;
 mod cli;
 mod containers;
+mod credentials;
 mod engines;
 mod everyday;
 mod fallback;

@@ -243,6 +243,9 @@ pub fn render_text(report: &Report<'_>) -> String {
     write_private_home(out, report);
     write_sockets(out, report);
     line(out, "network", &describe_network(&p.network));
+    for c in &p.injected {
+        line(out, "credential", &crate::policy::inject::describe(c));
+    }
     write_ssh(out, report);
     line(out, "nested pty", yes_no(p.nested_pty));
     line(out, "keychain", yes_no(p.keychain_access));

@@ -141,26 +141,52 @@ impl Places {
 }
 
 /// The program's environment: the host's, filtered by the policy (`Environment::apply`,
-/// sockets checked), with the proxy's variables, the private home's, the session's
-/// temporary directory and the no-network settings.
+/// sockets checked) and without a variable that holds a credential's real value, with the
+/// proxy's variables, the private home's, the session's temporary directory, the
+/// no-network settings, and what the session's ssh and credentials give.
 pub(super) fn child_env(
     plan: &Plan,
     (backend, host): (&Backend, &Host),
-    (net, ssh): (Option<&ProxySession>, &[(String, OsString)]),
+    (net, ssh, credentials): (
+        Option<&ProxySession>,
+        Option<&super::ssh::SshSession>,
+        Option<&super::credentials::CredentialSession>,
+    ),
     places: &Places,
     journal: &Journal,
 ) -> Vec<(OsString, OsString)> {
-    let inherited: Vec<_> = std::env::vars_os().collect();
+    let given = [ssh.map(|s| &s.env), credentials.map(|c| &c.env)];
+    let given: Vec<(String, OsString)> = given.into_iter().flatten().flatten().cloned().collect();
+    let mut inherited: Vec<_> = std::env::vars_os().collect();
+    if let Some(credentials) = credentials {
+        inherited.retain(|(name, value)| {
+            let set = given.iter().any(|(s, _)| name == s.as_str());
+            let keep = set || !credentials.holds_real(value);
+            if !keep {
+                journal.record(
+                    &refusal::Refusal {
+                        kind: refusal::Kind::Variable,
+                        subject: name.to_string_lossy().into_owned(),
+                        why: "its value holds a credential's real value (--credential)".into(),
+                        fix: None,
+                    },
+                    1,
+                );
+            }
+            keep
+        });
+    }
     let sockets = crate::host::sockets::variable_check(
         &plan.policy,
         host.place.runtime_dir.as_deref(),
         &inherited,
         *backend != Backend::None,
     );
-    // What the session's ssh sets in place of an inherited variable is not a refusal.
+    // What the session's ssh and credentials set in place of an inherited variable is not
+    // a refusal.
     let dropped: Vec<_> = inherited
         .iter()
-        .filter(|(n, _)| !ssh.iter().any(|(s, _)| n == s.as_str()))
+        .filter(|(n, _)| !given.iter().any(|(s, _)| n == s.as_str()))
         .cloned()
         .collect();
     record_dropped(&plan.policy, &dropped, &sockets, journal);
@@ -179,7 +205,7 @@ pub(super) fn child_env(
             temp_env(plan, places.temp.as_ref()),
             no_network_env(plan),
             refusals,
-            ssh.to_vec(),
+            given,
         ]
         .concat(),
         &plan.launch.shell,

@@ -24,10 +24,12 @@
 
 mod argv;
 mod container;
+mod credentials;
 mod disarm;
 mod environment;
 mod prepare;
 mod report;
+mod sessiondir;
 mod ssh;
 mod watch;
 
@@ -61,13 +63,13 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     plan.root_files(os::root_as(&plan.policy, &backend), &backend, say)?;
     let (journal, _journal_file) = Journal::open(&journal::dir(&plan.home));
     let net = prepare::start_network(&plan, &backend, (&cli, journal.sink()), say)?;
+    let credentials = credentials::start(&mut plan, (&backend, net.as_ref()), say)?;
     let (ssh, questions) = ssh::start(&mut plan, &backend, net.as_ref(), &journal, say)?;
-    let ssh_env = ssh.as_ref().map_or(&[][..], |s| &s.env[..]);
     let mut places = environment::Places::make(&plan, &backend, say)?;
     let env = environment::child_env(
         &plan,
         (&backend, &host),
-        (net.as_ref(), ssh_env),
+        (net.as_ref(), ssh.as_ref(), credentials.as_ref()),
         &places,
         &journal,
     );

@@ -62,7 +62,7 @@ pub(super) fn start(
         )
     })?;
     let rules = rules(&ssh, &held, say)?;
-    let (dir, lock) = session_dir(&plan.home)?;
+    let (dir, lock) = super::sessiondir::make(&plan.home, "ssh")?;
     let mut session = SshSession {
         dir: dir.clone(),
         _lock: lock,
@@ -110,50 +110,6 @@ pub(super) fn start(
     fs.own_sockets.push(socket.clone());
     session.env = environment(&socket, &dir, (backend, &plan.policy), net)?;
     Ok((Some(session), desk))
-}
-
-/// `state/ssh/PID` (or `PID-N` when another pid namespace's session holds that one),
-/// made private, its lock taken; those of sessions gone (killed) removed.
-fn session_dir(home: &Path) -> Result<(PathBuf, std::fs::File), Failure> {
-    use crate::sys::files::{append_private, create_private_dir, lock_held, try_lock};
-    let parent = crate::sys::files::state_dir(home).join("ssh");
-    create_private_dir(&parent).with_context(|| format!("cannot create {}", parent.display()))?;
-    let parent = std::fs::canonicalize(&parent).unwrap_or(parent);
-    for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
-        let lock = entry.path().join("lock");
-        // A directory without its lock yet may be a session starting this instant.
-        let gone = match lock.exists() {
-            true => !lock_held(&lock),
-            false => entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age.as_secs() > 60)),
-        };
-        if gone {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-    let pid = std::process::id();
-    for n in 0..16 {
-        let dir = match n {
-            0 => parent.join(pid.to_string()),
-            n => parent.join(format!("{pid}-{n}")),
-        };
-        if lock_held(&dir.join("lock")) {
-            continue;
-        }
-        let _ = std::fs::remove_dir_all(&dir);
-        let made = create_private_dir(&dir).and_then(|()| append_private(&dir.join("lock")));
-        let lock = made.with_context(|| format!("cannot create {}", dir.display()))?;
-        if try_lock(&lock, libc::LOCK_EX) {
-            return Ok((dir, lock));
-        }
-    }
-    Err(anyhow!(
-        "cannot take a directory of its own in {}\nHint: remove what is there",
-        parent.display()
-    )
-    .into())
 }
 
 /// The filter's rules: each named key found (a file read, a fingerprint looked up in the

@@ -383,6 +383,10 @@ pub fn variable(
             None => entry == name,
         })
     };
+    if let Some(c) = policy.injected.iter().find(|c| c.name == name) {
+        let source = names(|c| c.credentials.keys().cloned().collect());
+        return answer(true, crate::policy::inject::describe(c), source, None);
+    }
     if let Some(set) = env.set.get(name) {
         let source = names(|c| c.environment.set.keys().cloned().collect());
         let rule = format!("set by the policy to {set:?} (the host's value is not passed)");

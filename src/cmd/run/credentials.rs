@@ -1,0 +1,170 @@
+//! Step 4a, when the policy names credentials (`policy::inject`): each real value read
+//! from sbx-shell's environment and given a placeholder, the session's authority made,
+//! the proxy told (`netproxy::inject`); the authority's certificate, alone and in a bundle
+//! with the system's roots, written to a directory of the session's that the program may
+//! read; and the program's variables: the placeholders, and the usual places clients read
+//! their trusted roots from.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context as _};
+
+use super::prepare::Plan;
+use crate::netproxy::inject::{self, Intercept};
+use crate::netproxy::session::ProxySession;
+use crate::policy::ResolvedPath;
+use crate::sandbox::Backend;
+use crate::sys::exit::Failure;
+use crate::sys::say::Verbosity;
+
+/// The session's credentials: its directory (removed at the end; its lock held meanwhile),
+/// the variables the program gets, and what tells a real value when it sees one.
+pub(super) struct CredentialSession {
+    dir: PathBuf,
+    _lock: std::fs::File,
+    pub(super) env: Vec<(String, OsString)>,
+    intercept: Arc<Intercept>,
+}
+
+impl Drop for CredentialSession {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl CredentialSession {
+    /// Whether `value` holds a credential's real value (such a variable is kept out).
+    pub(super) fn holds_real(&self, value: &OsStr) -> bool {
+        self.intercept.holds_real(value)
+    }
+}
+
+pub(super) fn start(
+    plan: &mut Plan,
+    (backend, net): (&Backend, Option<&ProxySession>),
+    say: Verbosity,
+) -> Result<Option<CredentialSession>, Failure> {
+    let injected = plan.policy.injected.clone();
+    let Some(first) = injected.first() else {
+        return Ok(None);
+    };
+    let Some(net) = net.filter(|n| n.port.is_some()) else {
+        return Err(anyhow!("--credential {}: this session has no proxy to add it\nHint: credentials need the network allow-list (--net allow=…) and a sandbox", first.name).into());
+    };
+    let intercept = Intercept::new(&injected, &|name| std::env::var_os(name), &mut |buf| {
+        std::fs::File::open("/dev/urandom")?.read_exact(buf)
+    })
+    .map_err(|e| anyhow!(e))?;
+    let intercept = Arc::new(intercept);
+    let (dir, lock) = super::sessiondir::make(&plan.home, "credentials")?;
+    let mut session = CredentialSession {
+        dir: dir.clone(),
+        _lock: lock,
+        env: Vec::new(),
+        intercept: intercept.clone(),
+    };
+    let trust = Trust::write(&dir, &intercept.authority_pem())?;
+    let fs = &mut plan.policy.filesystem;
+    fs.readable.push(ResolvedPath {
+        path: dir.clone(),
+        real: None,
+    });
+    // Under bwrap the system's own bundle is shown with the authority added, for clients
+    // that read it whatever the variables say.
+    if let (Backend::Bwrap { .. }, Some(system)) = (backend, &trust.system) {
+        let real = std::fs::canonicalize(system).unwrap_or(system.clone());
+        fs.views.push((real, trust.bundle.clone()));
+    }
+    net.proxy.set_intercept(intercept.clone());
+    let mut env: Vec<(String, OsString)> = intercept
+        .placeholders()
+        .into_iter()
+        .map(|(name, placeholder)| (name, placeholder.into()))
+        .collect();
+    env.extend(trust.env());
+    for c in &injected {
+        say.detail(&format!(
+            "sbx-shell: credential {} goes to {} (added by the proxy; the program holds a placeholder)",
+            c.name,
+            c.hosts_text()
+        ));
+    }
+    session.env = env;
+    Ok(Some(session))
+}
+
+/// The files that make the program trust the session's authority, in the session's
+/// directory, and the bundles they stand for.
+struct Trust {
+    node: PathBuf,
+    bundle: PathBuf,
+    /// The system's bundle of trusted roots.
+    system: Option<PathBuf>,
+    /// sbx-shell's own `SSL_CERT_FILE`, where it names another file (a private CA's).
+    own: Option<PathBuf>,
+}
+
+impl Trust {
+    /// `bundle.pem`: the roots the program would trust (the system's, and those of
+    /// sbx-shell's own `SSL_CERT_FILE`), with the authority; `node.pem`: what the host's
+    /// `NODE_EXTRA_CA_CERTS` names, with the authority (Node adds it to its own roots).
+    fn write(dir: &Path, authority: &str) -> Result<Trust, Failure> {
+        let system = inject::system_bundle();
+        let own = std::env::var_os("SSL_CERT_FILE")
+            .map(PathBuf::from)
+            .filter(|p| p.is_file() && Some(p) != system.as_ref());
+        let joined = |files: &mut dyn Iterator<Item = PathBuf>| {
+            let mut text = String::new();
+            for file in files {
+                text.push_str(&std::fs::read_to_string(file).unwrap_or_default());
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+            }
+            text.push_str(authority);
+            text
+        };
+        let roots = joined(&mut system.iter().chain(own.iter()).cloned());
+        let extra = joined(
+            &mut std::env::var_os("NODE_EXTRA_CA_CERTS")
+                .map(PathBuf::from)
+                .into_iter(),
+        );
+        let trust = Trust {
+            node: dir.join("node.pem"),
+            bundle: dir.join("bundle.pem"),
+            system,
+            own,
+        };
+        std::fs::write(&trust.node, extra)
+            .and_then(|()| std::fs::write(&trust.bundle, roots))
+            .with_context(|| {
+                format!(
+                    "cannot write the session's certificates in {}",
+                    dir.display()
+                )
+            })?;
+        Ok(trust)
+    }
+
+    /// The variables (`inject::trust_env`), and every other variable that names a bundle
+    /// the program would have trusted (AWS_CA_BUNDLE, NIX_SSL_CERT_FILE, …) naming the
+    /// session's instead.
+    fn env(&self) -> Vec<(String, OsString)> {
+        let mut env = inject::trust_env(&self.node, &self.bundle);
+        let bundles: Vec<&PathBuf> = self.system.iter().chain(self.own.iter()).collect();
+        for (name, value) in std::env::vars_os() {
+            let Ok(name) = name.into_string() else {
+                continue;
+            };
+            let names_bundle = bundles.iter().any(|b| b.as_os_str() == value);
+            if names_bundle && !env.iter().any(|(n, _)| *n == name) {
+                env.push((name, self.bundle.clone().into_os_string()));
+            }
+        }
+        env
+    }
+}
