@@ -261,6 +261,11 @@ pub struct Filesystem {
     /// alone, the guard connects them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub own_sockets: Vec<PathBuf>,
+    /// Directories the session made for the program to read (its credentials' certificates,
+    /// `netproxy::inject`): set by sbx-shell, not by a layer; among the readable paths, and
+    /// mounted read-only in a container.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub own_dirs: Vec<PathBuf>,
     /// Whether the session's private `/tmp` (bwrap's; alone its temporary directory) may
     /// be written: not for the server end of a file copy (`Launch::is_file_transfer`),
     /// whose writes there would vanish with the session — they fail instead.

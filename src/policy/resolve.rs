@@ -198,6 +198,7 @@ fn resolve_filesystem(
         found_denied,
         allowed,
         own_sockets: Vec::new(),
+        own_dirs: Vec::new(),
         private_tmp_writable: true,
         revealed: Vec::new(),
         views: Vec::new(),

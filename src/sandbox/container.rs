@@ -335,8 +335,10 @@ pub fn bind_mounts(
         }
     }
     // The directories of the session's own sockets (its ssh agent's, with its ssh
-    // wrapper), read-only: a socket is reached on a read-only mount too.
+    // wrapper), read-only: a socket is reached on a read-only mount too; and those it
+    // made for the program to read.
     let mut own: Vec<&Path> = fs.own_sockets.iter().filter_map(|s| s.parent()).collect();
+    own.extend(fs.own_dirs.iter().map(PathBuf::as_path));
     own.sort();
     own.dedup();
     for dir in own {

@@ -19,32 +19,32 @@ use std::time::Duration;
 use super::sandbox::{each, tools_present, Lab, PYTHON};
 use super::support::{require, Shown};
 
-const REAL: &str = "ghp_REALVALUEzq7Xv2Lk9Pw4Rt6Yb8Nm1Hc3Jd5Fg0";
+pub(super) const REAL: &str = "ghp_REALVALUEzq7Xv2Lk9Pw4Rt6Yb8Nm1Hc3Jd5Fg0";
 /// The real value's two halves: the probe joins them at run time, so that its own text
 /// does not hold the value it searches for.
-const REAL_HEAD: &str = "ghp_REALVALUEzq7Xv2Lk9";
-const REAL_TAIL: &str = "Pw4Rt6Yb8Nm1Hc3Jd5Fg0";
+pub(super) const REAL_HEAD: &str = "ghp_REALVALUEzq7Xv2Lk9";
+pub(super) const REAL_TAIL: &str = "Pw4Rt6Yb8Nm1Hc3Jd5Fg0";
 const OTHER_REAL: &str = "sk-ant-api03-OTHERREALk4Jh7Gf2Ds9Aq1We3Rt5Yu8Io0";
 
 /// One request as an origin saw it: its host, request line, headers and body.
 #[derive(Debug, Clone)]
-struct Seen {
-    host: String,
-    line: String,
-    head: String,
-    body: String,
+pub(super) struct Seen {
+    pub(super) host: String,
+    pub(super) line: String,
+    pub(super) head: String,
+    pub(super) body: String,
 }
 
 /// An origin on loopback that answers every request `200 ORIGIN-OK`, and asks for Basic
 /// credentials under `/git/` until it gets some (as a git host does). TLS with a
 /// certificate of the test's authority for every `*.cred.test` name; or plain HTTP.
-struct Origin {
-    port: u16,
+pub(super) struct Origin {
+    pub(super) port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 /// The test's certificate authority (PEM) and the origins' TLS configuration.
-fn test_authority() -> (String, Arc<rustls::ServerConfig>) {
+pub(super) fn test_authority() -> (String, Arc<rustls::ServerConfig>) {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::default();
@@ -71,7 +71,7 @@ fn test_authority() -> (String, Arc<rustls::ServerConfig>) {
 }
 
 impl Origin {
-    fn start(tls: Option<Arc<rustls::ServerConfig>>) -> Origin {
+    pub(super) fn start(tls: Option<Arc<rustls::ServerConfig>>) -> Origin {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -96,7 +96,7 @@ impl Origin {
         Origin { port, seen }
     }
 
-    fn seen(&self) -> Vec<Seen> {
+    pub(super) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 }

@@ -508,6 +508,71 @@ fn an_image_runs_with_the_workspace_mounted() {
     }
 }
 
+/// A credential from an image's container: Python's urllib there trusts the session's
+/// authority through the variables (the image's own bundle is its own), the real value
+/// reaches the named host in the header, the placeholder goes to another allowed host,
+/// and the real value is in no process's environment inside.
+#[test]
+fn a_credential_reaches_its_host_from_an_image() {
+    use super::credentials::{test_authority, Origin, REAL, REAL_HEAD, REAL_TAIL};
+    let Some((dir, env, image)) = docker_and_image("credentials in a container", "credential")
+    else {
+        return;
+    };
+    let (ca_pem, tls) = test_authority();
+    let api = Origin::start(Some(tls));
+    let ca_file = dir.join("origins-ca.pem");
+    std::fs::write(&ca_file, ca_pem).unwrap();
+    let script = format!(
+        r#"for host in api other; do python3 -c 'import os, urllib.request as u; print(u.urlopen(u.Request("https://'$host'.cred.test:{port}/from-image", headers={{"Authorization": "token " + os.environ["GH_TOKEN"]}}), timeout=20).read().decode().strip())'; done
+        real="{REAL_HEAD}""{REAL_TAIL}"; seen=$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'); echo "REAL-IN-PROCESSES $(printf '%s\n' "$seen" | grep -cF "$real")""#,
+        port = api.port
+    );
+    let credential = format!("GH_TOKEN@api.cred.test:{}", api.port);
+    let allow = format!("--net=allow=other.cred.test:{}", api.port);
+    let out = Command::new(bin())
+        .args([
+            "--backend",
+            "docker",
+            "--image",
+            &image,
+            "--credential",
+            &credential,
+            &allow,
+        ])
+        .args([
+            "--resolve",
+            "api.cred.test:127.0.0.1",
+            "--resolve",
+            "other.cred.test:127.0.0.1",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .current_dir(dir.join("ws"))
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("GH_TOKEN", REAL)
+        .env("SSL_CERT_FILE", &ca_file)
+        .stdin(Stdio::null())
+        .shown();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let what = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(text.matches("ORIGIN-OK").count(), 2, "{what}");
+    assert!(text.contains("REAL-IN-PROCESSES 0"), "{what}");
+    let seen = api.seen();
+    let to = |host: &str| {
+        seen.iter()
+            .find(|s| s.host.starts_with(host))
+            .map(|s| s.head.clone())
+    };
+    assert!(
+        to("api.cred.test").is_some_and(|h| h.contains(&format!("token {REAL}\r\n"))),
+        "{what}\n{seen:?}"
+    );
+    assert!(
+        to("other.cred.test").is_some_and(|h| !h.contains(REAL) && h.contains("token ghp_")),
+        "{what}\n{seen:?}"
+    );
+}
+
 /// What the container user's script prints and leaves: who it is, a file it makes, a
 /// change of that file's owner, root's secrets, its capabilities, a hook it writes.
 const AS_USER: &str = r#"

@@ -72,6 +72,7 @@ pub(super) fn start(
         path: dir.clone(),
         real: None,
     });
+    fs.own_dirs.push(dir.clone());
     // Under bwrap the system's own bundle is shown with the authority added, for clients
     // that read it whatever the variables say.
     if let (Backend::Bwrap { .. }, Some(system)) = (backend, &trust.system) {
