@@ -56,9 +56,13 @@ fn flush(conn: &mut rustls::Connection, socket: &mut TcpStream) -> io::Result<()
     Ok(())
 }
 
-/// Read what `socket` has into TLS; whether the socket is at its end.
+/// Read what `socket` has into TLS while TLS has room for it (its plaintext not yet taken
+/// is bounded); whether the socket is at its end.
 fn fill(conn: &mut rustls::Connection, socket: &mut impl Read) -> Result<bool, String> {
     loop {
+        if !conn.wants_read() {
+            return Ok(false);
+        }
         match conn.read_tls(socket) {
             Ok(0) => return Ok(true),
             Ok(_) => {
@@ -171,6 +175,7 @@ impl Flow {
             }
             let client_flags = interest(!self.client_eof && self.up.len() < HELD, inner);
             let upstream_flags = interest(!self.upstream_eof && self.down.len() < HELD, outer);
+
             if client_flags.is_empty() && upstream_flags.is_empty() {
                 return Ok(());
             }
@@ -263,7 +268,7 @@ impl Flow {
 
 fn interest(read: bool, conn: &rustls::Connection) -> PollFlags {
     let mut flags = PollFlags::empty();
-    if read {
+    if read && conn.wants_read() {
         flags |= PollFlags::POLLIN;
     }
     if conn.wants_write() {
