@@ -7,6 +7,10 @@
 //! nothing outside can reach that port); with Landlock alone or Seatbelt, a loopback port of
 //! the host that is the only TCP destination the sandbox may connect to.
 //!
+//! A `CONNECT` to the host of a credential the session adds (`--credential`) is answered
+//! here, in TLS of the session's own, and its requests get the real value (`inject`);
+//! every other `CONNECT` is a tunnel, end to end.
+//!
 //! Names are resolved here, never inside; a name must lead to a public address (else an
 //! allowed name could be pointed at this machine), unless `--resolve` set its address.
 //! Decisions are pure (`request`); this file only moves bytes. Every refusal is written to
