@@ -306,7 +306,9 @@ impl Proxy {
         };
         // A relay: each piece goes on as it comes (Nagle's wait for an acknowledgement,
         // which the other end delays, cost a request 40 ms here).
-        let _ = client.set_nodelay(true).and_then(|()| upstream.set_nodelay(true));
+        let _ = client
+            .set_nodelay(true)
+            .and_then(|()| upstream.set_nodelay(true));
         let inject = self.shared.inject.get();
         let target = &request.target;
         if let Some(inject) =

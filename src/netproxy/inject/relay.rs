@@ -19,7 +19,12 @@ use super::rewrite::Rewriter;
 const HELD: usize = 256 * 1024;
 
 /// How long the host may stay silent after the program is done with the connection.
-const LINGER_MS: u16 = 30_000;
+const LINGER: Duration = Duration::from_secs(30);
+
+/// The longest `poll` waits before both sides are looked at again, whatever it was told:
+/// a side's state is TLS's as much as the socket's, and a wake-up missed would otherwise
+/// be a connection stalled for good (a 256 MiB download stopped once, not seen again).
+const WAKE_MS: u16 = 1_000;
 
 /// The connection's two sockets and what the program sent after its `CONNECT` head.
 pub struct Ends {
@@ -166,6 +171,7 @@ impl Flow {
         (host, rewriter): (&str, &mut Rewriter),
     ) -> Result<(), String> {
         let mut buf = vec![0u8; 64 * 1024];
+        let mut done_since: Option<std::time::Instant> = None;
         loop {
             while self.move_plain((inner, outer), rewriter, &mut buf)? {}
             flush(inner, &mut ends.client).map_err(|e| format!("the program: {e}"))?;
@@ -183,12 +189,12 @@ impl Flow {
                 PollFd::new(ends.client.as_fd(), client_flags),
                 PollFd::new(ends.upstream.as_fd(), upstream_flags),
             ];
-            let timeout = match self.client_done {
-                true => PollTimeout::from(LINGER_MS),
-                false => PollTimeout::NONE,
-            };
-            match nix::poll::poll(&mut fds, timeout) {
-                Ok(0) => return Ok(()),
+            if self.client_done && done_since.is_none() {
+                done_since = Some(std::time::Instant::now());
+            }
+            match nix::poll::poll(&mut fds, PollTimeout::from(WAKE_MS)) {
+                Ok(0) if done_since.is_some_and(|t| t.elapsed() > LINGER) => return Ok(()),
+                Ok(0) => continue,
                 Ok(_) => {}
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(e) => return Err(e.to_string()),
