@@ -132,6 +132,22 @@ fn serve(stream: impl Read + Write, log: &Mutex<Vec<Seen>>) {
         }
         let line = head.lines().next().unwrap_or("").to_string();
         let wants_auth = line.contains(" /git/") && header("authorization").is_none();
+        if line.contains(" /big ") {
+            // 64 MiB, in pieces as a server writes them.
+            let stream = reader.get_mut();
+            let piece = vec![b'x'; 1 << 20];
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", 64 << 20);
+            if stream.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            for _ in 0..64 {
+                if stream.write_all(&piece).is_err() {
+                    return;
+                }
+            }
+            let _ = stream.flush();
+            continue;
+        }
         log.lock().unwrap().push(Seen {
             host: header("host").unwrap_or_default(),
             line,
@@ -193,6 +209,7 @@ fn script(api: u16, plain: u16, node: bool) -> String {
         curl -sS --max-time 20 -d "token=$GH_TOKEN" $api/body
         curl -sS --max-time 20 "$api/url?token=$GH_TOKEN"
         curl -sS --max-time 20 -H "x-api-key: $OTHER_KEY" $api/foreign
+        curl -sS --max-time 60 -o /dev/null -w "BIG %{{size_download}}\n" -H "Authorization: token $GH_TOKEN" $api/big
         real="{REAL_HEAD}""{REAL_TAIL}"
         seen=$( (env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline) 2>/dev/null | tr '\0' '\n')
         found=$(printf '%s\n' "$seen" | grep -cF "$real")
@@ -365,6 +382,8 @@ fn a_credential_reaches_its_host_in_headers_only_and_never_the_sandbox() {
                     || s.host.starts_with("other.cred.test")),
             "{what}"
         );
+        // A large answer arrives whole (a relay that missed a wake-up stalled one for good).
+        assert!(text.contains(&format!("BIG {}\n", 64 << 20)), "{what}");
         // Nowhere inside: not in a process's environment or command line, not in a file.
         assert!(text.contains("REAL-IN-PROCESSES 0\n"), "{what}");
         assert!(text.contains("REAL-IN-FILES none\n"), "{what}");

@@ -20,11 +20,7 @@ const HELD: usize = 256 * 1024;
 
 /// How long the host may stay silent after the program is done with the connection.
 const LINGER: Duration = Duration::from_secs(30);
-
-/// The longest `poll` waits before both sides are looked at again, whatever it was told:
-/// a side's state is TLS's as much as the socket's, and a wake-up missed would otherwise
-/// be a connection stalled for good (a 256 MiB download stopped once, not seen again).
-const WAKE_MS: u16 = 1_000;
+const LINGER_MS: u16 = 30_000;
 
 /// The connection's two sockets and what the program sent after its `CONNECT` head.
 pub struct Ends {
@@ -49,16 +45,17 @@ fn read_plain(conn: &mut impl Read, buf: &mut [u8]) -> Plain {
     }
 }
 
-/// Write what TLS has for `socket` until the socket would block.
-fn flush(conn: &mut rustls::Connection, socket: &mut TcpStream) -> io::Result<()> {
+/// Write what TLS has for `socket` until the socket would block; whether anything went.
+fn flush(conn: &mut rustls::Connection, socket: &mut TcpStream) -> io::Result<bool> {
+    let mut wrote = false;
     while conn.wants_write() {
         match conn.write_tls(socket) {
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Ok(n) => wrote |= n > 0,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(wrote),
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(wrote)
 }
 
 /// Read what `socket` has into TLS while TLS has room for it (its plaintext not yet taken
@@ -173,9 +170,19 @@ impl Flow {
         let mut buf = vec![0u8; 64 * 1024];
         let mut done_since: Option<std::time::Instant> = None;
         loop {
-            while self.move_plain((inner, outer), rewriter, &mut buf)? {}
-            flush(inner, &mut ends.client).map_err(|e| format!("the program: {e}"))?;
-            flush(outer, &mut ends.upstream).map_err(|e| format!("{host}: {e}"))?;
+            // Plaintext moves while TLS has room, and a flush makes room: both until neither
+            // does, so that `poll` waits only for what the sockets must bring (a flush
+            // that made room for the rest of a download once stalled it for good).
+            loop {
+                let moved = self.move_plain((inner, outer), rewriter, &mut buf)?;
+                let to_client =
+                    flush(inner, &mut ends.client).map_err(|e| format!("the program: {e}"))?;
+                let to_host =
+                    flush(outer, &mut ends.upstream).map_err(|e| format!("{host}: {e}"))?;
+                if !(moved || to_client || to_host) {
+                    break;
+                }
+            }
             if self.closed_down && !inner.wants_write() {
                 return Ok(());
             }
@@ -192,8 +199,12 @@ impl Flow {
             if self.client_done && done_since.is_none() {
                 done_since = Some(std::time::Instant::now());
             }
-            match nix::poll::poll(&mut fds, PollTimeout::from(WAKE_MS)) {
-                Ok(0) if done_since.is_some_and(|t| t.elapsed() > LINGER) => return Ok(()),
+            let timeout = match done_since {
+                Some(_) => PollTimeout::from(LINGER_MS),
+                None => PollTimeout::NONE,
+            };
+            match nix::poll::poll(&mut fds, timeout) {
+                Ok(0) if done_since.is_some_and(|t| t.elapsed() >= LINGER) => return Ok(()),
                 Ok(0) => continue,
                 Ok(_) => {}
                 Err(nix::errno::Errno::EINTR) => continue,
