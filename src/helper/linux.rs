@@ -358,24 +358,6 @@ pub fn set_default_disposition(signal: i32) {
     };
 }
 
-/// Mark every fd above 2 close-on-exec (this process only).
-pub fn apply_cloexec_above_stderr() -> io::Result<()> {
-    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only changes fd flags.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3u32,
-            u32::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        )
-    };
-    if rc == 0 {
-        return Ok(());
-    }
-    // A kernel before 5.11: one fd at a time.
-    crate::sys::files::cloexec_each_fd_above_stderr()
-}
-
 /// Root's program as another host id (`HelperSpec::root_as`): the user namespace it
 /// enters, that id, and the paths id-mapped for it.
 pub struct RootAs {

@@ -217,7 +217,7 @@ fn prepare(spec: &HelperSpec, names: Option<OwnedFd>) -> Result<(), HelperError>
     }
     apply_default_signals().map_err(HelperError::Signals)?;
     limits::apply(&spec.limits)?;
-    os::apply_cloexec_above_stderr().map_err(HelperError::CloseOnExec)?;
+    crate::sys::files::cloexec_above_stderr().map_err(HelperError::CloseOnExec)?;
     Ok(os::confine(spec, names)?)
 }
 

@@ -73,10 +73,6 @@ pub fn set_default_disposition(signal: i32) {
     unsafe { libc::signal(signal, libc::SIG_DFL) };
 }
 
-pub fn apply_cloexec_above_stderr() -> io::Result<()> {
-    crate::sys::files::cloexec_each_fd_above_stderr()
-}
-
 pub fn show_as(_user: &crate::policy::ContainerUser) -> Result<(), String> {
     Err("containers run on Linux only".into())
 }

@@ -754,6 +754,50 @@ fn podman_runs_the_program_in_a_container() {
     assert_eq!(std::os::unix::fs::MetadataExt::uid(&made), 0, "root's file");
 }
 
+/// Descriptors sbx-shell inherits above stderr (a parent that leaks them: IDEs, some
+/// terminals) reach no backend's program — and more of them than one handover carries
+/// still start a container.
+#[test]
+fn inherited_descriptors_stay_with_sbx_shell_in_every_backend() {
+    if !ready("inherited descriptors under docker") {
+        return;
+    }
+    let dir = workspace("sbx-engines-fds", 0);
+    let Some(env) = engine_env("docker", &dir) else {
+        return;
+    };
+    // 51 descriptors open at 10–60, then the command; the program lists its own.
+    let opened = |argv: &[&str]| {
+        Command::new("bash")
+            .arg("-c")
+            .arg(r#"for i in $(seq 10 60); do eval "exec $i</etc/hostname"; done; exec "$@""#)
+            .arg("opened")
+            .args(argv)
+            .current_dir(dir.join("ws"))
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .shown()
+    };
+    let list = "ls /proc/self/fd | tr '\\n' ' '";
+    let bare = opened(&["sh", "-c", list]);
+    let said = String::from_utf8_lossy(&bare.stdout);
+    assert!(
+        said.contains(" 10 ") && said.contains(" 60 "),
+        "control: {said}"
+    );
+    let exe = bin();
+    for backend in ["bwrap", "landlock", "docker"] {
+        let out = opened(&[exe, "-q", "--backend", backend, "--", "sh", "-c", list]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            (out.status.code(), said.as_ref()),
+            (Some(0), "0 1 2 3 "),
+            "{backend}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn the_containers_terminal_is_sbx_shells_own() {
     if !ready("the docker backend's terminal") {
@@ -769,7 +813,10 @@ fn the_containers_terminal_is_sbx_shells_own() {
         "--",
         "sh",
         "-c",
-        "stty size; tty; echo READY; read x; stty size; echo SLEEPING; sleep 30",
+        // `exec`: a ^C that reaches dash while it forks `sleep` is lost — bare too (20
+        // of 40 runs on a bare pty, ^C sent as SLEEPING arrives); exec'd, either dash or
+        // sleep takes it.
+        "stty size; tty; echo READY; read x; stty size; echo SLEEPING; exec sleep 30",
     ]);
     launch.env = env;
     launch.cwd = Some(dir.join("ws"));

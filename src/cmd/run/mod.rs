@@ -55,8 +55,7 @@ use crate::sys::process;
 pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let started = SystemTime::now();
     let say = cli.verbosity();
-    process::install_subreaper();
-    pty::install_panic_hook();
+    begin()?;
     let mut plan = prepare::resolve(&cli, login_arg0, say)?;
     let host = prepare::measure_host(&plan);
     let backend = prepare::choose_backend(&plan, &host, say)?;
@@ -131,6 +130,19 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     );
     code.with_context(|| format!("cannot run {}", plan.launch.program.to_string_lossy()))
         .map_err(Failure::from)
+}
+
+/// What the supervisor sets in itself before it makes anything: what it inherited above
+/// stderr is its parent's, for none of its children (the descriptors it hands on — the
+/// lifeline, the spec, the courier's pipes — it makes itself, after this); it is the
+/// subreaper of all the program starts; a panic restores the terminal.
+fn begin() -> Result<(), Failure> {
+    crate::sys::files::cloexec_above_stderr()
+        .context("cannot keep inherited descriptors from the sandbox")
+        .map_err(Failure::from)?;
+    process::install_subreaper();
+    pty::install_panic_hook();
+    Ok(())
 }
 
 /// `--pty auto` means a pty only when both stdin and stdout are terminals.
