@@ -28,7 +28,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 MAX_ROOT, MAX_FILE, MAX_FN, MAX_BACK = 12, 600, 80, 2
 # unsafe blocks outside sys/ and type names defined twice: (limit now, goal).
 MAX_UNSAFE, GOAL_UNSAFE = 60, 30
-MAX_TWICE, GOAL_TWICE = 8, 0
+MAX_TWICE, GOAL_TWICE = 0, 0
 # The layers, lowest first: a module may import from its own layer and the ones below.
 LAYERS = ["sys", "policy", "host", "protect", "sandbox", "netproxy", "helper", "session", "cli", "cmd"]
 TEST_FILES = re.compile(r"(^|/)(tests|test_support)(\.rs|/)")
@@ -108,6 +108,33 @@ def code_only(text):
     """The text with comments and string contents blanked."""
     text = "\n".join(strip_strings(l) for l in text.split("\n"))
     return re.sub(r"//[^\n]*", "", text)
+
+
+def type_names(code):
+    """The struct, enum, trait and type alias names a file defines — not the associated
+    types of its impls (`type Value = …` in a serde visitor: the trait's name, not ours)."""
+    names, stack, pending = [], [], False
+    for line in code.split("\n"):
+        m = re.match(r"\s*(?:pub(?:\([^)]*\))?\s+)?(struct|enum|type|trait)\s+(\w+)", line)
+        if m and not (m.group(1) == "type" and "impl" in stack):
+            names.append(m.group(2))
+        # An impl's header may run over lines (a `where` clause): its first brace opens it.
+        pending = pending or bool(re.match(r"\s*(unsafe\s+)?impl\b", line))
+        for c in line:
+            if c == "{":
+                stack.append("impl" if pending else "block")
+                pending = False
+            elif c == "}" and stack:
+                stack.pop()
+    return names
+
+
+def one_per_platform(files):
+    """The files defining a name, a stand-in for other platforms (`other.rs`, the `os`
+    module's non-Linux file) counted with the Linux definition in its directory: one
+    compiles, and it is the same thing."""
+    dirs = {os.path.dirname(f) for f in files if os.path.basename(f) != "other.rs"}
+    return [f for f in files if os.path.basename(f) != "other.rs" or os.path.dirname(f) not in dirs]
 
 
 def code_lines(text):
@@ -311,9 +338,9 @@ def main():
         print(f"  {n:5} {r}")
     defined = {}
     for r, t in texts.items():
-        for m in re.finditer(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:struct|enum|type|trait)\s+(\w+)", code_only(t), re.M):
-            defined.setdefault(m.group(1), []).append(r)
-    twice = sorted((n, rs) for n, rs in defined.items() if len(rs) > 1)
+        for n in type_names(code_only(t)):
+            defined.setdefault(n, []).append(r)
+    twice = sorted((n, rs) for n, rs in defined.items() if len(one_per_platform(rs)) > 1)
     print(f"type names defined more than once: {len(twice)} (limit {MAX_TWICE}, goal {GOAL_TWICE})")
     for n, rs in twice:
         print(f"  {n}: {' '.join(sorted(rs))}")

@@ -371,7 +371,7 @@ pub struct PolicyArgs {
     /// (comma-separated). Without it, `auto` runs the strongest set this machine can and
     /// names what is missing.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "LAYER,…")]
-    pub require: Vec<crate::policy::config::Layer>,
+    pub require: Vec<crate::policy::config::SandboxLayer>,
 }
 
 #[cfg(test)]

@@ -121,7 +121,7 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
 /// there fail; a new one is owned by ours (its mounts copied, locked, and mounted over).
 pub fn apply_mounts(
     plan: &[crate::sandbox::bwrap::Mount],
-    root_as: Option<&RootAs>,
+    root_as: Option<&RootAsTaken>,
 ) -> Result<(), MountError> {
     use crate::sandbox::bwrap::How;
     use mounts::Seen;
@@ -148,7 +148,7 @@ pub fn apply_mounts(
             Seen::Missing => return Err(changed(m, "it is gone")),
             Seen::Symlink => return Err(changed(m, "it is a symlink now")),
         };
-        apply_mount(plan, m, (fd.as_fd(), dir), root_as.map(RootAs::layers))?;
+        apply_mount(plan, m, (fd.as_fd(), dir), root_as.map(RootAsTaken::layers))?;
     }
     let cwd = std::env::current_dir().map_err(|source| MountError::Failed {
         path: "the working directory".into(),
@@ -360,14 +360,14 @@ pub fn set_default_disposition(signal: i32) {
 
 /// Root's program as another host id (`HelperSpec::root_as`): the user namespace it
 /// enters, that id, and the paths id-mapped for it.
-pub struct RootAs {
+pub struct RootAsTaken {
     userns: std::os::fd::OwnedFd,
     id: u32,
     tops: Vec<std::path::PathBuf>,
     scaffolds: Vec<crate::sandbox::rootas::Scaffold>,
 }
 
-impl RootAs {
+impl RootAsTaken {
     /// What an overlay's lower layer is id-mapped through, and whom its upper belongs to.
     fn layers(&self) -> mounts::LayersAs<'_> {
         use std::os::fd::AsFd;
@@ -379,12 +379,12 @@ impl RootAs {
 }
 
 /// The namespace sbx-shell handed over, taken once.
-pub fn take_root_as(spec: &HelperSpec) -> Option<RootAs> {
+pub fn take_root_as(spec: &HelperSpec) -> Option<RootAsTaken> {
     use std::os::fd::FromRawFd;
     let r = spec.root_as.as_ref()?;
     // SAFETY: sbx-shell handed this descriptor over for this alone; taken once.
     let userns = unsafe { std::os::fd::OwnedFd::from_raw_fd(r.userns_fd) };
-    Some(RootAs {
+    Some(RootAsTaken {
         userns,
         id: r.id,
         tops: r.idmapped.clone(),
@@ -396,7 +396,7 @@ pub fn take_root_as(spec: &HelperSpec) -> Option<RootAs> {
 /// the trees copied and id-mapped (where its file system allows; CAP_SYS_ADMIN, so before
 /// the capabilities go), then the namespace entered over those copies, and the working
 /// directory entered again under what now covers it.
-pub fn become_root_as(r: RootAs) -> io::Result<()> {
+pub fn become_root_as(r: RootAsTaken) -> io::Result<()> {
     use std::os::fd::AsFd;
     for s in &r.scaffolds {
         mounts::scaffold(s)?;

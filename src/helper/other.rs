@@ -36,7 +36,7 @@ pub fn check_mounted(
 
 pub fn apply_mounts(
     plan: &[crate::sandbox::bwrap::Mount],
-    _root_as: Option<&RootAs>,
+    _root_as: Option<&RootAsTaken>,
 ) -> Result<(), MountError> {
     Err(MountError::Failed {
         path: plan
@@ -78,13 +78,13 @@ pub fn show_as(_user: &crate::policy::ContainerUser) -> Result<(), String> {
 }
 
 /// Root's program as another host id: Linux only.
-pub enum RootAs {}
+pub enum RootAsTaken {}
 
-pub fn take_root_as(_spec: &HelperSpec) -> Option<RootAs> {
+pub fn take_root_as(_spec: &HelperSpec) -> Option<RootAsTaken> {
     None
 }
 
-pub fn become_root_as(r: RootAs) -> io::Result<()> {
+pub fn become_root_as(r: RootAsTaken) -> io::Result<()> {
     match r {}
 }
 

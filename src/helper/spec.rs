@@ -81,7 +81,7 @@ pub struct HelperSpec {
     /// Linux, root's session inside bwrap: the program runs as root of this user namespace
     /// (another host id), with these paths id-mapped so that their files are root's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub root_as: Option<RootAs>,
+    pub root_as: Option<RootAsSpec>,
     /// Linux, root's session where its program stays host root: the guard opens every
     /// file it opens and hands over only what an ordinary user could read, or what the
     /// policy grants (`mediator::rootreads`).
@@ -92,7 +92,7 @@ pub struct HelperSpec {
 /// How root's program becomes another host id (`sys::userns`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RootAs {
+pub struct RootAsSpec {
     /// The inherited descriptor of the user namespace (`userns::mapped_root`).
     pub userns_fd: i32,
     /// The host id uid and gid 0 are in it (`sandbox::rootas::unused_id`).

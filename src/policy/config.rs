@@ -43,7 +43,7 @@ pub struct Config {
     /// "seatbelt"): without it, `auto` uses the strongest set this machine can run and
     /// names what is missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub require: Option<Vec<Layer>>,
+    pub require: Option<Vec<SandboxLayer>>,
     #[serde(default, skip_serializing_if = "FilesystemConfig::is_empty")]
     pub filesystem: FilesystemConfig,
     /// "none", "full", or {"allow": [domains]}.
@@ -195,13 +195,13 @@ impl FilesystemConfig {
     }
 }
 
-/// The sandbox backend asked for.
 /// One layer of the sandbox, as `--require` and `require` name it.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, clap::ValueEnum,
 )]
 #[serde(rename_all = "kebab-case")]
-pub enum Layer {
+#[schemars(rename = "Layer")]
+pub enum SandboxLayer {
     /// Linux: bubblewrap's namespaces and mounts.
     Bwrap,
     /// Linux: Landlock filesystem and network rules.
@@ -212,13 +212,13 @@ pub enum Layer {
     Seatbelt,
 }
 
-impl Layer {
+impl SandboxLayer {
     pub fn name(self) -> &'static str {
         match self {
-            Layer::Bwrap => "bwrap",
-            Layer::Landlock => "landlock",
-            Layer::Seccomp => "seccomp",
-            Layer::Seatbelt => "seatbelt",
+            SandboxLayer::Bwrap => "bwrap",
+            SandboxLayer::Landlock => "landlock",
+            SandboxLayer::Seccomp => "seccomp",
+            SandboxLayer::Seatbelt => "seatbelt",
         }
     }
 }

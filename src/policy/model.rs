@@ -209,7 +209,7 @@ pub struct Policy {
     /// The backend asked for (`select` turns it into the one that runs).
     pub backend: BackendChoice,
     /// Layers that must run, or the run is refused.
-    pub require: Vec<crate::policy::config::Layer>,
+    pub require: Vec<crate::policy::config::SandboxLayer>,
     /// What a container backend runs, and how (`sandbox::container`).
     pub container: ContainerSettings,
     pub filesystem: Filesystem,

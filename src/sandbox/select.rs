@@ -11,7 +11,7 @@ use thiserror::Error;
 use super::backend::{Backend, Container, Engine};
 use super::landlock::MIN_ABI;
 use crate::host::Machine;
-use crate::policy::config::{BackendChoice, Layer};
+use crate::policy::config::{BackendChoice, SandboxLayer};
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum SelectError {
@@ -32,16 +32,23 @@ pub enum SelectError {
 }
 
 /// The layers of the Linux sandbox, strongest set first: what `auto` wants.
-const LINUX_LAYERS: [Layer; 3] = [Layer::Bwrap, Layer::Landlock, Layer::Seccomp];
+const LINUX_LAYERS: [SandboxLayer; 3] = [
+    SandboxLayer::Bwrap,
+    SandboxLayer::Landlock,
+    SandboxLayer::Seccomp,
+];
 
 /// Why each layer that the choice would use cannot run here, with the fix — one line each,
 /// for the start of a run: every layer for `auto`; Landlock and seccomp inside a named
 /// bwrap (a named backend itself is what the user asked for, and refuses when it cannot run).
-pub fn missing_layers(choice: BackendChoice, machine: &Machine) -> Vec<(Layer, String, String)> {
+pub fn missing_layers(
+    choice: BackendChoice,
+    machine: &Machine,
+) -> Vec<(SandboxLayer, String, String)> {
     if machine.os != "linux" {
         return Vec::new();
     }
-    let wanted: &[Layer] = match choice {
+    let wanted: &[SandboxLayer] = match choice {
         BackendChoice::Auto => &LINUX_LAYERS,
         BackendChoice::Bwrap => &LINUX_LAYERS[1..],
         _ => &[],
@@ -55,8 +62,8 @@ pub fn missing_layers(choice: BackendChoice, machine: &Machine) -> Vec<(Layer, S
 /// The start line for a layer `auto` wanted that cannot run (`missing_layers`): one line,
 /// why, what runs instead and the fix; `doctor` lists what Landlock alone goes without
 /// (`landlock::WITHOUT_BWRAP`).
-pub fn missing_line(layer: Layer, why: &str, fix: &str, backend: &Backend) -> String {
-    let less = if layer == Layer::Bwrap && *backend == Backend::Landlock {
+pub fn missing_line(layer: SandboxLayer, why: &str, fix: &str, backend: &Backend) -> String {
+    let less = if layer == SandboxLayer::Bwrap && *backend == Backend::Landlock {
         " alone, which protects less (`sbx-shell doctor` lists what)"
     } else {
         ""
@@ -72,7 +79,7 @@ pub fn missing_line(layer: Layer, why: &str, fix: &str, backend: &Backend) -> St
 
 /// Refuse when a required layer is not among `backend`'s.
 pub fn check_required(
-    required: &[Layer],
+    required: &[SandboxLayer],
     backend: &Backend,
     machine: &Machine,
 ) -> Result<(), SelectError> {
@@ -99,16 +106,16 @@ pub fn check_required(
 }
 
 /// Why `layer` cannot run on `machine`, and the fix; `None` when it can.
-fn layer_unusable(layer: Layer, machine: &Machine) -> Option<(String, String)> {
+fn layer_unusable(layer: SandboxLayer, machine: &Machine) -> Option<(String, String)> {
     match layer {
-        Layer::Bwrap => machine.bwrap_runs().err().map(|u| (u.cause, u.fix)),
-        Layer::Landlock => landlock_usable(machine).err().map(|why| {
+        SandboxLayer::Bwrap => machine.bwrap_runs().err().map(|u| (u.cause, u.fix)),
+        SandboxLayer::Landlock => landlock_usable(machine).err().map(|why| {
             (
                 why,
                 "use Linux 6.12 or later with Landlock in the LSM list (lsm=…,landlock)".into(),
             )
         }),
-        Layer::Seccomp => {
+        SandboxLayer::Seccomp => {
             if machine.seccomp_mode.is_none() {
                 return Some((
                     "this kernel has no seccomp filters".into(),
@@ -122,7 +129,7 @@ fn layer_unusable(layer: Layer, machine: &Machine) -> Option<(String, String)> {
             };
             Some((why.clone(), fix.into()))
         }
-        Layer::Seatbelt => (machine.os != "macos").then(|| {
+        SandboxLayer::Seatbelt => (machine.os != "macos").then(|| {
             (
                 "Seatbelt exists on macOS only".into(),
                 "leave seatbelt out of --require on Linux".into(),
@@ -181,7 +188,7 @@ fn select_linux(choice: BackendChoice, machine: &Machine) -> Result<Backend, Sel
             hint: "use a kernel built with CONFIG_SECCOMP_FILTER".into(),
         });
     }
-    if let Some((why, hint)) = layer_unusable(Layer::Seccomp, machine) {
+    if let Some((why, hint)) = layer_unusable(SandboxLayer::Seccomp, machine) {
         return Err(SelectError::NoneUsable { why, hint });
     }
     let landlock = landlock_usable(machine);
@@ -395,7 +402,7 @@ mod tests {
         };
         let missing = missing_layers(BackendChoice::Auto, &probed);
         assert_eq!(missing.len(), 1);
-        assert_eq!(missing[0].0, Layer::Bwrap);
+        assert_eq!(missing[0].0, SandboxLayer::Bwrap);
         assert!(missing_layers(BackendChoice::Landlock, &probed).is_empty());
         let old_kernel = Machine {
             landlock_abi: Ok(4),
@@ -403,9 +410,9 @@ mod tests {
         };
         let named = missing_layers(BackendChoice::Bwrap, &old_kernel);
         assert_eq!(named.len(), 1);
-        assert_eq!(named[0].0, Layer::Landlock);
+        assert_eq!(named[0].0, SandboxLayer::Landlock);
         assert!(missing_layers(BackendChoice::Auto, &capable_linux()).is_empty());
-        let err = check_required(&[Layer::Bwrap], &Backend::Landlock, &probed)
+        let err = check_required(&[SandboxLayer::Bwrap], &Backend::Landlock, &probed)
             .unwrap_err()
             .to_string();
         assert!(
@@ -413,7 +420,7 @@ mod tests {
             "{err}"
         );
         assert!(check_required(
-            &[Layer::Landlock, Layer::Seccomp],
+            &[SandboxLayer::Landlock, SandboxLayer::Seccomp],
             &Backend::Landlock,
             &probed
         )
@@ -423,11 +430,11 @@ mod tests {
             ..capable_linux()
         };
         let bwrap_only = select(BackendChoice::Auto, &old_kernel).unwrap();
-        let err = check_required(&[Layer::Landlock], &bwrap_only, &old_kernel)
+        let err = check_required(&[SandboxLayer::Landlock], &bwrap_only, &old_kernel)
             .unwrap_err()
             .to_string();
         assert!(err.contains("ABI 4"), "{err}");
-        let err = check_required(&[Layer::Seccomp], &Backend::None, &capable_linux())
+        let err = check_required(&[SandboxLayer::Seccomp], &Backend::None, &capable_linux())
             .unwrap_err()
             .to_string();
         assert!(err.contains("the none backend does not use it"), "{err}");
@@ -483,7 +490,7 @@ mod tests {
     #[test]
     fn the_fallback_line_is_one_short_line_pointing_at_doctor() {
         let line = missing_line(
-            Layer::Bwrap,
+            SandboxLayer::Bwrap,
             "no bwrap",
             "sbx-shell setup",
             &Backend::Landlock,
@@ -496,7 +503,7 @@ mod tests {
             path: "/usr/bin/bwrap".into(),
             landlock: false,
         };
-        let line = missing_line(Layer::Landlock, "old kernel", "upgrade", &bwrap);
+        let line = missing_line(SandboxLayer::Landlock, "old kernel", "upgrade", &bwrap);
         assert!(!line.contains("without bwrap"), "{line}");
     }
 }

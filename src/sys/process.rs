@@ -353,7 +353,7 @@ mod tests {
             mediated: None,
             names: None,
             refusals_fd: Some(9),
-            root_as: Some(crate::helper::spec::RootAs {
+            root_as: Some(crate::helper::spec::RootAsSpec {
                 userns_fd: 11,
                 id: 2_147_000_000,
                 idmapped: vec!["/w".into(), "/tmp".into()],

@@ -407,7 +407,7 @@ fn hand_over_root_as(
             .unwrap_or(true)
     };
     let (idmapped, scaffolds) = crate::sandbox::rootas::mounts(fs, cwd, &searchable);
-    spec.root_as = Some(crate::helper::spec::RootAs {
+    spec.root_as = Some(crate::helper::spec::RootAsSpec {
         userns_fd: root_as.userns.as_raw_fd(),
         id,
         idmapped,

@@ -77,7 +77,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let pools = os::make_pools(&plan, &mut layers);
     os::note_linked(&plan.policy, (&layers, &places.git), say);
     let cgroup = prepare::start_cgroup(&plan.policy, &backend, say)?;
-    let watch = watch::Watch::start(
+    let watch = watch::PlantedCheck::start(
         &plan,
         (&backend, &layers),
         &places.git,

@@ -67,13 +67,14 @@ pub(super) fn root_as(
     Ok(None)
 }
 
-/// No Landlock here: nothing is carved, no pool is made.
-pub(super) struct Pools;
+/// No Landlock here: nothing is carved, no pool is made (what stands for Linux's
+/// `session::pool::Pools`).
+pub(super) struct NoPools;
 
-impl Drop for Pools {
+impl Drop for NoPools {
     fn drop(&mut self) {}
 }
 
-pub(super) fn make_pools(_plan: &Plan, _layers: &mut crate::sandbox::InProcess) -> Pools {
-    Pools
+pub(super) fn make_pools(_plan: &Plan, _layers: &mut crate::sandbox::InProcess) -> NoPools {
+    NoPools
 }

@@ -15,7 +15,7 @@ use crate::sandbox::{Backend, InProcess};
 use crate::sys::exit::Failure;
 use crate::sys::say::{self, Verbosity};
 
-pub(super) struct Watch {
+pub(super) struct PlantedCheck {
     before: Snapshot,
     path_dirs: Vec<PathBuf>,
     /// `.git` symlinks and their targets at the start.
@@ -29,14 +29,14 @@ pub(super) struct Watch {
     live: Option<Live>,
 }
 
-impl Watch {
+impl PlantedCheck {
     pub(super) fn start(
         plan: &Plan,
         (backend, layers): (&Backend, &InProcess),
         git: &Repos,
         env: &[(OsString, OsString)],
         (started, say): (SystemTime, Verbosity),
-    ) -> Result<Watch, Failure> {
+    ) -> Result<PlantedCheck, Failure> {
         let policy = &plan.policy;
         let mediated = layers.names.is_some();
         let path_dirs: Vec<PathBuf> = env
@@ -55,7 +55,7 @@ impl Watch {
             let whole = || snapshot(policy, git, &path_dirs, false);
             Live::start(plan, (backend, git), &whole, (started, say))?
         };
-        Ok(Watch {
+        Ok(PlantedCheck {
             before,
             path_dirs,
             links: git.links.clone(),

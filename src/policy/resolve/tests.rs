@@ -363,7 +363,7 @@ fn required_layers_and_the_tmp_size_come_from_the_last_layer_that_names_them() {
         ),
         layer("profile", r#"{"require": ["seccomp"]}"#),
     ]);
-    assert_eq!(p.require, vec![config::Layer::Seccomp]);
+    assert_eq!(p.require, vec![config::SandboxLayer::Seccomp]);
     assert_eq!(p.limits.tmp_mib, 64);
     let err = config::from_str(r#"{"require": ["apparmor"]}"#, "config").unwrap_err();
     assert!(err.to_string().contains("apparmor"), "{err}");

@@ -29,7 +29,7 @@ pub const ENTRIES_LIMIT: usize = 20_000;
 pub const BYTES_LIMIT: u64 = 64 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Kind {
+pub(super) enum Content {
     File(Vec<u8>),
     Dir(BTreeMap<OsString, Item>),
     Link(OsString),
@@ -39,7 +39,7 @@ pub(super) enum Kind {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Item {
-    pub(super) kind: Kind,
+    pub(super) kind: Content,
     /// The permission bits (`st_mode & 0o7777`).
     pub(super) perm: u32,
     /// Its names (`st_nlink`): a second one made during the session is a way to write it
@@ -162,7 +162,7 @@ fn read_item(
                 .ok_or_else(|| RecordError::TooLarge {
                     path: path.to_path_buf(),
                 })?;
-            Kind::File(bytes)
+            Content::File(bytes)
         }
         libc::S_IFDIR => {
             let fd =
@@ -174,10 +174,12 @@ fn read_item(
                     entries.insert(child, item);
                 }
             }
-            Kind::Dir(entries)
+            Content::Dir(entries)
         }
-        libc::S_IFLNK => Kind::Link(nix::fcntl::readlinkat(dir, name).map_err(|e| io(e.into()))?),
-        other => Kind::Other(other),
+        libc::S_IFLNK => {
+            Content::Link(nix::fcntl::readlinkat(dir, name).map_err(|e| io(e.into()))?)
+        }
+        other => Content::Other(other),
     };
     Ok(Some(Item {
         kind,
@@ -234,13 +236,13 @@ impl Recorded {
     pub fn files(&self) -> Vec<PathBuf> {
         fn walk(item: &Item, path: &Path, out: &mut Vec<PathBuf>) {
             match &item.kind {
-                Kind::File(_) => out.push(path.to_path_buf()),
-                Kind::Dir(entries) => {
+                Content::File(_) => out.push(path.to_path_buf()),
+                Content::Dir(entries) => {
                     for (name, inner) in entries {
                         walk(inner, &path.join(name), out);
                     }
                 }
-                Kind::Link(_) | Kind::Other(_) => {}
+                Content::Link(_) | Content::Other(_) => {}
             }
         }
         let mut out = Vec::new();
@@ -313,10 +315,10 @@ impl Restorer<'_> {
             Some(st) if intact => {
                 let (mode, want) = (st.st_mode & 0o7777, self.want(item));
                 let opened = match &item.kind {
-                    Kind::Dir(entries) => self.sync_entries(dir, name, entries, path, mode),
+                    Content::Dir(entries) => self.sync_entries(dir, name, entries, path, mode),
                     _ => false,
                 };
-                if mode != want && !matches!(item.kind, Kind::Link(_)) {
+                if mode != want && !matches!(item.kind, Content::Link(_)) {
                     let _ = chmod(dir, name, want);
                     // Sealing and unsealing a file are not changes.
                     if mode != item.perm && mode != sealed(item.perm) {
@@ -333,7 +335,7 @@ impl Restorer<'_> {
             // never missing. A directory, or anything where one belongs, is taken out first.
             Some(st)
                 if st.st_mode & libc::S_IFMT != libc::S_IFDIR
-                    && !matches!(item.kind, Kind::Dir(_)) =>
+                    && !matches!(item.kind, Content::Dir(_)) =>
             {
                 self.keep_copy(dir, name, path)
             }
@@ -399,7 +401,7 @@ impl Restorer<'_> {
     /// The mode `item` should have now.
     fn want(&self, item: &Item) -> u32 {
         match item.kind {
-            Kind::File(_) | Kind::Dir(_) if self.sealed => sealed(item.perm),
+            Content::File(_) | Content::Dir(_) if self.sealed => sealed(item.perm),
             _ => item.perm,
         }
     }
@@ -414,19 +416,19 @@ impl Restorer<'_> {
         let perm = mode == item.perm;
         owner
             && match &item.kind {
-                Kind::Dir(_) => kind == libc::S_IFDIR,
-                Kind::File(bytes) => {
+                Content::Dir(_) => kind == libc::S_IFDIR,
+                Content::File(bytes) => {
                     kind == libc::S_IFREG
                         && (perm || mode == sealed(item.perm))
                         && (st.st_nlink == 1 || item.links > 1)
                         && u64::try_from(st.st_size).ok() == Some(bytes.len() as u64)
                         && read_file(dir, name).is_ok_and(|now| now == *bytes)
                 }
-                Kind::Link(target) => {
+                Content::Link(target) => {
                     kind == libc::S_IFLNK
                         && nix::fcntl::readlinkat(dir, name).is_ok_and(|now| now == *target)
                 }
-                Kind::Other(was) => kind == *was && perm,
+                Content::Other(was) => kind == *was && perm,
             }
     }
 
@@ -451,7 +453,7 @@ impl Restorer<'_> {
     /// of its own and renamed into place, over what is there (never half-written, never
     /// missing); a directory where nothing is.
     fn make(&self, dir: BorrowedFd<'_>, name: &OsStr, item: &Item) -> io::Result<()> {
-        if let Kind::Dir(entries) = &item.kind {
+        if let Content::Dir(entries) = &item.kind {
             nix::sys::stat::mkdirat(dir, name, Mode::from_bits_truncate(0o700))?;
             let fd = nix::fcntl::openat(dir, name, dir_flags(), Mode::empty())?;
             for (child, inner) in entries {
@@ -470,7 +472,7 @@ impl Restorer<'_> {
                 std::collections::hash_map::RandomState::new().hash_one(tries)
             );
             let made = match &item.kind {
-                Kind::File(_) => nix::fcntl::openat(
+                Content::File(_) => nix::fcntl::openat(
                     dir,
                     temp.as_str(),
                     OFlag::O_WRONLY
@@ -481,10 +483,10 @@ impl Restorer<'_> {
                     Mode::from_bits_truncate(0o600),
                 )
                 .map(Some),
-                Kind::Link(target) => {
+                Content::Link(target) => {
                     nix::unistd::symlinkat(target.as_os_str(), dir, temp.as_str()).map(|()| None)
                 }
-                Kind::Dir(_) | Kind::Other(_) => {
+                Content::Dir(_) | Content::Other(_) => {
                     return Err(io::Error::other("not a file, directory or symlink"))
                 }
             };
@@ -495,7 +497,7 @@ impl Restorer<'_> {
             }
         };
         let filled = match (file, &item.kind) {
-            (Some(fd), Kind::File(bytes)) => self.fill(fd, bytes, item),
+            (Some(fd), Content::File(bytes)) => self.fill(fd, bytes, item),
             _ => self.own(dir, OsStr::new(&temp), item),
         };
         let placed = filled.and_then(|()| Ok(nix::fcntl::renameat(dir, temp.as_str(), dir, name)?));

@@ -2,7 +2,7 @@
 //! their modes are written to a journal first, so that a session killed while its seals
 //! held is undone by the next run (`undo_left_seals`).
 
-use super::record::{chmod, sealed, Item, Kind, Recorded};
+use super::record::{chmod, sealed, Content, Item, Recorded};
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::AsFd;
@@ -12,12 +12,13 @@ use std::path::{Path, PathBuf};
 /// a journal keeps (`write_journal`) so that a session killed while sealed is undone.
 pub fn sealed_modes(recorded: &[Recorded]) -> Vec<(PathBuf, u32)> {
     fn walk(item: &Item, path: &Path, out: &mut Vec<(PathBuf, u32)>) {
-        if let Kind::Dir(entries) = &item.kind {
+        if let Content::Dir(entries) = &item.kind {
             for (name, inner) in entries {
                 walk(inner, &path.join(name), out);
             }
         }
-        if matches!(item.kind, Kind::File(_) | Kind::Dir(_)) && sealed(item.perm) != item.perm {
+        if matches!(item.kind, Content::File(_) | Content::Dir(_)) && sealed(item.perm) != item.perm
+        {
             out.push((path.to_path_buf(), item.perm));
         }
     }
