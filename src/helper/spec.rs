@@ -240,15 +240,10 @@ pub fn parse_spec(bytes: &[u8]) -> Result<HelperSpec, SpecError> {
 /// inherits it.
 pub fn read_spec(fd: RawFd) -> Result<HelperSpec, SpecError> {
     use std::io::Read;
-    use std::os::fd::FromRawFd;
-    // Only an fd that is open is taken over (a wrong number fails here, not later).
-    // SAFETY: F_GETFD reads the fd's flags; it takes no pointer and changes nothing.
-    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
-        return Err(SpecError::Read(std::io::Error::last_os_error()));
-    }
-    // SAFETY: `fd` is open (checked above) and was inherited for this one reader: sbx-shell
-    // keeps no other use of it in this process, so the File owns it and closes it once.
-    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    // Only an fd that is open is taken over (a wrong number fails here, not later); it was
+    // inherited for this one reader.
+    let mut file =
+        std::fs::File::from(crate::sys::files::take_inherited(fd).map_err(SpecError::Read)?);
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(SpecError::Read)?;
     parse_spec(&bytes)

@@ -73,9 +73,7 @@ mod linux {
         };
         let copy_fds = told && copies(child, said.as_raw_fd());
         drop(done);
-        let mut status = 0;
-        // SAFETY: waits for our own child; `status` is valid.
-        unsafe { libc::waitpid(child, &mut status, 0) };
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None);
         GuardReach {
             memory,
             killable: killable[0] == 1,

@@ -97,16 +97,13 @@ mod darwin {
     }
 
     pub(super) fn terminal_on(fd: i32) -> Option<PathBuf> {
-        let mut buf = [0u8; 1024];
-        // SAFETY: ttyname_r writes at most buf.len() bytes, NUL included, into buf.
-        let rc = unsafe { libc::ttyname_r(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if rc != 0 {
-            return None;
+        use std::os::fd::AsFd;
+        match fd {
+            0 => nix::unistd::ttyname(std::io::stdin().as_fd()).ok(),
+            1 => nix::unistd::ttyname(std::io::stdout().as_fd()).ok(),
+            2 => nix::unistd::ttyname(std::io::stderr().as_fd()).ok(),
+            _ => None,
         }
-        let len = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-        Some(PathBuf::from(
-            <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(buf[..len].to_vec()),
-        ))
     }
 
     /// The per-user directory and its temporary and cache directories, real paths.

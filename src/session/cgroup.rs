@@ -9,9 +9,11 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
 
 /// Limits on the whole session.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -157,9 +159,9 @@ fn kill_and_remove(dir: &Path) {
             .unwrap_or_default()
             .lines()
             .filter_map(|l| l.trim().parse::<i32>().ok())
+            .filter(|pid| *pid > 0)
         {
-            // SAFETY: kill with a valid signal touches no memory.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
         }
     }
     let deadline = Instant::now() + Duration::from_secs(1);
@@ -171,14 +173,12 @@ fn kill_and_remove(dir: &Path) {
         }
         match &events {
             Some(events) if populated(events) => {
-                let mut pfd = libc::pollfd {
-                    fd: events.as_raw_fd(),
-                    events: libc::POLLPRI,
-                    revents: 0,
-                };
-                let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
-                // SAFETY: one valid pollfd for the duration of the call.
-                unsafe { libc::poll(&mut pfd, 1, ms) };
+                use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+                let mut pfd = [PollFd::new(events.as_fd(), PollFlags::POLLPRI)];
+                let _ = poll(
+                    &mut pfd,
+                    PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX),
+                );
             }
             _ => std::thread::sleep(Duration::from_millis(1)),
         }

@@ -7,6 +7,7 @@ pub mod capabilities;
 pub mod exit;
 pub mod fdpass;
 pub mod files;
+pub mod handlers;
 #[cfg(target_os = "linux")]
 pub mod kernel;
 #[cfg(target_os = "linux")]
