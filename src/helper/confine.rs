@@ -72,31 +72,8 @@ pub fn private_mount_namespace() -> io::Result<()> {
 /// helper could not open the name server's port 53 there (CAP_NET_BIND_SERVICE counts in
 /// the owner's). The new one, like bwrap's, has nothing but the loopback.
 pub fn private_network_namespace() -> io::Result<()> {
-    use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
-    use std::os::fd::AsRawFd;
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)?;
-    let socket = socket(
-        AddressFamily::Inet,
-        SockType::Datagram,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
-    // SAFETY: a zeroed ifreq is valid (a name and a union of plain integers).
-    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
-        *to = *from as libc::c_char;
-    }
-    // SAFETY: SIOCGIFFLAGS and SIOCSIFFLAGS read and write the ifreq we own.
-    unsafe {
-        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request) == -1 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    crate::sys::socket::loopback_up()
 }
 
 /// Every capability gone for good (bounding set, ambient, effective/permitted/inheritable),

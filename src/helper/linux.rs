@@ -67,11 +67,11 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
             });
     // The pipe the guard reports its refusals on (`mediator::report`), inherited for it
     // alone: the program's side closes it with every other descriptor before exec.
-    use std::os::fd::FromRawFd;
-    let reports = spec.refusals_fd.filter(|_| listened).map(|fd| {
-        // SAFETY: sbx-shell made this pipe end for the guard; nothing else here owns it.
-        unsafe { OwnedFd::from_raw_fd(fd) }
-    });
+    let reports = spec
+        .refusals_fd
+        .filter(|_| listened)
+        .map(crate::sys::files::take_inherited)
+        .transpose()?;
     let sockets = spec.proxy_listen.as_ref().and_then(|l| l.sockets_fd);
     let (root_reads, map_root) = (spec.root_reads.is_some(), spec.shown_as.is_some());
     let on_guard = move || -> io::Result<()> {
@@ -80,10 +80,10 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
             confine_privileges(root_reads, false).map_err(io::Error::other)?;
         }
         if let Some(fd) = sockets {
-            // SAFETY: sbx-shell passed this channel for the guard's sockets; nothing else
-            // here owns it (the program's side closes it with every other before exec).
-            let channel = unsafe { OwnedFd::from_raw_fd(fd) };
-            if let Err(e) = netsockets::serve(channel) {
+            // sbx-shell passed this channel for the guard's sockets (the program's side
+            // closes it with every other before exec).
+            let served = crate::sys::files::take_inherited(fd).and_then(netsockets::serve);
+            if let Err(e) = served {
                 eprintln!("sbx-shell: the guard cannot make sockets for the published ports: {e}");
             }
         }
@@ -332,32 +332,6 @@ pub fn confine(spec: &HelperSpec, names: Option<std::os::fd::OwnedFd>) -> Result
     Ok(())
 }
 
-/// The number of signals, real-time ones included.
-pub fn signal_count() -> i32 {
-    libc::SIGRTMAX() + 1
-}
-
-/// SIG_DFL for `signal`, through the raw syscall: glibc's posix_spawn leaves its two
-/// internal signals (32, 33) *ignored* in a spawned child and its sigaction() refuses to
-/// touch them, so only the kernel interface can reset them.
-pub fn set_default_disposition(signal: i32) {
-    // A zeroed kernel `struct sigaction` is {SIG_DFL, no flags, no restorer, empty mask} on
-    // every Linux ABI; 32 bytes covers its largest layout.
-    let default = [0u64; 4];
-    let sigset_size = std::mem::size_of::<u64>();
-    // SAFETY: rt_sigaction reads one kernel sigaction from `default`, which is valid and
-    // large enough, and writes nothing (old action pointer is null).
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            signal,
-            default.as_ptr(),
-            std::ptr::null_mut::<u8>(),
-            sigset_size,
-        )
-    };
-}
-
 /// Root's program as another host id (`HelperSpec::root_as`): the user namespace it
 /// enters, that id, and the paths id-mapped for it.
 pub struct RootAsTaken {
@@ -379,17 +353,16 @@ impl RootAsTaken {
 }
 
 /// The namespace sbx-shell handed over, taken once.
-pub fn take_root_as(spec: &HelperSpec) -> Option<RootAsTaken> {
-    use std::os::fd::FromRawFd;
-    let r = spec.root_as.as_ref()?;
-    // SAFETY: sbx-shell handed this descriptor over for this alone; taken once.
-    let userns = unsafe { std::os::fd::OwnedFd::from_raw_fd(r.userns_fd) };
-    Some(RootAsTaken {
-        userns,
+pub fn take_root_as(spec: &HelperSpec) -> io::Result<Option<RootAsTaken>> {
+    let Some(r) = spec.root_as.as_ref() else {
+        return Ok(None);
+    };
+    Ok(Some(RootAsTaken {
+        userns: crate::sys::files::take_inherited(r.userns_fd)?,
         id: r.id,
         tops: r.idmapped.clone(),
         scaffolds: r.scaffolds.clone(),
-    })
+    }))
 }
 
 /// Become root's program as another host id: the scaffolds built, each mount at or below

@@ -122,7 +122,7 @@ pub fn run(args: &[OsString]) -> ExitCode {
 fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
     let parsed = parse_helper_args(args)?;
     let spec = read_spec(parsed.spec_fd)?;
-    let root_as = os::take_root_as(&spec);
+    let root_as = os::take_root_as(&spec).map_err(HelperError::RootAs)?;
     os::check_mounted(&spec.mounted)?;
     if !spec.mounts.is_empty() {
         os::apply_mounts(&spec.mounts, root_as.as_ref())?;
@@ -179,23 +179,22 @@ fn run_steps(args: &[OsString]) -> Result<ExitCode, HelperError> {
 /// to sbx-shell's proxy, which then accepts there, and the name server's (UDP port 53) and
 /// the host services' (`services`) likewise; close all here.
 fn hand_over_proxy_port(listen: &ProxyListen) -> io::Result<()> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    // SAFETY: sbx-shell passed this fd for this purpose; nothing else in the helper owns it.
-    let channel = unsafe { OwnedFd::from_raw_fd(listen.channel_fd) };
+    use crate::sys::files::take_inherited;
+    use std::os::fd::AsRawFd;
+    // Each channel sbx-shell passed for this one purpose: owned here, closed here.
+    let channel = take_inherited(listen.channel_fd)?;
     if listen.unshare {
         os::private_network()?;
     }
     let listener = std::net::TcpListener::bind(("127.0.0.1", listen.port))?;
     crate::sys::fdpass::send_fd(channel.as_raw_fd(), listener.as_raw_fd())?;
     if let Some(fd) = listen.lookups_fd {
-        // SAFETY: as above, the name server's channel.
-        let channel = unsafe { OwnedFd::from_raw_fd(fd) };
+        let channel = take_inherited(fd)?;
         let socket = std::net::UdpSocket::bind(("127.0.0.1", 53))?;
         crate::sys::fdpass::send_fd(channel.as_raw_fd(), socket.as_raw_fd())?;
     }
     if let Some(fd) = listen.services_fd {
-        // SAFETY: as above, the host services' channel.
-        let channel = unsafe { OwnedFd::from_raw_fd(fd) };
+        let channel = take_inherited(fd)?;
         for &port in &listen.services {
             let v4 = std::net::TcpListener::bind(("127.0.0.1", port))?;
             crate::sys::fdpass::send_fd(channel.as_raw_fd(), v4.as_raw_fd())?;
@@ -243,18 +242,17 @@ fn apply_new_session() -> io::Result<()> {
 /// signals are still blocked here, so tcsetpgrp cannot stop us with SIGTTOU).
 fn apply_foreground_group() -> io::Result<()> {
     nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
-    // SAFETY: tcsetpgrp on fd 0 with our own process group id; no memory is touched.
-    if unsafe { libc::tcsetpgrp(0, libc::getpgrp()) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
+    use std::os::fd::AsFd;
+    nix::unistd::tcsetpgrp(std::io::stdin().as_fd(), nix::unistd::getpgrp())?;
     Ok(())
 }
 
 /// Every signal to SIG_DFL and an empty mask (this process only).
 fn apply_default_signals() -> io::Result<()> {
-    for signal in 1..os::signal_count() {
+    use crate::sys::handlers::{set_default_disposition, signal_count};
+    for signal in 1..signal_count() {
         if signal != libc::SIGKILL && signal != libc::SIGSTOP {
-            os::set_default_disposition(signal);
+            set_default_disposition(signal);
         }
     }
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;

@@ -64,15 +64,6 @@ pub fn confine(spec: &HelperSpec, names: Option<std::os::fd::OwnedFd>) -> Result
     Ok(())
 }
 
-pub fn signal_count() -> i32 {
-    32
-}
-
-pub fn set_default_disposition(signal: i32) {
-    // SAFETY: setting SIG_DFL installs no code of ours.
-    unsafe { libc::signal(signal, libc::SIG_DFL) };
-}
-
 pub fn show_as(_user: &crate::policy::ContainerUser) -> Result<(), String> {
     Err("containers run on Linux only".into())
 }
@@ -80,8 +71,8 @@ pub fn show_as(_user: &crate::policy::ContainerUser) -> Result<(), String> {
 /// Root's program as another host id: Linux only.
 pub enum RootAsTaken {}
 
-pub fn take_root_as(_spec: &HelperSpec) -> Option<RootAsTaken> {
-    None
+pub fn take_root_as(_spec: &HelperSpec) -> io::Result<Option<RootAsTaken>> {
+    Ok(None)
 }
 
 pub fn become_root_as(r: RootAsTaken) -> io::Result<()> {

@@ -120,6 +120,47 @@ pub fn stop_self() -> io::Result<()> {
     Ok(raised?)
 }
 
+/// The number of signals, real-time ones included.
+#[cfg(target_os = "linux")]
+pub fn signal_count() -> i32 {
+    libc::SIGRTMAX() + 1
+}
+
+/// The number of signals.
+#[cfg(not(target_os = "linux"))]
+pub fn signal_count() -> i32 {
+    32
+}
+
+/// SIG_DFL for `signal`, through the raw syscall: glibc's posix_spawn leaves its two
+/// internal signals (32, 33) *ignored* in a spawned child and its sigaction() refuses to
+/// touch them, so only the kernel interface can reset them.
+#[cfg(target_os = "linux")]
+pub fn set_default_disposition(signal: i32) {
+    // A zeroed kernel `struct sigaction` is {SIG_DFL, no flags, no restorer, empty mask} on
+    // every Linux ABI; 32 bytes covers its largest layout.
+    let default = [0u64; 4];
+    let sigset_size = std::mem::size_of::<u64>();
+    // SAFETY: rt_sigaction reads one kernel sigaction from `default`, which is valid and
+    // large enough, and writes nothing (old action pointer is null).
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            signal,
+            default.as_ptr(),
+            std::ptr::null_mut::<u8>(),
+            sigset_size,
+        )
+    };
+}
+
+/// SIG_DFL for `signal`.
+#[cfg(not(target_os = "linux"))]
+pub fn set_default_disposition(signal: i32) {
+    // SAFETY: setting SIG_DFL installs no code of ours.
+    unsafe { libc::signal(signal, libc::SIG_DFL) };
+}
+
 /// One byte to `fd` (async-signal-safe; a full pipe drops it).
 fn write_byte(fd: RawFd, byte: u8) {
     // SAFETY: `byte` is a valid one-byte buffer; write(2) is async-signal-safe.

@@ -18,6 +18,7 @@ pub mod say;
 pub mod seccomp;
 #[cfg(target_os = "linux")]
 pub mod socket;
+pub mod terminal;
 #[cfg(target_os = "linux")]
 pub mod timer;
 #[cfg(target_os = "linux")]

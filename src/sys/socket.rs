@@ -7,6 +7,33 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use nix::sys::socket::{connect, setsockopt, sockopt, UnixAddr};
 
+/// The network namespace's loopback interface up (`lo`: it starts down in a new one).
+pub fn loopback_up() -> io::Result<()> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType};
+    let socket = nix::sys::socket::socket(
+        AddressFamily::Inet,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    // SAFETY: a zeroed ifreq is valid (a name and a union of plain integers).
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
+        *to = *from as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS and SIOCSIFFLAGS read and write the ifreq we own.
+    unsafe {
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// A new socket (`flags`: SOCK_NONBLOCK, SOCK_CLOEXEC added to `kind`).
 pub fn socket(family: i32, kind: i32, protocol: i32) -> io::Result<OwnedFd> {
     // SAFETY: integer arguments; a new descriptor or -1.

@@ -1,7 +1,7 @@
 //! Window sizes: read from the outer terminal, set on the inner pty.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
 pub use nix::pty::Winsize;
 
@@ -16,20 +16,12 @@ pub const FALLBACK: Winsize = Winsize {
 
 /// The size of the terminal on `fd`; None when it is not a terminal or reports 0×0.
 pub fn get(fd: BorrowedFd<'_>) -> Option<Winsize> {
-    let mut size = FALLBACK;
-    // SAFETY: TIOCGWINSZ writes one `winsize` into the valid, exclusively borrowed `size`.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut size) };
-    (rc == 0 && size.ws_row > 0 && size.ws_col > 0).then_some(size)
+    crate::sys::terminal::window_size(fd).filter(|size| size.ws_row > 0 && size.ws_col > 0)
 }
 
 /// Set the size of the pty whose master is `fd`; the kernel signals its foreground group.
 pub fn set(fd: BorrowedFd<'_>, size: &Winsize) -> io::Result<()> {
-    // SAFETY: TIOCSWINSZ reads one `winsize` from the valid `size`.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, size) };
-    if rc == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sys::terminal::set_window_size(fd, size)
 }
 
 /// Copy the outer size (of `outer`) to the inner pty (`master`), skipping 0×0.
