@@ -23,6 +23,7 @@ pub mod refusal;
 pub mod report;
 pub mod shell;
 pub mod ssh;
+pub mod verdict;
 
 pub mod container;
 pub use container::ContainerUser;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::report::Cause;
+use super::verdict::PathVerdict;
 
 /// What kind of thing was refused; the order is the summary's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -133,7 +134,8 @@ pub fn shell_word(value: &str) -> String {
     }
 }
 
-/// What the guard reported (`cause`, `path`), judged by where it points: a denied path is
+/// What the guard reported (`cause`, `path`), judged by where it points
+/// (`verdict::of_path`, as `why` judges it): a denied path is
 /// hidden, a protected refusal is protected, anything else is a write outside the writable
 /// places, allowed by `--write` of its directory — unless that would open the home or a
 /// directory programs run from (`runs_from`, the `PATH`): then why none is suggested.
@@ -143,7 +145,6 @@ pub fn of_write(
     policy: &super::Policy,
     (home, runs_from): (&Path, &[std::path::PathBuf]),
 ) -> Refusal {
-    let fs = &policy.filesystem;
     match cause {
         Cause::Server => return of_server(about),
         Cause::Connect => return of_connect(about, &policy.network),
@@ -154,11 +155,9 @@ pub fn of_write(
         }
         Cause::Outside | Cause::Protected | Cause::ReadOnly | Cause::Held => {}
     }
-    if let Some(denied) = fs
-        .denied
-        .iter()
-        .find(|d| path.starts_with(d.real()) || path.starts_with(&d.path))
-    {
+    // The guard judged git's own places itself (`Cause::Protected`).
+    let verdict = super::verdict::of_path(policy, path, &|_| None);
+    if let PathVerdict::Denied(denied) = verdict {
         return Refusal {
             kind: Kind::Hidden,
             subject: path.display().to_string(),
@@ -172,7 +171,7 @@ pub fn of_write(
     if cause == Cause::Held {
         return of_held(path);
     }
-    if cause == Cause::Protected || fs.protected.iter().any(|p| path.starts_with(p.real())) {
+    if cause == Cause::Protected || matches!(verdict, PathVerdict::Protected(_)) {
         let git_config = path.file_name().is_some_and(|n| n == "config")
             && path
                 .parent()

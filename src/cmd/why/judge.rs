@@ -1,7 +1,7 @@
 //! The answers of `sbx-shell why`, pure: what the resolved policy does with a path, a host,
 //! a variable or a host socket, the rule that decides it, the layer that made the rule (a
 //! config file or profile and its line, the flags, the built-in defaults) and the option
-//! that changes it. Each is the same judgement a run makes: the path by the policy's lists
+//! that changes it. Each is the same judgement a run makes: the path by `verdict::of_path`
 //! (denied first, then protected, the private home, the writable places), the host by the
 //! proxy's own check (`netproxy::request::check`), the variable by
 //! `Environment::verdict`, the socket by the granted ones.
@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::netproxy::request::{self, Target};
 use crate::policy::config::{Config, FsMode, NetworkConfig, NetworkMode, PathEntry};
 use crate::policy::refusal::{shell_word, tilde};
+use crate::policy::verdict::{self, under, PathVerdict};
 use crate::policy::{Layer, Network, Policy, ResolvedPath};
 
 /// Where a rule came from: a layer's origin (a file, `profile NAME`, `command line`,
@@ -126,12 +127,9 @@ fn builtin(entry: &str) -> Option<Source> {
 /// How a path entry of a layer resolves (`policy::resolve_path`), for matching it.
 pub type ResolveEntry<'a> = &'a dyn Fn(&str, &str) -> Option<ResolvedPath>;
 
-fn under(path: &Path, p: &ResolvedPath) -> bool {
-    path.starts_with(p.real()) || path.starts_with(&p.path)
-}
-
 /// A path (`is_dir`: a directory now, which `--write` would name itself): denied,
-/// protected, in the private home, writable, or read-only.
+/// protected, in the private home, writable, or read-only — as `verdict::of_path` judges
+/// it for the run's refusals, with the rule's source and what changes it.
 pub fn path(
     policy: &Policy,
     layers: &[Layer],
@@ -140,53 +138,106 @@ pub fn path(
 ) -> WhyAnswer {
     let fs = &policy.filesystem;
     let home = fs.home.path.as_path();
-    let shown = tilde(at, home);
-    let answer = |allowed, (read, write), rule: String, source, fix| WhyAnswer {
+    // Whether it can be read and written inside.
+    let (hidden, readable, writable) = ((false, false), (true, false), (true, true));
+    let (allowed, (read, write), rule, source, fix) =
+        match verdict::of_path(policy, at, &git_place_of) {
+            PathVerdict::Denied(d) => {
+                let (rule, source, fix) = denied(policy, layers, resolve, d);
+                (false, hidden, rule, source, Some(fix))
+            }
+            PathVerdict::Protected(p) => {
+                let source = path_source(layers, resolve, |c| &c.filesystem.protect, p)
+                    .or_else(|| builtin("protected paths"));
+                let rule = format!(
+                    "protected: {} would run code outside the sandbox",
+                    tilde(&p.path, home)
+                );
+                (false, readable, rule, source, Some(protected_fix(&p.path)))
+            }
+            PathVerdict::GitPlace(place) => {
+                let rule = format!(
+                    "protected: {} of a repository would run code outside the sandbox",
+                    tilde(&place, home)
+                );
+                let source = builtin(
+                "git's own places in every repository: hooks, config, config.worktree, commondir",
+            );
+                (false, readable, rule, source, Some(protected_fix(&place)))
+            }
+            PathVerdict::Kept(kept) => {
+                let rule = format!(
+                    "private: {} is the profile's own copy, kept in {} (your own is never written)",
+                    tilde(&kept.path, home),
+                    tilde(&kept.twin, home)
+                );
+                let fix = "--no-private-home (then it is read-only, as the rest of ~)".to_string();
+                (true, writable, rule, builtin("the private home"), Some(fix))
+            }
+            PathVerdict::Writable(w) => {
+                let source = path_source(layers, resolve, |c| &c.filesystem.write, w);
+                let rule = format!("writable: {} is a writable place", tilde(&w.path, home));
+                (true, writable, rule, source, None)
+            }
+            PathVerdict::Workspace => {
+                let rule = format!(
+                    "writable: inside the workspace {}",
+                    tilde(&fs.workspace.path, home)
+                );
+                let source = builtin("the workspace: the current directory, or --workspace");
+                (true, writable, rule, source, None)
+            }
+            PathVerdict::Unrestricted => {
+                let rule = "writable: filesystem mode unrestricted".to_string();
+                (
+                    true,
+                    writable,
+                    rule,
+                    mode_source(layers, "unrestricted"),
+                    None,
+                )
+            }
+            PathVerdict::ReadOnly => {
+                let (rule, source, fix) = read_only(policy, layers, (at, is_dir));
+                (false, readable, rule, source, Some(fix))
+            }
+        };
+    WhyAnswer {
         read: Some(read),
         write: Some(write),
-        ..WhyAnswer::of(("path", shown.clone()), allowed, (rule, source, fix))
+        ..WhyAnswer::of(("path", tilde(at, home)), allowed, (rule, source, fix))
+    }
+}
+
+/// What changes a protected path: the one key of a config, or nothing.
+fn protected_fix(p: &Path) -> String {
+    match p.file_name().is_some_and(crate::protect::names::is_config) {
+        true => "--allow-git-config KEY lets the program write that one key".to_string(),
+        false => "none: it would run outside the sandbox, so only you change it, outside".into(),
+    }
+}
+
+/// The rule of a path outside every writable place (`is_dir`: a directory now, which
+/// `--write` names itself), its source (the filesystem mode's layer) and the grant.
+fn read_only(
+    policy: &Policy,
+    layers: &[Layer],
+    (at, is_dir): (&Path, bool),
+) -> (String, Option<Source>, String) {
+    let fs = &policy.filesystem;
+    let dir = if is_dir {
+        at
+    } else {
+        at.parent().unwrap_or(at)
     };
-    if let Some(d) = fs.denied.iter().find(|d| under(at, d)) {
-        let (rule, source, fix) = denied(policy, layers, resolve, d);
-        return answer(false, (false, false), rule, source, Some(fix));
-    }
-    let writable = writable_by(policy, layers, resolve, at);
-    if let Some(rule) = protected(policy, layers, resolve, at) {
-        return answer(false, (true, false), rule.0, rule.1, Some(rule.2));
-    }
-    if let Some(kept) = policy
-        .private_home
-        .as_ref()
-        .and_then(|h| h.kept.iter().find(|k| at.starts_with(&k.path)))
-    {
-        let rule = format!(
-            "private: {} is the profile's own copy, kept in {} (your own is never written)",
-            tilde(&kept.path, home),
-            tilde(&kept.twin, home)
-        );
-        let source = builtin("the private home");
-        let fix = "--no-private-home (then it is read-only, as the rest of ~)".to_string();
-        return answer(true, (true, true), rule, source, Some(fix));
-    }
-    match writable {
-        Some((rule, source)) => answer(true, (true, true), rule, source, None),
-        None => {
-            let dir = if is_dir {
-                at
-            } else {
-                at.parent().unwrap_or(at)
-            };
-            let mode = match fs.mode {
-                FsMode::ReadOnly => "read-only",
-                FsMode::WorkspaceWrite => "workspace-write",
-                FsMode::Unrestricted => "unrestricted",
-            };
-            let source = mode_source(layers, mode);
-            let rule = format!("read-only: outside the writable places (filesystem mode {mode})");
-            let fix = format!("--write {}", shell_word(&tilde(dir, home)));
-            answer(false, (true, false), rule, source, Some(fix))
-        }
-    }
+    let mode = match fs.mode {
+        FsMode::ReadOnly => "read-only",
+        FsMode::WorkspaceWrite => "workspace-write",
+        FsMode::Unrestricted => "unrestricted",
+    };
+    let rule = format!("read-only: outside the writable places (filesystem mode {mode})");
+    let fix = format!("--write {}", shell_word(&tilde(dir, &fs.home.path)));
+    (rule, mode_source(layers, mode), fix)
 }
 
 /// The rule of the denied path `d`, its source and what lifts it: a layer's `deny`, a key
@@ -219,73 +270,6 @@ fn denied(
     };
     let rule = format!("hidden: {} is a denied path", tilde(&d.path, home));
     (rule, source, fix)
-}
-
-/// The writable place `at` is in, and what made it writable.
-fn writable_by(
-    policy: &Policy,
-    layers: &[Layer],
-    resolve: ResolveEntry<'_>,
-    at: &Path,
-) -> Option<(String, Option<Source>)> {
-    let fs = &policy.filesystem;
-    let home = fs.home.path.as_path();
-    if let Some(w) = fs.writable.iter().find(|w| under(at, w)) {
-        let source = path_source(layers, resolve, |c| &c.filesystem.write, w);
-        return Some((
-            format!("writable: {} is a writable place", tilde(&w.path, home)),
-            source,
-        ));
-    }
-    match fs.mode {
-        FsMode::WorkspaceWrite if under(at, &fs.workspace) => Some((
-            format!(
-                "writable: inside the workspace {}",
-                tilde(&fs.workspace.path, home)
-            ),
-            builtin("the workspace: the current directory, or --workspace"),
-        )),
-        FsMode::Unrestricted => Some((
-            "writable: filesystem mode unrestricted".into(),
-            mode_source(layers, "unrestricted"),
-        )),
-        _ => None,
-    }
-}
-
-/// Whether `at` is a protected place (the policy's list, or git's own places in any git
-/// directory, as `protect::gitdir` tells one), with the rule, its source and what changes
-/// it.
-fn protected(
-    policy: &Policy,
-    layers: &[Layer],
-    resolve: ResolveEntry<'_>,
-    at: &Path,
-) -> Option<(String, Option<Source>, String)> {
-    let home = policy.filesystem.home.path.as_path();
-    let fix_for = |p: &Path| match p.file_name().is_some_and(crate::protect::names::is_config) {
-        true => "--allow-git-config KEY lets the program write that one key".to_string(),
-        false => "none: it would run outside the sandbox, so only you change it, outside".into(),
-    };
-    if let Some(p) = policy.filesystem.protected.iter().find(|p| under(at, p)) {
-        let source = path_source(layers, resolve, |c| &c.filesystem.protect, p)
-            .or_else(|| builtin("protected paths"));
-        let rule = format!(
-            "protected: {} would run code outside the sandbox",
-            tilde(&p.path, home)
-        );
-        return Some((rule, source, fix_for(&p.path)));
-    }
-    let place = git_place_of(at)?;
-    let rule = format!(
-        "protected: {} of a repository would run code outside the sandbox",
-        tilde(&place, home)
-    );
-    Some((
-        rule,
-        builtin("git's own places in every repository: hooks, config, config.worktree, commondir"),
-        fix_for(&place),
-    ))
 }
 
 /// The place of the innermost git directory holding `at` (`gitdir::is_git_dir`, by what
