@@ -368,10 +368,10 @@ pub fn bind_twin(twin: &Path, dir: bool, path: &Path, fd: BorrowedFd<'_>) -> io:
     put(take(source.as_fd())?, fd, path, 0)
 }
 
-/// Root's program as another host id (`helper`'s `RootAsTaken`), for an overlay: its lower layer
-/// id-mapped through `userns`, so that host root's files there are the program's; its upper
-/// layer belonging to `id`, which the kernel writes what the program makes and copies up
-/// as (an id-mapped upper cannot hold the overlay's own work files).
+/// Root's program as another host id (`helper`'s `RootAsTaken`), for an overlay: its lower
+/// layer id-mapped through `userns`, so that host root's files there are the program's; its
+/// upper layer belonging to `id`, which the kernel writes what the program makes and copies
+/// up as (an id-mapped upper cannot hold the overlay's own work files).
 #[derive(Clone, Copy)]
 pub struct LayersAs<'a> {
     pub userns: BorrowedFd<'a>,
