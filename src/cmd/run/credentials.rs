@@ -117,23 +117,9 @@ impl Trust {
         let own = std::env::var_os("SSL_CERT_FILE")
             .map(PathBuf::from)
             .filter(|p| p.is_file() && Some(p) != system.as_ref());
-        let joined = |files: &mut dyn Iterator<Item = PathBuf>| {
-            let mut text = String::new();
-            for file in files {
-                text.push_str(&std::fs::read_to_string(file).unwrap_or_default());
-                if !text.is_empty() && !text.ends_with('\n') {
-                    text.push('\n');
-                }
-            }
-            text.push_str(authority);
-            text
-        };
-        let roots = joined(&mut system.iter().chain(own.iter()).cloned());
-        let extra = joined(
-            &mut std::env::var_os("NODE_EXTRA_CA_CERTS")
-                .map(PathBuf::from)
-                .into_iter(),
-        );
+        let roots = joined(system.iter().chain(own.iter()), authority);
+        let node_extra = std::env::var_os("NODE_EXTRA_CA_CERTS").map(PathBuf::from);
+        let extra = joined(node_extra.iter(), authority);
         let trust = Trust {
             node: dir.join("node.pem"),
             bundle: dir.join("bundle.pem"),
@@ -167,5 +153,54 @@ impl Trust {
             }
         }
         env
+    }
+}
+
+/// The most a bundle of certificates may hold (the system's is about 200 KiB).
+const BUNDLE_LIMIT: u64 = 16 << 20;
+
+/// The certificates of `files`, each ending in a line end, then `authority`'s. A file is
+/// read only when it is (or a symlink leads to) a regular file no larger than
+/// `BUNDLE_LIMIT`: a FIFO or a device the host's variables name can never stall the
+/// session's start; what cannot be read adds nothing.
+fn joined<'a>(files: impl Iterator<Item = &'a PathBuf>, authority: &str) -> String {
+    let mut text = String::new();
+    for file in files {
+        let read = std::fs::canonicalize(file)
+            .and_then(|real| crate::sys::files::read_regular(&real, BUNDLE_LIMIT));
+        text.push_str(&String::from_utf8_lossy(&read.unwrap_or_default()));
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    text.push_str(authority);
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bundle_joins_regular_files_only_and_never_waits() {
+        let dir = std::env::temp_dir().join(format!("sbx-bundles-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("roots.pem");
+        std::fs::write(&file, "ROOTS").unwrap();
+        let link = dir.join("cert.pem");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let fifo = dir.join("fifo.pem");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let files = [
+            fifo,
+            file,
+            dir.join("missing.pem"),
+            link,
+            "/dev/zero".into(),
+        ];
+        let text = joined(files.iter(), "AUTHORITY\n");
+        assert_eq!(text, "ROOTS\nROOTS\nAUTHORITY\n");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
