@@ -10,14 +10,12 @@
 //! program could find it.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::Duration;
 
 use super::sandbox::{each, tools_present, Lab, PYTHON};
-use super::support::{require, Shown};
+use super::support::{require, serve_loopback, Shown};
 
 pub(super) const REAL: &str = "ghp_REALVALUEzq7Xv2Lk9Pw4Rt6Yb8Nm1Hc3Jd5Fg0";
 /// The real value's two halves: the probe joins them at run time, so that its own text
@@ -72,25 +70,18 @@ pub(super) fn test_authority() -> (String, Arc<rustls::ServerConfig>) {
 
 impl Origin {
     pub(super) fn start(tls: Option<Arc<rustls::ServerConfig>>) -> Origin {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let (log, tls) = (log.clone(), tls.clone());
-                thread::spawn(move || {
-                    let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
-                    match tls {
-                        Some(config) => {
-                            let Ok(conn) = rustls::ServerConnection::new(config) else {
-                                return;
-                            };
-                            serve(rustls::StreamOwned::new(conn, stream), &log);
-                        }
-                        None => serve(stream, &log),
-                    }
-                });
+        let port = serve_loopback(move |stream| {
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
+            match tls.clone() {
+                Some(config) => {
+                    let Ok(conn) = rustls::ServerConnection::new(config) else {
+                        return;
+                    };
+                    serve(rustls::StreamOwned::new(conn, stream), &log);
+                }
+                None => serve(stream, &log),
             }
         });
         Origin { port, seen }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::sandbox::{assert_lines, each, tools_present, Lab, PYTHON};
 use super::support::Shown;
-use super::support::{free_port, pids_with, require};
+use super::support::{free_port, pids_with, require, serve_loopback};
 
 /// An HTTP origin on loopback that answers every request with what it saw, and remembers it.
 struct Origin {
@@ -21,16 +21,9 @@ struct Origin {
 
 impl Origin {
     fn start() -> Origin {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let log = log.clone();
-                thread::spawn(move || serve(stream, &log));
-            }
-        });
+        let port = serve_loopback(move |stream| serve(stream, &log));
         Origin { port, seen }
     }
 

@@ -171,8 +171,6 @@ pub fn run_captured(args: &[&str], configure: impl FnOnce(&mut Command)) -> (i32
     )
 }
 
-/// True when the test runs as root. Otherwise: fail under SBX_REQUIRE_ALL=1, else say loudly
-/// that the calling test is skipped and why (`why`: what needs root), and return false.
 /// A free port of this machine's loopback (free when asked: bound, then let go).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -180,6 +178,20 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// A server on a port of this machine's loopback, for as long as the test runs: each
+/// connection handed to `serve` on a thread of its own. Returns the port.
+pub fn serve_loopback(serve: impl Fn(std::net::TcpStream) + Clone + Send + 'static) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let serve = serve.clone();
+            std::thread::spawn(move || serve(stream));
+        }
+    });
+    port
 }
 
 /// An sshd on a free loopback port, its config (`config` of the port) written in `dir`;
@@ -218,6 +230,8 @@ pub fn spawn_sshd(dir: &Path, config: impl Fn(u16) -> String) -> (u16, Child) {
     panic!("no free port for sshd after 20 tries");
 }
 
+/// True when the test runs as root. Otherwise: fail under SBX_REQUIRE_ALL=1, else say loudly
+/// that the calling test is skipped and why (`why`: what needs root), and return false.
 pub fn require_root(why: &str) -> bool {
     nix::unistd::geteuid().is_root() || skipped(&format!("{why} needs root"))
 }
