@@ -367,9 +367,9 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
 
-    /// Refuse to start unless these layers run: bwrap, landlock, seccomp, seatbelt
-    /// (comma-separated). Without it, `auto` runs the strongest set this machine can and
-    /// names what is missing.
+    /// Refuse to start unless these layers run: bwrap, landlock, seccomp, seatbelt, names
+    /// (every name the program makes judged: Linux 5.14 or later; comma-separated).
+    /// Without it, `auto` runs the strongest set this machine can and names what is missing.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "LAYER,…")]
     pub require: Vec<crate::policy::config::SandboxLayer>,
 }

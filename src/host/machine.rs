@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Machine {
     pub os: &'static str,
+    /// The kernel's release, as `uname` gives it (`kernel_release`).
+    pub kernel: String,
     /// The effective user is root.
     pub root: bool,
     /// The Landlock ABI version, or why there is none.
@@ -81,6 +83,7 @@ impl Machine {
         let bwrap = if linux { find_bwrap() } else { None };
         Machine {
             os,
+            kernel: kernel_release(),
             root: nix::unistd::geteuid().is_root(),
             landlock_abi: platform::landlock_abi(),
             userns: UserNamespaces {
@@ -222,6 +225,37 @@ pub struct BwrapUnusable {
 }
 
 /// What says this process runs in a container, if anything does.
+/// The kernel's release (`6.1.0-18-amd64`), as `uname` gives it to this process: what
+/// the kernel is, or older under a personality that asks so (`setarch --uname-2.6`); empty
+/// when it cannot be read.
+pub fn kernel_release() -> String {
+    nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The Linux release from which sbx-shell's guard judges names: handing the program the
+/// file it opened with the answer (SECCOMP_ADDFD_FLAG_SEND) is 5.14's.
+pub const NAMES_FROM: (u32, u32) = (5, 14);
+
+/// Whether the guard can judge names on a kernel of this release (`NAMES_FROM`).
+pub fn judges_names(release: &str) -> bool {
+    kernel_at_least(release, NAMES_FROM)
+}
+
+/// Whether a kernel release string (`6.1.0-18-amd64`) is at least `major.minor`; an
+/// unreadable one is not.
+fn kernel_at_least(release: &str, (major, minor): (u32, u32)) -> bool {
+    let mut parts = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(a), Some(b)) => (a, b) >= (major, minor),
+        _ => false,
+    }
+}
+
 pub(super) fn container_marker() -> Option<String> {
     if let Some(value) = std::env::var_os("container") {
         return Some(format!("container={}", value.to_string_lossy()));
@@ -331,4 +365,22 @@ fn on_path(name: &str) -> Option<PathBuf> {
         .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(name))
         .find(|file| is_executable(file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{judges_names, kernel_at_least};
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        assert!(kernel_at_least("6.18.44-fc-v470\n", (5, 14)));
+        assert!(kernel_at_least("5.14.0-362.el9.x86_64", (5, 14)));
+        assert!(!kernel_at_least("5.10.0-28-amd64", (5, 14)));
+        assert!(!kernel_at_least("4.19.0", (5, 14)));
+        assert!(!kernel_at_least("", (5, 14)));
+        assert!(!kernel_at_least("garbage", (5, 14)));
+        // What `setarch --uname-2.6` makes uname answer on any kernel.
+        assert!(!judges_names("2.6.78-fc-v657"));
+        assert!(judges_names("5.14.0"));
+    }
 }

@@ -20,9 +20,9 @@ pub use bwrap::{
 };
 
 pub(crate) mod machine;
-pub use machine::Machine;
 #[cfg(test)]
 use machine::UserNamespaces;
+pub use machine::{judges_names, kernel_release, Machine};
 
 mod place;
 pub use place::{children, PathKind, Place, RealFs};
@@ -52,6 +52,7 @@ pub mod test_support {
     pub fn capable_linux() -> Machine {
         Machine {
             os: "linux",
+            kernel: "6.18.0".into(),
             root: false,
             landlock_abi: Ok(7),
             userns: UserNamespaces {

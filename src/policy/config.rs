@@ -210,6 +210,10 @@ pub enum SandboxLayer {
     Seccomp,
     /// macOS: the Seatbelt profile.
     Seatbelt,
+    /// The judgement of every name the program makes in its writable trees: Seatbelt's
+    /// rules on macOS; on Linux the guard's, from Linux 5.14 (before it, a protected path
+    /// that does not exist at the start can be made).
+    Names,
 }
 
 impl SandboxLayer {
@@ -219,6 +223,7 @@ impl SandboxLayer {
             SandboxLayer::Landlock => "landlock",
             SandboxLayer::Seccomp => "seccomp",
             SandboxLayer::Seatbelt => "seatbelt",
+            SandboxLayer::Names => "names",
         }
     }
 }

@@ -1,6 +1,6 @@
 //! What a git directory is: one definition for every part that asks — the guard as names
 //! are made (`helper::mediator::git`), the scan of the writable trees before and after a
-//! session (`repos`), the watch on older kernels (`watch`), and `why`. Pure: each caller
+//! session (`repos`), and `why`. Pure: each caller
 //! says how it looks at a directory's entries.
 //!
 //! git accepts a directory as a git directory (`setup.c`, `is_git_directory`) when it

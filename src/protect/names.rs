@@ -5,8 +5,8 @@
 //! A mount protects what exists, and Landlock's rights are per hierarchy, not per name: a
 //! protected path missing at the start, or a hook of a repository made during the session,
 //! sits in a directory the program must be able to write. Here it is refused by name
-//! (EACCES), so it never exists — not even for the instant the watch (`watch`) would take
-//! to move it aside.
+//! (EACCES), so it never exists, not even for an instant. Before Linux 5.14 nothing can
+//! (`sandbox::unjudged`).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

@@ -46,30 +46,11 @@ impl Print {
             mode: m.mode(),
         }
     }
-
-    /// The same, from what `stat` filled in (the guard's).
-    #[cfg(target_os = "linux")]
-    pub fn of_stat(st: &libc::stat) -> Print {
-        Print {
-            len: u64::try_from(st.st_size).unwrap_or_default(),
-            mtime_ns: i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec),
-            ino: st.st_ino,
-            mode: st.st_mode,
-        }
-    }
 }
 
 /// The places and what they were, by path, with what each is.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Snapshot(BTreeMap<PathBuf, (What, Print)>);
-
-impl Snapshot {
-    /// Whether `path` was recorded, and `now` (taken without following a symlink) is
-    /// what it was.
-    pub fn unchanged(&self, path: &Path, now: Print) -> bool {
-        self.0.get(path).is_some_and(|(_, was)| *was == now)
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum What {
@@ -200,32 +181,6 @@ fn listed(all: &[Planted]) -> String {
         .map(Planted::to_string)
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-/// The line for what the watch moved aside (`watch`) and kept in `keep`, or `None` when it
-/// moved nothing.
-pub fn moved_line(moved: &[Planted], keep: &Path) -> Option<String> {
-    if moved.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "this session planted code that would run outside the sandbox; sbx-shell took it out of the tree: {}\nHint: copies are kept in {}; `sbx-shell log --json` keeps this list",
-        listed(moved),
-        keep.display()
-    ))
-}
-
-/// The line for the protected paths the watch restored (`watch::record`, Landlock alone),
-/// or `None` when it restored nothing.
-pub fn restored_line(restored: &[Planted], keep: &Path) -> Option<String> {
-    if restored.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "this session changed protected paths, which Landlock alone cannot prevent; sbx-shell restored them from its record: {}\nHint: what the session wrote is kept in {}; the bwrap backend prevents such changes (`sbx-shell setup` enables it)",
-        listed(restored),
-        keep.display()
-    ))
 }
 
 /// The one line for the terminal, or `None` when nothing was planted.

@@ -71,7 +71,8 @@ impl GitDir {
 pub struct Repos {
     pub git_dirs: Vec<GitDir>,
     /// `.git` entries that are symlinks, with where each pointed: no mount holds a
-    /// symlink in place, so the watch (`watch`) puts one back when it is changed.
+    /// symlink in place, so one changed is named at the end where the guard does not
+    /// judge names (`planted`).
     pub links: Vec<(PathBuf, PathBuf)>,
     /// The walk stopped at the entry budget: there may be more.
     pub incomplete: bool,

@@ -127,7 +127,6 @@ pub struct Ruleset {
 /// What the bwrap backend gives that Landlock alone does not, on any machine: listed by
 /// `doctor` (the start line of a fallback points there).
 pub const WITHOUT_BWRAP: &[&str] = &[
-    "before Linux 5.14, protected paths inside the workspace (.git/config, hooks …) are restored after a change, not prevented (later kernels: refused by sbx-shell's guard, as under bwrap)",
     "a denied path inside the workspace is left out of its rules, not hidden: its name shows; a name made at the top of a directory holding one, beyond the session's pool of 16 files and 8 directories, or moved there, cannot be read by name until the next session (before Linux 5.14 such a policy is refused)",
     "no private /tmp: a private TMPDIR instead, the host's closed (a program that writes a fixed /tmp/name fails)",
     "POSIX shared memory and semaphores live in a directory of the session's, made by sbx-shell's guard for each name in /dev/shm; a segment opened read-only by name, or a listing of /dev/shm, is refused",
@@ -424,8 +423,8 @@ pub fn tool_prefixes(dirs: &[PathBuf]) -> Vec<PathBuf> {
 /// Alone, Landlock cannot deny inside a writable tree nor protect inside one, and no host
 /// socket can be granted (seccomp refuses unix sockets by path, `seccomp::build_filter`):
 /// such a policy is refused, never weakened — except a protected path inside a writable
-/// tree other than `/`, which the helper's guard refuses to change (Linux 5.14 and later,
-/// `protect::names`) or restores when it changes (before, `watch::record`), and, where
+/// tree other than `/`, which the helper's guard refuses to change (`protect::names`;
+/// without it, before Linux 5.14, Landlock alone does not run: `SandboxError::AloneUnjudged`), and, where
 /// the guard makes every name (`carving`), a denied path inside a writable tree other
 /// than `/`, which the tree's rules are carved around (`carve`).
 fn check_alone(
@@ -450,8 +449,8 @@ fn check_alone(
             });
         }
     }
-    // Inside the writable trees of a workspace, the guard refuses changes or restores them;
-    // inside `/` (unrestricted, no tree it watches), nothing could.
+    // Inside the writable trees of a workspace, the guard refuses changes; inside `/`
+    // (unrestricted, no tree it judges), nothing could.
     for protected in fs.protected.iter().map(real).filter(|p| exists(p)) {
         if let Some(inside) = writable
             .iter()
@@ -464,55 +463,6 @@ fn check_alone(
         }
     }
     Ok(())
-}
-
-/// Alone: the protected paths inside the writable trees (not `/`), and each repository's
-/// sensitive paths there (`repos::sensitive`, as found, and its `.git` pointer file), each
-/// with its tree — what Landlock
-/// cannot refuse to change, so the watch restores it from a record (`watch::record`).
-///
-/// None when the helper's guard judges every write (`sandbox::names_judged`): it refuses
-/// at the call what a restore would undo afterwards (and a restore cannot tell the
-/// program's change from the user's own, made meanwhile outside).
-pub fn restored_paths(
-    fs: &Filesystem,
-    git_dirs: &[crate::protect::repos::GitDir],
-    names_judged: bool,
-) -> Vec<(PathBuf, PathBuf)> {
-    if names_judged {
-        return Vec::new();
-    }
-    let roots: Vec<&Path> = fs
-        .writable_roots()
-        .into_iter()
-        .filter(|r| *r != Path::new("/"))
-        .collect();
-    let mut out: Vec<(PathBuf, PathBuf)> = fs
-        .protected
-        .iter()
-        .map(real)
-        .chain(
-            git_dirs
-                .iter()
-                .flat_map(|g| g.present.iter().map(PathBuf::as_path))
-                .chain(
-                    git_dirs
-                        .iter()
-                        .flat_map(|g| &g.links)
-                        .map(|(_, t)| t.as_path()),
-                ),
-        )
-        // A linked worktree's or a submodule's `.git` file: re-pointed, the host's git
-        // would read another directory's config there.
-        .chain(git_dirs.iter().filter_map(|g| g.pointer.as_deref()))
-        .filter_map(|p| {
-            let root = roots.iter().find(|r| p.starts_with(r) && p != **r)?;
-            Some((p.to_path_buf(), root.to_path_buf()))
-        })
-        .collect();
-    out.sort();
-    out.dedup();
-    out
 }
 
 fn real(path: &ResolvedPath) -> &Path {
@@ -698,7 +648,7 @@ mod tests {
             r#"{"filesystem": {"read": ["/data"]}, "network": "full", "nested_pty": false}"#,
         );
         // An existing protected path inside the writable workspace: the workspace is
-        // writable all the same (the watch restores it, `watch::record`).
+        // writable all the same (the guard refuses a write to it, `protect::names`).
         let r = build_ruleset(&p, Layering::Alone).unwrap();
         assert_eq!(access_of(&r, "/srv"), [Access::Read]);
         assert_eq!(access_of(&r, "/srv/proj"), [Access::ReadWrite]);

@@ -47,6 +47,8 @@ pub enum SandboxError {
     RunArgs(String),
     #[error("without Landlock the bwrap backend cannot enforce {what}\nHint: use Linux 6.12 or later (Landlock ABI 6; `sbx-shell doctor` shows this kernel's), or drop {what} from the policy")]
     NeedsLandlock { what: &'static str },
+    #[error("Landlock alone cannot keep what would run code outside read-only in the writable trees on Linux {kernel}: it needs the guard to judge every name the program makes, which needs Linux 5.14\nHint: use the bwrap backend, which mounts them read-only (`sbx-shell setup` enables it), or run read-only: --profile read-only")]
+    AloneUnjudged { kernel: String },
 }
 
 /// What the builders need beyond the policy: the session's place on the host, and what the
@@ -202,12 +204,39 @@ fn with_bwrap_inputs<R>(
 }
 
 /// Whether the helper's guard judges every name the program makes and every writing open
-/// (`protect::names`): when the program has writable trees, on Linux 5.14 and later —
-/// handing an opened file over with the answer (SECCOMP_ADDFD_FLAG_SEND) is 5.14's; before
-/// it, names are left to the guard, which moves them aside.
+/// (`protect::names`): when the program has writable trees and the kernel can
+/// (`host::judges_names`). Before 5.14 only mounts hold what would run code outside: what exists
+/// of it is mounted read-only, and what does not exist yet can be made (`unjudged`).
 pub fn names_judged(policy: &Policy) -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    kernel_at_least(&release, (5, 14)) && !crate::protect::repos::trees(policy).is_empty()
+    crate::host::judges_names(&crate::host::kernel_release())
+        && !crate::protect::repos::trees(policy).is_empty()
+}
+
+/// Where the guard cannot judge names (`release` before 5.14) and the program has writable
+/// trees: the protected paths in them that do not exist now, which no read-only mount can
+/// hold (a repository's own places — its hooks, its config — are open the same way when
+/// the repository is made during the session). `None` where nothing is open.
+pub fn unjudged(
+    policy: &Policy,
+    release: &str,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Option<Vec<PathBuf>> {
+    let trees = crate::protect::repos::trees(policy);
+    if crate::host::judges_names(release) || trees.is_empty() {
+        return None;
+    }
+    let mut missing: Vec<PathBuf> = policy
+        .filesystem
+        .protected
+        .iter()
+        .map(crate::policy::ResolvedPath::real)
+        .filter(|p| trees.iter().any(|(t, _)| p.starts_with(t) && p != t))
+        .filter(|p| !exists(p))
+        .map(Path::to_path_buf)
+        .collect();
+    missing.sort();
+    missing.dedup();
+    Some(missing)
 }
 
 /// The home directory and the names no new entry at its top may have, when a session's
@@ -295,19 +324,6 @@ fn protected_files(
         .collect()
 }
 
-/// Whether a kernel release string (`6.1.0-18-amd64`) is at least `major.minor`; an
-/// unreadable one is not.
-pub fn kernel_at_least(release: &str, (major, minor): (u32, u32)) -> bool {
-    let mut parts = release
-        .trim()
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|p| p.parse::<u32>().ok());
-    match (parts.next().flatten(), parts.next().flatten()) {
-        (Some(a), Some(b)) => (a, b) >= (major, minor),
-        _ => false,
-    }
-}
-
 /// What the helper applies to itself before exec.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InProcess {
@@ -356,6 +372,11 @@ pub fn in_process(
         }
         Backend::Bwrap { landlock, path } => under_bwrap(policy, ctx, (*landlock, path), names)?,
         Backend::Landlock | Backend::Container(_) => {
+            if names.is_none() && !crate::protect::repos::trees(policy).is_empty() {
+                return Err(SandboxError::AloneUnjudged {
+                    kernel: crate::host::kernel_release(),
+                });
+            }
             let mut ruleset = landlock::build_ruleset(
                 policy,
                 landlock::Layering::Alone,
@@ -493,15 +514,30 @@ fn under_bwrap(
 
 #[cfg(test)]
 mod tests {
-    use super::kernel_at_least;
-
     #[test]
-    fn kernel_releases_compare_by_major_and_minor() {
-        assert!(kernel_at_least("6.18.44-fc-v470\n", (5, 14)));
-        assert!(kernel_at_least("5.14.0-362.el9.x86_64", (5, 14)));
-        assert!(!kernel_at_least("5.10.0-28-amd64", (5, 14)));
-        assert!(!kernel_at_least("4.19.0", (5, 14)));
-        assert!(!kernel_at_least("", (5, 14)));
-        assert!(!kernel_at_least("garbage", (5, 14)));
+    fn before_5_14_what_is_open_is_the_missing_protected_paths_in_the_writable_trees() {
+        use crate::policy::test_support::policy_with;
+        let p = policy_with("/srv/proj", "{}");
+        let protected: Vec<std::path::PathBuf> = p
+            .filesystem
+            .protected
+            .iter()
+            .map(|r| r.real().to_path_buf())
+            .filter(|r| r.starts_with("/srv/proj"))
+            .collect();
+        assert!(!protected.is_empty(), "the workspace holds protected paths");
+        let envrc = std::path::Path::new("/srv/proj/.mcp.json");
+        assert!(protected.iter().any(|p| p == envrc), "{protected:?}");
+        let only_envrc_exists = |p: &std::path::Path| p == envrc;
+        assert_eq!(super::unjudged(&p, "6.1.0", &only_envrc_exists), None);
+        let open = super::unjudged(&p, "5.10.0-28-amd64", &only_envrc_exists).unwrap();
+        assert!(
+            !open.iter().any(|p| p == envrc),
+            "it exists: mounted read-only"
+        );
+        assert_eq!(open.len(), protected.len() - 1, "{open:?}");
+        // Nothing writable, nothing open.
+        let read_only = policy_with("/srv/proj", r#"{"filesystem": {"mode": "read-only"}}"#);
+        assert_eq!(super::unjudged(&read_only, "5.10.0", &|_| false), None);
     }
 }

@@ -1,6 +1,6 @@
 //! The mount plan: what bwrap and the helper mount, in order, each checked against what
 //! sbx-shell saw (`mounts`). Pure; bwrap's argv takes its bwrap part, the helper does the
-//! rest, Landlock alone and the watch read it.
+//! rest, Landlock alone reads it.
 
 use crate::host::PathKind;
 use crate::policy::config::FsMode;

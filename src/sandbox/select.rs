@@ -84,7 +84,11 @@ pub fn check_required(
     machine: &Machine,
 ) -> Result<(), SelectError> {
     for layer in required {
-        if backend.layers().contains(&layer.name()) {
+        let has = match layer {
+            SandboxLayer::Names => judges_names(backend, machine),
+            _ => backend.layers().contains(&layer.name()),
+        };
+        if has {
             continue;
         }
         let (why, hint) = layer_unusable(*layer, machine).unwrap_or_else(|| {
@@ -103,6 +107,30 @@ pub fn check_required(
         });
     }
     Ok(())
+}
+
+/// Whether `backend` judges every name the program makes (`SandboxLayer::Names`):
+/// Seatbelt's rules name paths whether they exist or not; Linux's guard needs 5.14.
+fn judges_names(backend: &Backend, machine: &Machine) -> bool {
+    match backend {
+        Backend::None => false,
+        Backend::Seatbelt => true,
+        Backend::Bwrap { .. } | Backend::Landlock | Backend::Container(_) => {
+            crate::host::judges_names(&machine.kernel)
+        }
+    }
+}
+
+/// The start line where the guard cannot judge names and the program has writable trees
+/// (`sandbox::unjudged`): what the read-only mounts leave open, the fix, and how to refuse.
+pub fn unjudged_line(kernel: &str, missing: &[std::path::PathBuf]) -> String {
+    let paths = match crate::sys::say::first_and_more(missing) {
+        Some(named) => format!("protected paths that do not exist yet ({named}) and "),
+        None => String::new(),
+    };
+    format!(
+        "sbx-shell: Linux {kernel} is older than 5.14: the guard cannot judge the names the program makes, so what would run code outside is held by read-only mounts where it exists; {paths}the hooks and config of a repository made in the session can be made, and the end of the session names them. Fix: Linux 5.14 or later (--require names refuses to run without it)"
+    )
 }
 
 /// Why `layer` cannot run on `machine`, and the fix; `None` when it can.
@@ -129,6 +157,14 @@ fn layer_unusable(layer: SandboxLayer, machine: &Machine) -> Option<(String, Str
             };
             Some((why.clone(), fix.into()))
         }
+        SandboxLayer::Names => (machine.os == "linux"
+            && !crate::host::judges_names(&machine.kernel))
+        .then(|| {
+            (
+                format!("Linux {} is older than 5.14: the guard cannot judge the names the program makes, so a protected path that does not exist at the start could be made", machine.kernel),
+                "use Linux 5.14 or later, or leave names out of --require: what exists is then mounted read-only".into(),
+            )
+        }),
         SandboxLayer::Seatbelt => (machine.os != "macos").then(|| {
             (
                 "Seatbelt exists on macOS only".into(),
@@ -392,6 +428,45 @@ mod tests {
         m.bwrap_probe = None;
         m.userns.unprivileged_clone = Some("0".into());
         assert!(fails(&m).fix.contains("kernel.unprivileged_userns_clone=1"));
+    }
+
+    #[test]
+    fn names_are_required_of_the_kernel_and_never_of_no_sandbox() {
+        let bwrap = Backend::Bwrap {
+            path: "/usr/bin/bwrap".into(),
+            landlock: false,
+        };
+        let old = Machine {
+            kernel: "5.10.0-28-amd64".into(),
+            ..capable_linux()
+        };
+        let names = [SandboxLayer::Names];
+        assert_eq!(check_required(&names, &bwrap, &capable_linux()), Ok(()));
+        let err = check_required(&names, &bwrap, &old)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the names layer is required")
+                && err.contains("Linux 5.10.0-28-amd64 is older than 5.14")
+                && err.contains("Hint: use Linux 5.14 or later"),
+            "{err}"
+        );
+        // Seatbelt's rules name what does not exist yet; no sandbox judges nothing.
+        assert_eq!(check_required(&names, &Backend::Seatbelt, &old), Ok(()));
+        let none = check_required(&names, &Backend::None, &capable_linux());
+        assert!(none
+            .unwrap_err()
+            .to_string()
+            .contains("the none backend does not use it"));
+        // The start line names what is open, its fix and how to refuse.
+        let line = unjudged_line("5.10.0", &["/w/.envrc".into(), "/w/.vscode".into()]);
+        assert!(
+            line.contains("Linux 5.10.0 is older than 5.14")
+                && line.contains("(/w/.envrc and 1 more)")
+                && line.contains("--require names"),
+            "{line}"
+        );
+        assert!(!unjudged_line("5.10.0", &[]).contains("()"));
     }
 
     #[test]

@@ -40,9 +40,6 @@ pub struct SessionRecord {
     /// made or changed (`planted`): "PATH (what)".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub planted: Vec<String>,
-    /// The watch ended the session: its program kept planting (`watch::END_AFTER`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub ended_by_guard: bool,
     /// What the sandbox refused, by kind: each subject with its count, and the options
     /// that allow them (`policy::refusal`).
     #[serde(default, skip_serializing_if = "Tally::is_empty")]
@@ -80,20 +77,14 @@ impl SessionRecord {
             exit_status,
             network_refused,
             planted: Vec::new(),
-            ended_by_guard: false,
             refusals: Tally::default(),
             session: std::process::id(),
         }
     }
 
     /// With the places the session planted.
-    pub fn with_planted(
-        mut self,
-        planted: &[crate::protect::planted::Planted],
-        ended_by_guard: bool,
-    ) -> SessionRecord {
+    pub fn with_planted(mut self, planted: &[crate::protect::planted::Planted]) -> SessionRecord {
         self.planted = planted.iter().map(ToString::to_string).collect();
-        self.ended_by_guard = ended_by_guard;
         self
     }
 
@@ -192,7 +183,6 @@ mod tests {
             exit_status: n,
             network_refused: 2,
             planted: Vec::new(),
-            ended_by_guard: false,
             refusals: Tally::default(),
             session: 4242,
         }

@@ -230,28 +230,6 @@ pub fn reap_children() -> Vec<ChildEvent> {
     }
 }
 
-/// SIGKILL every process below sbx-shell, again until none is left alive (bounded: a
-/// second); nothing is reaped (the main loop does that, and learns the child's end).
-/// Returns how many there were at first.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-pub fn kill_all_below() -> usize {
-    let me = nix::unistd::getpid().as_raw();
-    let start = Instant::now();
-    let mut first = None;
-    while start.elapsed() < Duration::from_secs(1) {
-        let alive = select_leftovers(&processes_below(me), me, None);
-        first.get_or_insert(alive.len());
-        if alive.is_empty() {
-            break;
-        }
-        for pid in alive {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
-        thread::sleep(Duration::from_millis(1));
-    }
-    first.unwrap_or(0)
-}
-
 /// Hang up, then kill, every process below us (and in `child_session`). Bounded in time.
 /// Returns what was reaped meanwhile, so the caller learns how its own child ended.
 pub fn kill_leftovers(child_session: Option<Pid>) -> Vec<ChildEvent> {

@@ -108,8 +108,20 @@ impl Lab {
 
     /// `command`, with the sbx-shell binary at `binary`.
     pub(super) fn command_of(&self, binary: &Path, backend: &str, args: &[&str]) -> Command {
-        let mut cmd = Command::new(binary);
-        cmd.arg("--backend")
+        self.command_through(&[binary.as_os_str()], backend, args)
+    }
+
+    /// `command`, started through `before` (a program and its arguments that end with
+    /// sbx-shell's path: `setarch --uname-2.6 …/sbx-shell`).
+    pub(super) fn command_through(
+        &self,
+        before: &[&std::ffi::OsStr],
+        backend: &str,
+        args: &[&str],
+    ) -> Command {
+        let mut cmd = Command::new(before[0]);
+        cmd.args(&before[1..])
+            .arg("--backend")
             .arg(backend)
             .args(args)
             .current_dir(&self.ws)
@@ -344,8 +356,8 @@ fn git_hooks_config_and_rc_files_are_neither_writable_nor_renamable() {
     each(|backend, user| {
         let lab = Lab::new("protected", user, true);
         let what = lab.what(backend);
-        // Landlock alone cannot prevent a change inside a writable tree: there it restores
-        // (tests/suite/fallback.rs); a repository opened read-only it protects.
+        // Landlock alone inside a writable tree: its guard refuses the writes
+        // (tests/suite/fallback.rs); here, a repository opened read-only.
         let args: &[&str] = if backend == "landlock" {
             &["--profile", "read-only"]
         } else {

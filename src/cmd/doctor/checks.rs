@@ -141,7 +141,14 @@ fn linux_checks(m: &Machine) -> Vec<Check> {
         Some(value) => check("legacy TIOCSTI", CheckStatus::Warn, format!("dev.tty.legacy_tiocsti={value}"), "0: no typing into other terminals", Some("sysctl -w dev.tty.legacy_tiocsti=0 (otherwise a program that can open a terminal can type into it)")),
         None => check("legacy TIOCSTI", CheckStatus::Ok, "sysctl absent (kernel before 6.2: TIOCSTI allowed)", "TIOCSTI denied inside the sandbox by seccomp", None),
     };
-    let mut checks = vec![landlock, seccomp, userns, bwrap, tiocsti];
+    let mut checks = vec![
+        landlock,
+        seccomp,
+        userns,
+        bwrap,
+        tiocsti,
+        names_check(&m.kernel),
+    ];
     checks.extend(m.guard.as_ref().map(guard_check));
     checks.extend(m.engines.iter().map(engine_check));
     checks
@@ -164,6 +171,28 @@ fn engine_check((name, answer): &(&'static str, Result<String, String>)) -> Chec
             Some("start the engine, or point its client at it (DOCKER_HOST, a docker context, CONTAINER_HOST); this machine's other backends do not need it"),
         ),
     }
+}
+
+/// Whether the guard judges every name the program makes in its writable trees
+/// (`host::judges_names`), or what read-only mounts leave open before Linux 5.14.
+fn names_check(kernel: &str) -> Check {
+    const EXPECTED: &str = "Linux 5.14 or later: every name the program makes in its writable trees is judged when it is made";
+    if crate::host::judges_names(kernel) {
+        return check(
+            "names",
+            CheckStatus::Ok,
+            format!("Linux {kernel}"),
+            EXPECTED,
+            None,
+        );
+    }
+    check(
+        "names",
+        CheckStatus::Warn,
+        format!("Linux {kernel}: the guard cannot judge names (no SECCOMP_ADDFD_FLAG_SEND)"),
+        EXPECTED,
+        Some("what would run code outside is held by read-only mounts where it exists at the start; a protected path that does not exist yet (a missing .mcp.json, the hooks of a repository made in the session) can be made, and the end of the session names it. Linux 5.14 or later; --require names refuses to run without it"),
+    )
 }
 
 /// What the guard — which makes every name the program makes — can do here.

@@ -12,15 +12,6 @@ pub fn main(json: bool) -> Result<u8, Failure> {
         .ok()
         .map(|h| host::probe_cache(&h));
     let report = checks::evaluate(&Machine::measure(Probes::Fresh(cache.as_deref())));
-    // What a session killed while it held seals left behind (older kernels' Landlock
-    // alone) is put back here too.
-    #[cfg(target_os = "linux")]
-    if let Some(line) = crate::cmd::inputs::home_dir()
-        .ok()
-        .and_then(|h| crate::protect::watch::undo_left_seals(&h))
-    {
-        eprintln!("{line}");
-    }
     let text = if json {
         format!("{}\n", serde_json::to_string_pretty(&report)?)
     } else {

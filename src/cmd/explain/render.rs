@@ -33,7 +33,7 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
             landlock_alone,
             seccomp,
             seccomp_alone,
-            restored_alone,
+            unjudged,
         } => {
             write_landlock(
                 &mut out,
@@ -43,7 +43,7 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
             write_landlock(&mut out, "Landlock alone (no bwrap)", landlock_alone);
             write_seccomp(&mut out, "seccomp, under bwrap", seccomp);
             write_seccomp(&mut out, "seccomp, Landlock alone", seccomp_alone);
-            write_mediated(&mut out, restored_alone);
+            write_mediated(&mut out, unjudged.as_deref());
         }
         BackendOutput::Refuses { reason } => {
             let _ = writeln!(out, "{name} refuses this policy: {reason}");
@@ -128,8 +128,9 @@ fn describe_mount(how: &crate::sandbox::bwrap::How) -> String {
     }
 }
 
-/// Landlock alone: the calls the guard answers, and the paths restored rather than kept.
-fn write_mediated(out: &mut String, restored_alone: &[std::path::PathBuf]) {
+/// Landlock alone: the calls the guard answers; and whether it judges the names the
+/// program makes, or (before Linux 5.14) what can be made.
+fn write_mediated(out: &mut String, unjudged: Option<&[std::path::PathBuf]>) {
     let mediated: Vec<&str> = crate::sandbox::mediated::table()
         .iter()
         .map(|m| m.syscall)
@@ -139,18 +140,20 @@ fn write_mediated(out: &mut String, restored_alone: &[std::path::PathBuf]) {
         "mediated by sbx-shell, Landlock alone (see docs/config.md, The mediator): {}",
         mediated.join(" ")
     );
-    let restored: Vec<String> = restored_alone
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
+    let names = match unjudged {
+        None => "judged by the guard when they are made (what would run code outside is refused)".to_string(),
+        Some(missing) => format!(
+            "not judged on this kernel (before Linux 5.14): what exists of the protected paths is mounted read-only (bwrap; Landlock alone refuses to run), and these can be made: {}",
+            if missing.is_empty() {
+                "none of the policy's (a new repository's hooks and config can)".to_string()
+            } else {
+                missing.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")
+            }
+        ),
+    };
     let _ = writeln!(
         out,
-        "restored, not prevented, Landlock alone (put back from a record the moment they change): {}",
-        if restored.is_empty() {
-            "none here (on Linux 5.14 and later sbx-shell's guard refuses every write to them when it is made)".to_string()
-        } else {
-            restored.join(" ")
-        }
+        "names the program makes in its writable trees: {names}"
     );
 }
 

@@ -96,10 +96,10 @@ pub enum BackendOutput {
         landlock_alone: RulesOrRefusal,
         seccomp: seccomp::Filter,
         seccomp_alone: seccomp::Filter,
-        /// Alone: the protected paths inside the writable trees, which Landlock cannot
-        /// protect and the guard restores from a record when they change — restored, not
-        /// prevented (`watch::record`).
-        restored_alone: Vec<PathBuf>,
+        /// On Linux before 5.14, with writable trees: the protected paths in them that do
+        /// not exist, which the program can make (`sandbox::unjudged`); `None` where the
+        /// guard judges every name made.
+        unjudged: Option<Vec<PathBuf>>,
     },
     /// The backend would refuse this policy.
     Refuses { reason: String },
@@ -324,15 +324,7 @@ fn landlock_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput
             landlock_alone: ruleset(landlock::Layering::Alone),
             seccomp: seccomp::build_filter(policy, false, true),
             seccomp_alone: seccomp::build_filter(policy, true, false),
-            restored_alone: landlock::restored_paths(
-                &policy.filesystem,
-                ctx.git_dirs,
-                crate::sandbox::names_judged(policy),
-            )
-            .into_iter()
-            .map(|(path, _)| path)
-            .filter(|path| exists(path))
-            .collect(),
+            unjudged: sandbox::unjudged(policy, &crate::host::kernel_release(), &exists),
         },
     }
 }

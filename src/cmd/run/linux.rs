@@ -1,18 +1,16 @@
 //! The run's Linux-only wiring, behind one gate (`other.rs` stands in elsewhere): the
-//! executable the helper runs from, the supervisor's live watch on the writable trees
-//! (`protect::watch`), and the notes only Linux has to give.
+//! executable the helper runs from, Landlock's refusals, and the notes only Linux has to
+//! give.
 
 use std::path::PathBuf;
-use std::time::SystemTime;
 
-use anyhow::{anyhow, Context as _};
+use anyhow::Context as _;
 
 use super::argv::HelperExe;
 use super::prepare::Plan;
-use crate::protect::planted::{Planted, Snapshot};
 use crate::protect::repos::Repos;
+use crate::sandbox;
 use crate::sandbox::rootas::RootAs;
-use crate::sandbox::{self, Backend};
 use crate::sys::exit::Failure;
 use crate::sys::say::Verbosity;
 
@@ -80,57 +78,6 @@ pub(super) fn read_landlock_refusals(
     }
 }
 
-/// The supervisor's live watch on the writable trees (`protect::watch::Watch`).
-pub(super) struct Live(crate::protect::watch::Watch);
-
-impl Live {
-    /// The watch, started with `whole` (the places as they are now), and the paths it
-    /// puts back as recorded; `None` where nothing is watched.
-    pub(super) fn start(
-        plan: &Plan,
-        (backend, git): (&Backend, &Repos),
-        whole: &dyn Fn() -> Snapshot,
-        (started, say): (SystemTime, Verbosity),
-    ) -> Result<(Option<Live>, Vec<PathBuf>), Failure> {
-        start_live(plan, backend, git, &whole(), (started, say))
-    }
-
-    /// What the watch moved aside or put back, each said on one line; and whether it ended
-    /// the session.
-    pub(super) fn finish(self) -> (Vec<Planted>, bool) {
-        let outcome = self.0.finish();
-        if outcome.incomplete {
-            crate::sys::say::warning(&format!(
-                    "the guard could not watch every directory of the writable trees (more than {}, or the kernel's inotify limit): what it did not see is only reported\nHint: raise fs.inotify.max_user_watches, or start in a smaller workspace",
-                    crate::protect::watch::WATCH_BUDGET
-                ));
-        }
-        match &outcome.ended {
-                Some(path) if outcome.ended_at_once => crate::sys::say::error(&format!(
-                    "this session was ended: its program planted {}, which no git command writes: it points the host's git at another directory's config and hooks\nHint: the places are named below; a program that does this is attacking the host",
-                    path.display()
-                )),
-                Some(path) => crate::sys::say::error(&format!(
-                    "this session was ended: its program kept changing what the guard protects ({} answers, the last at {}), racing the guard to keep code planted outside the sandbox\nHint: the places are named below; a program that does this is attacking the host",
-                    crate::protect::watch::END_AFTER,
-                    path.display()
-                )),
-                None => {}
-            }
-        if let Some(line) = crate::protect::planted::moved_line(&outcome.moved, &outcome.keep) {
-            crate::sys::say::warning(&line);
-        }
-        if let Some(line) = crate::protect::planted::restored_line(&outcome.restored, &outcome.keep)
-        {
-            crate::sys::say::warning(&line);
-        }
-        (
-            [outcome.moved, outcome.restored].concat(),
-            outcome.ended.is_some(),
-        )
-    }
-}
-
 /// The start line for protected files that have other names, when the guard judges names.
 pub(super) fn note_linked(
     policy: &crate::policy::Policy,
@@ -145,96 +92,6 @@ pub(super) fn note_linked(
     }
 }
 
-/// The live watch, for a sandboxed session with writable trees; with the paths it puts
-/// back as recorded (Landlock alone).
-pub(super) fn start_live(
-    plan: &Plan,
-    backend: &Backend,
-    git: &Repos,
-    before: &Snapshot,
-    (started, say): (SystemTime, Verbosity),
-) -> Result<(Option<Live>, Vec<PathBuf>), Failure> {
-    let roots = crate::protect::repos::trees(&plan.policy);
-    if matches!(backend, Backend::None) || roots.is_empty() {
-        return Ok((None, Vec::new()));
-    }
-    let recorded = record(plan, backend, git)?;
-    let recorded_paths: Vec<PathBuf> = recorded.iter().map(|r| r.path.clone()).collect();
-    let named = plan.policy.backend != crate::policy::config::BackendChoice::Auto;
-    if let Some(line) = restored_note(&recorded_paths, named) {
-        say.note(&line);
-    }
-    let protected: Vec<&std::path::Path> = plan
-        .policy
-        .filesystem
-        .protected
-        .iter()
-        .map(crate::policy::ResolvedPath::real)
-        .collect();
-    let rules = crate::protect::watch::Rules {
-        missing: crate::protect::watch::missing(&protected, &roots, &|p| {
-            p.symlink_metadata().is_ok()
-        }),
-        roots,
-        before: before.clone(),
-        links: git.links.clone(),
-        keep: crate::sys::files::state_dir(&plan.home)
-            .join("moved-aside")
-            .join(format!(
-                "{}-{}",
-                crate::sys::files::rfc3339(started),
-                std::process::id()
-            )),
-        recorded: recorded.into(),
-        ends_session: true,
-        git_config_allow: plan.policy.git_config_allow.iter().cloned().collect(),
-        seal_journals: Some(crate::protect::watch::seal_journals(&plan.home)),
-    };
-    match crate::protect::watch::Watch::start(rules) {
-        Ok(watch) => Ok((Some(Live(watch)), recorded_paths)),
-        Err(e) if !recorded_paths.is_empty() => Err(anyhow!(
-            "cannot watch the writable trees ({e}), which Landlock alone needs to restore the protected paths in them\nHint: use the bwrap backend (`sbx-shell setup` enables it), or run read-only: --profile read-only"
-        )
-        .into()),
-        Err(e) => {
-            crate::sys::say::warning(&format!(
-                "cannot watch the writable trees ({e}): what the session plants is only reported at the end"
-            ));
-            Ok((None, Vec::new()))
-        }
-    }
-}
-
-/// Landlock alone: the protected paths inside the writable trees, and every
-/// repository's sensitive paths there (`repos::sensitive`), recorded for the watch to
-/// put back — Landlock cannot refuse a change inside a writable tree.
-fn record(
-    plan: &Plan,
-    backend: &Backend,
-    git: &Repos,
-) -> Result<Vec<crate::protect::watch::record::Recorded>, Failure> {
-    if !backend.landlock_alone() {
-        return Ok(Vec::new());
-    }
-    let paths = sandbox::landlock::restored_paths(
-        &plan.policy.filesystem,
-        &git.git_dirs,
-        sandbox::names_judged(&plan.policy),
-    );
-    crate::protect::watch::record::record(&paths).map_err(|e| {
-        Failure::from(anyhow!(
-            "{e}\nHint: use the bwrap backend, which mounts them read-only (`sbx-shell setup` enables it), or run read-only: --profile read-only"
-        ))
-    })
-}
-
-/// Give back their modes to the files a session killed while sealed left behind, and say so.
-pub(super) fn undo_left_seals(home: &std::path::Path, say: Verbosity) {
-    if let Some(line) = crate::protect::watch::undo_left_seals(home) {
-        say.note(&line);
-    }
-}
-
 /// The start line for protected files that have other names (hard links): each name is
 /// refused a write as the file's own is.
 fn linked_note(linked: &[PathBuf]) -> Option<String> {
@@ -245,21 +102,6 @@ fn linked_note(linked: &[PathBuf]) -> Option<String> {
     };
     Some(format!(
         "sbx-shell: {named} {has} (hard links): a write through any name is refused, as through the file's own"
-    ))
-}
-
-/// The start line for Landlock alone when it records protected paths (kernels before
-/// 5.14): what it cannot prevent, in one line; `setup` only when the user did not name
-/// the backend.
-fn restored_note(recorded: &[PathBuf], backend_named: bool) -> Option<String> {
-    let named = crate::sys::say::first_and_more(recorded)?;
-    let fix = if backend_named {
-        ""
-    } else {
-        " (bwrap prevents them: `sbx-shell setup`)"
-    };
-    Some(format!(
-        "sbx-shell: on this kernel Landlock alone restores the protected paths in writable trees ({named}) after a change, rather than preventing it{fix}"
     ))
 }
 

@@ -9,7 +9,8 @@
 //! 4. start the network: the proxy and the name server, for an allow-list or no network;
 //! 5. make the session's places (`environment::Places`) and the program's environment, and
 //!    build the in-process layers (`argv::confine`), so that a policy a layer refuses
-//!    fails before the terminal is touched; start the cgroup and the watch;
+//!    fails before the terminal is touched; start the cgroup and record the places that
+//!    would run code outside (`planted::PlantedCheck`);
 //! 6. open the session (`Session::open`: the terminal raw, the inner pty);
 //! 7. build the argv once: the helper's, wrapped in the launcher (`argv::Launcher`);
 //! 8. run it until the end (`Session::run`);
@@ -27,11 +28,11 @@ mod container;
 mod credentials;
 mod disarm;
 mod environment;
+mod planted;
 mod prepare;
 mod report;
 mod sessiondir;
 mod ssh;
-mod watch;
 
 #[cfg(target_os = "linux")]
 #[path = "linux.rs"]
@@ -77,13 +78,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let pools = os::make_pools(&plan, &mut layers);
     os::note_linked(&plan.policy, (&layers, &places.git), say);
     let cgroup = prepare::start_cgroup(&plan.policy, &backend, say)?;
-    let watch = watch::PlantedCheck::start(
-        &plan,
-        (&backend, &layers),
-        &places.git,
-        &env,
-        (started, say),
-    )?;
+    let planted_check = planted::PlantedCheck::start(&plan, &layers, &places.git, &env);
     let session = Session::open(wants_pty(
         cli.pty,
         std::io::stdin().is_terminal(),
@@ -115,7 +110,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     }
     places.end_temp();
     drop(pools);
-    let (mut planted, ended_by_watch) = watch.finish(&plan.policy);
+    let mut planted = planted_check.finish(&plan.policy);
     drop(launcher);
     drop(ssh);
     journal.drain(std::time::Duration::from_millis(500));
@@ -124,7 +119,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
         &plan,
         (&backend, &host),
         started,
-        (&code, &planted[..], ended_by_watch),
+        (&code, &planted[..]),
         (net.as_ref(), &journal),
         say,
     );

@@ -1,17 +1,11 @@
 //! Elsewhere than Linux (macOS), the run's Linux-only wiring stands in as nothing: the
-//! helper runs from the executable's path, and nothing is watched live.
-
-use std::convert::Infallible;
-use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+//! helper runs from the executable's path.
 
 use anyhow::Context as _;
 
 use super::argv::HelperExe;
 use super::prepare::Plan;
-use crate::protect::planted::{Planted, Snapshot};
 use crate::protect::repos::Repos;
-use crate::sandbox::Backend;
 use crate::sys::exit::Failure;
 use crate::sys::say::Verbosity;
 
@@ -23,32 +17,12 @@ pub(super) fn helper_exe() -> Result<HelperExe, Failure> {
     })
 }
 
-/// No live watch here: never made.
-pub(super) struct Live(Infallible);
-
-impl Live {
-    pub(super) fn start(
-        _plan: &Plan,
-        _on: (&Backend, &Repos),
-        _whole: &dyn Fn() -> Snapshot,
-        _when: (SystemTime, Verbosity),
-    ) -> Result<(Option<Live>, Vec<PathBuf>), Failure> {
-        Ok((None, Vec::new()))
-    }
-
-    pub(super) fn finish(self) -> (Vec<Planted>, bool) {
-        match self.0 {}
-    }
-}
-
 pub(super) fn note_linked(
     _policy: &crate::policy::Policy,
     _on: (&crate::sandbox::InProcess, &Repos),
     _say: Verbosity,
 ) {
 }
-
-pub(super) fn undo_left_seals(_home: &Path, _say: Verbosity) {}
 
 /// No Landlock here.
 pub(super) fn read_landlock_refusals(

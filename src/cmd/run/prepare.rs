@@ -218,6 +218,12 @@ pub(super) fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result
     for (layer, why, fix) in select::missing_layers(policy.backend, &host.machine) {
         say.note(&select::missing_line(layer, &why, &fix, &backend));
     }
+    if let Backend::Bwrap { .. } = backend {
+        let exists = |p: &std::path::Path| p.symlink_metadata().is_ok();
+        if let Some(missing) = crate::sandbox::unjudged(policy, &host.machine.kernel, &exists) {
+            say.note(&select::unjudged_line(&host.machine.kernel, &missing));
+        }
+    }
     say.detail(&format!(
         "sbx-shell: profile {}, backend {} (layers: {})",
         policy.profile,

@@ -16,11 +16,7 @@ pub(super) fn record(
     plan: &Plan,
     (backend, host): (&Backend, &Host),
     started: SystemTime,
-    (code, planted, ended_by_guard): (
-        &std::io::Result<u8>,
-        &[crate::protect::planted::Planted],
-        bool,
-    ),
+    (code, planted): (&std::io::Result<u8>, &[crate::protect::planted::Planted]),
     (net, journal): (Option<&ProxySession>, &Journal),
     say: Verbosity,
 ) {
@@ -45,7 +41,7 @@ pub(super) fn record(
         *code,
         net.map_or(0, |n| n.proxy.refused()),
     )
-    .with_planted(planted, ended_by_guard)
+    .with_planted(planted)
     .with_refusals(tally);
     if let Err(e) = log::append(&plan.home, &record) {
         say.detail(&format!("sbx-shell: cannot write the session log: {e}"));

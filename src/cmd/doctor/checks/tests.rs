@@ -90,15 +90,25 @@ fn weak_spots_are_warnings_with_remedies() {
         landlock_abi: Ok(3),
         legacy_tiocsti: Some("1".into()),
         nofile: Some((256, 1024)),
+        kernel: "5.10.0-28-amd64".into(),
         ..good_linux()
     };
     let report = evaluate(&m);
-    for name in ["landlock", "legacy TIOCSTI", "open-file limit"] {
+    for name in ["landlock", "legacy TIOCSTI", "open-file limit", "names"] {
         let c = report.checks.iter().find(|c| c.name == name).unwrap();
         assert_eq!(c.status, CheckStatus::Warn, "{name}");
         assert!(c.remedy.is_some(), "{name} has a remedy");
     }
     assert!(report.default_backend_can_run);
+    let names = report.checks.iter().find(|c| c.name == "names").unwrap();
+    assert!(names.measured.contains("5.10.0-28-amd64"), "{names:?}");
+    assert!(
+        names
+            .remedy
+            .as_deref()
+            .is_some_and(|r| r.contains("--require names")),
+        "{names:?}"
+    );
 }
 
 #[test]
