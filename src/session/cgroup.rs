@@ -3,6 +3,12 @@
 //! it, and at the end `cgroup.kill` ends everything in it at once — also what escaped the
 //! process tree. Optional limits for the whole session: `pids.max` and `memory.max`.
 //!
+//! A session's cgroup is a claim (`session::claim`): `PARENT/sbx-shell-NS-PID` (NS its pid
+//! namespace: a pid names a process only there, and sessions of other homes may share the
+//! parent), its lock in the state directory (a cgroup holds no files), under a directory
+//! named for the parent, so that a session sweeps only what was made beside its own
+//! cgroup.
+//!
 //! Where no cgroup v2 hierarchy is writable, there is no session cgroup and the process
 //! guard and the subreaper clean up alone; a policy that asks for a session limit is then
 //! refused (never run without the limit it asked for).
@@ -33,7 +39,8 @@ impl SessionLimits {
 /// A cgroup made for this session; killed and removed by `end`.
 #[derive(Debug)]
 pub struct SessionCgroup {
-    dir: PathBuf,
+    /// Its directory: killed and removed when dropped.
+    claim: super::claim::Claim,
     /// The directory, for clone3's CLONE_INTO_CGROUP.
     dir_fd: OwnedFd,
     /// `cgroup.procs`, for a child to write itself into before exec where clone3 cannot.
@@ -56,9 +63,12 @@ pub enum CgroupError {
 }
 
 impl SessionCgroup {
-    /// Create the session's cgroup below this process's own, with `limits`. `Ok(None)` where
-    /// none can be made and no limit needs one.
-    pub fn create(limits: SessionLimits) -> Result<Option<SessionCgroup>, CgroupError> {
+    /// Create the session's cgroup below this process's own, with `limits`, its lock in
+    /// `state`. `Ok(None)` where none can be made and no limit needs one.
+    pub fn create(
+        limits: SessionLimits,
+        state: &Path,
+    ) -> Result<Option<SessionCgroup>, CgroupError> {
         let unavailable = |why: String| {
             if limits.any() {
                 Err(CgroupError::Unavailable(why))
@@ -69,12 +79,35 @@ impl SessionCgroup {
         let Some(parent) = own_cgroup_dir() else {
             return unavailable("no cgroup v2 hierarchy is mounted for this process".into());
         };
-        let namespace = pid_namespace();
-        remove_stale(&parent, &namespace);
-        let dir = parent.join(format!("sbx-shell-{namespace}-{}", std::process::id()));
-        if let Err(e) = fs::create_dir(&dir) {
-            return unavailable(format!("cannot create {}: {e}", dir.display()));
+        let writable = nix::unistd::access(&parent, nix::unistd::AccessFlags::W_OK);
+        if let Err(e) = writable {
+            return unavailable(format!(
+                "cannot create a cgroup in {}: {e}",
+                parent.display()
+            ));
         }
+        let locks = state.join("cgroups").join(locks_name(&parent));
+        let shared = super::claim::Claims {
+            dir: &parent,
+            locks: &locks,
+            prefix: "sbx-shell-",
+            suffix: "",
+            remove: kill_and_remove,
+        };
+        let taken = crate::sys::files::create_private_dir(&locks).and_then(|()| {
+            let name = format!("sbx-shell-{}-{}", pid_namespace(), std::process::id());
+            shared.take(&name, &|d| fs::create_dir(d))
+        });
+        let claim = match taken {
+            Ok(claim) => claim,
+            Err(e) => {
+                return unavailable(format!(
+                    "cannot create a cgroup in {}: {e}",
+                    parent.display()
+                ))
+            }
+        };
+        let dir = claim.path().to_path_buf();
         let opened = fs::File::open(&dir).and_then(|d| {
             let procs = fs::OpenOptions::new()
                 .write(true)
@@ -83,14 +116,11 @@ impl SessionCgroup {
         });
         let cgroup = match opened {
             Ok((dir_fd, procs)) => SessionCgroup {
-                dir,
+                claim,
                 dir_fd: dir_fd.into(),
                 procs: procs.into(),
             },
-            Err(e) => {
-                let _ = fs::remove_dir(&dir);
-                return unavailable(format!("cannot open {}: {e}", dir.display()));
-            }
+            Err(e) => return unavailable(format!("cannot open {}: {e}", dir.display())),
         };
         match cgroup.set_limits(limits) {
             Ok(()) => Ok(Some(cgroup)),
@@ -108,16 +138,16 @@ impl SessionCgroup {
         ];
         for (file, value) in set {
             let Some(value) = value else { continue };
-            let path = self.dir.join(file);
+            let path = self.dir().join(file);
             if !path.exists() {
                 return Err(CgroupError::NoController {
                     file,
-                    dir: self.dir.display().to_string(),
+                    dir: self.dir().display().to_string(),
                 });
             }
             fs::write(&path, value.to_string()).map_err(|error| CgroupError::Write {
                 file,
-                dir: self.dir.display().to_string(),
+                dir: self.dir().display().to_string(),
                 error,
             })?;
         }
@@ -133,12 +163,12 @@ impl SessionCgroup {
     }
 
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.claim.path()
     }
 
     /// Kill everything still in the cgroup and remove it (bounded: a second at most).
     pub fn end(self) {
-        kill_and_remove(&self.dir);
+        drop(self.claim);
     }
 }
 
@@ -148,6 +178,7 @@ impl SessionCgroup {
 fn kill_and_remove(dir: &Path) {
     match fs::remove_dir(dir) {
         Ok(()) => return,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
         // Another user's (a root session's, seen by an unprivileged one): not ours to end,
         // and waiting would not make it ours.
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return,
@@ -195,9 +226,7 @@ fn populated(events: &fs::File) -> bool {
         .any(|l| l.trim() == "populated 1")
 }
 
-/// This process's pid namespace (the inode of `/proc/self/ns/pid`): a session cgroup is
-/// named by it and the pid, since a pid means something only in its namespace (an
-/// sbx-shell inside another's sandbox sees none of the outer one's pids).
+/// This process's pid namespace (the inode of `/proc/self/ns/pid`).
 fn pid_namespace() -> String {
     use std::os::unix::fs::MetadataExt;
     fs::metadata("/proc/self/ns/pid")
@@ -205,34 +234,14 @@ fn pid_namespace() -> String {
         .unwrap_or_else(|_| "0".into())
 }
 
-/// Session cgroups of earlier sbx-shells of this pid namespace that were killed before
-/// they could remove theirs.
-fn remove_stale(parent: &Path, namespace: &str) {
-    for entry in fs::read_dir(parent).into_iter().flatten().flatten() {
-        let name = entry.file_name();
-        if stale_pid(name.to_str().unwrap_or_default(), namespace)
-            .is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists())
-        {
-            kill_and_remove(&entry.path());
-        }
-    }
-}
-
-/// The initial pid namespace's inode (`PROC_PID_INIT_INO`): the host's, where the names
-/// of earlier versions (`sbx-shell-PID`, no namespace) were made.
-const INIT_PID_NAMESPACE: &str = "4026531836";
-
-/// The pid in a session cgroup's name when it was made in `namespace`.
-fn stale_pid(name: &str, namespace: &str) -> Option<i32> {
-    let rest = name.strip_prefix("sbx-shell-")?;
-    match rest
-        .strip_prefix(namespace)
-        .and_then(|r| r.strip_prefix('-'))
-    {
-        Some(pid) => pid.parse().ok(),
-        None if namespace == INIT_PID_NAMESPACE && !rest.contains('-') => rest.parse().ok(),
-        None => None,
-    }
+/// The name of the directory that holds the locks of the session cgroups made below
+/// `parent`: its path with each `%` written `%25` and each `/` written `%2F`, so that every
+/// parent has its own.
+fn locks_name(parent: &Path) -> String {
+    parent
+        .to_string_lossy()
+        .replace('%', "%25")
+        .replace('/', "%2F")
 }
 
 /// This process's cgroup directory in the cgroup v2 hierarchy, if one is mounted where it
@@ -319,12 +328,18 @@ mod tests {
     }
 
     #[test]
-    fn only_this_pid_namespaces_session_cgroups_can_be_stale() {
-        assert_eq!(stale_pid("sbx-shell-4026531836-42", "4026531836"), Some(42));
-        assert_eq!(stale_pid("sbx-shell-4026532999-42", "4026531836"), None);
-        // Earlier versions' names, from the host's namespace only.
-        assert_eq!(stale_pid("sbx-shell-42", "4026531836"), Some(42));
-        assert_eq!(stale_pid("sbx-shell-42", "4026532999"), None);
-        assert_eq!(stale_pid("other", "4026531836"), None);
+    fn each_parent_has_its_own_locks() {
+        assert_eq!(
+            locks_name(Path::new("/sys/fs/cgroup/a.slice")),
+            "%2Fsys%2Ffs%2Fcgroup%2Fa.slice"
+        );
+        assert_ne!(
+            locks_name(Path::new("/a%/b")),
+            locks_name(Path::new("/a/%b"))
+        );
+        assert_ne!(
+            locks_name(Path::new("/a/b")),
+            locks_name(Path::new("/a%2Fb"))
+        );
     }
 }

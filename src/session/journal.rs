@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex};
 
 use crate::policy::refusal::{Refusal, Sink, Tally};
 use crate::policy::report::{parse_report, parse_state, Cause};
-use crate::sys::files::{lock_held as held, try_lock as lock};
 
 /// How long the reader of the guard's reports rests after each batch: at the guard's
 /// fastest (a refusal in about 20 µs) a batch is some 250 reports, well within a pipe.
@@ -63,32 +62,37 @@ impl Journal {
     /// The journal of this session, its file made in `dir` (a session runs without one
     /// when it cannot be made: the tally is kept all the same), and what removes the file
     /// when dropped, however the run ends. Files of sessions that are gone (killed with
-    /// SIGKILL) are removed.
+    /// SIGKILL) are removed (`session::claim`).
     pub fn open(dir: &Path) -> (Journal, Removal) {
-        remove_stale(dir);
-        let path = dir.join(format!("{}.jsonl", std::process::id()));
-        if held(&path) {
-            // The same pid's session in another pid namespace (a container sharing this
-            // home): its file is left alone, and this session keeps its tally only.
-            return (Journal::default(), Removal(None));
-        }
-        let _ = std::fs::remove_file(&path);
-        let file = crate::sys::files::append_private(&path)
-            .ok()
-            .filter(|f| lock(f, libc::LOCK_EX));
-        match file {
-            Some(file) => (
-                Journal {
-                    inner: Arc::new(Mutex::new(Inner {
-                        file: Some(file),
-                        ..Inner::default()
-                    })),
-                    path: Some(path.clone()),
+        let taken = crate::sys::files::create_private_dir(dir).and_then(|()| {
+            shared(dir).take(&std::process::id().to_string(), &|p| {
+                crate::sys::files::append_private(p).map(drop)
+            })
+        });
+        let Ok(claim) = taken else {
+            return (Journal::default(), Removal { _claim: None });
+        };
+        let Ok(file) = crate::sys::files::append_private(claim.path()) else {
+            return (
+                Journal::default(),
+                Removal {
+                    _claim: Some(claim),
                 },
-                Removal(Some(path)),
-            ),
-            None => (Journal::default(), Removal(None)),
-        }
+            );
+        };
+        let journal = Journal {
+            inner: Arc::new(Mutex::new(Inner {
+                file: Some(file),
+                ..Inner::default()
+            })),
+            path: Some(claim.path().to_path_buf()),
+        };
+        (
+            journal,
+            Removal {
+                _claim: Some(claim),
+            },
+        )
     }
 
     /// The journal file, when there is one.
@@ -230,50 +234,28 @@ impl Journal {
     }
 }
 
-/// Removes the session's journal file when dropped (the session log keeps the tally).
-pub struct Removal(Option<PathBuf>);
+/// Removes the session's journal file, then its lock, when dropped (the session log keeps
+/// the tally).
+pub struct Removal {
+    _claim: Option<crate::session::claim::Claim>,
+}
 
-impl Drop for Removal {
-    fn drop(&mut self) {
-        if let Some(path) = &self.0 {
-            let _ = std::fs::remove_file(path);
-        }
+/// The journal files: `PID.jsonl`, each with its lock `PID.lock` beside it.
+fn shared(dir: &Path) -> crate::session::claim::Claims<'_> {
+    crate::session::claim::Claims {
+        suffix: ".jsonl",
+        ..crate::session::claim::Claims::beside(dir, "", crate::session::claim::remove_file)
     }
 }
 
 /// The journal files of sessions still running, by their supervisor's pid: those whose
-/// lock is held (a session holds its file's until it ends, however it ends; a reused pid
-/// holds none).
+/// lock is held (a session holds its lock until it ends, however it ends).
 pub fn running(dir: &Path) -> Vec<(u32, PathBuf)> {
-    let mut out: Vec<(u32, PathBuf)> = journals(dir)
+    shared(dir)
+        .alive()
         .into_iter()
-        .filter(|(_, path)| held(path))
-        .collect();
-    out.sort();
-    out
-}
-
-/// Each `PID.jsonl` in `dir`.
-fn journals(dir: &Path) -> Vec<(u32, PathBuf)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name();
-            let pid: u32 = name.to_str()?.strip_suffix(".jsonl")?.parse().ok()?;
-            Some((pid, e.path()))
-        })
+        .filter_map(|(name, path)| Some((name.split('-').next()?.parse().ok()?, path)))
         .collect()
-}
-
-fn remove_stale(dir: &Path) {
-    for (_, path) in journals(dir) {
-        if !held(&path) {
-            let _ = std::fs::remove_file(path);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -301,15 +283,17 @@ mod tests {
         assert_eq!(line["fix"], "--net allow=example.com");
         assert_eq!(journal.tally().refused(), 2);
         assert_eq!(running(&dir), [(std::process::id(), path.clone())]);
-        // Another file of this pid's, unlocked (a session killed, the pid since reused).
+        // Another session's file, its lock free (the session killed).
         let stale = dir.join("1.jsonl");
         std::fs::write(&stale, "").unwrap();
+        std::fs::write(dir.join("1.lock"), "").unwrap();
         assert_eq!(running(&dir).len(), 1);
         let (again, _removal) = Journal::open(&dir);
         assert!(!stale.exists(), "a stale journal is removed");
         drop((again, _removal));
         drop(removal);
         assert!(!path.exists());
+        assert!(!dir.join("1.lock").exists());
         std::fs::remove_dir(&dir).unwrap();
     }
 }

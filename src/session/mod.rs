@@ -10,6 +10,7 @@
 #[cfg(target_os = "linux")]
 pub mod audit;
 pub mod cgroup;
+pub mod claim;
 pub mod journal;
 pub mod log;
 #[cfg(target_os = "linux")]

@@ -4,18 +4,20 @@
 //! itself as `.sbx-shell-pool-PID` — each given a read-write rule; the guard renames one
 //! into place when the program makes a name at the carved directory's top
 //! (`mediator::pool`). What is left is removed when the session ends; what a session that
-//! did not end left is removed by the next one.
+//! did not end left is removed by the next one (`session::claim`: each holder's lock sits
+//! beside it).
 
 use std::fs::DirBuilder;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::claim::{remove_tree, Claim, Claims};
 use crate::sandbox::carve::{Carved, Pool, POOLS_AT_MOST, POOL_DIRS, POOL_FILES};
 
 /// The holders this session made: removed, with what is left in them, when dropped.
 #[derive(Debug, Default)]
 pub struct Pools {
-    holders: Vec<PathBuf>,
+    holders: Vec<Claim>,
 }
 
 /// The name of a pool's holder inside a carved directory.
@@ -31,42 +33,34 @@ impl Pools {
         let base_mount = crate::sys::files::create_private_dir(&base)
             .and_then(|()| crate::sys::files::mount_id(&base))
             .ok();
-        super::temp::sweep_dead(&base, session_of_holder);
         let mut pools = Pools::default();
         let mut made = Vec::new();
+        let holder_dir = |p: &Path| DirBuilder::new().mode(0o700).create(p);
         for (n, c) in carved.iter().take(POOLS_AT_MOST).enumerate() {
             let Ok(mount) = crate::sys::files::mount_id(&c.dir) else {
                 continue;
             };
-            let holder = match base_mount == Some(mount) {
-                true => base.join(format!("{pid}-{n}")),
-                false => {
-                    super::temp::sweep_dead(&c.dir, session_in_dir);
-                    c.dir.join(format!("{IN_DIR}{pid}"))
+            let taken = match base_mount == Some(mount) {
+                true => {
+                    Claims::beside(&base, "", remove_tree).take(&format!("{pid}-{n}"), &holder_dir)
                 }
+                false => Claims::beside(&c.dir, IN_DIR, remove_tree)
+                    .take(&format!("{IN_DIR}{pid}"), &holder_dir),
             };
-            let _ = std::fs::remove_dir_all(&holder);
-            pools.holders.push(holder.clone());
-            if let Ok(pool) = fill(&c.dir, holder) {
+            let Ok(holder) = taken else {
+                continue;
+            };
+            if let Ok(pool) = fill(&c.dir, holder.path()) {
                 made.push(pool);
             }
+            pools.holders.push(holder);
         }
         (pools, made)
     }
 }
 
-impl Drop for Pools {
-    fn drop(&mut self) {
-        for holder in &self.holders {
-            // remove_dir_all does not follow symlinks the program left inside.
-            let _ = std::fs::remove_dir_all(holder);
-        }
-    }
-}
-
-/// `holder` made (0700) and filled: empty 0600 files, empty 0700 directories.
-fn fill(dir: &Path, holder: PathBuf) -> std::io::Result<Pool> {
-    DirBuilder::new().mode(0o700).create(&holder)?;
+/// `holder` filled: empty 0600 files, empty 0700 directories.
+fn fill(dir: &Path, holder: &Path) -> std::io::Result<Pool> {
     let files: Vec<String> = (0..POOL_FILES).map(|i| format!("f{i}")).collect();
     let dirs: Vec<String> = (0..POOL_DIRS).map(|i| format!("d{i}")).collect();
     for f in &files {
@@ -81,20 +75,10 @@ fn fill(dir: &Path, holder: PathBuf) -> std::io::Result<Pool> {
     }
     Ok(Pool {
         dir: dir.to_path_buf(),
-        holder,
+        holder: holder.to_path_buf(),
         files,
         dirs,
     })
-}
-
-/// The session a holder in the state directory belongs to (`PID-N`).
-fn session_of_holder(name: &str) -> Option<&str> {
-    name.split('-').next()
-}
-
-/// The session a holder in a carved directory belongs to (`.sbx-shell-pool-PID`).
-fn session_in_dir(name: &str) -> Option<&str> {
-    name.strip_prefix(IN_DIR)
 }
 
 #[cfg(test)]
@@ -107,8 +91,9 @@ mod tests {
         let _ = std::fs::remove_dir_all(&base);
         let (state, home) = (base.join("state"), base.join("home"));
         std::fs::create_dir_all(&home).unwrap();
-        // A dead session's leftovers, in the state directory.
+        // A dead session's leftovers, in the state directory (its lock free).
         std::fs::create_dir_all(state.join("pool/4194999-0/d0")).unwrap();
+        std::fs::write(state.join("pool/4194999-0.lock"), "").unwrap();
         let carved = [Carved {
             dir: home.clone(),
             left_out: vec![home.join(".aws")],
@@ -128,6 +113,9 @@ mod tests {
         );
         drop(pools);
         assert!(!pool.holder.exists());
+        assert!(!state
+            .join(format!("pool/{}-0.lock", std::process::id()))
+            .exists());
         let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -3,13 +3,14 @@
 //! inside a 0700 directory that must be the user's own. The program gets it as `TMPDIR`
 //! (and `TMP`, `TEMP`, `TEMPDIR`); the host's `/tmp` is neither readable nor writable for
 //! it. It is removed, with everything in it, when the session ends; what a session that did
-//! not end (sbx-shell killed) left is removed by the next one.
+//! not end (sbx-shell killed) left is removed by the next one (`session::claim`: its lock,
+//! `session-PID.lock` beside it, where the program cannot write, is no longer held).
 
 use std::ffi::OsString;
 use std::fs::DirBuilder;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What `explain` shows for the directory a session would make.
 pub const EXAMPLE: &str = "/tmp/sbx-shell-UID/session-PID";
@@ -23,7 +24,7 @@ pub const VARIABLES: [&str; 5] = ["TMPDIR", "TMP", "TEMP", "TEMPDIR", "TMUX_TMPD
 /// A session's temporary directory: removed when dropped.
 #[derive(Debug)]
 pub struct SessionTemp {
-    dir: PathBuf,
+    claim: super::claim::Claim,
 }
 
 impl SessionTemp {
@@ -55,59 +56,23 @@ impl SessionTemp {
                 user_dir.display()
             )));
         }
-        sweep(&user_dir);
-        let dir = user_dir.join(format!("session-{pid}"));
-        if std::fs::symlink_metadata(&dir).is_ok() {
-            std::fs::remove_dir_all(&dir)?;
-        }
-        DirBuilder::new().mode(0o700).create(&dir)?;
-        Ok(SessionTemp { dir })
+        let shared = super::claim::Claims::beside(&user_dir, "session-", super::claim::remove_tree);
+        let claim = shared.take(&format!("session-{pid}"), &|dir| {
+            DirBuilder::new().mode(0o700).create(dir)
+        })?;
+        Ok(SessionTemp { claim })
     }
 
     pub fn path(&self) -> &Path {
-        &self.dir
+        self.claim.path()
     }
 
     /// The program's temporary-directory variables, all naming this directory.
     pub fn env(&self) -> Vec<(String, OsString)> {
         VARIABLES
             .iter()
-            .map(|name| (name.to_string(), self.dir.clone().into_os_string()))
+            .map(|name| (name.to_string(), self.path().as_os_str().to_owned()))
             .collect()
-    }
-}
-
-impl Drop for SessionTemp {
-    fn drop(&mut self) {
-        // remove_dir_all does not follow symlinks the program left inside.
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Remove the directories of sessions whose sbx-shell is gone.
-fn sweep(user_dir: &Path) {
-    sweep_dead(user_dir, |name| name.strip_prefix("session-"));
-}
-
-/// Remove what `dir` holds of sessions whose sbx-shell is gone: each entry whose name
-/// `pid_of` reads a pid from, when no such process lives (a session's temporary
-/// directory here; its pools, `session::pool`).
-pub(crate) fn sweep_dead(dir: &Path, pid_of: fn(&str) -> Option<&str>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(pid_of)
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
     }
 }
 
@@ -116,7 +81,7 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn scratch(name: &str) -> PathBuf {
+    fn scratch(name: &str) -> std::path::PathBuf {
         let dir =
             std::env::temp_dir().join(format!("sbx-sessiontemp-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -131,11 +96,16 @@ mod tests {
         let user_dir = base.join(format!("sbx-shell-{uid}"));
         std::fs::create_dir(&user_dir).unwrap();
         std::fs::set_permissions(&user_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        // A dead session's leftovers (no such pid) and a live one's (this process).
+        // A dead session's leftovers (its lock free) and a live one's (its lock held).
         let dead = user_dir.join("session-4194999");
         std::fs::create_dir_all(dead.join("deep")).unwrap();
+        std::fs::write(user_dir.join("session-4194999.lock"), "").unwrap();
         let live = user_dir.join(format!("session-{}", std::process::id()));
         std::fs::create_dir(&live).unwrap();
+        let live_lock =
+            std::fs::File::create(user_dir.join(format!("session-{}.lock", std::process::id())))
+                .unwrap();
+        assert!(crate::sys::files::try_lock(&live_lock, libc::LOCK_EX));
         let temp = SessionTemp::create_in(&base, 1).unwrap();
         assert_eq!(temp.path(), user_dir.join("session-1"));
         let mode = std::fs::metadata(temp.path()).unwrap().mode();

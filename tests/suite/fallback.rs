@@ -77,6 +77,92 @@ fn the_temporary_area_is_the_sessions_own() {
     fs::remove_file(shm_canary).unwrap();
 }
 
+/// A session's entries (here its temporary directory in `/tmp`, Landlock alone) are a live
+/// session's while their lock is held, whatever pid namespace looks: a session started in
+/// another pid namespace, sharing `/tmp`, leaves a live one's directory alone, though that
+/// namespace does not see its pid (the control: `/proc/PID` is not there from inside); a
+/// session killed with SIGKILL leaves its directory, which the next one removes.
+#[test]
+fn a_sessions_entries_are_its_own_while_it_lives_in_every_pid_namespace() {
+    if !tools_present() || !super::support::require("unshare", "a session in another pid namespace")
+    {
+        return;
+    }
+    use std::io::BufRead;
+    let lab = Lab::new("entries", User::Root, false);
+    let go = lab.outside.join("go");
+    let script = format!(
+        "echo \"$TMPDIR\"; while [ ! -e {go} ]; do sleep 0.05; done; test -d \"$TMPDIR\" && echo KEPT",
+        go = go.display()
+    );
+    // Ended however the test ends.
+    struct Ends(std::process::Child);
+    impl Drop for Ends {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut outer = Ends(
+        lab.command("landlock", &["-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = std::io::BufReader::new(outer.0.stdout.take().unwrap()).lines();
+    let temp = std::path::PathBuf::from(lines.next().unwrap().unwrap());
+    assert!(
+        temp.to_string_lossy().starts_with("/tmp/sbx-shell-") && temp.is_dir(),
+        "{temp:?}"
+    );
+    let in_namespace = ["unshare", "--pid", "--fork", "--mount-proc"];
+    // Control: from another pid namespace the outer session's pid is not there.
+    let seen = std::process::Command::new(in_namespace[0])
+        .args(&in_namespace[1..])
+        .args([
+            "sh",
+            "-c",
+            &format!("test -e /proc/{} && echo SEEN || echo UNSEEN", outer.0.id()),
+        ])
+        .shown();
+    assert_eq!(String::from_utf8_lossy(&seen.stdout).trim(), "UNSEEN");
+    let bin = lab.bin();
+    let before: Vec<&std::ffi::OsStr> = in_namespace
+        .iter()
+        .map(std::ffi::OsStr::new)
+        .chain([bin.as_os_str()])
+        .collect();
+    let inner = lab
+        .command_through(&before, "landlock", &["-c", "echo \"INNER $TMPDIR\""])
+        .shown();
+    let said = String::from_utf8_lossy(&inner.stdout);
+    assert!(said.starts_with("INNER /tmp/sbx-shell-"), "{said}");
+    fs::write(&go, "").unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(outer.0.wait().unwrap().success());
+    assert_eq!(rest, ["KEPT"], "the live session's directory was removed");
+    assert!(!temp.exists(), "removed at its end");
+    // A session killed: what it left is there until the next session looks.
+    fs::remove_file(&go).unwrap();
+    let mut killed = Ends(
+        lab.command("landlock", &["-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = std::io::BufReader::new(killed.0.stdout.take().unwrap()).lines();
+    let left = std::path::PathBuf::from(lines.next().unwrap().unwrap());
+    drop(killed);
+    let lock = left.with_file_name(format!(
+        "{}.lock",
+        left.file_name().unwrap().to_string_lossy()
+    ));
+    assert!(left.is_dir() && lock.is_file(), "{left:?}");
+    let next = lab.command("landlock", &["-c", "true"]).shown();
+    assert!(next.status.success());
+    assert!(!left.exists() && !lock.exists(), "{left:?} not swept");
+}
+
 /// What the inside reports for metadata changes: on host files (the home's key directory
 /// and rc file, a file in /etc as root; by path and through a descriptor opened for
 /// reading) and on a file of the workspace, which must keep working.

@@ -220,7 +220,8 @@ fn client_env() -> Vec<(OsString, OsString)> {
 pub(super) struct ContainerPlace {
     container: Container,
     name: String,
-    dir: PathBuf,
+    /// The courier's directory, `state/containers/NAME` (`session::claim`).
+    dir: crate::session::claim::Claim,
     socket: PathBuf,
     exe: PathBuf,
     user: (u32, u32, Vec<u32>),
@@ -249,18 +250,23 @@ impl ContainerPlace {
             .unwrap_or_default();
         let name = format!("sbx-shell-{}-{}", std::process::id(), started.as_nanos());
         let containers = crate::sys::files::state_dir(home).join("containers");
-        // Those of sessions whose sbx-shell is gone (killed: nothing removed them).
-        crate::session::temp::sweep_dead(&containers, |n| {
-            n.strip_prefix("sbx-shell-")?.split('-').next()
-        });
-        let dir = containers.join(&name);
-        // A new directory of the session's own: one already there (planted, or a name
-        // reused) is never taken, with whatever it holds at the socket's name.
+        // Those of sessions whose sbx-shell is gone (killed: nothing removed them) are
+        // swept. A new directory of the session's own: one already there (planted, or a
+        // name reused) is never taken, with whatever it holds at the socket's name.
+        let shared = crate::session::claim::Claims::beside(
+            &containers,
+            "sbx-shell-",
+            crate::session::claim::remove_tree,
+        );
         let made = crate::sys::files::create_private_dir(&containers).and_then(|()| {
-            std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
-                .create(&dir)
+            shared.take(&name, &|dir| {
+                std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+                    .create(dir)
+            })
         });
-        made.with_context(|| format!("cannot create {}", dir.display()))?;
+        let claim =
+            made.with_context(|| format!("cannot create {}", containers.join(&name).display()))?;
+        let dir = claim.path().to_path_buf();
         let (top, links) = crate::host::root::entries().context("cannot list /")?;
         let resolv_conf = match name_server {
             true => {
@@ -276,7 +282,7 @@ impl ContainerPlace {
             container: container.clone(),
             name,
             socket: dir.join(container::SOCKET_NAME),
-            dir,
+            dir: claim,
             exe,
             user: crate::host::root::ids(),
             cwd: cwd.to_path_buf(),
@@ -328,7 +334,7 @@ impl ContainerPlace {
         let mut argv: Vec<OsString> = vec![
             exe.as_os_str().to_owned(),
             container::COURIER_ARG.into(),
-            self.dir.as_os_str().to_owned(),
+            self.dir.path().as_os_str().to_owned(),
             self.name.clone().into(),
             client_env.to_string().into(),
             lifeline.to_string().into(),
@@ -340,13 +346,13 @@ impl ContainerPlace {
 }
 
 impl Drop for ContainerPlace {
-    /// The courier's directory removed; and the container, unless the courier saw its
-    /// client end by itself (the courier was killed: its container may be left created).
+    /// The container removed, unless the courier saw its client end by itself (the
+    /// courier was killed: its container may be left created); then the courier's
+    /// directory (the entry's own drop).
     fn drop(&mut self) {
-        if !self.dir.join(container::ENDED_NAME).exists() {
+        if !self.dir.path().join(container::ENDED_NAME).exists() {
             let argv = container::remove_argv(&self.container, &self.name);
             let _ = run_client(&argv, None);
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

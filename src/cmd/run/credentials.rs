@@ -23,16 +23,9 @@ use crate::sys::say::Verbosity;
 /// The session's credentials: its directory (removed at the end; its lock held meanwhile),
 /// the variables the program gets, and what tells a real value when it sees one.
 pub(super) struct CredentialSession {
-    dir: PathBuf,
-    _lock: std::fs::File,
+    _dir: crate::session::claim::Claim,
     pub(super) env: Vec<(String, OsString)>,
     intercept: Arc<Intercept>,
-}
-
-impl Drop for CredentialSession {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 impl CredentialSession {
@@ -59,10 +52,10 @@ pub(super) fn start(
     })
     .map_err(|e| anyhow!(e))?;
     let intercept = Arc::new(intercept);
-    let (dir, lock) = super::sessiondir::make(&plan.home, "credentials")?;
+    let claim = super::sessiondir::make(&plan.home, "credentials")?;
+    let dir = claim.path().to_path_buf();
     let mut session = CredentialSession {
-        dir: dir.clone(),
-        _lock: lock,
+        _dir: claim,
         env: Vec::new(),
         intercept: intercept.clone(),
     };

@@ -77,7 +77,7 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     os::read_landlock_refusals(&plan, (&host, &mut layers), &journal, say);
     let pools = os::make_pools(&plan, &mut layers);
     os::note_linked(&plan.policy, (&layers, &places.git), say);
-    let cgroup = prepare::start_cgroup(&plan.policy, &backend, say)?;
+    let cgroup = prepare::start_cgroup(&plan, &backend, say)?;
     let planted_check = planted::PlantedCheck::start(&plan, &layers, &places.git, &env);
     let session = Session::open(wants_pty(
         cli.pty,

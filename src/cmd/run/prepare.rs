@@ -493,21 +493,25 @@ pub(super) fn start_network(
 /// The session's own cgroup, when the policy limits the session's processes or memory and
 /// this user may make one (`session::cgroup`).
 pub(super) fn start_cgroup(
-    policy: &Policy,
+    plan: &Plan,
     backend: &Backend,
     say: Verbosity,
 ) -> Result<Option<cgroup::SessionCgroup>, Failure> {
+    let policy = &plan.policy;
     // A container's limits are the engine's (`sandbox::container`).
     if let Backend::Container(_) = backend {
         return Ok(None);
     }
-    let cgroup = cgroup::SessionCgroup::create(cgroup::SessionLimits {
-        pids: policy.limits.session_processes,
-        memory_bytes: policy
-            .limits
-            .session_memory_mib
-            .map(|m| m.saturating_mul(1024 * 1024)),
-    })
+    let cgroup = cgroup::SessionCgroup::create(
+        cgroup::SessionLimits {
+            pids: policy.limits.session_processes,
+            memory_bytes: policy
+                .limits
+                .session_memory_mib
+                .map(|m| m.saturating_mul(1024 * 1024)),
+        },
+        &crate::sys::files::state_dir(&plan.home),
+    )
     .map_err(anyhow::Error::from)?;
     if let Some(cgroup) = &cgroup {
         say.detail(&format!(

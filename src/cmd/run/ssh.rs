@@ -27,15 +27,8 @@ use crate::sys::say::Verbosity;
 /// The session's ssh pieces: its directory (removed at the end; its lock held meanwhile)
 /// and the variables the program gets.
 pub(super) struct SshSession {
-    dir: PathBuf,
-    _lock: std::fs::File,
+    _dir: crate::session::claim::Claim,
     pub(super) env: Vec<(String, OsString)>,
-}
-
-impl Drop for SshSession {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// The longest socket path a `sockaddr_un` holds, with its NUL.
@@ -62,10 +55,10 @@ pub(super) fn start(
         )
     })?;
     let rules = rules(&ssh, &held, say)?;
-    let (dir, lock) = super::sessiondir::make(&plan.home, "ssh")?;
+    let claim = super::sessiondir::make(&plan.home, "ssh")?;
+    let dir = claim.path().to_path_buf();
     let mut session = SshSession {
-        dir: dir.clone(),
-        _lock: lock,
+        _dir: claim,
         env: Vec::new(),
     };
     let socket = dir.join("agent.sock");
