@@ -210,6 +210,15 @@ def head_to_head():
 STARTUP_RUNS = int(os.environ.get("BENCH_STARTUP_RUNS", "300"))
 
 
+# The helper's spec for the startup cases that run it alone, and where it reads it.
+SPEC_FD = 9
+HELPER_SPEC = json.dumps({
+    "new_session": False,
+    "limits": {"raise_nofile": False, "open_files": None, "cpu_seconds": None,
+               "data_bytes": None, "processes": None, "no_core_dumps": False},
+}).encode()
+
+
 def startup():
     """name -> (median ms, p90 ms) from spawn to exit, subjects taking turns. Runs in the
     scratch directory: a workspace without .git, which Landlock alone accepts."""
@@ -223,12 +232,9 @@ def startup():
                            check=True, capture_output=True, text=True).stdout.split()
     policy_bwrap = shown[:shown.index("--") + 1] + ["/bin/true"]
     # The helper mode with nothing to apply: the exec of sbx-shell that the design puts
-    # between the launcher and the program (src/policy/launch.rs, HelperSpec).
-    helper = [SBX, "__sbx_helper", json.dumps({
-        "new_session": False,
-        "limits": {"raise_nofile": False, "open_files": None, "cpu_seconds": None,
-                   "data_bytes": None, "processes": None, "no_core_dumps": False},
-    }), "/bin/true", "/bin/true"]
+    # between the launcher and the program (src/helper/spec.rs, HelperSpec). Its spec
+    # comes on an inherited pipe, at SPEC_FD (made fresh for each start, before its clock).
+    helper = [SBX, "__sbx_helper", str(SPEC_FD), "/bin/true", "/bin/true"]
     cases = {
         "true": ["/bin/true"],
         "sbx-shell --version": [SBX, "--version"],
@@ -244,12 +250,20 @@ def startup():
     devnull = os.open(os.devnull, os.O_RDWR)
     for _ in range(STARTUP_RUNS):
         for name, argv in cases.items():
+            actions = [(os.POSIX_SPAWN_DUP2, devnull, 0),
+                       (os.POSIX_SPAWN_DUP2, devnull, 1),
+                       (os.POSIX_SPAWN_DUP2, devnull, 2)]
+            spec = None
+            if "__sbx_helper" in argv:
+                spec, w = os.pipe()
+                os.write(w, HELPER_SPEC)
+                os.close(w)
+                actions.append((os.POSIX_SPAWN_DUP2, spec, SPEC_FD))
             start = time.perf_counter()
-            pid = os.posix_spawn(argv[0], argv, os.environ,
-                                 file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0),
-                                               (os.POSIX_SPAWN_DUP2, devnull, 1),
-                                               (os.POSIX_SPAWN_DUP2, devnull, 2)])
+            pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=actions)
             _, status = os.waitpid(pid, 0)
+            if spec is not None:
+                os.close(spec)
             times[name].append((time.perf_counter() - start) * 1000)
             if status != 0:
                 raise SystemExit("%s failed: status %d" % (name, status))
