@@ -75,7 +75,7 @@ pub fn remove_file(path: &Path) {
 }
 
 impl Claims<'_> {
-    /// Entries and locks in the same directory.
+    /// Claims with their locks beside them, in one directory.
     pub fn beside<'a>(dir: &'a Path, prefix: &'a str, remove: fn(&Path)) -> Claims<'a> {
         Claims {
             dir,
