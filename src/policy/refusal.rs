@@ -6,7 +6,7 @@
 //! session log's complete list. Pure: the records arrive through a `Sink`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -134,83 +134,135 @@ pub fn shell_word(value: &str) -> String {
     }
 }
 
-/// What the guard reported (`cause`, `path`), judged by where it points
-/// (`verdict::of_path`, as `why` judges it): a denied path is
-/// hidden, a protected refusal is protected, anything else is a write outside the writable
-/// places, allowed by `--write` of its directory — unless that would open the home or a
-/// directory programs run from (`runs_from`, the `PATH`): then why none is suggested.
-pub fn of_write(
-    cause: Cause,
-    (path, about): (&Path, &str),
-    policy: &super::Policy,
-    (home, runs_from): (&Path, &[std::path::PathBuf]),
-) -> Refusal {
-    match cause {
-        Cause::Server => return of_server(about),
-        Cause::Connect => return of_connect(about, &policy.network),
-        Cause::Socket => return of_socket(path, home),
-        Cause::RootOnly => return of_root_only(path, home),
-        Cause::Unreadable => {
-            return of_read(path, (policy, home, runs_from));
+/// What a session's refusals are judged against: its policy, the user's home (paths are
+/// named from it, `~/…`), and the directories programs run from (the `PATH`), which no
+/// suggested grant may open. Owned: the journal's readers take it to their threads.
+pub struct Grounds {
+    pub policy: super::Policy,
+    pub home: PathBuf,
+    pub runs_from: Vec<PathBuf>,
+}
+
+impl Grounds {
+    /// What the guard reported (`cause`, `path`, `about`), judged by where it points
+    /// (`verdict::of_path`, as `why` judges it): a denied path is hidden, a protected
+    /// refusal is protected, anything else is a write outside the writable places, allowed
+    /// by `--write` of its directory — unless that would open the home or a directory
+    /// programs run from: then why none is suggested.
+    pub fn of_write(&self, cause: Cause, path: &Path, about: &str) -> Refusal {
+        let (policy, home) = (&self.policy, self.home.as_path());
+        match cause {
+            Cause::Server => return of_server(about),
+            Cause::Connect => return of_connect(about, &policy.network),
+            Cause::Socket => return of_socket(path, home),
+            Cause::RootOnly => return of_root_only(path, home),
+            Cause::Unreadable => return self.of_read(path),
+            Cause::Outside | Cause::Protected | Cause::ReadOnly | Cause::Held => {}
         }
-        Cause::Outside | Cause::Protected | Cause::ReadOnly | Cause::Held => {}
+        // The guard judged git's own places itself (`Cause::Protected`).
+        let verdict = super::verdict::of_path(policy, path, &|_| None);
+        if let PathVerdict::Denied(denied) = &verdict {
+            return of_denied(path, &tilde(&denied.path, home));
+        }
+        if cause == Cause::Held {
+            return of_held(path);
+        }
+        if cause == Cause::Protected || matches!(verdict, PathVerdict::Protected(_)) {
+            return of_protected(path, about);
+        }
+        if ["/proc", "/sys"].iter().any(|k| path.starts_with(k)) {
+            return of_kernel_file(path);
+        }
+        self.of_outside(path)
     }
-    // The guard judged git's own places itself (`Cause::Protected`).
-    let verdict = super::verdict::of_path(policy, path, &|_| None);
-    if let PathVerdict::Denied(denied) = verdict {
-        return Refusal {
-            kind: Kind::Hidden,
-            subject: path.display().to_string(),
-            why: "a denied path".into(),
-            fix: Some(format!(
-                "\"filesystem\": {{\"allow_denied\": [\"{}\"]}} in a config file",
-                tilde(&denied.path, home)
-            )),
+
+    /// A write outside the writable places: allowed by `--write` of its directory, unless
+    /// that would open the home or a directory programs run from.
+    fn of_outside(&self, path: &Path) -> Refusal {
+        let home = self.home.as_path();
+        let dir = path.parent().unwrap_or(path);
+        let grant = format!("--write {}", shell_word(&tilde(dir, home)));
+        let opens = if home.starts_with(dir) {
+            Some("the whole home, with what runs at your next login".to_string())
+        } else {
+            self.runs_from
+                .iter()
+                .find(|p| p.is_absolute() && p.starts_with(dir))
+                .map(|p| format!("{}, which programs run from (PATH)", tilde(p, home)))
         };
-    }
-    if cause == Cause::Held {
-        return of_held(path);
-    }
-    if cause == Cause::Protected || matches!(verdict, PathVerdict::Protected(_)) {
-        let git_config = path.file_name().is_some_and(|n| n == "config")
-            && path
-                .parent()
-                .is_some_and(|p| p.file_name().is_some_and(|n| n == ".git"));
-        if git_config && !about.is_empty() {
-            return of_git_config(path, about);
-        }
-        return Refusal {
-            kind: Kind::Protected,
+        Refusal {
+            kind: Kind::Write,
             subject: path.display().to_string(),
-            why: "protected: it would run code outside the sandbox, or loosen it".into(),
-            fix: Some(match git_config {
-                true => "--allow-git-config KEY (the key refused, as said when it was)".into(),
-                false => "none: only you change it, outside the sandbox".into(),
+            why: "outside the writable places".into(),
+            fix: Some(match opens {
+                Some(opens) => format!(
+                    "none suggested: {grant} would open {opens}; grant a directory deeper inside"
+                ),
+                None => grant,
             }),
-        };
+        }
     }
-    let dir = path.parent().unwrap_or(path);
-    let grant = format!("--write {}", shell_word(&tilde(dir, home)));
-    let opens = if home.starts_with(dir) {
-        Some("the whole home, with what runs at your next login".to_string())
-    } else {
-        runs_from
-            .iter()
-            .find(|p| p.is_absolute() && p.starts_with(dir))
-            .map(|p| format!("{}, which programs run from (PATH)", tilde(p, home)))
-    };
-    if ["/proc", "/sys"].iter().any(|k| path.starts_with(k)) {
-        return of_kernel_file(path);
+
+    /// What Landlock refused (`blockers`, from its audit records) at `path`: a denied path
+    /// is hidden; a read elsewhere is outside the readable places (`--read`); a write is
+    /// judged as the guard's are. `None` for what is not about files.
+    pub fn of_landlock(&self, reads: bool, blockers: &[String], path: &Path) -> Option<Refusal> {
+        if !blockers.iter().all(|b| b.starts_with("fs.")) {
+            return None;
+        }
+        Some(match reads {
+            true => self.of_read(path),
+            false => self.of_write(Cause::Outside, path, ""),
+        })
+    }
+
+    /// A read the program's rules refuse at `path` (Landlock's audit, or the guard for
+    /// root's program): a denied path is hidden; elsewhere it is outside the readable
+    /// places.
+    fn of_read(&self, path: &Path) -> Refusal {
+        let hidden = self.of_write(Cause::Outside, path, "");
+        if hidden.kind == Kind::Hidden {
+            return hidden;
+        }
+        let dir = path.parent().unwrap_or(path);
+        Refusal {
+            kind: Kind::Read,
+            subject: path.display().to_string(),
+            why: "outside the readable places (Landlock)".into(),
+            fix: Some(format!("--read {}", shell_word(&tilde(dir, &self.home)))),
+        }
+    }
+}
+
+/// A denied path (`denied`, as the user names it), written or read: hidden.
+fn of_denied(path: &Path, denied: &str) -> Refusal {
+    Refusal {
+        kind: Kind::Hidden,
+        subject: path.display().to_string(),
+        why: "a denied path".into(),
+        fix: Some(format!(
+            "\"filesystem\": {{\"allow_denied\": [\"{denied}\"]}} in a config file"
+        )),
+    }
+}
+
+/// A protected path written: a git config with the keys the guard reported (`about`) names
+/// each with its option; anything else only the user changes.
+fn of_protected(path: &Path, about: &str) -> Refusal {
+    let git_config = path.file_name().is_some_and(|n| n == "config")
+        && path
+            .parent()
+            .is_some_and(|p| p.file_name().is_some_and(|n| n == ".git"));
+    if git_config && !about.is_empty() {
+        return of_git_config(path, about);
     }
     Refusal {
-        kind: Kind::Write,
+        kind: Kind::Protected,
         subject: path.display().to_string(),
-        why: "outside the writable places".into(),
-        fix: Some(match opens {
-            Some(opens) => format!(
-                "none suggested: {grant} would open {opens}; grant a directory deeper inside"
-            ),
-            None => grant,
+        why: "protected: it would run code outside the sandbox, or loosen it".into(),
+        fix: Some(match git_config {
+            true => "--allow-git-config KEY (the key refused, as said when it was)".into(),
+            false => "none: only you change it, outside the sandbox".into(),
         }),
     }
 }
@@ -318,48 +370,6 @@ fn of_git_config(path: &Path, keys: &str) -> Refusal {
             true => "none: only you change it, outside the sandbox".into(),
             false => allow.join(" "),
         }),
-    }
-}
-
-/// What Landlock refused (`blockers`, from its audit records) at `path`: a denied path is
-/// hidden; a read elsewhere is outside the readable places (`--read`); a write is judged
-/// as the guard's are. `None` for what is not about files.
-pub fn of_landlock(
-    reads: bool,
-    blockers: &[String],
-    path: &Path,
-    (policy, home, runs_from): (&super::Policy, &Path, &[std::path::PathBuf]),
-) -> Option<Refusal> {
-    if !blockers.iter().all(|b| b.starts_with("fs.")) {
-        return None;
-    }
-    if !reads {
-        return Some(of_write(
-            Cause::Outside,
-            (path, ""),
-            policy,
-            (home, runs_from),
-        ));
-    }
-    Some(of_read(path, (policy, home, runs_from)))
-}
-
-/// A read the program's rules refuse at `path` (Landlock's audit, or the guard for root's
-/// program): a denied path is hidden; elsewhere it is outside the readable places.
-fn of_read(
-    path: &Path,
-    (policy, home, runs_from): (&super::Policy, &Path, &[std::path::PathBuf]),
-) -> Refusal {
-    let hidden = of_write(Cause::Outside, (path, ""), policy, (home, runs_from));
-    if hidden.kind == Kind::Hidden {
-        return hidden;
-    }
-    let dir = path.parent().unwrap_or(path);
-    Refusal {
-        kind: Kind::Read,
-        subject: path.display().to_string(),
-        why: "outside the readable places (Landlock)".into(),
-        fix: Some(format!("--read {}", shell_word(&tilde(dir, home)))),
     }
 }
 
@@ -584,6 +594,14 @@ mod tests {
         Path::new("/home/u")
     }
 
+    fn grounds(policy: &crate::policy::Policy, runs_from: &[PathBuf]) -> Grounds {
+        Grounds {
+            policy: policy.clone(),
+            home: home().to_path_buf(),
+            runs_from: runs_from.to_vec(),
+        }
+    }
+
     #[test]
     fn no_grant_is_suggested_that_opens_the_home_or_where_programs_run_from() {
         let policy = policy_with("/w", "{}");
@@ -593,14 +611,10 @@ mod tests {
             PathBuf::from("relative"),
         ];
         let fix = |p: &str| {
-            of_write(
-                Cause::ReadOnly,
-                (Path::new(p), ""),
-                &policy,
-                (home(), &runs_from),
-            )
-            .fix
-            .unwrap()
+            grounds(&policy, &runs_from)
+                .of_write(Cause::ReadOnly, Path::new(p), "")
+                .fix
+                .unwrap()
         };
         // A build's cache: its own directory, which holds no programs.
         assert_eq!(
@@ -627,65 +641,39 @@ mod tests {
     #[test]
     fn a_write_is_judged_by_where_it_points() {
         let policy = policy_with("/w", "{}");
-        let w = of_write(
-            Cause::ReadOnly,
-            (Path::new("/home/u/notes/a"), ""),
-            &policy,
-            (home(), &[]),
-        );
+        let w = grounds(&policy, &[]).of_write(Cause::ReadOnly, Path::new("/home/u/notes/a"), "");
         assert_eq!(w.kind, Kind::Write);
         assert_eq!(w.fix.as_deref(), Some("--write ~/notes"));
-        let h = of_write(
-            Cause::ReadOnly,
-            (Path::new("/home/u/.ssh/x"), ""),
-            &policy,
-            (home(), &[]),
-        );
+        let h = grounds(&policy, &[]).of_write(Cause::ReadOnly, Path::new("/home/u/.ssh/x"), "");
         assert_eq!(h.kind, Kind::Hidden);
         assert!(h.fix.unwrap().contains("\"allow_denied\": [\"~/.ssh\"]"));
-        let p = of_write(
+        let p = grounds(&policy, &[]).of_write(
             Cause::Protected,
-            (Path::new("/w/.git/hooks/pre-commit"), ""),
-            &policy,
-            (home(), &[]),
+            Path::new("/w/.git/hooks/pre-commit"),
+            "",
         );
         assert_eq!(p.kind, Kind::Protected);
         assert!(p.fix.unwrap().starts_with("none: "));
-        let c = of_write(
-            Cause::Protected,
-            (Path::new("/w/.git/config"), ""),
-            &policy,
-            (home(), &[]),
-        );
+        let c = grounds(&policy, &[]).of_write(Cause::Protected, Path::new("/w/.git/config"), "");
         assert!(c.fix.unwrap().starts_with("--allow-git-config"));
         // With the keys the guard reported: each named, with its option.
-        let keys = of_write(
+        let keys = grounds(&policy, &[]).of_write(
             Cause::Protected,
-            (Path::new("/w/.git/config"), "core.fsmonitor, alias.x"),
-            &policy,
-            (home(), &[]),
+            Path::new("/w/.git/config"),
+            "core.fsmonitor, alias.x",
         );
         assert_eq!(keys.subject, "/w/.git/config (core.fsmonitor, alias.x)");
         assert_eq!(
             keys.fix.as_deref(),
             Some("--allow-git-config core.fsmonitor --allow-git-config alias.x")
         );
-        let uid_map = of_write(
-            Cause::Outside,
-            (Path::new("/proc/42/uid_map"), ""),
-            &policy,
-            (home(), &[]),
-        );
+        let uid_map =
+            grounds(&policy, &[]).of_write(Cause::Outside, Path::new("/proc/42/uid_map"), "");
         assert_eq!(
             uid_map.fix.as_deref(),
             Some("none: run it outside sbx-shell")
         );
-        let s = of_write(
-            Cause::Socket,
-            (Path::new("/run/user/0/bus"), ""),
-            &policy,
-            (home(), &[]),
-        );
+        let s = grounds(&policy, &[]).of_write(Cause::Socket, Path::new("/run/user/0/bus"), "");
         assert_eq!(
             (s.kind, s.fix.as_deref()),
             (
@@ -694,7 +682,7 @@ mod tests {
             )
         );
         let connect = |to: &str| {
-            let r = of_write(Cause::Connect, (Path::new("/"), to), &policy, (home(), &[]));
+            let r = grounds(&policy, &[]).of_write(Cause::Connect, Path::new("/"), to);
             (r.kind, r.subject, r.fix.unwrap_or_default())
         };
         let (kind, subject, fix) = connect("127.0.0.1:5432");
@@ -787,7 +775,7 @@ mod tests {
     fn what_landlock_refused_is_judged_by_where_it_points() {
         let policy = policy_with("/w", "{}");
         let read = vec!["fs.read_file".to_string()];
-        let at = |p: &str, reads| of_landlock(reads, &read, Path::new(p), (&policy, home(), &[]));
+        let at = |p: &str, reads| grounds(&policy, &[]).of_landlock(reads, &read, Path::new(p));
         assert_eq!(
             at("/home/u/.aws/credentials", true).unwrap().kind,
             Kind::Hidden
@@ -800,7 +788,7 @@ mod tests {
         assert_eq!(at("/srv/data/x", false).unwrap().kind, Kind::Write);
         let net = vec!["net.connect_tcp".to_string()];
         assert_eq!(
-            of_landlock(false, &net, Path::new("/x"), (&policy, home(), &[])),
+            grounds(&policy, &[]).of_landlock(false, &net, Path::new("/x")),
             None
         );
     }

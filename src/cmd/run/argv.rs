@@ -3,18 +3,16 @@
 //! the launcher, with the pipes that carry its spec and bwrap's options.
 
 use super::container::ContainerPlace;
+use super::context::Run;
 use super::environment::{Places, SessionDirs};
 use super::prepare::Plan;
 use crate::helper::spec::{self as helper_spec, HelperSpec, ProcessLimits, ProxyListen};
-use crate::host::Host;
 use crate::netproxy;
 use crate::netproxy::session::ProxySession;
 use crate::policy::program;
-use crate::policy::refusal;
 use crate::policy::report::Cause;
 use crate::policy::Policy;
 use crate::sandbox::{self, Backend, InProcess};
-use crate::session::journal::Journal;
 use crate::session::{Session, SessionOptions, Timeout};
 use crate::sys::exit::Failure;
 use crate::sys::process;
@@ -27,12 +25,11 @@ use std::path::{Path, PathBuf};
 /// fails here, before the terminal is touched. Landlock alone reads the allow-list of
 /// tools from the program's `PATH`.
 pub(super) fn confine(
-    plan: &Plan,
-    backend: &Backend,
-    host: &Host,
-    net: Option<&ProxySession>,
-    (places, env): (&Places, &[(OsString, OsString)]),
+    run: &Run,
+    places: &Places,
+    env: &[(OsString, OsString)],
 ) -> Result<InProcess, Failure> {
+    let (plan, backend) = (&run.plan, &run.backend);
     let tools = match backend {
         Backend::Landlock | Backend::Container(_) => {
             let path = env
@@ -45,9 +42,9 @@ pub(super) fn confine(
     };
     let dirs = places.dirs();
     let ctx = sandbox::Context {
-        place: &host.place,
+        place: &run.host.place,
         tty: None,
-        proxy_port: net.and_then(|n| n.port),
+        proxy_port: run.net().and_then(|n| n.port),
         helper_fd: None,
         git_dirs: &places.git.git_dirs,
         temp_dir: dirs.temp,
@@ -63,10 +60,11 @@ pub(super) fn confine(
 /// Landlock alone: the rules by which the guard answers the calls Landlock cannot judge
 /// (`mediator`).
 fn mediated_rules(
-    plan: &Plan,
+    run: &Run,
     layers: &InProcess,
-    (shm, net): (Option<&Path>, Option<&ProxySession>),
+    shm: Option<&Path>,
 ) -> Option<crate::helper::mediator::Scope> {
+    let plan = &run.plan;
     let (true, Some(ruleset)) = (layers.mediate, &layers.landlock) else {
         return None;
     };
@@ -82,7 +80,7 @@ fn mediated_rules(
         protected,
         (
             shm.map(Path::to_path_buf),
-            net.and_then(|n| n.name_service.clone()),
+            run.net().and_then(|n| n.name_service.clone()),
         ),
         plan.policy.filesystem.own_sockets.clone(),
     );
@@ -110,20 +108,21 @@ pub(super) struct Launcher {
 impl Launcher {
     /// Step 7, once the session has its terminal.
     pub(super) fn build(
-        plan: &Plan,
-        (backend, host, layers): (&Backend, &Host, &InProcess),
-        net: Option<&ProxySession>,
-        (session, helper): (&Session, HelperExe),
-        (places, journal): (&Places, &Journal),
+        run: &Run,
+        layers: &InProcess,
+        places: &Places,
+        session: &Session,
+        helper: HelperExe,
     ) -> Result<Launcher, Failure> {
+        let (plan, backend, host, net) = (&run.plan, &run.backend, &run.host, run.net());
         let lifeline = process::Lifeline::new().context("cannot create the lifeline pipe")?;
         let reports = match layers.guard {
-            true => Some(reports_pipe(plan, journal)?),
+            true => Some(reports_pipe(run)?),
             false => None,
         };
         let dirs = places.dirs();
-        let container = container_place(plan, backend, host, net)?;
-        let mut spec = helper_spec(plan, (host, layers), net, session, (&lifeline, dirs));
+        let container = container_place(run)?;
+        let mut spec = helper_spec(run, layers, session, &lifeline, dirs);
         spec.refusals_fd = reports.as_ref().map(AsRawFd::as_raw_fd);
         if let Some(place) = &container {
             spec.mounted = place.mounted(&plan.policy, &[dirs.temp, dirs.shm])?;
@@ -132,7 +131,7 @@ impl Launcher {
         if let Some(root_as) = &plan.root_as {
             let fs = &plan.policy.filesystem;
             let cwd = host.place.cwd.as_deref().unwrap_or(fs.workspace.real());
-            hand_over_root_as(root_as, (fs, cwd, session.tty()), &mut spec)?;
+            hand_over_root_as(root_as, fs, cwd, session.tty(), &mut spec)?;
         }
         let spec = handover(helper_spec::spec_bytes(&spec)?)?;
         let helper_argv =
@@ -173,10 +172,7 @@ impl Launcher {
                 argv
             }
             _ => match &container {
-                Some(place) => {
-                    let exe = (helper.path.as_path(), lifeline.child_fd());
-                    courier(place, exe, argv, &mut handovers)?
-                }
+                Some(place) => courier(place, &helper.path, &lifeline, argv, &mut handovers)?,
                 None => argv,
             },
         };
@@ -209,41 +205,37 @@ fn bwrap_resolv_conf(
 /// The engine's argv wrapped in the courier's, the client's variables handed over.
 fn courier(
     place: &ContainerPlace,
-    (exe, lifeline): (&Path, std::os::fd::RawFd),
+    exe: &Path,
+    lifeline: &process::Lifeline,
     engine: Vec<OsString>,
     handovers: &mut Vec<process::Handover>,
 ) -> Result<Vec<OsString>, Failure> {
     let client_env = handover(super::container::client_env_bytes())?;
-    let argv = place.courier_argv(exe, (client_env.child_fd(), lifeline), engine);
+    let argv = place.courier_argv(exe, client_env.child_fd(), lifeline.child_fd(), engine);
     handovers.push(client_env);
     Ok(argv)
 }
 
 /// A container session's place (`cmd::run::container`), for a container backend; with
 /// the sandbox's name server's `resolv.conf` when `net` has one.
-fn container_place(
-    plan: &Plan,
-    backend: &Backend,
-    host: &Host,
-    net: Option<&ProxySession>,
-) -> Result<Option<ContainerPlace>, Failure> {
-    let Backend::Container(container) = backend else {
+fn container_place(run: &Run) -> Result<Option<ContainerPlace>, Failure> {
+    let Backend::Container(container) = &run.backend else {
         return Ok(None);
     };
-    let fs = &plan.policy.filesystem;
-    let cwd = host.place.cwd.as_deref().unwrap_or(fs.workspace.real());
+    let fs = &run.plan.policy.filesystem;
+    let cwd = run.host.place.cwd.as_deref().unwrap_or(fs.workspace.real());
     Ok(Some(ContainerPlace::make(
         container,
-        &plan.home,
+        &run.plan.home,
         cwd,
-        net.is_some_and(|n| n.lookups.is_some()),
+        run.net().is_some_and(|n| n.lookups.is_some()),
     )?))
 }
 
 /// The pipe the guard reports its refusals on: its read end to the journal (each report
 /// judged by the policy, `refusal::of_write`); its write end returned, non-blocking, for
 /// the guard to inherit.
-fn reports_pipe(plan: &Plan, journal: &Journal) -> Result<std::os::fd::OwnedFd, Failure> {
+fn reports_pipe(run: &Run) -> Result<std::os::fd::OwnedFd, Failure> {
     use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
     let pipe = || -> nix::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
         let (read, write) = nix::unistd::pipe()?;
@@ -252,11 +244,10 @@ fn reports_pipe(plan: &Plan, journal: &Journal) -> Result<std::os::fd::OwnedFd, 
         Ok((read, write))
     };
     let (read, write) = pipe().context("cannot create the pipe for the guard's refusals")?;
-    let (policy, home) = (plan.policy.clone(), plan.home.clone());
-    let runs_from = runs_from();
-    journal
+    let grounds = run.grounds();
+    run.journal
         .listen(read, move |cause, path, about| {
-            let judged = refusal::of_write(cause, (path, about), &policy, (&home, &runs_from));
+            let judged = grounds.of_write(cause, path, about);
             (cause != Cause::Connect || refused_connect(about)).then_some(judged)
         })
         .context("cannot start reading the guard's refusals")?;
@@ -281,17 +272,18 @@ fn handover(bytes: Vec<u8>) -> Result<process::Handover, Failure> {
 
 /// The helper's instructions (`helper::spec`), built from the plan and the layers.
 fn helper_spec(
-    plan: &Plan,
-    (host, layers): (&Host, &InProcess),
-    net: Option<&ProxySession>,
+    run: &Run,
+    layers: &InProcess,
     session: &Session,
-    (lifeline, dirs): (&process::Lifeline, SessionDirs<'_>),
+    lifeline: &process::Lifeline,
+    dirs: SessionDirs<'_>,
 ) -> HelperSpec {
+    let plan = &run.plan;
     HelperSpec {
         new_session: session.is_pty(),
         limits: ProcessLimits::from_policy(
             &plan.policy.limits,
-            host.machine.nofile.map(|(soft, _)| soft),
+            run.host.machine.nofile.map(|(soft, _)| soft),
         ),
         drop_privileges: layers.drop_privileges,
         landlock: layers.landlock.clone(),
@@ -302,7 +294,7 @@ fn helper_spec(
         mounts: layers.mounts.clone(),
         mounted: Vec::new(),
         shown_as: None,
-        proxy_listen: net.and_then(|n| {
+        proxy_listen: run.net().and_then(|n| {
             n.channel.as_ref().map(|fd| ProxyListen {
                 port: n.port.unwrap_or(netproxy::SANDBOX_PORT),
                 channel_fd: fd.as_raw_fd(),
@@ -313,7 +305,7 @@ fn helper_spec(
                 sockets_fd: n.sockets.as_ref().map(AsRawFd::as_raw_fd),
             })
         }),
-        mediated: mediated_rules(plan, layers, (dirs.shm, net)),
+        mediated: mediated_rules(run, layers, dirs.shm),
         names: layers.names.clone(),
         refusals_fd: None,
         root_as: None,
@@ -381,12 +373,10 @@ pub(super) fn session_options(policy: &Policy, layers: &InProcess) -> SessionOpt
 /// gives the user's terminal to the user: its name opens it (`/dev/console` under bwrap).
 fn hand_over_root_as(
     root_as: &crate::sandbox::rootas::RootAs,
-    (fs, cwd, tty): (
-        &crate::policy::Filesystem,
-        &std::path::Path,
-        Option<&std::path::Path>,
-    ),
-    spec: &mut crate::helper::spec::HelperSpec,
+    fs: &crate::policy::Filesystem,
+    cwd: &Path,
+    tty: Option<&Path>,
+    spec: &mut HelperSpec,
 ) -> Result<(), Failure> {
     use anyhow::Context as _;
     use std::os::fd::AsRawFd;
@@ -414,12 +404,4 @@ fn hand_over_root_as(
         scaffolds,
     });
     Ok(())
-}
-
-/// The directories programs run from, which no suggested grant may cover: this process's
-/// `PATH` (the program's, but for what the policy adds).
-pub(super) fn runs_from() -> Vec<std::path::PathBuf> {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default()
 }

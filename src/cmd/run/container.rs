@@ -33,7 +33,8 @@ const CLIENT_PREFIXES: &[&str] = &["DOCKER_", "CONTAINER_", "CONTAINERS_", "PODM
 /// said and the fix.
 pub(super) fn ready(
     container: &Container,
-    (image, limits): (Option<&str>, &crate::policy::Limits),
+    image: Option<&str>,
+    limits: &crate::policy::Limits,
     home: &Path,
 ) -> Result<(), Failure> {
     if let Some(error) = container::remote(container.engine, &endpoint(container)?) {
@@ -328,7 +329,8 @@ impl ContainerPlace {
     pub(super) fn courier_argv(
         &self,
         exe: &Path,
-        (client_env, lifeline): (std::os::fd::RawFd, std::os::fd::RawFd),
+        client_env: std::os::fd::RawFd,
+        lifeline: std::os::fd::RawFd,
         engine: Vec<OsString>,
     ) -> Vec<OsString> {
         let mut argv: Vec<OsString> = vec![

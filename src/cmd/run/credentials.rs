@@ -37,7 +37,8 @@ impl CredentialSession {
 
 pub(super) fn start(
     plan: &mut Plan,
-    (backend, net): (&Backend, Option<&ProxySession>),
+    backend: &Backend,
+    net: Option<&ProxySession>,
     say: Verbosity,
 ) -> Result<Option<CredentialSession>, Failure> {
     let injected = plan.policy.injected.clone();

@@ -9,32 +9,27 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use super::context::Run;
 use crate::policy::Policy;
 use crate::protect::gitstate::{self, OPTIONS, SEQUENCER_DIR, STATE_DIR, STRATEGY, TODO};
 use crate::protect::names::under;
 use crate::protect::planted::Planted;
 use crate::protect::repos;
 use crate::sandbox::Backend;
-use crate::session::journal::Journal;
 
 /// Step 9's first part, after the guard's reports were read (`Journal::drain`): the todos
 /// disarmed, said on one line; nothing without a sandbox.
-pub(super) fn after(
-    policy: &Policy,
-    backend: &Backend,
-    journal: &Journal,
-    started: SystemTime,
-) -> Vec<Planted> {
-    if matches!(backend, Backend::None) {
+pub(super) fn after(run: &Run) -> Vec<Planted> {
+    if matches!(run.backend, Backend::None) {
         return Vec::new();
     }
     // Only the guard reports the state it touched: without one, or with its reports not
     // read to their end, every repository's is looked at.
-    let (reported, everywhere) = match journal.states() {
+    let (reported, everywhere) = match run.journal.states() {
         Some(dirs) => (dirs, false),
         None => (Vec::new(), true),
     };
-    let disarmed = todos(policy, reported, everywhere, started);
+    let disarmed = todos(&run.plan.policy, reported, everywhere, run.started);
     if let Some(line) = line(&disarmed) {
         crate::sys::say::warning(&line);
     }

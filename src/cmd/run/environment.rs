@@ -2,17 +2,15 @@
 //! policy makes writable, the repositories found in the writable trees, the session's
 //! private directories) and its environment.
 
+use super::context::Run;
 use super::prepare::Plan;
-use crate::host::Host;
 use crate::netproxy;
-use crate::netproxy::session::ProxySession;
 use crate::policy::launch::{self};
 use crate::policy::refusal;
 use crate::sandbox::{self, Backend};
 use crate::session::journal::{self, Journal};
 use crate::session::temp::SessionTemp;
 use crate::sys::exit::Failure;
-use crate::sys::say::Verbosity;
 use anyhow::Context as _;
 use std::ffi::OsString;
 use std::path::Path;
@@ -115,10 +113,11 @@ pub(super) struct Places {
 }
 
 impl Places {
-    pub(super) fn make(plan: &Plan, backend: &Backend, say: Verbosity) -> Result<Places, Failure> {
-        super::prepare::create_state(&plan.policy, say)?;
+    pub(super) fn make(run: &Run) -> Result<Places, Failure> {
+        let (plan, backend) = (&run.plan, &run.backend);
+        super::prepare::create_state(&plan.policy, run.say)?;
         if !matches!(backend, Backend::Bwrap { .. }) {
-            super::prepare::seed_npm(&plan.policy, say);
+            super::prepare::seed_npm(&plan.policy, run.say);
         }
         Ok(Places {
             git: crate::protect::repos::scan_writable(&plan.policy),
@@ -144,18 +143,13 @@ impl Places {
 /// sockets checked) and without a variable that holds a credential's real value, with the
 /// proxy's variables, the private home's, the session's temporary directory, the
 /// no-network settings, and what the session's ssh and credentials give.
-pub(super) fn child_env(
-    plan: &Plan,
-    (backend, host): (&Backend, &Host),
-    (net, ssh, credentials): (
-        Option<&ProxySession>,
-        Option<&super::ssh::SshSession>,
-        Option<&super::credentials::CredentialSession>,
-    ),
-    places: &Places,
-    journal: &Journal,
-) -> Vec<(OsString, OsString)> {
-    let given = [ssh.map(|s| &s.env), credentials.map(|c| &c.env)];
+pub(super) fn child_env(run: &Run, places: &Places) -> Vec<(OsString, OsString)> {
+    let (plan, backend, journal) = (&run.plan, &run.backend, &run.journal);
+    let credentials = run.credentials.as_ref();
+    let given = [
+        run.ssh.as_ref().map(|s| &s.env),
+        credentials.map(|c| &c.env),
+    ];
     let given: Vec<(String, OsString)> = given.into_iter().flatten().flatten().cloned().collect();
     let mut inherited: Vec<_> = std::env::vars_os().collect();
     if let Some(credentials) = credentials {
@@ -178,7 +172,7 @@ pub(super) fn child_env(
     }
     let sockets = crate::host::sockets::variable_check(
         &plan.policy,
-        host.place.runtime_dir.as_deref(),
+        run.host.place.runtime_dir.as_deref(),
         &inherited,
         *backend != Backend::None,
     );
@@ -199,7 +193,7 @@ pub(super) fn child_env(
         plan.policy
             .environment
             .apply(inherited.iter().cloned(), backend.name(), &sockets),
-        net.and_then(|n| n.port).map(netproxy::proxy_env),
+        run.net().and_then(|n| n.port).map(netproxy::proxy_env),
         [
             private_home_env(plan),
             temp_env(plan, places.temp.as_ref()),

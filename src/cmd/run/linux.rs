@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 use super::argv::HelperExe;
+use super::context::Run;
 use super::prepare::Plan;
 use crate::protect::repos::Repos;
 use crate::sandbox;
 use crate::sandbox::rootas::RootAs;
 use crate::sys::exit::Failure;
-use crate::sys::say::Verbosity;
 
 /// The executable the helper runs from: `/proc/self/exe`, the running file even when its
 /// path was deleted or now names another file (the kernel then marks the link's text);
@@ -41,16 +41,18 @@ pub(super) fn helper_exe() -> Result<HelperExe, Failure> {
 /// and the session has its journal: read the program's refusals from the audit
 /// (`session::audit`), the journal being the marker the program's domain refuses first.
 /// Elsewhere, `--verbose` says why not.
-pub(super) fn read_landlock_refusals(
-    plan: &Plan,
-    (host, layers): (&crate::host::Host, &mut crate::sandbox::InProcess),
-    journal: &crate::session::journal::Journal,
-    say: Verbosity,
-) {
+pub(super) fn read_landlock_refusals(run: &Run, layers: &mut crate::sandbox::InProcess) {
+    let (journal, say) = (&run.journal, run.say);
     let (Some(ruleset), Some(marker)) = (layers.landlock.as_mut(), journal.path()) else {
         return;
     };
-    if host.machine.landlock_abi.as_ref().is_ok_and(|abi| *abi < 7) {
+    if run
+        .host
+        .machine
+        .landlock_abi
+        .as_ref()
+        .is_ok_and(|abi| *abi < 7)
+    {
         return say.detail(
             "sbx-shell: Landlock's refusals are not listed: it logs none before Linux 6.15 (ABI 7)",
         );
@@ -63,12 +65,9 @@ pub(super) fn read_landlock_refusals(
             ))
         }
     };
-    let (policy, home) = (plan.policy.clone(), plan.home.clone());
-    let runs_from = super::argv::runs_from();
+    let grounds = run.grounds();
     let judge = move |blockers: &[String], path: &std::path::Path| {
-        let reads = crate::session::audit::reads(blockers);
-        let judged = (&policy, home.as_path(), runs_from.as_slice());
-        crate::policy::refusal::of_landlock(reads, blockers, path, judged)
+        grounds.of_landlock(crate::session::audit::reads(blockers), blockers, path)
     };
     // As the kernel names it: with every symlink on the way resolved.
     let marker = std::fs::canonicalize(marker).unwrap_or_else(|_| marker.to_path_buf());
@@ -79,16 +78,13 @@ pub(super) fn read_landlock_refusals(
 }
 
 /// The start line for protected files that have other names, when the guard judges names.
-pub(super) fn note_linked(
-    policy: &crate::policy::Policy,
-    (layers, git): (&sandbox::InProcess, &Repos),
-    say: Verbosity,
-) {
+pub(super) fn note_linked(run: &Run, layers: &sandbox::InProcess, git: &Repos) {
     if layers.names.is_none() {
         return;
     }
-    if let Some(line) = linked_note(&sandbox::linked_protected_files(policy, &git.git_dirs)) {
-        say.note(&line);
+    let linked = sandbox::linked_protected_files(&run.plan.policy, &git.git_dirs);
+    if let Some(line) = linked_note(&linked) {
+        run.say.note(&line);
     }
 }
 

@@ -7,6 +7,9 @@
 //! 3. choose the backend, refuse a missing required layer, and name each layer `auto`
 //!    wanted but cannot run;
 //! 4. start the network: the proxy and the name server, for an allow-list or no network;
+//!    then what the policy names besides: the credentials (4a) and the ssh agent (4b).
+//!    The plan is final from here: with the machine, the backend, the journal and what
+//!    was started, it is the run's context (`context::Run`), which every later step reads;
 //! 5. make the session's places (`environment::Places`) and the program's environment, and
 //!    build the in-process layers (`argv::confine`), so that a policy a layer refuses
 //!    fails before the terminal is touched; start the cgroup and record the places that
@@ -25,6 +28,7 @@
 
 mod argv;
 mod container;
+mod context;
 mod credentials;
 mod disarm;
 mod environment;
@@ -52,6 +56,7 @@ use crate::session::pty;
 use crate::session::{Child, Session, SessionOptions};
 use crate::sys::exit::Failure;
 use crate::sys::process;
+use context::Run;
 
 pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let started = SystemTime::now();
@@ -61,37 +66,36 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     let host = prepare::measure_host(&plan);
     let backend = prepare::choose_backend(&plan, &host, say)?;
     plan.root_files(os::root_as(&plan.policy, &backend), &backend, say)?;
-    let (journal, _journal_file) = Journal::open(&journal::dir(&plan.home));
-    let net = prepare::start_network(&plan, &backend, (&cli, journal.sink()), say)?;
-    let credentials = credentials::start(&mut plan, (&backend, net.as_ref()), say)?;
+    let (journal, journal_file) = Journal::open(&journal::dir(&plan.home));
+    let net = prepare::start_network(&plan, &backend, &cli, journal.sink(), say)?;
+    let credentials = credentials::start(&mut plan, &backend, net.as_ref(), say)?;
     let (ssh, questions) = ssh::start(&mut plan, &backend, net.as_ref(), &journal, say)?;
-    let mut places = environment::Places::make(&plan, &backend, say)?;
-    let env = environment::child_env(
-        &plan,
-        (&backend, &host),
-        (net.as_ref(), ssh.as_ref(), credentials.as_ref()),
-        &places,
-        &journal,
-    );
-    let mut layers = argv::confine(&plan, &backend, &host, net.as_ref(), (&places, &env))?;
-    os::read_landlock_refusals(&plan, (&host, &mut layers), &journal, say);
-    let pools = os::make_pools(&plan, &mut layers);
-    os::note_linked(&plan.policy, (&layers, &places.git), say);
-    let cgroup = prepare::start_cgroup(&plan, &backend, say)?;
-    let planted_check = planted::PlantedCheck::start(&plan, &layers, &places.git, &env);
+    let mut run = Run {
+        ssh,
+        credentials,
+        net,
+        journal,
+        _journal_file: journal_file,
+        plan,
+        host,
+        backend,
+        started,
+        say,
+    };
+    let mut places = environment::Places::make(&run)?;
+    let env = environment::child_env(&run, &places);
+    let mut layers = argv::confine(&run, &places, &env)?;
+    os::read_landlock_refusals(&run, &mut layers);
+    let pools = os::make_pools(&run.plan, &mut layers);
+    os::note_linked(&run, &layers, &places.git);
+    let cgroup = prepare::start_cgroup(&run.plan, &run.backend, say)?;
+    let planted_check = planted::PlantedCheck::start(&run.plan, &layers, &places.git, &env);
     let session = Session::open(wants_pty(
         cli.pty,
         std::io::stdin().is_terminal(),
         std::io::stdout().is_terminal(),
     ))?;
-    let helper = os::helper_exe()?;
-    let launcher = argv::Launcher::build(
-        &plan,
-        (&backend, &host, &layers),
-        net.as_ref(),
-        (&session, helper),
-        (&places, &journal),
-    )?;
+    let launcher = argv::Launcher::build(&run, &layers, &places, &session, os::helper_exe()?)?;
     let child = Child {
         argv: launcher.argv.clone(),
         env,
@@ -99,9 +103,9 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
             cgroup: cgroup
                 .as_ref()
                 .map(crate::session::cgroup::SessionCgroup::fds),
-            ..argv::session_options(&plan.policy, &layers)
+            ..argv::session_options(&run.plan.policy, &layers)
         },
-        refusals: Some(journal.sink()),
+        refusals: Some(run.journal.sink()),
         questions,
     };
     let code = session.run(child).map(|ended| ended.code);
@@ -110,20 +114,14 @@ pub fn main(cli: Cli, login_arg0: bool) -> Result<u8, Failure> {
     }
     places.end_temp();
     drop(pools);
-    let mut planted = planted_check.finish(&plan.policy);
+    let mut planted = planted_check.finish(&run.plan.policy);
     drop(launcher);
-    drop(ssh);
-    journal.drain(std::time::Duration::from_millis(500));
-    planted.extend(disarm::after(&plan.policy, &backend, &journal, started));
-    report::record(
-        &plan,
-        (&backend, &host),
-        started,
-        (&code, &planted[..]),
-        (net.as_ref(), &journal),
-        say,
-    );
-    code.with_context(|| format!("cannot run {}", plan.launch.program.to_string_lossy()))
+    drop(run.ssh.take());
+    run.journal.drain(std::time::Duration::from_millis(500));
+    planted.extend(disarm::after(&run));
+    report::record(&run, &code, &planted);
+    let program = run.plan.launch.program.to_string_lossy();
+    code.with_context(|| format!("cannot run {program}"))
         .map_err(Failure::from)
 }
 

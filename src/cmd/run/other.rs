@@ -4,10 +4,10 @@
 use anyhow::Context as _;
 
 use super::argv::HelperExe;
+use super::context::Run;
 use super::prepare::Plan;
 use crate::protect::repos::Repos;
 use crate::sys::exit::Failure;
-use crate::sys::say::Verbosity;
 
 /// The executable the helper runs from: its path.
 pub(super) fn helper_exe() -> Result<HelperExe, Failure> {
@@ -17,21 +17,11 @@ pub(super) fn helper_exe() -> Result<HelperExe, Failure> {
     })
 }
 
-pub(super) fn note_linked(
-    _policy: &crate::policy::Policy,
-    _on: (&crate::sandbox::InProcess, &Repos),
-    _say: Verbosity,
-) {
-}
+/// No guard judges names here.
+pub(super) fn note_linked(_run: &Run, _layers: &crate::sandbox::InProcess, _git: &Repos) {}
 
 /// No Landlock here.
-pub(super) fn read_landlock_refusals(
-    _plan: &Plan,
-    _on: (&crate::host::Host, &mut crate::sandbox::InProcess),
-    _journal: &crate::session::journal::Journal,
-    _say: Verbosity,
-) {
-}
+pub(super) fn read_landlock_refusals(_run: &Run, _layers: &mut crate::sandbox::InProcess) {}
 
 /// Root's program as another host id: Linux only.
 pub(super) fn root_as(

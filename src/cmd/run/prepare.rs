@@ -250,7 +250,8 @@ fn container_fits(plan: &Plan, backend: &Backend) -> Result<(), Failure> {
     crate::sandbox::container::vet_run_args(&policy.container.run_args).map_err(|e| anyhow!(e))?;
     super::container::ready(
         container,
-        (policy.container.image.as_deref(), &policy.limits),
+        policy.container.image.as_deref(),
+        &policy.limits,
         &plan.home,
     )?;
     Ok(())
@@ -462,7 +463,8 @@ pub(super) fn copy_seed(
 pub(super) fn start_network(
     plan: &Plan,
     backend: &Backend,
-    (cli, sink): (&Cli, crate::policy::refusal::Sink),
+    cli: &Cli,
+    sink: crate::policy::refusal::Sink,
     say: Verbosity,
 ) -> Result<Option<ProxySession>, Failure> {
     let publish = netproxy::forward::parse_publish(&cli.publish).map_err(|e| anyhow::anyhow!(e))?;

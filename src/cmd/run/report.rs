@@ -1,26 +1,18 @@
 //! Step 9 of a run: the summary of what the sandbox refused, on stderr once the terminal is
 //! restored, and the session's line in the session log with every refusal.
 
-use super::prepare::Plan;
-use crate::host::Host;
-use crate::netproxy::session::ProxySession;
-use crate::sandbox::Backend;
-use crate::session::journal::Journal;
+use super::context::Run;
 use crate::session::log;
-use crate::sys::say::Verbosity;
-use std::time::SystemTime;
 
 /// Step 9: the refusals' summary on stderr (one line with `--quiet`, nothing when nothing
 /// was refused) and the session's line in the session log.
 pub(super) fn record(
-    plan: &Plan,
-    (backend, host): (&Backend, &Host),
-    started: SystemTime,
-    (code, planted): (&std::io::Result<u8>, &[crate::protect::planted::Planted]),
-    (net, journal): (Option<&ProxySession>, &Journal),
-    say: Verbosity,
+    run: &Run,
+    code: &std::io::Result<u8>,
+    planted: &[crate::protect::planted::Planted],
 ) {
-    let tally = journal.tally();
+    let (plan, say) = (&run.plan, run.say);
+    let tally = run.journal.tally();
     if say.quiet {
         if let Some(line) = tally.one_line() {
             say.always(&line);
@@ -33,13 +25,13 @@ pub(super) fn record(
     let Ok(code) = code else { return };
     let launch = &plan.launch;
     let record = log::SessionRecord::new(
-        started,
+        run.started,
         std::iter::once(&launch.program).chain(&launch.args),
-        host.place.cwd.as_deref().ok(),
+        run.host.place.cwd.as_deref().ok(),
         &plan.policy,
-        backend,
+        &run.backend,
         *code,
-        net.map_or(0, |n| n.proxy.refused()),
+        run.net().map_or(0, |n| n.proxy.refused()),
     )
     .with_planted(planted)
     .with_refusals(tally);

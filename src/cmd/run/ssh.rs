@@ -101,7 +101,7 @@ pub(super) fn start(
     }
     let fs = &mut plan.policy.filesystem;
     fs.own_sockets.push(socket.clone());
-    session.env = environment(&socket, &dir, (backend, &plan.policy), net)?;
+    session.env = environment(&socket, &dir, backend, &plan.policy, net)?;
     Ok((Some(session), desk))
 }
 
@@ -234,7 +234,8 @@ fn make_views(plan: &mut Plan, dir: &Path, say: Verbosity) {
 fn environment(
     socket: &Path,
     dir: &Path,
-    (backend, policy): (&Backend, &crate::policy::Policy),
+    backend: &Backend,
+    policy: &crate::policy::Policy,
     net: Option<&ProxySession>,
 ) -> Result<Vec<(String, OsString)>, Failure> {
     let mut env = vec![("SSH_AUTH_SOCK".to_string(), socket.as_os_str().to_owned())];
