@@ -36,7 +36,18 @@ impl Verbosity {
     }
 }
 
-/// An error: "sbx-shell: error: …", its `Hint:` lines highlighted.
+/// A problem the user can fix, shaped as every error with a remedy is: the problem, then
+/// on its own line `Hint: ` and the exact action (highlighted when printed, `format_error`).
+pub fn hinted(problem: impl std::fmt::Display, hint: impl std::fmt::Display) -> String {
+    format!("{problem}\nHint: {hint}")
+}
+
+/// A note about something the user can fix, on one line: the problem, then `Fix: ` and the
+/// exact action.
+pub fn with_fix(problem: impl std::fmt::Display, fix: impl std::fmt::Display) -> String {
+    format!("{problem}. Fix: {fix}")
+}
+
 /// `PATH`, or `PATH and N more`, for a line that names a list of paths; `None` for none.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub fn first_and_more(paths: &[std::path::PathBuf]) -> Option<String> {
@@ -47,6 +58,7 @@ pub fn first_and_more(paths: &[std::path::PathBuf]) -> Option<String> {
     })
 }
 
+/// An error: "sbx-shell: error: …", its `Hint:` lines highlighted.
 pub fn error(text: &str) {
     eprintln!("{}", format_error(text, colored()));
 }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context as _};
 
+use super::messages;
 use crate::sandbox::container;
 use crate::sandbox::{Container, ContainerLaunch};
 use crate::sys::exit::Failure;
@@ -139,7 +140,7 @@ fn links_archive(links: &[(String, PathBuf)], home: &Path) -> Result<Vec<u8>, Fa
     match out {
         Ok(out) if out.status.success() => Ok(out.stdout),
         Ok(_) => Err(anyhow!("tar could not archive the host's links at /").into()),
-        Err(e) => Err(anyhow!("cannot make the image of the host's links at / ({e})\nHint: sbx-shell makes it with the host's tar; install tar, or use --image").into()),
+        Err(e) => Err(messages::links_image_not_made(e).into()),
     }
 }
 
@@ -244,7 +245,7 @@ impl ContainerPlace {
         let exe = std::fs::read_link("/proc/self/exe")
             .context("cannot find the sbx-shell executable (/proc/self/exe)")?;
         if exe.to_string_lossy().ends_with(" (deleted)") {
-            return Err(anyhow!("the sbx-shell executable was replaced or removed since it started, so the container cannot be given it\nHint: start sbx-shell again").into());
+            return Err(messages::executable_replaced().into());
         }
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -320,7 +321,7 @@ impl ContainerPlace {
             .filter(|(_, writable)| *writable)
             .map(|(path, _)| match crate::sys::files::identity_of(&path) {
                 Some(id) => Ok((path, id)),
-                None => Err(anyhow!("{} is a symlink or gone now: it is not what the policy named, so it is not mounted into the container\nHint: run again; if this repeats, something keeps changing it: `ls -la {}` shows what is there", path.display(), path.display()).into()),
+                None => Err(messages::place_changed(&path).into()),
             })
             .collect()
     }

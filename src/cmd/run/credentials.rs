@@ -46,7 +46,7 @@ pub(super) fn start(
         return Ok(None);
     };
     let Some(net) = net.filter(|n| n.port.is_some()) else {
-        return Err(anyhow!("--credential {}: this session has no proxy to add it\nHint: credentials need the network allow-list (--net allow=…) and a sandbox", first.name).into());
+        return Err(super::messages::credential_without_proxy(&first.name).into());
     };
     let intercept = Intercept::new(&injected, &|name| std::env::var_os(name), &mut |buf| {
         std::fs::File::open("/dev/urandom")?.read_exact(buf)

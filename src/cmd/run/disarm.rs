@@ -216,8 +216,5 @@ fn line(disarmed: &[Planted]) -> Option<String> {
         return None;
     }
     let all: Vec<String> = disarmed.iter().map(ToString::to_string).collect();
-    Some(format!(
-        "this session left a rebase or cherry-pick that would run commands outside the sandbox when continued; sbx-shell disarmed them: {}\nHint: continue the operation inside sbx-shell; to keep a todo's command, read it, then run `git rebase --edit-todo` and remove its `# `",
-        all.join("; ")
-    ))
+    Some(super::messages::todos_disarmed(&all))
 }

@@ -3,6 +3,7 @@
 //! private directories) and its environment.
 
 use super::context::Run;
+use super::messages;
 use super::prepare::Plan;
 use crate::netproxy;
 use crate::policy::launch::{self};
@@ -69,9 +70,8 @@ fn session_temp(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, F
     {
         return Ok(None);
     }
-    let temp = SessionTemp::create().context(
-        "cannot create the session's private temporary directory under /tmp\nHint: remove what is in the way (`sbx-shell explain` shows the path), or use the bwrap backend",
-    )?;
+    let temp = SessionTemp::create()
+        .with_context(|| messages::session_dir_not_made("private temporary directory", "/tmp"))?;
     Ok(Some(temp))
 }
 
@@ -81,9 +81,8 @@ fn session_shm(plan: &Plan, backend: &Backend) -> Result<Option<SessionTemp>, Fa
     if !backend.landlock_alone() || sandbox::landlock::host_shm_writable(&plan.policy.filesystem) {
         return Ok(None);
     }
-    let shm = SessionTemp::create_shm().context(
-        "cannot create the session's shared memory directory under /dev/shm\nHint: remove what is in the way (`sbx-shell explain` shows the path), or use the bwrap backend",
-    )?;
+    let shm = SessionTemp::create_shm()
+        .with_context(|| messages::session_dir_not_made("shared memory directory", "/dev/shm"))?;
     Ok(Some(shm))
 }
 

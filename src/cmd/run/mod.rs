@@ -32,6 +32,7 @@ mod context;
 mod credentials;
 mod disarm;
 mod environment;
+mod messages;
 mod planted;
 mod prepare;
 mod report;

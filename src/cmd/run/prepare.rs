@@ -1,6 +1,7 @@
 //! Steps 1 to 4 of a run: the request and the policy resolved (`Plan`), the host
 //! measured, the backend chosen, the network started.
 
+use super::messages;
 use crate::cli::Cli;
 use crate::cmd::inputs;
 use crate::host::{self, Host, Probes};
@@ -37,13 +38,8 @@ pub(super) struct Plan {
 pub(super) fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Plan, Failure> {
     let home = inputs::home_dir()?;
     let config_dir = inputs::config_dir(&home);
-    let user_config = profiles::load_user_config(&config_dir).map_err(|e| {
-        // sbx-shell may be this account's login shell: say how to get back in.
-        anyhow!(
-            "{e}\nHint: until it is fixed, sbx-shell refuses to start, logins through it too; from another session, account or a root console, fix or move aside {} (sbx-shell runs with its defaults without it), or give the account another shell: chsh -s /bin/bash",
-            config_dir.join(profiles::CONFIG_FILE).display()
-        )
-    })?;
+    let user_config = profiles::load_user_config(&config_dir)
+        .map_err(|e| messages::config_broken(e, &config_dir.join(profiles::CONFIG_FILE)))?;
     let request = LaunchRequest {
         login: cli.login || login_arg0,
         interactive: cli.interactive,
@@ -63,10 +59,9 @@ pub(super) fn resolve(cli: &Cli, login_arg0: bool, say: Verbosity) -> Result<Pla
     let shell = shell::resolve(&candidates, &system)?;
     let launch = launch::plan(&request, &shell).map_err(subcommand_after_options)?;
     if shell::fell_back(&candidates, &shell) && launch.program == shell.as_os_str() {
-        say.note(&format!(
-            "sbx-shell: no real shell is known ($SHELL and the passwd entry name sbx-shell or nothing usable, and no \"shell\" is configured): running {}. Fix: sbx-shell login-shell --shell /bin/bash (records \"shell\" in {}), or run with --shell",
+        say.note(&messages::fallback_shell(
             shell::FALLBACK_SHELL,
-            inputs::config_dir(&home).join(profiles::CONFIG_FILE).display()
+            &config_dir.join(profiles::CONFIG_FILE),
         ));
     }
     program::check(&launch.program, &system)?;
@@ -97,7 +92,7 @@ fn subcommand_after_options(e: launch::PlanError) -> anyhow::Error {
         launch::PlanError::StrayArgument(word)
             if crate::cli::Cli::command().find_subcommand(&word).is_some() =>
         {
-            anyhow!("`{word}` is a command of sbx-shell, and a command comes before the options\nHint: sbx-shell {word} [OPTIONS] (to run a program named {word} instead: sbx-shell [OPTIONS] -- {word})")
+            messages::command_after_options(&word)
         }
         other => other.into(),
     }
@@ -140,12 +135,9 @@ impl Plan {
         }
         #[cfg(target_os = "linux")]
         if !crate::sys::capabilities::can_switch_ids() {
-            return Err(anyhow!("root's program would stay host root here, and sbx-shell cannot judge what it reads as an ordinary user: it lacks CAP_SETUID or CAP_SETGID\nHint: run sbx-shell with those capabilities (a container started with --cap-drop ALL has none), or as an ordinary user").into());
+            return Err(messages::root_cannot_switch_ids().into());
         }
-        let why = why.map_or(String::new(), |w| format!(" ({w})"));
-        say.detail(&format!(
-        "sbx-shell: root's program stays host root{why}: the guard opens each file it reads and hands over only what any user may read, or what the policy grants"
-    ));
+        say.detail(&messages::root_reads_judged(why.as_deref()));
         self.root_reads = true;
         Ok(())
     }
@@ -200,10 +192,7 @@ pub(super) fn measure_host(plan: &Plan) -> Host {
 pub(super) fn choose_backend(plan: &Plan, host: &Host, say: Verbosity) -> Result<Backend, Failure> {
     let policy = &plan.policy;
     if policy.limits.processes.is_some() && host.machine.root {
-        return Err(anyhow!(
-            "the processes limit cannot be enforced for root: the kernel exempts uid 0 from RLIMIT_NPROC\nHint: run sbx-shell as a normal user, or leave out --processes / limits.processes"
-        )
-        .into());
+        return Err(messages::processes_limit_for_root().into());
     }
     let machine = host
         .machine
@@ -240,10 +229,7 @@ fn container_fits(plan: &Plan, backend: &Backend) -> Result<(), Failure> {
     let policy = &plan.policy;
     let Backend::Container(container) = backend else {
         return match &policy.container.image {
-            Some(image) => Err(anyhow!(
-                "--image {image}: an image is run by the container backends only\nHint: add --backend docker or --backend podman, or leave out --image"
-            )
-            .into()),
+            Some(image) => Err(messages::image_without_container(image).into()),
             None => Ok(()),
         };
     };
@@ -265,10 +251,9 @@ fn say_sandboxed(plan: &Plan, backend: &Backend, say: Verbosity) {
         && std::io::stdout().is_terminal()
         && std::io::stderr().is_terminal();
     if plan.launch.is_shell_session() && terminal && *backend != Backend::None {
-        say.note(&format!(
-            "sbx-shell: this shell is sandboxed ({}, profile {}); what it refuses: `sbx-shell log --follow` from another terminal, `sbx-shell why PATH|HOST`",
+        say.note(&messages::sandboxed_shell(
             backend.name(),
-            plan.policy.profile
+            &plan.policy.profile,
         ));
     }
 }
@@ -287,12 +272,8 @@ pub(super) fn create_own_dirs(home: &Path) -> Result<(), Failure> {
         crate::cmd::inputs::config_dir(home),
         crate::sys::files::state_dir(home),
     ] {
-        crate::sys::files::create_private_dir(&dir).with_context(|| {
-            format!(
-                "cannot create {}, sbx-shell's own directory (the sandbox keeps it read-only)\nHint: check that its parent is writable",
-                dir.display()
-            )
-        })?;
+        crate::sys::files::create_private_dir(&dir)
+            .with_context(|| messages::own_dir_not_made(&dir))?;
     }
     Ok(())
 }
@@ -353,24 +334,16 @@ pub(super) fn seed_npm(policy: &Policy, say: Verbosity) {
 /// created as private directories (`policy::state_to_create`).
 pub(super) fn create_state(policy: &Policy, say: Verbosity) -> Result<(), Failure> {
     for dir in crate::policy::state_to_create(&policy.filesystem, &|p| p.exists()) {
-        crate::sys::files::create_private_dir(&dir).with_context(|| {
-            format!(
-                "cannot create {}, which the policy makes writable\nHint: create it yourself, or drop it from the policy",
-                dir.display()
-            )
-        })?;
+        crate::sys::files::create_private_dir(&dir)
+            .with_context(|| messages::state_not_made(&dir))?;
         say.detail(&format!("sbx-shell: created {} (0700)", dir.display()));
     }
     for seed in &policy.filesystem.seed {
         copy_seed(policy, seed, say)?;
     }
     if let Some(home) = &policy.private_home {
-        crate::sys::files::create_private_dir(&home.dir).with_context(|| {
-            format!(
-                "cannot create the private home {}\nHint: make its parent writable, or run with --no-private-home (\"private_home\": false)",
-                home.dir.display()
-            )
-        })?;
+        crate::sys::files::create_private_dir(&home.dir)
+            .with_context(|| messages::private_home_not_made(&home.dir))?;
         let (name, script) = crate::policy::home::PYTHON_STARTUP;
         if let Err(e) = crate::sys::files::write_private(&home.dir.join(name), script.as_bytes()) {
             say.detail(&format!(
@@ -441,14 +414,8 @@ pub(super) fn copy_seed(
     else {
         return Ok(());
     };
-    let copied =
-        crate::sys::files::copy_once_inside(seed.from.real(), base, rel).with_context(|| {
-            format!(
-                "cannot copy {} to {}\nHint: copy it yourself, or drop the seed from the profile",
-                seed.from.path.display(),
-                seed.path.path.display()
-            )
-        })?;
+    let copied = crate::sys::files::copy_once_inside(seed.from.real(), base, rel)
+        .with_context(|| messages::seed_not_copied(&seed.from.path, &seed.path.path))?;
     if copied {
         say.detail(&format!(
             "sbx-shell: copied {} to {} (once: it was missing)",

@@ -21,11 +21,6 @@ pub(super) fn make(home: &Path, kind: &str) -> Result<Claim, Failure> {
     let pid = std::process::id().to_string();
     let claim = Claims::beside(&parent, "", remove_tree)
         .take(&pid, &|dir| create_private_dir(dir))
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot take a directory of its own in {}: {e}\nHint: if no session of yours runs, remove what is there",
-                parent.display()
-            )
-        })?;
+        .map_err(|e| super::messages::no_session_dir(&parent, e))?;
     Ok(claim)
 }

@@ -12,8 +12,9 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context as _};
+use anyhow::Context as _;
 
+use super::messages;
 use super::prepare::Plan;
 use crate::netproxy::agent::{self, judge, known_hosts};
 use crate::netproxy::session::ProxySession;
@@ -47,13 +48,9 @@ pub(super) fn start(
     let upstream = std::env::var_os("SSH_AUTH_SOCK")
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)
-        .ok_or_else(|| anyhow!("--ssh-key: there is no ssh agent to take the keys from (SSH_AUTH_SOCK is not set)\nHint: start one and add the key, then run sbx-shell from that shell: eval \"$(ssh-agent)\"; ssh-add ~/.ssh/id_ed25519"))?;
-    let held = agent::identities(&upstream).map_err(|e| {
-        anyhow!(
-            "--ssh-key: cannot ask your ssh agent at {} for its keys: {e}\nHint: check that it runs (ssh-add -l)",
-            upstream.display()
-        )
-    })?;
+        .ok_or_else(messages::no_ssh_agent)?;
+    let held =
+        agent::identities(&upstream).map_err(|e| messages::ssh_agent_silent(&upstream, e))?;
     let rules = rules(&ssh, &held, say)?;
     let claim = super::sessiondir::make(&plan.home, "ssh")?;
     let dir = claim.path().to_path_buf();
@@ -63,11 +60,7 @@ pub(super) fn start(
     };
     let socket = dir.join("agent.sock");
     if socket.as_os_str().len() >= SUN_PATH {
-        return Err(anyhow!(
-            "the ssh agent's socket path is too long for a unix socket: {}\nHint: set XDG_STATE_HOME to a shorter directory",
-            socket.display()
-        )
-        .into());
+        return Err(messages::ssh_socket_too_long(&socket).into());
     }
     let (asker, desk) = match ssh.confirm {
         true => {
@@ -127,7 +120,7 @@ fn rules(
                 match held.iter().find(|(b, _)| judge::fingerprint(b) == *fp) {
                     Some((b, _)) => b.clone(),
                     None => {
-                        say.note(&format!("sbx-shell: ssh: your agent holds no key {fp}: it is left out. Fix: ssh-add the key, or give its .pub file"));
+                        say.note(&messages::ssh_key_not_held(fp));
                         continue;
                     }
                 }
@@ -135,7 +128,7 @@ fn rules(
         };
         let fingerprint = judge::fingerprint(&blob);
         if !held.iter().any(|(b, _)| *b == blob) {
-            say.note(&format!("sbx-shell: ssh: your agent does not hold {} ({fingerprint}): it cannot sign with it. Fix: ssh-add the key", k.key));
+            say.note(&messages::ssh_key_cannot_sign(&k.key, &fingerprint));
         }
         let mut host_keys = Vec::new();
         for host in &k.hosts {
@@ -146,10 +139,15 @@ fn rules(
                 Some(_) => Vec::new(),
             };
             if found.is_empty() && !elsewhere.is_empty() {
-                let ports: Vec<String> = elsewhere.iter().map(u16::to_string).collect();
-                say.note(&format!("sbx-shell: ssh: known_hosts lists no key for {host} on port 22, but lists it on port {}: logins on port 22 with {fingerprint} will be refused. Fix: name the port, --ssh-key {}@{}:{}", ports.join(", "), k.key, host.name, elsewhere[0]));
+                say.note(&messages::ssh_host_on_other_ports(
+                    host,
+                    &fingerprint,
+                    &k.key,
+                    &host.name,
+                    &elsewhere,
+                ));
             } else if found.is_empty() {
-                say.note(&format!("sbx-shell: ssh: known_hosts lists no key for {host}: logins there with {fingerprint} will be refused. Fix: connect once outside the sandbox and check its key"));
+                say.note(&messages::ssh_host_unknown(host, &fingerprint));
             }
             host_keys.extend(found);
         }
@@ -183,18 +181,12 @@ fn rules(
 
 /// A public key file's key blob, or the error naming the file and the fix.
 fn public_key_file(path: &Path) -> Result<Vec<u8>, Failure> {
-    let hint = "Hint: give the public key file (ssh-keygen -y -f KEY > KEY.pub makes one), or the key's fingerprint (ssh-add -l)";
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow!("--ssh-key {}: {e}\n{hint}", path.display()))?;
-    let key = ssh_key::PublicKey::from_openssh(text.trim()).map_err(|e| {
-        anyhow!(
-            "--ssh-key {}: not a public key ({e})\n{hint}",
-            path.display()
-        )
-    })?;
+    let text = std::fs::read_to_string(path).map_err(|e| messages::not_a_public_key(path, e))?;
+    let key = ssh_key::PublicKey::from_openssh(text.trim())
+        .map_err(|e| messages::not_a_public_key(path, format_args!("not a public key ({e})")))?;
     Ok(key
         .to_bytes()
-        .map_err(|e| anyhow!("--ssh-key {}: {e}\n{hint}", path.display()))?)
+        .map_err(|e| messages::not_a_public_key(path, e))?)
 }
 
 /// Under bwrap: a copy of what the policy reveals inside each denied directory (the ssh
