@@ -18,11 +18,7 @@ pub fn main(clear: Option<&str>, clear_all: bool) -> Result<u8, Failure> {
             Some(name) => {
                 let dir = home::dir_of(&crate::sys::files::state_dir(&home), name);
                 let Some(found) = existing.iter().find(|(_, d, _)| *d == dir) else {
-                    return Err(anyhow!(
-                        "no private home for the profile {name:?} in {}\nHint: `sbx-shell home` lists them",
-                        homes.display()
-                    )
-                    .into());
+                    return Err(super::messages::no_private_home(name, &homes).into());
                 };
                 vec![found.0.as_str()]
             }

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 
 use crate::cli::PolicyArgs;
 use crate::host::RealFs;
@@ -24,7 +24,7 @@ pub fn home_dir() -> anyhow::Result<PathBuf> {
         .ok()
         .flatten()
         .map(|u| u.dir)
-        .ok_or_else(|| anyhow!("cannot find the home directory\nHint: set HOME"))
+        .ok_or_else(super::messages::no_home)
 }
 
 /// sbx-shell's configuration directory for this user.
@@ -129,9 +129,8 @@ pub fn flags_layer(args: &PolicyArgs) -> anyhow::Result<Layer> {
         .map(|n| Entry::from(n.as_str()))
         .collect();
     for spec in &args.credential {
-        let (name, hosts) = crate::policy::inject::split_flag(spec).ok_or_else(|| {
-            anyhow!("--credential {spec}: not VAR@HOST[,HOST…]\nHint: name the variable, then the hosts it goes to: --credential GH_TOKEN@api.github.com,github.com")
-        })?;
+        let (name, hosts) = crate::policy::inject::split_flag(spec)
+            .ok_or_else(|| super::messages::credential_spelling(spec))?;
         let known = config.credentials.entry(name.to_string()).or_default();
         known.extend(hosts.into_iter().map(str::to_string));
     }
@@ -178,9 +177,10 @@ pub fn parse_net(value: &str) -> anyhow::Result<NetworkConfig> {
         "none" => Ok(NetworkConfig::Mode(NetworkMode::None)),
         "full" => Ok(NetworkConfig::Mode(NetworkMode::Full)),
         _ => {
-            let domains = value.strip_prefix("allow=").filter(|d| !d.is_empty()).ok_or_else(|| {
-                anyhow!("--net {value}: not none, full or allow=DOMAINS\nHint: e.g. --net allow=api.example.com,*.example.org")
-            })?;
+            let domains = value
+                .strip_prefix("allow=")
+                .filter(|d| !d.is_empty())
+                .ok_or_else(|| super::messages::net_spelling(value))?;
             let allow = domains.split(',').map(Entry::from).collect();
             Ok(NetworkConfig::Allow(AllowList {
                 comment: None,
@@ -223,7 +223,7 @@ pub fn parse_duration(value: &str) -> anyhow::Result<u64> {
         .ok()
         .filter(|n| *n > 0 && factor > 0)
         .and_then(|n| n.checked_mul(factor))
-        .ok_or_else(|| anyhow!("--timeout {value}: not a duration\nHint: give seconds, or a number with s, m or h: 90, 90s, 30m, 2h"))
+        .ok_or_else(|| super::messages::timeout_spelling(value))
 }
 
 #[cfg(test)]

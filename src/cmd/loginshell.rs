@@ -4,6 +4,7 @@
 //! real one), makes sure `/etc/shells` lists sbx-shell (chsh and some daemons refuse a
 //! shell it does not list), and runs chsh. Each step is shown first and needs consent.
 
+use super::messages;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -74,11 +75,7 @@ pub fn main(
         real.display()
     );
     if exe.starts_with("/tmp") || exe.starts_with(&account.home) {
-        report.push_str(&format!(
-            "note: {} may go away or change (a build or temporary directory); install it first: sudo install -m 755 {} /usr/local/bin/sbx-shell, then run /usr/local/bin/sbx-shell {COMMAND}\n",
-            exe.display(),
-            exe.display()
-        ));
+        report.push_str(&messages::install_first(&exe, COMMAND));
     }
     if steps.is_empty() {
         report.push_str("nothing to change: already set up\n");
@@ -163,19 +160,16 @@ fn account(user: Option<&str>) -> Result<Account, Failure> {
             let entry = nix::unistd::User::from_name(name)
                 .ok()
                 .flatten()
-                .ok_or_else(|| anyhow!("no such account: {name}\nHint: check the name with `id {name}`"))?;
+                .ok_or_else(|| messages::no_such_account(name))?;
             if entry.uid != me && !me.is_root() {
-                return Err(anyhow!(
-                    "--user {name}: only root can set up another account\nHint: run it as {name}, or as root"
-                )
-                .into());
+                return Err(messages::other_account_needs_root(name).into());
             }
             entry
         }
         None => nix::unistd::User::from_uid(me)
             .ok()
             .flatten()
-            .ok_or_else(|| anyhow!("this account has no passwd entry\nHint: run it as a user with an entry in /etc/passwd"))?,
+            .ok_or_else(messages::no_passwd_entry)?,
     };
     Ok(Account {
         other: entry.uid != me,
@@ -206,11 +200,7 @@ fn real_shell(
     };
     let chosen = shell::resolve(&candidates, &program::System::default())?;
     if shell::fell_back(&candidates, &chosen) {
-        return Err(anyhow!(
-            "no real shell is known for {}: $SHELL and the passwd entry name sbx-shell or nothing usable\nHint: name it: sbx-shell {COMMAND} --shell /bin/bash",
-            account.name
-        )
-        .into());
+        return Err(messages::no_real_shell(&account.name, COMMAND).into());
     }
     Ok(chosen)
 }
@@ -330,11 +320,7 @@ fn apply(step: &Step, account: &Account, root: bool) -> Result<(), Failure> {
                 .status()
                 .with_context(|| format!("cannot run {CHSH}"))?;
             if !status.success() {
-                return Err(anyhow!(
-                    "chsh failed ({status})\nHint: run `chsh -s {}` yourself",
-                    exe.display()
-                )
-                .into());
+                return Err(messages::chsh_failed(status, exe).into());
             }
             Ok(())
         }

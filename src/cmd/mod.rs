@@ -9,6 +9,7 @@ pub mod inputs;
 pub mod log;
 pub mod loginshell;
 pub mod man;
+mod messages;
 pub mod run;
 pub mod schema;
 pub mod setup;

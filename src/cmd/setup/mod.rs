@@ -3,11 +3,12 @@
 
 pub mod system;
 
+use crate::cmd::messages;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::{anyhow, Context as _};
+use anyhow::Context as _;
 
 use crate::cmd::doctor::checks;
 use crate::cmd::inputs;
@@ -61,10 +62,7 @@ pub fn main(check: bool, yes: bool) -> Result<u8, Failure> {
 /// Ask on the terminal; no terminal, no consent.
 pub(super) fn consent(command: &str) -> Result<bool, Failure> {
     if !std::io::stdin().is_terminal() {
-        return Err(anyhow!(
-            "{command} changes the system and needs your consent, but stdin is not a terminal\nHint: run `sbx-shell {command}` on a terminal, or pass --yes"
-        )
-        .into());
+        return Err(messages::consent_needs_terminal(command).into());
     }
     eprint!("Proceed? [y/N] ");
     let _ = std::io::stderr().flush();
@@ -83,7 +81,7 @@ fn apply(step: &SetupStep, state_dir: &Path, root: bool) -> Result<(), Failure> 
             let parser = APPARMOR_PARSERS
                 .iter()
                 .find(|p| Path::new(p).is_file())
-                .ok_or_else(|| anyhow!("apparmor_parser is not installed\nHint: install the apparmor package, then run setup again"))?;
+                .ok_or_else(messages::no_apparmor_parser)?;
             let show = |p: &Path| p.display().to_string();
             as_root(
                 &[
@@ -111,10 +109,7 @@ pub(super) fn as_root(argv: &[String], root: bool, command: &str) -> Result<(), 
     let mut full: Vec<&str> = Vec::new();
     if !root {
         if !Path::new(SUDO).is_file() {
-            return Err(anyhow!(
-                "{SUDO} is not installed\nHint: run `sbx-shell {command}` as root"
-            )
-            .into());
+            return Err(messages::no_sudo(SUDO, command).into());
         }
         full.push(SUDO);
     }
@@ -125,11 +120,7 @@ pub(super) fn as_root(argv: &[String], root: bool, command: &str) -> Result<(), 
         .status()
         .with_context(|| format!("cannot run {}", full[0]))?;
     if !status.success() {
-        return Err(anyhow!(
-            "`{}` failed ({status})\nHint: fix what it reports, then run `sbx-shell {command}` again",
-            full.join(" ")
-        )
-        .into());
+        return Err(messages::root_step_failed(&full.join(" "), status, command).into());
     }
     Ok(())
 }

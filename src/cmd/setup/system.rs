@@ -4,6 +4,7 @@
 //! beyond that. Pure: the facts come in (`host::Machine`, the package managers present),
 //! the plan goes out; `cmd::setup` asks for consent and runs it.
 
+use crate::cmd::messages;
 use std::path::{Path, PathBuf};
 
 use crate::host::{Machine, BWRAP_PATHS};
@@ -71,16 +72,17 @@ pub fn plan(machine: &Machine, has: &dyn Fn(&Path) -> bool) -> SetupPlan {
     match (&machine.bwrap, machine.bwrap_runs()) {
         (_, Ok(_)) => {}
         (None, Err(_)) => {
-            match PACKAGE_MANAGERS.iter().find(|(path, _)| has(Path::new(path))) {
+            match PACKAGE_MANAGERS
+                .iter()
+                .find(|(path, _)| has(Path::new(path)))
+            {
                 Some((manager, args)) => plan.steps.push(SetupStep::InstallBubblewrap {
                     argv: std::iter::once(manager)
                         .chain(args.iter())
                         .map(|a| a.to_string())
                         .collect(),
                 }),
-                None => plan.cannot.push(
-                    "bubblewrap is not installed and no known package manager is (apt-get, dnf, zypper, pacman, apk): install bubblewrap yourself".into(),
-                ),
+                None => plan.cannot.push(messages::no_package_manager()),
             }
             if restricted {
                 plan.steps.push(apparmor_step(Path::new(BWRAP_PATHS[0])));
@@ -89,12 +91,10 @@ pub fn plan(machine: &Machine, has: &dyn Fn(&Path) -> bool) -> SetupPlan {
         (Some(path), Err(_)) if restricted => plan.steps.push(apparmor_step(path)),
         (Some(_), Err(no)) => plan
             .cannot
-            .push(format!("bwrap cannot run: {}. Fix: {}", no.cause, no.fix)),
+            .push(messages::bwrap_cannot_run(&no.cause, &no.fix)),
     }
     if let Err(why) = &machine.landlock_abi {
-        plan.cannot.push(format!(
-            "Landlock: {why}. Fix: use Linux 6.12 or later with Landlock in the LSM list"
-        ));
+        plan.cannot.push(messages::no_landlock(why));
     }
     plan
 }
