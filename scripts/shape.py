@@ -12,7 +12,11 @@ Reports, for the non-test code under src/:
   - `unsafe` blocks outside src/sys/ (where the thin wrappers over the system's calls
     live), and type names (struct, enum, type, trait) defined more than once. Each has a
     goal (30 blocks, one definition per name) and, until it is met, a limit at what the
-    tree has now, lowered as it shrinks: nothing may grow.
+    tree has now, lowered as it shrinks: nothing may grow;
+  - messages with a remedy outside message functions: a `Hint:` or `Fix:` written
+    anywhere but `sys::say` (its `hinted` and `with_fix` are the one shape of both) or an
+    error type's `#[error]` attribute, and a function that both builds such a message and
+    decides (`if`, `match`, a loop, `return`, `?`). Goal 0, with a limit as above.
 
 An import is any `crate::`, `super::` or `self::` path in a `use` or in code, resolved to
 the deepest module file it names; a name a module re-exports (`pub use`) is followed to
@@ -29,6 +33,8 @@ MAX_ROOT, MAX_FILE, MAX_FN, MAX_BACK = 12, 600, 80, 2
 # unsafe blocks outside sys/ and type names defined twice: (limit now, goal).
 MAX_UNSAFE, GOAL_UNSAFE = 26, 30
 MAX_TWICE, GOAL_TWICE = 0, 0
+# Hints and fixes written outside a message function (`loose_messages`): (limit now, goal).
+MAX_LOOSE, GOAL_LOOSE = 0, 0
 # The layers, lowest first: a module may import from its own layer and the ones below.
 LAYERS = ["sys", "policy", "host", "protect", "sandbox", "netproxy", "helper", "session", "cli", "cmd"]
 TEST_FILES = re.compile(r"(^|/)(tests|test_support)(\.rs|/)")
@@ -71,11 +77,13 @@ def strip_tests(text):
     return "\n".join(out)
 
 
-def strip_strings(line):
-    line = re.sub(r"//.*", "", line)
-    line = re.sub(r'"(\\.|[^"\\])*"', '""', line)
-    line = re.sub(r"'(\\.|[^'\\])'", "''", line)
-    return line
+def strip_strings(text):
+    """The text with its char literals, string contents and `//` comments blanked, in that
+    order (a `//` inside a string, `"unix:///…"`, is no comment). A string may run over
+    lines (a `\\` at a line's end continues it)."""
+    text = re.sub(r"'(\\.|[^'\\])'", "''", text)
+    text = re.sub(r'"(\\[\s\S]|[^"\\])*"', lambda m: '"' + "\n" * m.group(0).count("\n") + '"', text)
+    return re.sub(r"//[^\n]*", "", text)
 
 
 def inline_scopes(text):
@@ -142,9 +150,9 @@ def code_lines(text):
     return sum(1 for l in text.split("\n") if l != TEST_LINE) - text.endswith("\n")
 
 
-def long_functions(rel, text):
+def functions(text):
+    """Each function with a body: (first line, last line, name), lines counted from 0."""
     lines = text.split("\n")
-    found = []
     for i, line in enumerate(lines):
         m = re.match(r"\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?(extern\s+\"C\"\s+)?fn\s+(\w+)", line)
         if not m:
@@ -160,8 +168,40 @@ def long_functions(rel, text):
             if started and depth <= 0:
                 break
             j += 1
-        if started and j - i + 1 > MAX_FN:
-            found.append((j - i + 1, f"{rel}:{i + 1} {m.group(7)}"))
+        if started:
+            yield i, j, m.group(7)
+
+
+def long_functions(rel, text):
+    return [
+        (j - i + 1, f"{rel}:{i + 1} {name}")
+        for i, j, name in functions(text)
+        if j - i + 1 > MAX_FN
+    ]
+
+
+HINTED = re.compile(r"\b(hinted|with_fix)\(")
+CONTROL = re.compile(r"\b(if|match|for|while|loop|return)\b|\?")
+
+
+def loose_messages(rel, text):
+    """What says a remedy outside a message function: a `Hint:` or `Fix:` written anywhere
+    but `sys::say` (`hinted`, `with_fix`: the one shape of both) or an error type's
+    `#[error]` attribute, and a function that builds one (calls `hinted`/`with_fix`) and
+    also decides (`if`, `match`, a loop, `return`, `?`)."""
+    if rel == "sys/say.rs":
+        return []
+    lines = text.split("\n")
+    found = []
+    for n, line in enumerate(lines):
+        if line.lstrip().startswith("//") or "#[error(" in line:
+            continue
+        if re.search(r"\b(Hint|Fix):", re.sub(r"//[^\n]*$", "", line)):
+            found.append(f"{rel}:{n + 1} writes a hint")
+    for i, j, name in functions(text):
+        body = strip_strings("\n".join(lines[i + 1 : j + 1]))
+        if HINTED.search(body) and CONTROL.search(body):
+            found.append(f"{rel}:{i + 1} {name} builds a message and decides")
     return found
 
 
@@ -344,8 +384,12 @@ def main():
     print(f"type names defined more than once: {len(twice)} (limit {MAX_TWICE}, goal {GOAL_TWICE})")
     for n, rs in twice:
         print(f"  {n}: {' '.join(sorted(rs))}")
+    loose = sorted(f for r, t in texts.items() for f in loose_messages(r, t))
+    print(f"messages with a remedy outside message functions: {len(loose)} (limit {MAX_LOOSE}, goal {GOAL_LOOSE})")
+    for f in loose:
+        print(f"  {f}")
     bad = len(entries) > MAX_ROOT or big or longfns or sccs or len(back) > MAX_BACK
-    bad = bad or total > MAX_UNSAFE or len(twice) > MAX_TWICE
+    bad = bad or total > MAX_UNSAFE or len(twice) > MAX_TWICE or len(loose) > MAX_LOOSE
     if bad and not report_only:
         print("shape: over a limit (see above)", file=sys.stderr)
         return 1

@@ -103,7 +103,8 @@ fn clap_error(e: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     let _ = e.print();
     if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        eprintln!("Hint: run `sbx-shell --help` for the options and examples");
+        let hint = "run `sbx-shell --help` for the options and examples";
+        eprintln!("{}", crate::sys::say::hint_line(hint));
     }
     ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
 }

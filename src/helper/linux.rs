@@ -272,9 +272,17 @@ pub fn show_as(user: &crate::policy::ContainerUser) -> Result<(), String> {
     let read = |path| std::fs::read_to_string(path).unwrap_or_default();
     let (uid, gid) =
         crate::policy::container::ids_of(user, &read("/etc/passwd"), &read("/etc/group"))?;
-    crate::sys::userns::show_as(uid, gid).map_err(|e| {
-        format!("a user namespace as {uid}:{gid}: {e}\nHint: the kernel or the engine refuses user namespaces here (`sysctl user.max_user_namespaces`, the engine's seccomp profile); leave out \"user\" to run as yourself")
-    })
+    crate::sys::userns::show_as(uid, gid).map_err(|e| no_user_namespace(uid, gid, e))
+}
+
+/// A user namespace for the container's user cannot be made.
+fn no_user_namespace(uid: u32, gid: u32, e: impl std::fmt::Display) -> String {
+    crate::sys::say::hinted(
+        format_args!("a user namespace as {uid}:{gid}: {e}"),
+        "the kernel or the engine refuses user namespaces here (`sysctl \
+         user.max_user_namespaces`, the engine's seccomp profile); leave out \"user\" to run as \
+         yourself",
+    )
 }
 
 fn changed(m: &crate::sandbox::bwrap::Mount, now: &'static str) -> MountError {

@@ -342,7 +342,7 @@ impl Machine {
             false => engine.to_str().and_then(on_path),
         };
         let Some(client) = client else {
-            return Err(format!("container.engine {}: no such executable\nHint: name the engine's client by its path or by a name on PATH (docker, podman), or leave out \"engine\"", engine.display()));
+            return Err(no_engine_client(engine));
         };
         Ok(Machine {
             docker: Some(client.clone()),
@@ -350,6 +350,15 @@ impl Machine {
             ..self.clone()
         })
     }
+}
+
+/// `container.engine` names no executable.
+fn no_engine_client(engine: &Path) -> String {
+    crate::sys::say::hinted(
+        format_args!("container.engine {}: no such executable", engine.display()),
+        "name the engine's client by its path or by a name on PATH (docker, podman), or leave \
+         out \"engine\"",
+    )
 }
 
 fn is_executable(file: &Path) -> bool {

@@ -50,10 +50,7 @@ fn tunnel(proxy: &str, host: &str, port: &str) -> Result<(), String> {
     if status != Some(200) {
         let line =
             String::from_utf8_lossy(head.split(|&b| b == b'\r').next().unwrap_or(&[])).into_owned();
-        return Err(format!(
-            "the sandbox's proxy refused {to} ({line})\nHint: allow it with --net allow={}",
-            crate::policy::refusal::shell_word(&to)
-        ));
+        return Err(super::messages::connect_refused(&to, &line));
     }
     let mut up = stream
         .try_clone()

@@ -38,10 +38,13 @@ pub fn parse_publish(entries: &[String]) -> Result<Vec<Publish>, String> {
             None => port(entry).map(|p| (p, p)),
         };
         let Some((host_port, port)) = parsed else {
-            return Err(format!("--publish {entry}: not PORT or HOSTPORT:PORT\nHint: e.g. --publish 5173 (the program's port 5173 on this machine's localhost:5173) or --publish 8081:8080"));
+            return Err(super::messages::publish_spelling(entry));
         };
         if all.iter().any(|p| p.host_port == host_port) {
-            return Err(format!("--publish {entry}: the host's port {host_port} is published twice\nHint: give each a port of its own, e.g. --publish {}:{port}", host_port.saturating_add(1)));
+            let instead = host_port.saturating_add(1);
+            return Err(super::messages::published_twice(
+                entry, host_port, instead, port,
+            ));
         }
         all.push(Publish { host_port, port });
     }
@@ -93,12 +96,8 @@ pub fn publish(publish: Publish, leads: Leads, maker: Option<Maker>) -> Result<(
             true => publish.port.to_string(),
             false => format!("{}:{}", publish.host_port, publish.port),
         };
-        format!(
-            "--publish {asked}: cannot listen on this machine's localhost:{} ({e})\nHint: publish it on a free port, e.g. --publish {}:{}",
-            publish.host_port,
-            free_port_near(publish.host_port),
-            publish.port
-        )
+        let free = free_port_near(publish.host_port);
+        super::messages::publish_taken(&asked, publish.host_port, e, free, publish.port)
     };
     let v4 = TcpListener::bind((Ipv4Addr::LOCALHOST, publish.host_port)).map_err(taken)?;
     let v6 = TcpListener::bind((Ipv6Addr::LOCALHOST, publish.host_port)).ok();

@@ -24,6 +24,7 @@ pub mod connect;
 pub mod forward;
 pub mod inject;
 pub mod lookups;
+mod messages;
 pub mod request;
 pub mod session;
 

@@ -336,12 +336,8 @@ impl Proxy {
             Ok(outer) => outer,
             Err(e) => {
                 self.log(target, &format!("credentials: failed: {e}"));
-                let hint = "\nHint: a host with a private CA: give sbx-shell its certificate in SSL_CERT_FILE";
-                let _ = respond(
-                    &mut client,
-                    "502 Bad Gateway",
-                    &format!("sbx-shell: TLS with {e}{hint}"),
-                );
+                let answer = super::messages::credential_tls_failed(&e);
+                let _ = respond(&mut client, "502 Bad Gateway", &answer);
                 return;
             }
         };
@@ -434,15 +430,11 @@ impl Proxy {
                 fix: refusal.fix(target),
             });
         }
-        let hint = refusal
-            .fix(target)
-            .map(|fix| format!("\nHint: {fix} allows it (sbx-shell's network allow-list)"))
-            .unwrap_or_default();
-        let _ = respond(
-            client,
-            refusal.status(),
-            &format!("sbx-shell: {target} {reason}{hint}"),
-        );
+        let answer = match refusal.fix(target) {
+            Some(fix) => super::messages::host_refused(target, &reason, &fix),
+            None => format!("sbx-shell: {target} {reason}"),
+        };
+        let _ = respond(client, refusal.status(), &answer);
     }
 
     fn log(&self, target: &Target, what: &str) {

@@ -363,9 +363,7 @@ pub fn is_public(addr: IpAddr) -> bool {
 pub fn parse_resolve(entries: &[String]) -> Result<BTreeMap<String, IpAddr>, String> {
     let mut map = BTreeMap::new();
     for entry in entries {
-        let bad = || {
-            format!("--resolve {entry}: not HOST:ADDR\nHint: write e.g. --resolve api.example.com:127.0.0.1 or --resolve api.example.com:[::1]")
-        };
+        let bad = || super::messages::resolve_spelling(entry);
         let (host, addr) = entry.split_once(':').ok_or_else(bad)?;
         let addr = addr.trim_start_matches('[').trim_end_matches(']');
         let addr: IpAddr = addr.parse().map_err(|_| bad())?;

@@ -73,7 +73,7 @@ fn start_proxy(
     let rules = match &policy.network {
         Network::Allow(rules) => Some(rules),
         _ if !resolve.is_empty() => {
-            return Err(anyhow!("--resolve applies to a network allow-list only\nHint: add --net allow=HOST,… or leave out --resolve"));
+            return Err(anyhow!(super::messages::resolve_without_allow_list()));
         }
         Network::None if own_network || *backend == Backend::Landlock => None,
         _ => return Ok(None),
@@ -157,7 +157,9 @@ fn in_sandbox(
         .serve_lookups_from_sandbox(ours)
         .context("cannot start the sandbox's name server")?;
     if services.contains(&SANDBOX_PORT) {
-        return Err(anyhow!("--net allow=localhost:{SANDBOX_PORT}: the sandbox's proxy listens on port {SANDBOX_PORT} of the sandbox's loopback\nHint: reach that service through another port of the host, or with --backend landlock"));
+        return Err(anyhow!(super::messages::service_on_proxy_port(
+            SANDBOX_PORT
+        )));
     }
     let services = match services.is_empty() {
         true => None,

@@ -191,7 +191,10 @@ pub fn ids_of(user: &ContainerUser, passwd: &str, group: &str) -> Result<(u32, u
 }
 
 fn not_there(user: &ContainerUser, what: &str, file: &str) -> String {
-    format!("container user {user}: no such {what} in the container's {file}\nHint: name one the image has, or give its number (\"user\": \"1000:1000\")")
+    crate::sys::say::hinted(
+        format_args!("container user {user}: no such {what} in the container's {file}"),
+        "name one the image has, or give its number (\"user\": \"1000:1000\")",
+    )
 }
 
 #[cfg(test)]

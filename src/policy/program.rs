@@ -24,22 +24,35 @@ pub fn check(program: &OsStr, system: &System) -> Result<(), Failure> {
     };
     let shown = program.to_string_lossy();
     match found {
-        None => {
-            let hint = install_hint(&shown).map_or_else(
-                || "check the spelling, install it, or give its full path".to_string(),
-                |install| format!("{install}, then check that it is on PATH"),
-            );
-            Err(Failure {
-                code: exit::NOT_FOUND,
-                error: anyhow!("command not found: {shown}\nHint: {hint}"),
-            })
-        }
+        None => Err(Failure {
+            code: exit::NOT_FOUND,
+            error: not_found(&shown, install_hint(&shown)),
+        }),
         Some(p) if !system.is_executable(&p) => Err(Failure {
             code: exit::NOT_RUNNABLE,
-            error: anyhow!("not an executable file: {}\nHint: check its permissions (chmod +x) or run it through an interpreter", p.display()),
+            error: not_executable(&p),
         }),
         Some(_) => Ok(()),
     }
+}
+
+/// The program is not found (`install`: how to install it, where known).
+fn not_found(shown: &str, install: Option<&str>) -> anyhow::Error {
+    anyhow!(crate::sys::say::hinted(
+        format_args!("command not found: {shown}"),
+        install.map_or_else(
+            || "check the spelling, install it, or give its full path".to_string(),
+            |install| format!("{install}, then check that it is on PATH"),
+        )
+    ))
+}
+
+/// The program's file may not be run.
+fn not_executable(path: &Path) -> anyhow::Error {
+    anyhow!(crate::sys::say::hinted(
+        format_args!("not an executable file: {}", path.display()),
+        "check its permissions (chmod +x) or run it through an interpreter"
+    ))
 }
 
 /// The first `dir/program` in a `PATH`-style list that `exists` says is there; empty entries

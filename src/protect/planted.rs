@@ -188,10 +188,15 @@ pub fn line(planted: &[Planted]) -> Option<String> {
     if planted.is_empty() {
         return None;
     }
-    Some(format!(
-        "this session left code that runs outside the sandbox: {}\nHint: look at each before a program outside uses it (`sbx-shell log --json` keeps this list)",
-        listed(planted)
-    ))
+    Some(left_outside(&listed(planted)))
+}
+
+/// The end line for what the session left that runs outside, named.
+fn left_outside(named: &str) -> String {
+    crate::sys::say::hinted(
+        format_args!("this session left code that runs outside the sandbox: {named}"),
+        "look at each before a program outside uses it (`sbx-shell log --json` keeps this list)",
+    )
 }
 
 #[cfg(test)]

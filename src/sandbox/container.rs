@@ -245,10 +245,7 @@ pub fn vet_run_args(run_args: &[String]) -> Result<(), String> {
         let name = arg.split('=').next().unwrap_or("");
         let whole = arg.contains('=') && !arg[name.len() + 1..].is_empty();
         if !RUN_ARGS_ALLOWED.contains(&name) || !whole {
-            return Err(format!(
-                "container.run_args {arg:?}: sbx-shell passes only whole --NAME=VALUE options that leave the isolation as it is\nHint: use one of {} as --NAME=VALUE; the session's own settings (network, mounts, user, limits, variables) come from its policy",
-                RUN_ARGS_ALLOWED.join(", ")
-            ));
+            return Err(super::messages::run_arg_not_allowed(arg, RUN_ARGS_ALLOWED));
         }
     }
     Ok(())
@@ -426,7 +423,7 @@ pub fn remote(engine: Engine, endpoint: &str) -> Option<String> {
         Engine::Docker => "unset DOCKER_HOST or `docker context use default`",
         Engine::Podman => "unset CONTAINER_HOST and run the local `podman`",
     };
-    (!local).then(|| format!("the {name} engine at {endpoint} is not on this machine: it would mount that machine's paths, not this workspace\nHint: use an engine on this machine ({unset}), or --backend bwrap"))
+    (!local).then(|| super::messages::engine_elsewhere(name, endpoint, unset))
 }
 
 /// The client's argv that says which limits its engine can enforce (`unenforced` reads
@@ -469,19 +466,25 @@ pub fn unenforced(engine: Engine, info: &str, (memory, pids): (bool, bool)) -> O
         () if pids && !has_pids => ("--session-processes", "pids"),
         () => return None,
     };
-    Some(format!(
-        "the {} engine cannot enforce {option} here: its cgroups have no {controller} controller, and it would start the container without the limit\nHint: enable the {controller} controller for the engine's cgroups, or leave out {option}",
-        engine.name()
+    Some(super::messages::limit_unenforced(
+        engine.name(),
+        option,
+        controller,
     ))
 }
 
 /// What the engine's client said when it could not do what was asked, as an error with
 /// its fix: the daemon not running, no access to its socket, a missing image.
 pub fn client_error(engine: Engine, image: &str, said: &str) -> String {
-    let name = engine.name();
     let said = said.trim();
+    super::messages::engine_unusable(engine.name(), said, client_fix(engine, image, said))
+}
+
+/// The fix for what the engine's client said (`client_error`).
+fn client_fix(engine: Engine, image: &str, said: &str) -> String {
+    let name = engine.name();
     let lower = said.to_lowercase();
-    let hint = if lower.contains("permission denied") {
+    if lower.contains("permission denied") {
         match engine {
             Engine::Docker => "this user may not use the Docker engine's socket: add it to the `docker` group (then log in again), or use --backend bwrap".to_string(),
             Engine::Podman => "this user may not reach Podman's socket or storage: check `podman info` as this user, or use --backend bwrap".to_string(),
@@ -504,8 +507,7 @@ pub fn client_error(engine: Engine, image: &str, said: &str) -> String {
         format!("pull or build it first (`{name} pull {image}`), or leave out --image to run the host's own files")
     } else {
         format!("`{name} info` shows what the engine says about itself; or use --backend bwrap")
-    };
-    format!("the {name} engine could not be used: {said}\nHint: {hint}")
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod carve;
 pub mod container;
 pub mod landlock;
 pub mod mediated;
+mod messages;
 pub mod plan;
 pub mod rootas;
 pub mod seatbelt;

@@ -68,13 +68,8 @@ pub fn missing_line(layer: SandboxLayer, why: &str, fix: &str, backend: &Backend
     } else {
         ""
     };
-    format!(
-        "sbx-shell: {} cannot run here: {why}; running with {}{less}. Fix: {fix} (--backend {} runs so without this line; --require {} refuses to run without it)",
-        layer.name(),
-        backend.layers().join(" + "),
-        backend.name(),
-        layer.name()
-    )
+    let running = format!("{}{less}", backend.layers().join(" + "));
+    super::messages::layer_missing(layer.name(), why, running, fix, backend.name())
 }
 
 /// Refuse when a required layer is not among `backend`'s.
@@ -128,9 +123,7 @@ pub fn unjudged_line(kernel: &str, missing: &[std::path::PathBuf]) -> String {
         Some(named) => format!("protected paths that do not exist yet ({named}) and "),
         None => String::new(),
     };
-    format!(
-        "sbx-shell: Linux {kernel} is older than 5.14: the guard cannot judge the names the program makes, so what would run code outside is held by read-only mounts where it exists; {paths}the hooks and config of a repository made in the session can be made, and the end of the session names them. Fix: Linux 5.14 or later (--require names refuses to run without it)"
-    )
+    super::messages::names_unjudged(kernel, &paths)
 }
 
 /// Why `layer` cannot run on `machine`, and the fix; `None` when it can.

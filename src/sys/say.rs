@@ -39,7 +39,12 @@ impl Verbosity {
 /// A problem the user can fix, shaped as every error with a remedy is: the problem, then
 /// on its own line `Hint: ` and the exact action (highlighted when printed, `format_error`).
 pub fn hinted(problem: impl std::fmt::Display, hint: impl std::fmt::Display) -> String {
-    format!("{problem}\nHint: {hint}")
+    format!("{problem}\n{}", hint_line(hint))
+}
+
+/// The hint's line alone, for a problem another said (clap's usage errors).
+pub fn hint_line(hint: impl std::fmt::Display) -> String {
+    format!("Hint: {hint}")
 }
 
 /// A note about something the user can fix, on one line: the problem, then `Fix: ` and the

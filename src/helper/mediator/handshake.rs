@@ -143,16 +143,31 @@ fn check(probe: &Probe) -> io::Result<bool> {
 
 /// Why the guard cannot work, and the fix.
 fn cannot(path: &str, why: &str) -> String {
+    crate::sys::say::hinted(
+        format_args!(
+            "the guard cannot read what the program's calls name ({path}: {why}), so every name \
+             the program made would fail; nothing ran"
+        ),
+        reading_fix(),
+    )
+}
+
+/// What lets the guard read the program's memory here: by Yama's setting.
+fn reading_fix() -> String {
     let yama = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
         .ok()
         .and_then(|s| s.trim().parse::<u32>().ok());
-    let hint = match yama {
+    match yama {
         Some(scope) if scope >= 2 => format!(
-            "Hint: kernel.yama.ptrace_scope is {scope} here, which lets no process read another's memory; set it to 1 (sudo sysctl kernel.yama.ptrace_scope=1), which lets a process read its own children's"
+            "kernel.yama.ptrace_scope is {scope} here, which lets no process read another's \
+             memory; set it to 1 (sudo sysctl kernel.yama.ptrace_scope=1), which lets a process \
+             read its own children's"
         ),
-        _ => "Hint: the guard reads the memory of the program it started, as a parent may; `sbx-shell doctor` checks what this machine allows (a /proc mounted with hidepid, or a security module that forbids it, stops it)".to_string(),
-    };
-    format!("the guard cannot read what the program's calls name ({path}: {why}), so every name the program made would fail; nothing ran\n{hint}")
+        _ => "the guard reads the memory of the program it started, as a parent may; \
+              `sbx-shell doctor` checks what this machine allows (a /proc mounted with hidepid, \
+              or a security module that forbids it, stops it)"
+            .to_string(),
+    }
 }
 
 #[cfg(test)]

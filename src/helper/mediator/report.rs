@@ -129,8 +129,17 @@ pub(super) fn unreadable(call: &super::notify::Call, e: &std::io::Error) {
         return;
     }
     told.push(command.clone());
-    eprintln!(
-        "sbx-shell: the guard cannot read what {command}'s calls name (/proc/{}/mem: {e}), so it refuses every name {command} makes\nHint: a program whose file may be run but not read (mode 711) cannot be read by its parent either: make it readable (chmod a+r on it), or run it outside sbx-shell",
-        call.pid
-    );
+    eprintln!("{}", unreadable_line(&command, call.pid, e));
+}
+
+/// What `unreadable` says, with the fix.
+fn unreadable_line(command: &str, pid: u32, e: &std::io::Error) -> String {
+    crate::sys::say::hinted(
+        format_args!(
+            "sbx-shell: the guard cannot read what {command}'s calls name (/proc/{pid}/mem: {e}), \
+             so it refuses every name {command} makes"
+        ),
+        "a program whose file may be run but not read (mode 711) cannot be read by its parent \
+         either: make it readable (chmod a+r on it), or run it outside sbx-shell",
+    )
 }

@@ -16,6 +16,7 @@ use std::sync::{Arc, OnceLock};
 
 use memchr::memmem;
 
+use crate::netproxy::messages;
 use crate::policy::Injected;
 use authority::Authority;
 use rewrite::{Noticed, Rewriter, Swap};
@@ -61,11 +62,11 @@ impl Intercept {
             let name = &c.name;
             let real = value(name)
                 .filter(|v| !v.is_empty())
-                .ok_or_else(|| format!("--credential {name}: {name} is not set\nHint: set it in the environment sbx-shell starts from (export {name}=…), or leave out --credential {name}"))?
+                .ok_or_else(|| messages::credential_unset(name))?
                 .into_string()
-                .map_err(|_| format!("--credential {name}: its value is not text\nHint: a credential is sent in an HTTP header: give it as text"))?;
+                .map_err(|_| messages::credential_not_text(name))?;
             if real.chars().any(|ch| ch.is_control()) {
-                return Err(format!("--credential {name}: its value holds a control character (a line end?)\nHint: a credential is sent in an HTTP header: remove the line end (e.g. export {name}=\"$(printf %s \"${name}\" | tr -d '\\n')\")"));
+                return Err(messages::credential_control_character(name));
             }
             let placeholder = loop {
                 let mut bytes = [0u8; 96];
