@@ -41,9 +41,15 @@ pub enum ConfineError {
         #[source]
         source: landlock::PathFdError,
     },
-    #[error("Landlock: the ruleset is only {0:?} on this kernel\nHint: `sbx-shell doctor` shows the Landlock ABI; use the bwrap backend or a newer kernel")]
+    #[error(
+        "Landlock: the ruleset is only {0:?} on this kernel\nHint: `sbx-shell doctor` shows the \
+        Landlock ABI; use the bwrap backend or a newer kernel"
+    )]
     PartlyEnforced(RulesetStatus),
-    #[error("seccomp: cannot hand the mediated calls to the guard: {0}\nHint: `sbx-shell doctor` checks the kernel (seccomp user notification, Linux 5.14)")]
+    #[error(
+        "seccomp: cannot hand the mediated calls to the guard: {0}\nHint: `sbx-shell doctor` \
+        checks the kernel (seccomp user notification, Linux 5.14)"
+    )]
     Mediation(#[source] io::Error),
     #[error("{0}")]
     Guard(#[source] io::Error),

@@ -85,7 +85,11 @@ pub enum HelperError {
     CloseOnExec(#[source] io::Error),
     #[error("cannot prepare the sandbox: {0}")]
     Confine(#[from] ConfineError),
-    #[error("cannot run root's program as another host id: {0}\nHint: this needs id-mapped mounts of the writable places (Linux 5.12, their file systems' support); `--backend landlock` runs without")]
+    #[error(
+        "cannot run root's program as another host id: {0}\nHint: this needs id-mapped mounts of \
+        the writable places (Linux 5.12, their file systems' support); `--backend landlock` runs \
+        without"
+    )]
     RootAs(#[source] io::Error),
     #[error("cannot be the container's user: {0}")]
     ShownAs(String),

@@ -27,7 +27,12 @@ pub enum MountError {
         #[source]
         source: io::Error,
     },
-    #[error("{path} changed while the sandbox started ({now}): it is not what sbx-shell saw a moment before, so it could not be protected as planned; nothing ran\nHint: run again (a run plans from what is there when it starts); if this repeats, something keeps changing it: `ls -la {path}` shows what is there")]
+    #[error(
+        "{path} changed while the sandbox started ({now}): it is not what sbx-shell saw a moment \
+        before, so it could not be protected as planned; nothing ran\nHint: run again (a run \
+        plans from what is there when it starts); if this repeats, something keeps changing it: \
+        `ls -la {path}` shows what is there"
+    )]
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Changed { path: String, now: &'static str },
 }

@@ -140,7 +140,8 @@ impl Machine {
         let Some(path) = &self.bwrap else {
             return Err(BwrapUnusable {
                 cause: format!("bubblewrap is not installed ({})", BWRAP_PATHS.join(" or ")),
-                fix: "`sbx-shell setup` installs it (or: sudo apt-get install bubblewrap / sudo dnf install bubblewrap / sudo pacman -S bubblewrap)".into(),
+                fix: "`sbx-shell setup` installs it (or: sudo apt-get install bubblewrap / sudo dnf install \
+                    bubblewrap / sudo pacman -S bubblewrap)".into(),
             });
         };
         match &self.bwrap_probe {
@@ -166,8 +167,11 @@ impl Machine {
             )
         } else if !self.root && is(&self.userns.apparmor_restrict, "1") {
             (
-                "AppArmor's restriction on unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1, Ubuntu 23.10 and later)".into(),
-                "`sbx-shell setup` installs an AppArmor profile that lets /usr/bin/bwrap create user namespaces (or, for every program: sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0)".into(),
+                "AppArmor's restriction on unprivileged user namespaces \
+                    (kernel.apparmor_restrict_unprivileged_userns=1, Ubuntu 23.10 and later)".into(),
+                "`sbx-shell setup` installs an AppArmor profile that lets /usr/bin/bwrap create user \
+                    namespaces (or, for every program: sudo sysctl \
+                    kernel.apparmor_restrict_unprivileged_userns=0)".into(),
             )
         } else if !self.root && is(&self.userns.unprivileged_clone, "0") {
             (
@@ -197,7 +201,9 @@ impl Machine {
                         "it refuses new namespaces (missing capabilities, or its AppArmor profile)"
                     }
                 ),
-                "start the container with --security-opt seccomp=unconfined --security-opt apparmor=unconfined (Docker, Podman), or use the Landlock backend inside it: --backend landlock".into(),
+                "start the container with --security-opt seccomp=unconfined --security-opt \
+                    apparmor=unconfined (Docker, Podman), or use the Landlock backend inside it: --backend \
+                    landlock".into(),
             )
         } else if self.seccomp_mode.as_deref() == Some("2") {
             (
@@ -277,12 +283,18 @@ mod platform {
         })
     }
 
+    /// Why sbx-shell's guard cannot have a listener inside another supervisor's sandbox.
+    const LISTENER_ABOVE: &str = "this process already has a seccomp listener above it (it runs \
+        inside a sandbox whose supervisor judges its calls); sbx-shell's guard needs its own";
+
     /// Whether a filter with a listener can be added here (`sys::kernel::listener_free`).
     pub fn listener_free() -> Result<(), String> {
         match crate::sys::kernel::listener_free() {
             Ok(()) => Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err("this process already has a seccomp listener above it (it runs inside a sandbox whose supervisor judges its calls); sbx-shell's guard needs its own".into()),
-            Err(e) => Err(format!("a seccomp filter with a listener cannot be added: {e}")),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(LISTENER_ABOVE.into()),
+            Err(e) => Err(format!(
+                "a seccomp filter with a listener cannot be added: {e}"
+            )),
         }
     }
 }

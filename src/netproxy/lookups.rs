@@ -10,7 +10,10 @@
 //! give up without waiting ("Temporary failure in name resolution", EAI_AGAIN).
 
 /// What the sandbox's `/etc/resolv.conf` says: this server, asked once.
-pub const RESOLV_CONF: &str = "# sbx-shell: this session has no network of its own. Names are refused at once\n# and listed at the end of the session with the option that allows them.\nnameserver 127.0.0.1\noptions attempts:1\n";
+pub const RESOLV_CONF: &str =
+    "# sbx-shell: this session has no network of its own. Names are refused at once\n# and \
+    listed at the end of the session with the option that allows them.\nnameserver \
+    127.0.0.1\noptions attempts:1\n";
 
 /// The longest query read (a question is at most 255 bytes of name; EDNS adds a little).
 pub const MAX_QUERY: usize = 1232;

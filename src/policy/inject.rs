@@ -11,7 +11,10 @@ use super::model::{Injected, Network, PolicyError};
 /// What a credential does, in words (`explain`, `why`): never its value.
 pub fn describe(c: &Injected) -> String {
     format!(
-        "{} goes to {} only: the program holds a placeholder, and sbx-shell's proxy puts the real value in its place in the headers of HTTPS requests there (the program trusts the session's certificate authority through SSL_CERT_FILE, NODE_EXTRA_CA_CERTS and the like)",
+        "{} goes to {} only: the program holds a placeholder, and sbx-shell's proxy puts the \
+            real value in its place in the headers of HTTPS requests there (the program trusts the \
+            session's certificate authority through SSL_CERT_FILE, NODE_EXTRA_CA_CERTS and the \
+            like)",
         c.name,
         c.hosts_text()
     )

@@ -360,21 +360,36 @@ pub struct Environment {
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum PolicyError {
-    #[error("write {path}: it leads through the symlink {link}, inside a writable tree, where a sandboxed program could have planted it\nHint: grant the directory it leads to by its own path (--write {real}) if that is what you mean, or replace the symlink")]
+    #[error(
+        "write {path}: it leads through the symlink {link}, inside a writable tree, where a \
+        sandboxed program could have planted it\nHint: grant the directory it leads to by its \
+        own path (--write {real}) if that is what you mean, or replace the symlink"
+    )]
     GrantThroughSymlink {
         path: String,
         link: String,
         real: String,
     },
-    #[error("{origin}: ssh key {spec:?}: {why}\nHint: give a public key file or a SHA256 fingerprint, then the hosts it may log in to: --ssh-key ~/.ssh/id_ed25519.pub@github.com")]
+    #[error(
+        "{origin}: ssh key {spec:?}: {why}\nHint: give a public key file or a SHA256 \
+        fingerprint, then the hosts it may log in to: --ssh-key \
+        ~/.ssh/id_ed25519.pub@github.com"
+    )]
     BadSshKey {
         origin: String,
         spec: String,
         why: String,
     },
-    #[error("{origin}: {key:?} is not a git config key\nHint: give section.name or section.subsection.name, with * for any subsection or name: core.pager, filter.lfs.*")]
+    #[error(
+        "{origin}: {key:?} is not a git config key\nHint: give section.name or \
+        section.subsection.name, with * for any subsection or name: core.pager, filter.lfs.*"
+    )]
     BadGitKey { origin: String, key: String },
-    #[error("{how} {path}: {denied} is denied, and a denial wins over a grant\nHint: to let the program at it, lift the denial: add \"{denied}\" to \"allow_denied\" in the config (see docs/config.md), then {how} it")]
+    #[error(
+        "{how} {path}: {denied} is denied, and a denial wins over a grant\nHint: to let the \
+        program at it, lift the denial: add \"{denied}\" to \"allow_denied\" in the config (see \
+        docs/config.md), then {how} it"
+    )]
     GrantOfDenied {
         how: &'static str,
         path: String,
@@ -384,25 +399,45 @@ pub enum PolicyError {
     SeedOutsideWritable { origin: String, path: String },
     #[error("{origin}: path {path:?} contains a control character\nHint: write the path without control characters")]
     ControlCharacter { origin: String, path: String },
-    #[error("{origin}: path {path:?} contains `..`\nHint: write the path without `..` (sbx-shell resolves paths once, and `..` could point anywhere after a rename)")]
+    #[error(
+        "{origin}: path {path:?} contains `..`\nHint: write the path without `..` (sbx-shell \
+        resolves paths once, and `..` could point anywhere after a rename)"
+    )]
     ParentComponent { origin: String, path: String },
     #[error("{origin}: empty path\nHint: remove the empty entry")]
     EmptyPath { origin: String },
-    #[error("{origin}: {entry:?} is not a domain, `*.domain` or IP address (with an optional `:port`)\nHint: write e.g. api.example.com, *.example.com or api.example.com:443")]
+    #[error(
+        "{origin}: {entry:?} is not a domain, `*.domain` or IP address (with an optional \
+        `:port`)\nHint: write e.g. api.example.com, *.example.com or api.example.com:443"
+    )]
     BadDomain { origin: String, entry: String },
-    #[error("{origin}: {entry:?} names this machine's loopback without a port\nHint: name the service's port, e.g. localhost:5432 (only that port of the host's loopback is reached)")]
+    #[error(
+        "{origin}: {entry:?} names this machine's loopback without a port\nHint: name the \
+        service's port, e.g. localhost:5432 (only that port of the host's loopback is reached)"
+    )]
     LoopbackWithoutPort { origin: String, entry: String },
-    #[error("{origin}: container user {user:?} is not a user or user:group\nHint: give a number or a name for each, as `docker run --user` takes them: \"root\", \"1000\", \"node\", \"1000:1000\"")]
+    #[error(
+        "{origin}: container user {user:?} is not a user or user:group\nHint: give a number or a \
+        name for each, as `docker run --user` takes them: \"root\", \"1000\", \"node\", \
+        \"1000:1000\""
+    )]
     BadContainerUser { origin: String, user: String },
     #[error("{origin}: {name:?} is not a valid environment variable name\nHint: use letters, digits and `_`, not starting with a digit")]
     BadVariable { origin: String, name: String },
-    #[error("{origin}: --credential {name}: {why}\nHint: name the variable, then the hosts it goes to: --credential GH_TOKEN@api.github.com,github.com")]
+    #[error(
+        "{origin}: --credential {name}: {why}\nHint: name the variable, then the hosts it goes \
+        to: --credential GH_TOKEN@api.github.com,github.com"
+    )]
     BadCredential {
         origin: String,
         name: String,
         why: String,
     },
-    #[error("--credential {name}@{hosts}: the network is full, so requests do not pass the proxy that adds it\nHint: use an allow-list instead of --net full: --net allow={hosts} (the credential's hosts are added to it)")]
+    #[error(
+        "--credential {name}@{hosts}: the network is full, so requests do not pass the proxy \
+        that adds it\nHint: use an allow-list instead of --net full: --net allow={hosts} (the \
+        credential's hosts are added to it)"
+    )]
     CredentialWithFullNetwork { name: String, hosts: String },
 }
 

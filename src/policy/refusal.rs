@@ -302,7 +302,9 @@ fn of_held(path: &Path) -> Refusal {
     Refusal {
         kind: Kind::Protected,
         subject: path.display().to_string(),
-        why: "held in place for the session: it is, or leads to, what the sandbox protects (a repository's hooks and config, rc files) or hides".into(),
+        why: "held in place for the session: it is, or leads to, what the sandbox protects (a \
+            repository's hooks and config, rc files) or hides"
+            .into(),
         fix: Some("none: only you change it, outside the sandbox".into()),
     }
 }

@@ -486,8 +486,10 @@ fn client_fix(engine: Engine, image: &str, said: &str) -> String {
     let lower = said.to_lowercase();
     if lower.contains("permission denied") {
         match engine {
-            Engine::Docker => "this user may not use the Docker engine's socket: add it to the `docker` group (then log in again), or use --backend bwrap".to_string(),
-            Engine::Podman => "this user may not reach Podman's socket or storage: check `podman info` as this user, or use --backend bwrap".to_string(),
+            Engine::Docker => "this user may not use the Docker engine's socket: add it to the `docker` group (then \
+                log in again), or use --backend bwrap".to_string(),
+            Engine::Podman => "this user may not reach Podman's socket or storage: check `podman info` as this user, \
+                or use --backend bwrap".to_string(),
         }
     } else if lower.contains("cannot connect")
         || lower.contains("is the docker daemon running")

@@ -127,9 +127,14 @@ pub struct Ruleset {
 /// What the bwrap backend gives that Landlock alone does not, on any machine: listed by
 /// `doctor` (the start line of a fallback points there).
 pub const WITHOUT_BWRAP: &[&str] = &[
-    "a denied path inside the workspace is left out of its rules, not hidden: its name shows; a name made at the top of a directory holding one, beyond the session's pool of 16 files and 8 directories, or moved there, cannot be read by name until the next session (before Linux 5.14 such a policy is refused)",
+    "a denied path inside the workspace is left out of its rules, not hidden: its name \
+        shows; a name made at the top of a directory holding one, beyond the session's pool of \
+        16 files and 8 directories, or moved there, cannot be read by name until the next \
+        session (before Linux 5.14 such a policy is refused)",
     "no private /tmp: a private TMPDIR instead, the host's closed (a program that writes a fixed /tmp/name fails)",
-    "POSIX shared memory and semaphores live in a directory of the session's, made by sbx-shell's guard for each name in /dev/shm; a segment opened read-only by name, or a listing of /dev/shm, is refused",
+    "POSIX shared memory and semaphores live in a directory of the session's, made by \
+        sbx-shell's guard for each name in /dev/shm; a segment opened read-only by name, or a \
+        listing of /dev/shm, is refused",
     "`ls /` is refused (listing it would list the host's /tmp and /dev/shm)",
     "no overlay of the host's package caches: they start empty (cargo cannot unpack a dependency)",
     "unix sockets by path reach only the program's own (in its writable trees); none can be granted; datagram and abstract ones are refused",
@@ -141,11 +146,24 @@ pub const WITHOUT_BWRAP: &[&str] = &[
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum LandlockError {
-    #[error("Landlock alone cannot deny {denied} inside the writable {inside}\nHint: use the bwrap backend, which hides it (install bubblewrap; `sbx-shell doctor` checks it), or choose a workspace that does not contain it")]
+    #[error(
+        "Landlock alone cannot deny {denied} inside the writable {inside}\nHint: use the bwrap \
+        backend, which hides it (install bubblewrap; `sbx-shell doctor` checks it), or choose a \
+        workspace that does not contain it"
+    )]
     DeniedInsideWritable { denied: PathBuf, inside: PathBuf },
-    #[error("Landlock alone cannot protect {protected} inside the writable {inside}\nHint: use the bwrap backend, which mounts it read-only (install bubblewrap; `sbx-shell doctor` checks it), or run read-only: --profile read-only")]
+    #[error(
+        "Landlock alone cannot protect {protected} inside the writable {inside}\nHint: use the \
+        bwrap backend, which mounts it read-only (install bubblewrap; `sbx-shell doctor` checks \
+        it), or run read-only: --profile read-only"
+    )]
     ProtectedInsideWritable { protected: PathBuf, inside: PathBuf },
-    #[error("Landlock alone cannot grant the host socket {socket}: it connects only to the program's own unix sockets, in its writable trees (Landlock has no socket right before ABI 9)\nHint: use the bwrap backend (`sbx-shell setup` enables it where it cannot run), or leave out the grant (filesystem.sockets, --allow-socket)")]
+    #[error(
+        "Landlock alone cannot grant the host socket {socket}: it connects only to the program's \
+        own unix sockets, in its writable trees (Landlock has no socket right before ABI \
+        9)\nHint: use the bwrap backend (`sbx-shell setup` enables it where it cannot run), or \
+        leave out the grant (filesystem.sockets, --allow-socket)"
+    )]
     SocketGrant { socket: PathBuf },
     #[error("internal error: a network allow-list without the proxy's port")]
     NoProxy,

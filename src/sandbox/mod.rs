@@ -42,13 +42,24 @@ pub enum SandboxError {
     NoCwd(String),
     #[error("internal error: a container backend without its session's launch")]
     NoContainerSession,
-    #[error("{} cannot be mounted into the container: a comma, quote or line end in a path would be read as the engine's syntax\nHint: rename the directory, or use --backend bwrap or landlock there", .0.display())]
+    #[error("{} cannot be mounted into the container: a comma, quote or line end in a path would be \
+        read as the engine's syntax\nHint: rename the directory, or use --backend bwrap or \
+        landlock there", .0.display())]
     Unmountable(PathBuf),
     #[error("{0}")]
     RunArgs(String),
-    #[error("without Landlock the bwrap backend cannot enforce {what}\nHint: use Linux 6.12 or later (Landlock ABI 6; `sbx-shell doctor` shows this kernel's), or drop {what} from the policy")]
+    #[error(
+        "without Landlock the bwrap backend cannot enforce {what}\nHint: use Linux 6.12 or later \
+        (Landlock ABI 6; `sbx-shell doctor` shows this kernel's), or drop {what} from the \
+        policy"
+    )]
     NeedsLandlock { what: &'static str },
-    #[error("Landlock alone cannot keep what would run code outside read-only in the writable trees on Linux {kernel}: it needs the guard to judge every name the program makes, which needs Linux 5.14\nHint: use the bwrap backend, which mounts them read-only (`sbx-shell setup` enables it), or run read-only: --profile read-only")]
+    #[error(
+        "Landlock alone cannot keep what would run code outside read-only in the writable trees \
+        on Linux {kernel}: it needs the guard to judge every name the program makes, which needs \
+        Linux 5.14\nHint: use the bwrap backend, which mounts them read-only (`sbx-shell setup` \
+        enables it), or run read-only: --profile read-only"
+    )]
     AloneUnjudged { kernel: String },
 }
 

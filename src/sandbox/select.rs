@@ -15,7 +15,10 @@ use crate::policy::config::{BackendChoice, SandboxLayer};
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum SelectError {
-    #[error("no sandbox backend can run on this machine: {why}\nHint: {hint}; `sbx-shell doctor` shows each check, and `--backend none` runs unconfined if you really mean it")]
+    #[error(
+        "no sandbox backend can run on this machine: {why}\nHint: {hint}; `sbx-shell doctor` \
+        shows each check, and `--backend none` runs unconfined if you really mean it"
+    )]
     NoneUsable { why: String, hint: String },
     #[error("the {backend} backend cannot run on this machine: {why}\nHint: {hint}")]
     Unusable {
@@ -145,7 +148,8 @@ fn layer_unusable(layer: SandboxLayer, machine: &Machine) -> Option<(String, Str
             }
             let why = machine.seccomp_listener.as_ref().err()?;
             let fix = match &machine.inside_sbx_shell {
-                Some(_) => "this already runs inside an sbx-shell session, sandboxed: run the program directly here, or start sbx-shell outside that session",
+                Some(_) => "this already runs inside an sbx-shell session, sandboxed: run the program directly \
+                    here, or start sbx-shell outside that session",
                 None => "start sbx-shell outside the sandbox that runs it",
             };
             Some((why.clone(), fix.into()))
@@ -154,7 +158,8 @@ fn layer_unusable(layer: SandboxLayer, machine: &Machine) -> Option<(String, Str
             && !crate::host::judges_names(&machine.kernel))
         .then(|| {
             (
-                format!("Linux {} is older than 5.14: the guard cannot judge the names the program makes, so a protected path that does not exist at the start could be made", machine.kernel),
+                format!("Linux {} is older than 5.14: the guard cannot judge the names the program makes, so a \
+                    protected path that does not exist at the start could be made", machine.kernel),
                 "use Linux 5.14 or later, or leave names out of --require: what exists is then mounted read-only".into(),
             )
         }),

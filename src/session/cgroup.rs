@@ -50,9 +50,18 @@ pub struct SessionCgroup {
 /// Why the session cannot have the cgroup its limits need.
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
-    #[error("the session limits (limits.session_processes, limits.session_memory_mib) need a cgroup v2 hierarchy this user may write to, and there is none: {0}\nHint: run under systemd with a delegated user session (systemd-run --user --scope -p Delegate=yes sbx-shell …), as root on a cgroup v2 host, or drop the session limits")]
+    #[error(
+        "the session limits (limits.session_processes, limits.session_memory_mib) need a cgroup \
+        v2 hierarchy this user may write to, and there is none: {0}\nHint: run under systemd \
+        with a delegated user session (systemd-run --user --scope -p Delegate=yes sbx-shell …), \
+        as root on a cgroup v2 host, or drop the session limits"
+    )]
     Unavailable(String),
-    #[error("the session limit {file} is not available in {dir} (its controller is not enabled for this cgroup)\nHint: enable the controller for the parent cgroup (cgroup.subtree_control), or drop that limit")]
+    #[error(
+        "the session limit {file} is not available in {dir} (its controller is not enabled for \
+        this cgroup)\nHint: enable the controller for the parent cgroup \
+        (cgroup.subtree_control), or drop that limit"
+    )]
     NoController { file: &'static str, dir: String },
     #[error("cannot set {file} in {dir}: {error}")]
     Write {

@@ -129,17 +129,53 @@ pub fn evaluate(m: &Machine) -> DoctorReport {
 
 fn linux_checks(m: &Machine) -> Vec<Check> {
     let landlock = match &m.landlock_abi {
-        Ok(abi) if *abi >= i64::from(MIN_ABI) => check("landlock", CheckStatus::Ok, format!("ABI {abi}"), &format!("ABI ≥ {MIN_ABI} (TCP rules, signal and socket scoping)"), None),
-        Ok(abi) => check("landlock", CheckStatus::Warn, format!("ABI {abi}"), &format!("ABI ≥ {MIN_ABI} for TCP rules and scoping"), Some("a newer kernel (6.12 or later) enforces more; older ABIs are used for what they cover, and a policy needing more is refused")),
-        Err(why) => check("landlock", CheckStatus::Fail, why.clone(), "Landlock enabled", Some("boot with Landlock in the LSM list (lsm=landlock,… on the kernel command line) on a kernel ≥ 5.13")),
+        Ok(abi) if *abi >= i64::from(MIN_ABI) => check(
+            "landlock",
+            CheckStatus::Ok,
+            format!("ABI {abi}"),
+            &format!("ABI ≥ {MIN_ABI} (TCP rules, signal and socket scoping)"),
+            None,
+        ),
+        Ok(abi) => check(
+            "landlock",
+            CheckStatus::Warn,
+            format!("ABI {abi}"),
+            &format!("ABI ≥ {MIN_ABI} for TCP rules and scoping"),
+            Some(LANDLOCK_OLD),
+        ),
+        Err(why) => check(
+            "landlock",
+            CheckStatus::Fail,
+            why.clone(),
+            "Landlock enabled",
+            Some(LANDLOCK_OFF),
+        ),
     };
     let seccomp = seccomp_check(m);
     let userns = userns_check(m);
     let bwrap = bwrap_check(m);
     let tiocsti = match m.legacy_tiocsti.as_deref().map(str::trim) {
-        Some("0") => check("legacy TIOCSTI", CheckStatus::Ok, "dev.tty.legacy_tiocsti=0", "0: no typing into other terminals", None),
-        Some(value) => check("legacy TIOCSTI", CheckStatus::Warn, format!("dev.tty.legacy_tiocsti={value}"), "0: no typing into other terminals", Some("sysctl -w dev.tty.legacy_tiocsti=0 (otherwise a program that can open a terminal can type into it)")),
-        None => check("legacy TIOCSTI", CheckStatus::Ok, "sysctl absent (kernel before 6.2: TIOCSTI allowed)", "TIOCSTI denied inside the sandbox by seccomp", None),
+        Some("0") => check(
+            "legacy TIOCSTI",
+            CheckStatus::Ok,
+            "dev.tty.legacy_tiocsti=0",
+            "0: no typing into other terminals",
+            None,
+        ),
+        Some(value) => check(
+            "legacy TIOCSTI",
+            CheckStatus::Warn,
+            format!("dev.tty.legacy_tiocsti={value}"),
+            "0: no typing into other terminals",
+            Some(TIOCSTI_ON),
+        ),
+        None => check(
+            "legacy TIOCSTI",
+            CheckStatus::Ok,
+            "sysctl absent (kernel before 6.2: TIOCSTI allowed)",
+            "TIOCSTI denied inside the sandbox by seccomp",
+            None,
+        ),
     };
     let mut checks = vec![
         landlock,
@@ -162,13 +198,19 @@ fn engine_check((name, answer): &(&'static str, Result<String, String>)) -> Chec
     };
     let expected = "the engine answers its client (only for --backend docker or podman)";
     match answer {
-        Ok(version) => check(check_name, CheckStatus::Ok, format!("engine {version}"), expected, None),
+        Ok(version) => check(
+            check_name,
+            CheckStatus::Ok,
+            format!("engine {version}"),
+            expected,
+            None,
+        ),
         Err(why) => check(
             check_name,
             CheckStatus::Warn,
             why.clone(),
             expected,
-            Some("start the engine, or point its client at it (DOCKER_HOST, a docker context, CONTAINER_HOST); this machine's other backends do not need it"),
+            Some(ENGINE_SILENT),
         ),
     }
 }
@@ -176,13 +218,12 @@ fn engine_check((name, answer): &(&'static str, Result<String, String>)) -> Chec
 /// Whether the guard judges every name the program makes in its writable trees
 /// (`host::judges_names`), or what read-only mounts leave open before Linux 5.14.
 fn names_check(kernel: &str) -> Check {
-    const EXPECTED: &str = "Linux 5.14 or later: every name the program makes in its writable trees is judged when it is made";
     if crate::host::judges_names(kernel) {
         return check(
             "names",
             CheckStatus::Ok,
             format!("Linux {kernel}"),
-            EXPECTED,
+            NAMES_EXPECTED,
             None,
         );
     }
@@ -190,39 +231,38 @@ fn names_check(kernel: &str) -> Check {
         "names",
         CheckStatus::Warn,
         format!("Linux {kernel}: the guard cannot judge names (no SECCOMP_ADDFD_FLAG_SEND)"),
-        EXPECTED,
-        Some("what would run code outside is held by read-only mounts where it exists at the start; a protected path that does not exist yet (a missing .mcp.json, the hooks of a repository made in the session) can be made, and the end of the session names it. Linux 5.14 or later; --require names refuses to run without it"),
+        NAMES_EXPECTED,
+        Some(NAMES_UNJUDGED),
     )
 }
 
 /// What the guard — which makes every name the program makes — can do here.
 fn guard_check(g: &crate::host::guardreach::GuardReach) -> Check {
-    const EXPECTED: &str = "a parent reads its child's memory; the child's wait ends by a fatal signal only once its call is received (Linux 5.19)";
     let means = if g.copy_fds {
         "descriptors copied"
     } else {
-        "descriptors reopened through /proc (this machine refuses pidfd_getfd, as container profiles do): a unix socket the program connects is replaced by one the guard connected, without the options set on it before"
+        FDS_REOPENED
     };
     match (&g.memory, g.killable) {
         (Err(why), _) => check(
             "guard",
             CheckStatus::Fail,
             format!("a parent cannot read its child's memory: {why}"),
-            EXPECTED,
-            Some("the guard reads what each call names from the program's memory, as a parent may: kernel.yama.ptrace_scope 0 or 1 allows it, a security module's ptrace rule or /proc mounted without the processes' entries forbids it; every backend that judges names needs it"),
+            GUARD_EXPECTED,
+            Some(GUARD_CANNOT_READ),
         ),
         (Ok(()), false) => check(
             "guard",
             CheckStatus::Warn,
             format!("reads its child's memory; {means}; no SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"),
-            EXPECTED,
-            Some("a kernel before 5.19: a signal after the guard acted ends the program's wait; a restarted call gets the guard's answer again, but a handler without SA_RESTART may see EINTR from a call that was done. Linux 5.19 or later"),
+            GUARD_EXPECTED,
+            Some(WAIT_NOT_KILLABLE),
         ),
         (Ok(()), true) => check(
             "guard",
             CheckStatus::Ok,
             format!("reads its child's memory; {means}; calls received stay received"),
-            EXPECTED,
+            GUARD_EXPECTED,
             None,
         ),
     }
@@ -240,7 +280,7 @@ fn seccomp_check(m: &Machine) -> Check {
             ),
             "seccomp filters supported, with a listener for sbx-shell's guard",
             Some(if m.inside_sbx_shell.is_some() {
-                "this already runs inside an sbx-shell session, sandboxed: run the program directly here, or start sbx-shell outside that session"
+                INSIDE_SBX_SHELL
             } else {
                 "start sbx-shell outside the sandbox that runs it"
             }),
@@ -289,7 +329,7 @@ fn userns_check(m: &Machine) -> Check {
             CheckStatus::Warn,
             userns_measured,
             "available (bwrap needs them unless it is setuid)",
-            Some("sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000 (and kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu)"),
+            Some(USERNS_CLOSED),
         )
     }
 }
@@ -338,17 +378,37 @@ fn bwrap_check(m: &Machine) -> Check {
 fn mount_point_note(version: Option<&str>) -> String {
     use crate::host::{parse_bwrap_version, BWRAP_MOUNT_POINT_FIX};
     match version.and_then(parse_bwrap_version) {
-        Some(v) if v >= BWRAP_MOUNT_POINT_FIX => "; it has the fix for mount points made through a symlink (0.12.0)".into(),
-        Some(_) => "; before 0.12.0 it follows a parent symlink while it makes a mount point (GHSA-pxhw-h44j-8pfx): sbx-shell never asks it to make one below a path a sandboxed program could write".into(),
+        Some(v) if v >= BWRAP_MOUNT_POINT_FIX => {
+            "; it has the fix for mount points made through a symlink (0.12.0)".into()
+        }
+        Some(_) => BWRAP_BEFORE_0_12.into(),
         None => String::new(),
     }
 }
 
 fn sandbox_exec_check(m: &Machine) -> Check {
     match &m.sandbox_exec_probe {
-        Some(Ok(())) => check("sandbox-exec", CheckStatus::Ok, "/usr/bin/sandbox-exec ran a probe profile", "/usr/bin/sandbox-exec able to run", None),
-        Some(Err(why)) => check("sandbox-exec", CheckStatus::Fail, format!("/usr/bin/sandbox-exec: {why}"), "/usr/bin/sandbox-exec able to run", Some("sandbox-exec ships with macOS; check that /usr/bin/sandbox-exec exists and is not blocked by a management profile")),
-        None => check("sandbox-exec", CheckStatus::Warn, "not probed", "/usr/bin/sandbox-exec able to run", None),
+        Some(Ok(())) => check(
+            "sandbox-exec",
+            CheckStatus::Ok,
+            "/usr/bin/sandbox-exec ran a probe profile",
+            "/usr/bin/sandbox-exec able to run",
+            None,
+        ),
+        Some(Err(why)) => check(
+            "sandbox-exec",
+            CheckStatus::Fail,
+            format!("/usr/bin/sandbox-exec: {why}"),
+            "/usr/bin/sandbox-exec able to run",
+            Some(SANDBOX_EXEC_FAILS),
+        ),
+        None => check(
+            "sandbox-exec",
+            CheckStatus::Warn,
+            "not probed",
+            "/usr/bin/sandbox-exec able to run",
+            None,
+        ),
     }
 }
 
@@ -389,6 +449,85 @@ pub fn render_text(report: &DoctorReport) -> String {
     }
     out
 }
+
+// The remedies and expectations `doctor` says, each for one finding.
+
+/// Landlock older than the ABI sbx-shell uses whole.
+const LANDLOCK_OLD: &str =
+    "a newer kernel (6.12 or later) enforces more; older ABIs are used for what they \
+    cover, and a policy needing more is refused";
+
+/// No Landlock.
+const LANDLOCK_OFF: &str =
+    "boot with Landlock in the LSM list (lsm=landlock,… on the kernel command line) on a \
+    kernel ≥ 5.13";
+
+/// The kernel lets a program type into a terminal.
+const TIOCSTI_ON: &str =
+    "sysctl -w dev.tty.legacy_tiocsti=0 (otherwise a program that can open a terminal can \
+    type into it)";
+
+/// A container engine's client that gets no answer.
+const ENGINE_SILENT: &str =
+    "start the engine, or point its client at it (DOCKER_HOST, a docker context, \
+    CONTAINER_HOST); this machine's other backends do not need it";
+
+/// Before Linux 5.14: what the guard cannot judge.
+const NAMES_UNJUDGED: &str =
+    "what would run code outside is held by read-only mounts where it exists at the \
+    start; a protected path that does not exist yet (a missing .mcp.json, the hooks of a \
+    repository made in the session) can be made, and the end of the session names it. \
+    Linux 5.14 or later; --require names refuses to run without it";
+
+/// How the guard hands descriptors over without `pidfd_getfd`.
+const FDS_REOPENED: &str =
+    "descriptors reopened through /proc (this machine refuses pidfd_getfd, as container \
+    profiles do): a unix socket the program connects is replaced by one the guard \
+    connected, without the options set on it before";
+
+/// The guard cannot read its child's memory.
+const GUARD_CANNOT_READ: &str =
+    "the guard reads what each call names from the program's memory, as a parent may: \
+    kernel.yama.ptrace_scope 0 or 1 allows it, a security module's ptrace rule or /proc \
+    mounted without the processes' entries forbids it; every backend that judges names \
+    needs it";
+
+/// Before Linux 5.19: a signal may end the program's wait.
+const WAIT_NOT_KILLABLE: &str =
+    "a kernel before 5.19: a signal after the guard acted ends the program's wait; a \
+    restarted call gets the guard's answer again, but a handler without SA_RESTART may \
+    see EINTR from a call that was done. Linux 5.19 or later";
+
+/// seccomp has no listener for sbx-shell's guard inside a session.
+const INSIDE_SBX_SHELL: &str =
+    "this already runs inside an sbx-shell session, sandboxed: run the program directly \
+    here, or start sbx-shell outside that session";
+
+/// Unprivileged user namespaces closed.
+const USERNS_CLOSED: &str =
+    "sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000 (and \
+    kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu)";
+
+/// A bwrap without the fix for mount points made through a symlink.
+const BWRAP_BEFORE_0_12: &str =
+    "; before 0.12.0 it follows a parent symlink while it makes a mount point \
+    (GHSA-pxhw-h44j-8pfx): sbx-shell never asks it to make one below a path a sandboxed \
+    program could write";
+
+/// Seatbelt's `sandbox-exec` does not run.
+const SANDBOX_EXEC_FAILS: &str =
+    "sandbox-exec ships with macOS; check that /usr/bin/sandbox-exec exists and is not \
+    blocked by a management profile";
+
+/// What the names check expects.
+const NAMES_EXPECTED: &str =
+    "Linux 5.14 or later: every name the program makes in its writable trees is judged \
+    when it is made";
+
+/// What the guard check expects.
+const GUARD_EXPECTED: &str =
+    "a parent reads its child's memory; the child's wait ends by a fatal signal only once \
+    its call is received (Linux 5.19)";
 
 #[cfg(test)]
 mod tests;

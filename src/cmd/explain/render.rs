@@ -69,7 +69,8 @@ fn write_runs(
     if !mounts.is_empty() {
         let _ = writeln!(
             out,
-            "then the helper, first, in order (each path opened without following a symlink; one that is not what sbx-shell saw ends the session, a vanished socket is skipped):"
+            "then the helper, first, in order (each path opened without following a symlink; one \
+                that is not what sbx-shell saw ends the session, a vanished socket is skipped):"
         );
     }
     for m in mounts {
@@ -143,7 +144,8 @@ fn write_mediated(out: &mut String, unjudged: Option<&[std::path::PathBuf]>) {
     let names = match unjudged {
         None => "judged by the guard when they are made (what would run code outside is refused)".to_string(),
         Some(missing) => format!(
-            "not judged on this kernel (before Linux 5.14): what exists of the protected paths is mounted read-only (bwrap; Landlock alone refuses to run), and these can be made: {}",
+            "not judged on this kernel (before Linux 5.14): what exists of the protected paths is \
+                mounted read-only (bwrap; Landlock alone refuses to run), and these can be made: {}",
             if missing.is_empty() {
                 "none of the policy's (a new repository's hooks and config can)".to_string()
             } else {
@@ -456,7 +458,13 @@ fn write_environment(out: &mut String, report: &Report<'_>) {
         "environment",
         &format!("always dropped: {}", ALWAYS_DROPPED.join(" ")),
     );
-    line(out, "", "dropped when the name looks secret (*TOKEN* *SECRET* *PASSWORD* *_KEY *_PAT …), the value carries a credential (a URL with a password, a token), or it points at a hidden host socket; unless allowed");
+    line(
+        out,
+        "",
+        "dropped when the name looks secret (*TOKEN* *SECRET* *PASSWORD* *_KEY *_PAT …), the \
+        value carries a credential (a URL with a password, a token), or it points at a hidden \
+        host socket; unless allowed",
+    );
     line(out, "  allowed", &words(e.allow.iter()));
     line(out, "  dropped", &words(e.drop.iter()));
     line(
@@ -509,7 +517,9 @@ fn describe_limits(l: &Limits) -> String {
     let or_none =
         |v: Option<u64>, unit: &str| v.map_or("unlimited".to_string(), |v| format!("{v}{unit}"));
     format!(
-        "open files {open_files}; cpu {}; memory {}; private /tmp and /dev/shm {} MiB each (bwrap); session processes {}; session memory {}; processes {}; core dumps {}; timeout {}",
+        "open files {open_files}; cpu {}; memory {}; private /tmp and /dev/shm {} MiB each \
+            (bwrap); session processes {}; session memory {}; processes {}; core dumps {}; timeout \
+            {}",
         or_none(l.cpu_seconds, " s"),
         or_none(l.memory_mib, " MiB"),
         l.tmp_mib,
