@@ -10,9 +10,12 @@ Reports, for the non-test code under src/:
     from a higher layer (LAYERS: the folders of src/, lowest first), or from one of its own
     ancestors (a parent module is its children's table of contents, not their library);
   - `unsafe` blocks outside src/sys/ (where the thin wrappers over the system's calls
-    live), and type names (struct, enum, type, trait) defined more than once. Each has a
-    goal (30 blocks, one definition per name) and, until it is met, a limit at what the
-    tree has now, lowered as it shrinks: nothing may grow;
+    live), type names (struct, enum, type, trait) defined more than once, and functions
+    with a tuple parameter (a parameter whose pattern is a tuple, `(a, b): (A, B)`, which
+    hides what the arguments are; one whose type alone is a tuple, `id: (u64, u64)`, is
+    not counted). Each has a goal (30 blocks, one definition per name, no tuple
+    parameter) and, until it is met, a limit at what the tree has now, lowered as it
+    shrinks: nothing may grow;
   - messages with a remedy outside message functions: a `Hint:` or `Fix:` written
     anywhere but `sys::say` (its `hinted` and `with_fix` are the one shape of both) or an
     error type's `#[error]` attribute, and a function that both builds such a message and
@@ -30,9 +33,11 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 MAX_ROOT, MAX_FILE, MAX_FN, MAX_BACK = 12, 600, 80, 2
-# unsafe blocks outside sys/ and type names defined twice: (limit now, goal).
+# unsafe blocks outside sys/, type names defined twice, functions with tuple parameters:
+# (limit now, goal).
 MAX_UNSAFE, GOAL_UNSAFE = 26, 30
 MAX_TWICE, GOAL_TWICE = 0, 0
+MAX_TUPLES, GOAL_TUPLES = 0, 0
 # Hints and fixes written outside a message function (`loose_messages`): (limit now, goal).
 MAX_LOOSE, GOAL_LOOSE = 0, 0
 # The layers, lowest first: a module may import from its own layer and the ones below.
@@ -113,9 +118,8 @@ TEST_LINE = "\x00"
 
 
 def code_only(text):
-    """The text with comments and string contents blanked."""
-    text = "\n".join(strip_strings(l) for l in text.split("\n"))
-    return re.sub(r"//[^\n]*", "", text)
+    """The text with comments and string contents blanked, lines kept."""
+    return strip_strings(text)
 
 
 def type_names(code):
@@ -202,6 +206,24 @@ def loose_messages(rel, text):
         body = strip_strings("\n".join(lines[i + 1 : j + 1]))
         if HINTED.search(body) and CONTROL.search(body):
             found.append(f"{rel}:{i + 1} {name} builds a message and decides")
+    return found
+
+
+FN_OPEN = re.compile(r"\bfn\s+(\w+)\s*(<[^>]*>)?\s*\(")
+TUPLE_PARAM = re.compile(r"(^|,)\s*(mut\s+)?\([^()]*\)\s*:")
+
+
+def tuple_parameters(rel, code):
+    """The functions of `code` (comments and strings blanked) with a parameter whose
+    pattern is a tuple, `(a, b): (A, B)`."""
+    found = []
+    for m in FN_OPEN.finditer(code):
+        depth, j = 1, m.end()
+        while depth and j < len(code):
+            depth += {"(": 1, ")": -1}.get(code[j], 0)
+            j += 1
+        if TUPLE_PARAM.search(code[m.end():j - 1]):
+            found.append(f"{rel}:{code.count(chr(10), 0, m.start()) + 1} {m.group(1)}")
     return found
 
 
@@ -384,12 +406,17 @@ def main():
     print(f"type names defined more than once: {len(twice)} (limit {MAX_TWICE}, goal {GOAL_TWICE})")
     for n, rs in twice:
         print(f"  {n}: {' '.join(sorted(rs))}")
+    tuples = sorted(f for r, t in texts.items() for f in tuple_parameters(r, code_only(t)))
+    print(f"functions with tuple parameters: {len(tuples)} (limit {MAX_TUPLES}, goal {GOAL_TUPLES})")
+    for f in tuples:
+        print(f"  {f}")
     loose = sorted(f for r, t in texts.items() for f in loose_messages(r, t))
     print(f"messages with a remedy outside message functions: {len(loose)} (limit {MAX_LOOSE}, goal {GOAL_LOOSE})")
     for f in loose:
         print(f"  {f}")
     bad = len(entries) > MAX_ROOT or big or longfns or sccs or len(back) > MAX_BACK
-    bad = bad or total > MAX_UNSAFE or len(twice) > MAX_TWICE or len(loose) > MAX_LOOSE
+    bad = bad or total > MAX_UNSAFE or len(twice) > MAX_TWICE or len(tuples) > MAX_TUPLES
+    bad = bad or len(loose) > MAX_LOOSE
     if bad and not report_only:
         print("shape: over a limit (see above)", file=sys.stderr)
         return 1

@@ -67,7 +67,7 @@ pub fn main(
         .and_then(|t| crate::policy::config::from_str(t, "").ok())
         .and_then(|c| c.shell);
     let real = real_shell(shell_arg, recorded, &account)?;
-    let steps = plan_steps(&account, &exe, (&config, existing.as_deref()), &real)?;
+    let steps = plan_steps(&account, &exe, &config, existing.as_deref(), &real)?;
     let mut report = format!(
         "sbx-shell {COMMAND}: {} logs in through {}, which runs {}\n",
         account.name,
@@ -124,11 +124,13 @@ fn read_config(account: &Account) -> Result<(PathBuf, Option<String>), Failure> 
     Ok((config, existing))
 }
 
-/// What is left to do: record the real shell, list sbx-shell in /etc/shells, chsh.
+/// What is left to do: record the real shell in the account's `config` (`existing`: its
+/// text), list sbx-shell in /etc/shells, chsh.
 fn plan_steps(
     account: &Account,
     exe: &Path,
-    (config, existing): (&Path, Option<&str>),
+    config: &Path,
+    existing: Option<&str>,
     real: &Path,
 ) -> Result<Vec<Step>, Failure> {
     let mut steps = Vec::new();

@@ -137,11 +137,11 @@ fn run_courier(args: &[OsString]) -> anyhow::Result<u8> {
     let mut lifeline = Some(&args.lifeline);
     let mut deadline: Option<std::time::Instant> = None;
     loop {
-        let watched = (listener.as_ref(), lifeline.filter(|_| listener.is_some()));
-        match wait_for(watched, &signals, (&pidfd, deadline))? {
+        let watched = lifeline.filter(|_| listener.is_some());
+        match wait_for(listener.as_ref(), watched, &signals, &pidfd, deadline)? {
             Ready::Connection => {
                 if let Some(l) = listener.take() {
-                    hand_over(&l, (&inherited, env.child_fd()), ending.is_some());
+                    hand_over(&l, &inherited, env.child_fd(), ending.is_some());
                     let _ = std::fs::remove_file(SOCKET_NAME);
                 }
             }
@@ -268,12 +268,14 @@ enum Ready {
     Deadline,
 }
 
-/// What comes first: a signal, the client's end, the entry's connection (while
+/// What comes first: a signal, the client's end (`pidfd`), the entry's connection (while
 /// `listener` is there), sbx-shell's end (while `lifeline` is watched), the deadline.
 fn wait_for(
-    (listener, lifeline): (Option<&std::os::unix::net::UnixListener>, Option<&OwnedFd>),
+    listener: Option<&std::os::unix::net::UnixListener>,
+    lifeline: Option<&OwnedFd>,
     signals: &nix::sys::signalfd::SignalFd,
-    (pidfd, deadline): (&OwnedFd, Option<std::time::Instant>),
+    pidfd: &OwnedFd,
+    deadline: Option<std::time::Instant>,
 ) -> anyhow::Result<Ready> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     loop {
@@ -320,14 +322,10 @@ fn wait_for(
     }
 }
 
-/// Accept the entry's connection and send it the inherited descriptors and the
-/// environment's pipe — nothing when the session is `ending`; a failure leaves the entry
-/// to end with its own message.
-fn hand_over(
-    listener: &std::os::unix::net::UnixListener,
-    (fds, env): (&[RawFd], RawFd),
-    ending: bool,
-) {
+/// Accept the entry's connection and send it the inherited descriptors `fds` and the
+/// environment's pipe `env` — nothing when the session is `ending`; a failure leaves the
+/// entry to end with its own message.
+fn hand_over(listener: &std::os::unix::net::UnixListener, fds: &[RawFd], env: RawFd, ending: bool) {
     let Ok((stream, _)) = listener.accept() else {
         return;
     };

@@ -24,6 +24,7 @@ pub const NOFILE_CAP: Option<u64> = None;
 /// Guard mode: `Some(code)` in the guard once the program's tree is gone, `None` in the
 /// child that goes on to exec the program.
 pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
+    use crate::helper::mediator::create;
     use std::os::fd::OwnedFd;
     // The guard makes the names the program asks for (`mediator::create`): a channel for
     // the listener, which the program's side installs in `confine`.
@@ -41,11 +42,9 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
         Some((ours, theirs)) => (Some(ours), Some(theirs)),
         None => (None, None),
     };
-    let judged = (
-        spec.names.clone(),
-        spec.mediated.clone(),
-        spec.root_reads.clone(),
-    );
+    // What the guard judges: the names, Landlock alone's calls, root's reads.
+    let (names, mediated) = (spec.names.clone(), spec.mediated.clone());
+    let reads = spec.root_reads.clone();
     // Where the program's rules let it make names and open files (and so the guard, which
     // acts for it): its ruleset and its terminal's names, as `confine` applies them.
     let rules = spec.landlock.as_ref().map(|r| {
@@ -90,8 +89,8 @@ pub fn split_off_guard(spec: &HelperSpec) -> io::Result<super::parts::Split> {
         let Some(channel) = ours else {
             return Ok(());
         };
-        let guard_side = (reach, net, reports);
-        if let Err(e) = crate::helper::mediator::create::start(channel, judged, guard_side) {
+        let started = create::start(channel, names, mediated, reads, reach, net, reports);
+        if let Err(e) = started {
             eprintln!("sbx-shell: the guard cannot answer the program's mediated calls: {e}");
         }
         Ok(())
@@ -148,7 +147,7 @@ pub fn apply_mounts(
             Seen::Missing => return Err(changed(m, "it is gone")),
             Seen::Symlink => return Err(changed(m, "it is a symlink now")),
         };
-        apply_mount(plan, m, (fd.as_fd(), dir), root_as.map(RootAsTaken::layers))?;
+        apply_mount(plan, m, fd.as_fd(), dir, root_as.map(RootAsTaken::layers))?;
     }
     let cwd = std::env::current_dir().map_err(|source| MountError::Failed {
         path: "the working directory".into(),
@@ -161,11 +160,12 @@ pub fn apply_mounts(
 }
 
 /// One mount of the plan, on the object the helper found at its path (`fd`, a directory
-/// or not).
+/// when `dir`).
 fn apply_mount(
     plan: &[crate::sandbox::bwrap::Mount],
     m: &crate::sandbox::bwrap::Mount,
-    (fd, dir): (std::os::fd::BorrowedFd<'_>, bool),
+    fd: std::os::fd::BorrowedFd<'_>,
+    dir: bool,
     layers_as: Option<mounts::LayersAs<'_>>,
 ) -> Result<(), MountError> {
     use crate::sandbox::bwrap::{stays_writable, How};
@@ -206,7 +206,7 @@ fn apply_mount(
             // A cache's twin: left as it is when the host's cache or the layers are
             // not what they were (a symlink) or the kernel refuses the overlay.
             if let Ok(Seen::Node(lower, _, true)) = mounts::find(lower) {
-                let _ = mounts::overlay(lower.as_fd(), (upper, work), fd, layers_as);
+                let _ = mounts::overlay(lower.as_fd(), upper, work, fd, layers_as);
             }
         }
         How::Twin {
@@ -223,7 +223,7 @@ fn apply_mount(
             // The host's directory beneath the private layers; the twin when the
             // kernel refuses (no overlay in a user namespace before Linux 5.11).
             if let Some((upper, work)) = layers {
-                if mounts::overlay(fd, (upper, work), fd, layers_as).is_ok() {
+                if mounts::overlay(fd, upper, work, fd, layers_as).is_ok() {
                     return Ok(());
                 }
             }

@@ -386,7 +386,8 @@ pub struct LayersAs<'a> {
 /// for root's program as another id: the lower layer id-mapped, the upper one that id's.
 pub fn overlay(
     lower: BorrowedFd<'_>,
-    (upper, work): (&Path, &Path),
+    upper: &Path,
+    work: &Path,
     target: BorrowedFd<'_>,
     layers_as: Option<LayersAs<'_>>,
 ) -> io::Result<()> {

@@ -246,12 +246,13 @@ pub const NAMES_FROM: (u32, u32) = (5, 14);
 
 /// Whether the guard can judge names on a kernel of this release (`NAMES_FROM`).
 pub fn judges_names(release: &str) -> bool {
-    kernel_at_least(release, NAMES_FROM)
+    let (major, minor) = NAMES_FROM;
+    kernel_at_least(release, major, minor)
 }
 
 /// Whether a kernel release string (`6.1.0-18-amd64`) is at least `major.minor`; an
 /// unreadable one is not.
-fn kernel_at_least(release: &str, (major, minor): (u32, u32)) -> bool {
+fn kernel_at_least(release: &str, major: u32, minor: u32) -> bool {
     let mut parts = release
         .trim()
         .split(|c: char| !c.is_ascii_digit())
@@ -394,12 +395,12 @@ mod tests {
 
     #[test]
     fn kernel_releases_compare_by_major_and_minor() {
-        assert!(kernel_at_least("6.18.44-fc-v470\n", (5, 14)));
-        assert!(kernel_at_least("5.14.0-362.el9.x86_64", (5, 14)));
-        assert!(!kernel_at_least("5.10.0-28-amd64", (5, 14)));
-        assert!(!kernel_at_least("4.19.0", (5, 14)));
-        assert!(!kernel_at_least("", (5, 14)));
-        assert!(!kernel_at_least("garbage", (5, 14)));
+        assert!(kernel_at_least("6.18.44-fc-v470\n", 5, 14));
+        assert!(kernel_at_least("5.14.0-362.el9.x86_64", 5, 14));
+        assert!(!kernel_at_least("5.10.0-28-amd64", 5, 14));
+        assert!(!kernel_at_least("4.19.0", 5, 14));
+        assert!(!kernel_at_least("", 5, 14));
+        assert!(!kernel_at_least("garbage", 5, 14));
         // What `setarch --uname-2.6` makes uname answer on any kernel.
         assert!(!judges_names("2.6.78-fc-v657"));
         assert!(judges_names("5.14.0"));

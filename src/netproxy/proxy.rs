@@ -57,7 +57,8 @@ impl Proxy {
     pub fn new(
         rules: Vec<DomainRule>,
         overrides: BTreeMap<String, IpAddr>,
-        (log, sink): (Option<PathBuf>, Sink),
+        log: Option<PathBuf>,
+        sink: Sink,
     ) -> Proxy {
         Proxy {
             shared: Arc::new(Shared {
@@ -314,7 +315,7 @@ impl Proxy {
         if let Some(inject) =
             inject.filter(|i| request.connect && i.intercepts(&target.host, target.port))
         {
-            return self.intercept(inject, (client, upstream), target, extra);
+            return self.intercept(inject, client, upstream, target, extra);
         }
         if let Some(inject) = inject.filter(|_| !request.connect) {
             for name in inject.named_in(&request.forward_head) {
@@ -328,7 +329,8 @@ impl Proxy {
     fn intercept(
         &self,
         inject: &super::inject::Intercept,
-        (mut client, mut upstream): (TcpStream, TcpStream),
+        mut client: TcpStream,
+        mut upstream: TcpStream,
         target: &Target,
         early: Vec<u8>,
     ) {
@@ -352,7 +354,7 @@ impl Proxy {
             upstream,
             early,
         };
-        let (noticed, result) = inject.serve((ends, outer), (&target.host, target.port));
+        let (noticed, result) = inject.serve(ends, outer, &target.host, target.port);
         for seen in noticed {
             match seen {
                 super::inject::rewrite::Noticed::Foreign(name) => self.noticed(

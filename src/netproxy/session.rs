@@ -49,10 +49,12 @@ pub struct ProxySession {
 pub fn start(
     policy: &Policy,
     backend: &Backend,
-    (resolve, publish): (&[String], &[super::forward::Publish]),
-    (home, sink): (&Path, crate::policy::refusal::Sink),
+    resolve: &[String],
+    publish: &[super::forward::Publish],
+    home: &Path,
+    sink: crate::policy::refusal::Sink,
 ) -> anyhow::Result<Option<ProxySession>> {
-    let net = start_proxy(policy, backend, (resolve, publish), (home, sink))?;
+    let net = start_proxy(policy, backend, resolve, publish, home, sink)?;
     let own_network = net.as_ref().is_some_and(|n| n.channel.is_some());
     for &p in publish {
         let maker = net.as_ref().and_then(|n| n.maker.clone());
@@ -66,8 +68,10 @@ pub fn start(
 fn start_proxy(
     policy: &Policy,
     backend: &Backend,
-    (resolve, publish): (&[String], &[super::forward::Publish]),
-    (home, sink): (&Path, crate::policy::refusal::Sink),
+    resolve: &[String],
+    publish: &[super::forward::Publish],
+    home: &Path,
+    sink: crate::policy::refusal::Sink,
 ) -> anyhow::Result<Option<ProxySession>> {
     let own_network = backend.network_of_its_own();
     let rules = match &policy.network {
@@ -88,12 +92,12 @@ fn start_proxy(
     }
     let log = network_log(home);
     let proxy = match rules {
-        Some(rules) => Proxy::new(rules.clone(), overrides, (log.clone(), sink)),
+        Some(rules) => Proxy::new(rules.clone(), overrides, log.clone(), sink),
         None => Proxy::no_network(log.clone(), sink),
     };
     if own_network {
         let unshare = matches!(backend, Backend::Bwrap { .. });
-        return in_sandbox(proxy, log, (&services, publish), unshare).map(Some);
+        return in_sandbox(proxy, log, &services, publish, unshare).map(Some);
     }
     let name_service = match backend {
         Backend::Landlock => Some(
@@ -141,7 +145,8 @@ fn start_proxy(
 fn in_sandbox(
     proxy: Proxy,
     log: Option<PathBuf>,
-    (services, publish): (&[u16], &[super::forward::Publish]),
+    services: &[u16],
+    publish: &[super::forward::Publish],
     unshare: bool,
 ) -> anyhow::Result<ProxySession> {
     let channel = || {

@@ -46,12 +46,8 @@ pub fn resolve(
         let keychains = resolve_path(KEYCHAINS, "keychain_access", ctx, fs)?;
         filesystem.denied.retain(|p| *p != keychains);
     }
-    let private_home = resolve_private_home(
-        profile,
-        last(&|c| c.private_home),
-        (ctx, fs),
-        &mut filesystem,
-    )?;
+    let private_home =
+        resolve_private_home(profile, last(&|c| c.private_home), ctx, fs, &mut filesystem)?;
     filesystem.seed = resolve_seeds(layers, ctx, fs, &filesystem)?;
     let ssh = resolve_ssh(layers, ctx, fs, &mut filesystem)?;
     let (network, injected) = super::inject::network_and_credentials(layers)?;
@@ -103,7 +99,8 @@ pub fn resolve(
 fn resolve_private_home(
     profile: &str,
     asked: Option<bool>,
-    (ctx, fs): (&PathContext, &impl PathResolver),
+    ctx: &PathContext,
+    fs: &impl PathResolver,
     filesystem: &mut Filesystem,
 ) -> Result<Option<crate::policy::home::PrivateHome>, PolicyError> {
     let private_home = asked
@@ -171,7 +168,7 @@ fn resolve_filesystem(
         .into_iter()
         .chain(writable.iter().map(ResolvedPath::real))
         .collect();
-    deny_ssh_identities(&mut denied, &mut found_denied, (&trees, &home), ctx, fs)?;
+    deny_ssh_identities(&mut denied, &mut found_denied, &trees, &home, ctx, fs)?;
     denied.extend(collect(&|c| &c.filesystem.deny)?);
     let allowed = collect(&|c| &c.filesystem.allow_denied)?;
     for path in &allowed {
@@ -183,8 +180,8 @@ fn resolve_filesystem(
     // writable grants deeper in).
     protected.extend(own_dirs(ctx, fs)?);
     protected.extend(collect(&|c| &c.filesystem.protect)?);
-    check_no_grant_of_denied(&denied, (&writable, &readable))?;
-    check_grants_through_symlinks(&writable, (&workspace, mode, &home), ctx, fs)?;
+    check_no_grant_of_denied(&denied, &writable, &readable)?;
+    check_grants_through_symlinks(&writable, &workspace, mode, &home, ctx, fs)?;
     let sockets = resolve_sockets(layers, ctx, fs)?;
     Ok(Filesystem {
         mode,
@@ -213,7 +210,8 @@ fn resolve_filesystem(
 fn deny_ssh_identities(
     denied: &mut BTreeSet<ResolvedPath>,
     found_denied: &mut Vec<PathBuf>,
-    (trees, home): (&[&Path], &ResolvedPath),
+    trees: &[&Path],
+    home: &ResolvedPath,
     ctx: &PathContext,
     fs: &impl PathResolver,
 ) -> Result<(), PolicyError> {
@@ -285,7 +283,8 @@ fn resolve_ssh(
 /// never a silent no-op.
 fn check_no_grant_of_denied(
     denied: &BTreeSet<ResolvedPath>,
-    (writable, readable): (&[ResolvedPath], &[ResolvedPath]),
+    writable: &[ResolvedPath],
+    readable: &[ResolvedPath],
 ) -> Result<(), PolicyError> {
     let grants = writable
         .iter()
@@ -328,7 +327,9 @@ fn resolve_sockets(
 /// a home workspace (which no session can make) are the host's own arrangement.
 fn check_grants_through_symlinks(
     writable: &[ResolvedPath],
-    (workspace, mode, home): (&ResolvedPath, FsMode, &ResolvedPath),
+    workspace: &ResolvedPath,
+    mode: FsMode,
+    home: &ResolvedPath,
     ctx: &PathContext,
     fs: &impl PathResolver,
 ) -> Result<(), PolicyError> {

@@ -170,7 +170,8 @@ pub(super) fn around(
 /// (`left_out`). The paths that get read-write rules, and the directories carved.
 pub fn writable(
     fs: &Filesystem,
-    (writable, carving): (&[&Path], bool),
+    writable: &[&Path],
+    carving: bool,
     children: &dyn Fn(&Path) -> Vec<PathBuf>,
 ) -> (Vec<PathBuf>, Vec<Carved>) {
     if !carving {

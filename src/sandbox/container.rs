@@ -444,7 +444,7 @@ pub fn info_argv(container: &Container) -> Vec<OsString> {
 /// The session limit asked for (`memory`, `pids`) that the engine cannot enforce, by what
 /// `info_argv` printed, as an error with its fix: an engine without the cgroup controller
 /// starts the container without the limit, with only a warning.
-pub fn unenforced(engine: Engine, info: &str, (memory, pids): (bool, bool)) -> Option<String> {
+pub fn unenforced(engine: Engine, info: &str, memory: bool, pids: bool) -> Option<String> {
     let (has_memory, has_pids) = match engine {
         Engine::Docker => {
             let mut words = info.split_whitespace();
@@ -764,22 +764,19 @@ mod tests {
 
     #[test]
     fn a_limit_the_engine_cannot_enforce_is_named() {
-        assert_eq!(
-            unenforced(Engine::Docker, "true true\n", (true, true)),
-            None
-        );
-        let e = unenforced(Engine::Docker, "false true\n", (true, false)).unwrap();
+        assert_eq!(unenforced(Engine::Docker, "true true\n", true, true), None);
+        let e = unenforced(Engine::Docker, "false true\n", true, false).unwrap();
         assert!(
             e.contains("--session-memory-mib") && e.contains("Hint:"),
             "{e}"
         );
         assert_eq!(
-            unenforced(Engine::Docker, "false false", (false, false)),
+            unenforced(Engine::Docker, "false false", false, false),
             None
         );
         let controllers = "[cpuset cpu io memory hugetlb pids rdma misc]";
-        assert_eq!(unenforced(Engine::Podman, controllers, (true, true)), None);
-        let e = unenforced(Engine::Podman, "[cpu io memory]", (false, true)).unwrap();
+        assert_eq!(unenforced(Engine::Podman, controllers, true, true), None);
+        let e = unenforced(Engine::Podman, "[cpu io memory]", false, true).unwrap();
         assert!(
             e.contains("--session-processes") && e.contains("pids"),
             "{e}"

@@ -169,9 +169,6 @@ pub enum LandlockError {
     NoProxy,
 }
 
-/// What the builder asks of the host: whether a path exists, what a directory holds.
-pub type HostView<'a> = (&'a dyn Fn(&Path) -> bool, &'a dyn Fn(&Path) -> Vec<PathBuf>);
-
 /// What the session adds to the policy.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SessionParts<'a> {
@@ -206,7 +203,8 @@ pub struct SessionParts<'a> {
 pub fn build_ruleset(
     policy: &Policy,
     layering: Layering,
-    (exists, children): HostView<'_>,
+    exists: &dyn Fn(&Path) -> bool,
+    children: &dyn Fn(&Path) -> Vec<PathBuf>,
     session: SessionParts<'_>,
 ) -> Result<Ruleset, LandlockError> {
     // The proxy's port: an allow-list's, and under bwrap with no network (it refuses all
@@ -222,10 +220,10 @@ pub fn build_ruleset(
     let readable = readable_roots(fs, layering, &prefixes);
     let carving = layering == Layering::Alone && session.names_judged;
     if layering == Layering::Alone {
-        check_alone(fs, (&writable, carving), exists)?;
+        check_alone(fs, &writable, carving, exists)?;
     }
     let mut rules = read_rules(fs, layering, readable, children);
-    let (writable, carved) = super::carve::writable(fs, (&writable, carving), children);
+    let (writable, carved) = super::carve::writable(fs, &writable, carving, children);
     let mut add = |path: &Path, access| {
         rules.push(PathRule {
             path: path.to_path_buf(),
@@ -447,7 +445,8 @@ pub fn tool_prefixes(dirs: &[PathBuf]) -> Vec<PathBuf> {
 /// than `/`, which the tree's rules are carved around (`carve`).
 fn check_alone(
     fs: &Filesystem,
-    (writable, carving): (&[&Path], bool),
+    writable: &[&Path],
+    carving: bool,
     exists: &dyn Fn(&Path) -> bool,
 ) -> Result<(), LandlockError> {
     if let Some(socket) = fs.sockets.first() {
@@ -531,10 +530,8 @@ mod tests {
         super::build_ruleset(
             policy,
             layering,
-            (
-                &|p| p == Path::new("/srv/proj/.git/config") || p.starts_with("/home/u"),
-                &children,
-            ),
+            &|p| p == Path::new("/srv/proj/.git/config") || p.starts_with("/home/u"),
+            &children,
             SessionParts {
                 proxy_port: Some(3128),
                 temp_dir: Some(Path::new("/tmp/sbx-shell-0/session-9")),
@@ -580,7 +577,8 @@ mod tests {
         let r = super::build_ruleset(
             &p,
             Layering::Alone,
-            (&|_| true, &children),
+            &|_| true,
+            &children,
             SessionParts {
                 tools: &tools,
                 ..port(None)
@@ -594,7 +592,8 @@ mod tests {
         let under = super::build_ruleset(
             &p,
             Layering::UnderBwrap,
-            (&|_| true, &children),
+            &|_| true,
+            &children,
             SessionParts {
                 tools: &tools,
                 ..port(None)
@@ -614,7 +613,8 @@ mod tests {
         let r = super::build_ruleset(
             &allow,
             Layering::Alone,
-            (&nothing, &children),
+            &nothing,
+            &children,
             port(Some(3128)),
         )
         .unwrap();
@@ -622,19 +622,20 @@ mod tests {
         assert_eq!(r.connect_port, Some(3128));
         // No network: alone, no proxy and no port; under bwrap the proxy that refuses all.
         let none = policy_with("/home/u/proj", "{}");
-        let alone = super::build_ruleset(&none, Layering::Alone, (&nothing, &children), port(None))
-            .unwrap();
+        let alone =
+            super::build_ruleset(&none, Layering::Alone, &nothing, &children, port(None)).unwrap();
         assert_eq!((alone.deny_tcp, alone.connect_port), (true, None));
         let under = super::build_ruleset(
             &none,
             Layering::UnderBwrap,
-            (&nothing, &children),
+            &nothing,
+            &children,
             port(Some(3128)),
         )
         .unwrap();
         assert_eq!((under.deny_tcp, under.connect_port), (false, Some(3128)));
         let no_port =
-            super::build_ruleset(&allow, Layering::Alone, (&nothing, &children), port(None));
+            super::build_ruleset(&allow, Layering::Alone, &nothing, &children, port(None));
         assert_eq!(no_port, Err(LandlockError::NoProxy));
         // Alone in a container, whose network is the session's own: TCP is the program's,
         // as under bwrap.
@@ -643,8 +644,7 @@ mod tests {
             ..port(Some(3128))
         };
         let inside =
-            super::build_ruleset(&allow, Layering::Alone, (&nothing, &children), contained)
-                .unwrap();
+            super::build_ruleset(&allow, Layering::Alone, &nothing, &children, contained).unwrap();
         assert_eq!((inside.deny_tcp, inside.connect_port), (false, Some(3128)));
     }
 
@@ -768,7 +768,7 @@ mod tests {
             names_judged: true,
             ..port(None)
         };
-        let r = super::build_ruleset(&w, Layering::Alone, (&exists, &children), parts).unwrap();
+        let r = super::build_ruleset(&w, Layering::Alone, &exists, &children, parts).unwrap();
         assert_eq!(
             access_of(&r, "/home/u/proj"),
             [Access::Read, Access::ReadWrite]
@@ -799,8 +799,7 @@ mod tests {
             ..port(None)
         };
         assert!(
-            super::build_ruleset(&everything, Layering::Alone, (&exists, &children), parts)
-                .is_err()
+            super::build_ruleset(&everything, Layering::Alone, &exists, &children, parts).is_err()
         );
     }
 

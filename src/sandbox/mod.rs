@@ -382,7 +382,7 @@ pub fn in_process(
                 what: "nested_pty: false",
             });
         }
-        Backend::Bwrap { landlock, path } => under_bwrap(policy, ctx, (*landlock, path), names)?,
+        Backend::Bwrap { landlock, path } => under_bwrap(policy, ctx, *landlock, path, names)?,
         Backend::Landlock | Backend::Container(_) => {
             if names.is_none() && !crate::protect::repos::trees(policy).is_empty() {
                 return Err(SandboxError::AloneUnjudged {
@@ -392,7 +392,8 @@ pub fn in_process(
             let mut ruleset = landlock::build_ruleset(
                 policy,
                 landlock::Layering::Alone,
-                (&exists, &crate::host::children),
+                &exists,
+                &crate::host::children,
                 landlock::SessionParts {
                     names_judged: names.is_some(),
                     network_of_its_own: own_network,
@@ -490,7 +491,8 @@ fn judged_names(policy: &Policy, ctx: &Context<'_>) -> crate::protect::names::Na
 fn under_bwrap(
     policy: &Policy,
     ctx: &Context<'_>,
-    (with_landlock, path): (bool, &Path),
+    with_landlock: bool,
+    path: &Path,
     names: Option<crate::protect::names::Names>,
 ) -> Result<InProcess, SandboxError> {
     let exists = |p: &Path| ctx.exists(p);
@@ -501,7 +503,8 @@ fn under_bwrap(
             landlock::build_ruleset(
                 policy,
                 landlock::Layering::UnderBwrap,
-                (&exists, &crate::host::children),
+                &exists,
+                &crate::host::children,
                 ctx.session_parts(),
             )
         })

@@ -187,12 +187,14 @@ impl Journal {
         })
     }
 
-    /// Read Landlock's refusals of this session from the audit (`session::audit`), each
-    /// judged by `judge`, until the session ends and the records go quiet. Returns at once.
+    /// Read Landlock's refusals of this session from the audit (`session::audit`, through
+    /// `reader`: those of the domains that refused `marker`), each judged by `judge`, until
+    /// the session ends and the records go quiet. Returns at once.
     #[cfg(target_os = "linux")]
     pub fn read_landlock(
         &self,
-        (reader, marker): (super::audit::AuditReader, PathBuf),
+        reader: super::audit::AuditReader,
+        marker: PathBuf,
         judge: impl Fn(&[String], &Path) -> Option<Refusal> + Send + 'static,
     ) -> std::io::Result<()> {
         let journal = self.clone();

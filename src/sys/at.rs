@@ -118,8 +118,10 @@ pub fn symlinkat(target: &CStr, dir: BorrowedFd<'_>, name: &CStr) -> Res<()> {
 /// A new name `to` in `to_dir` for `from` in `from_dir` (`flags`: AT_SYMLINK_FOLLOW,
 /// AT_EMPTY_PATH).
 pub fn linkat(
-    (from_dir, from): (BorrowedFd<'_>, &CStr),
-    (to_dir, to): (BorrowedFd<'_>, &CStr),
+    from_dir: BorrowedFd<'_>,
+    from: &CStr,
+    to_dir: BorrowedFd<'_>,
+    to: &CStr,
     flags: i32,
 ) -> Res<()> {
     let flags = AtFlags::from_bits_retain(flags);
@@ -128,8 +130,10 @@ pub fn linkat(
 
 /// `from` in `from_dir` renamed to `to` in `to_dir`, with renameat2's `flags`.
 pub fn renameat2(
-    (from_dir, from): (BorrowedFd<'_>, &CStr),
-    (to_dir, to): (BorrowedFd<'_>, &CStr),
+    from_dir: BorrowedFd<'_>,
+    from: &CStr,
+    to_dir: BorrowedFd<'_>,
+    to: &CStr,
     flags: u32,
 ) -> Res<()> {
     let flags = RenameFlags::from_bits_retain(flags);
@@ -310,15 +314,15 @@ mod tests {
         symlinkat(c"d", top, c"s").unwrap();
         assert_eq!(readlink(top, c"s").unwrap(), b"d");
         drop(openat(top, c"f", libc::O_CREAT | libc::O_WRONLY, 0o600).unwrap());
-        linkat((top, c"f"), (top, c"g"), 0).unwrap();
+        linkat(top, c"f", top, c"g", 0).unwrap();
         assert_eq!(fstatat(top, c"f").unwrap().st_nlink, 2);
         // A name that is there stays, with RENAME_NOREPLACE.
         let noreplace = libc::RENAME_NOREPLACE;
         assert_eq!(
-            renameat2((top, c"f"), (top, c"g"), noreplace),
+            renameat2(top, c"f", top, c"g", noreplace),
             Err(libc::EEXIST)
         );
-        renameat2((top, c"f"), (top, c"h"), noreplace).unwrap();
+        renameat2(top, c"f", top, c"h", noreplace).unwrap();
         assert_eq!(fstatat(top, c"f").err(), Some(libc::ENOENT));
         assert_eq!(unlinkat(top, c"d", false), Err(libc::EISDIR));
         unlinkat(top, c"d", true).unwrap();

@@ -153,7 +153,7 @@ impl Listener {
 
     /// Answer notification `id`: `val`, or `error` (a negative errno), with `flags`
     /// (SECCOMP_USER_NOTIF_FLAG_CONTINUE: the kernel runs the call as asked).
-    pub fn send(&self, id: u64, (val, error): (i64, i32), flags: u32) -> Delivered {
+    pub fn send(&self, id: u64, val: i64, error: i32, flags: u32) -> Delivered {
         let mut buf = self.resp.borrow_mut();
         buf.fill(0);
         // SAFETY: the buffer is aligned and large enough for a seccomp_notif_resp.
@@ -195,7 +195,8 @@ impl Listener {
         &self,
         id: u64,
         flags: libc::c_ulong,
-        (fd, newfd): (BorrowedFd<'_>, u32),
+        fd: BorrowedFd<'_>,
+        newfd: u32,
         cloexec: bool,
     ) -> io::Result<i32> {
         let addfd = libc::seccomp_notif_addfd {

@@ -186,13 +186,15 @@ fn linux_checks(m: &Machine) -> Vec<Check> {
         names_check(&m.kernel),
     ];
     checks.extend(m.guard.as_ref().map(guard_check));
-    checks.extend(m.engines.iter().map(engine_check));
+    for (name, answer) in &m.engines {
+        checks.push(engine_check(name, answer));
+    }
     checks
 }
 
 /// A container engine whose client is installed: whether it answers (`--backend NAME`).
-fn engine_check((name, answer): &(&'static str, Result<String, String>)) -> Check {
-    let check_name = match *name {
+fn engine_check(name: &str, answer: &Result<String, String>) -> Check {
+    let check_name = match name {
         "podman" => "podman backend",
         _ => "docker backend",
     };

@@ -27,7 +27,7 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
             profile,
             params,
             mounts,
-        } => write_runs(&mut out, (argv, mounts), params, profile.as_deref()),
+        } => write_runs(&mut out, argv, mounts, params, profile.as_deref()),
         BackendOutput::Applies {
             landlock_under_bwrap,
             landlock_alone,
@@ -61,7 +61,8 @@ pub fn render_backend(report: &Report<'_>, which: ExplainBackend) -> String {
 /// A launcher's argv, then (bwrap) what the helper mounts, and (Seatbelt) the profile.
 fn write_runs(
     out: &mut String,
-    (argv, mounts): (&[String], &[crate::sandbox::bwrap::Mount]),
+    argv: &[String],
+    mounts: &[crate::sandbox::bwrap::Mount],
     params: &[(String, String)],
     profile: Option<&str>,
 ) {

@@ -308,7 +308,8 @@ fn landlock_output(policy: &Policy, ctx: &sandbox::Context<'_>) -> BackendOutput
     let ruleset = |layering| match landlock::build_ruleset(
         policy,
         layering,
-        (&exists, &crate::host::children),
+        &exists,
+        &crate::host::children,
         landlock::SessionParts {
             names_judged: sandbox::names_judged(policy),
             ..ctx.session_parts()

@@ -78,10 +78,8 @@ fn mediated_rules(
     let scope = crate::helper::mediator::Scope::from_ruleset(
         ruleset,
         protected,
-        (
-            shm.map(Path::to_path_buf),
-            run.net().and_then(|n| n.name_service.clone()),
-        ),
+        shm.map(Path::to_path_buf),
+        run.net().and_then(|n| n.name_service.clone()),
         plan.policy.filesystem.own_sockets.clone(),
     );
     Some(crate::helper::mediator::Scope {

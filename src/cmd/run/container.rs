@@ -41,18 +41,16 @@ pub(super) fn ready(
     if let Some(error) = container::remote(container.engine, &endpoint(container)?) {
         return Err(anyhow!(error).into());
     }
-    let asked = (
-        limits.session_memory_mib.is_some(),
-        limits.session_processes.is_some(),
-    );
-    if asked.0 || asked.1 {
+    let memory = limits.session_memory_mib.is_some();
+    let pids = limits.session_processes.is_some();
+    if memory || pids {
         let info = match run_client_output(&container::info_argv(container))? {
             Ok(info) => info,
             Err(said) => {
                 return Err(anyhow!(container::client_error(container.engine, "", &said)).into())
             }
         };
-        if let Some(error) = container::unenforced(container.engine, &info, asked) {
+        if let Some(error) = container::unenforced(container.engine, &info, memory, pids) {
             return Err(anyhow!(error).into());
         }
     }

@@ -148,7 +148,7 @@ fn disarm_in(dir: &Path, since: SystemTime, roots: &[&Path]) -> Option<Planted> 
     } else {
         0o644
     };
-    match place(dir, &text, (mode, seen.uid(), seen.gid())) {
+    match place(dir, &text, mode, seen.uid(), seen.gid()) {
         Ok(()) => Some(Planted {
             path: todo,
             what: format!("rebase todo: {what}"),
@@ -184,7 +184,7 @@ fn named(lines: &[String]) -> String {
 
 /// Put `text` at `dir`/`TODO` as a new file (`mode`, owned by `uid`:`gid` when sbx-shell
 /// runs as root), renamed over whatever is there.
-fn place(dir: &Path, text: &[u8], (mode, uid, gid): (u32, u32, u32)) -> std::io::Result<()> {
+fn place(dir: &Path, text: &[u8], mode: u32, uid: u32, gid: u32) -> std::io::Result<()> {
     use std::io::Write;
     let temp = dir.join(format!(".{TODO}.sbx-shell-{}", std::process::id()));
     let _ = std::fs::remove_file(&temp);

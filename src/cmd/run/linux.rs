@@ -71,7 +71,7 @@ pub(super) fn read_landlock_refusals(run: &Run, layers: &mut crate::sandbox::InP
     };
     // As the kernel names it: with every symlink on the way resolved.
     let marker = std::fs::canonicalize(marker).unwrap_or_else(|_| marker.to_path_buf());
-    match journal.read_landlock((reader, marker.clone()), judge) {
+    match journal.read_landlock(reader, marker.clone(), judge) {
         Ok(()) => ruleset.audit_marker = Some(marker),
         Err(e) => say.detail(&format!("sbx-shell: cannot read Landlock's refusals: {e}")),
     }

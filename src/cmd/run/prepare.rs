@@ -438,8 +438,10 @@ pub(super) fn start_network(
     let net = netproxy::session::start(
         &plan.policy,
         backend,
-        (&cli.resolve, &publish),
-        (&plan.home, sink),
+        &cli.resolve,
+        &publish,
+        &plan.home,
+        sink,
     )?;
     if let Some(net) = &net {
         let proxy = match (net.port, net.channel.is_some()) {

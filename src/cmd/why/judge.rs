@@ -52,9 +52,12 @@ impl WhyAnswer {
     /// An answer about `subject` (a `what`), by `rule` from `source`, changed by `fix`;
     /// without read and write (a path's sets them).
     fn of(
-        (what, subject): (&'static str, String),
+        what: &'static str,
+        subject: String,
         allowed: bool,
-        (rule, source, fix): (String, Option<Source>, Option<String>),
+        rule: String,
+        source: Option<Source>,
+        fix: Option<String>,
     ) -> WhyAnswer {
         WhyAnswer {
             subject,
@@ -134,7 +137,8 @@ pub fn path(
     policy: &Policy,
     layers: &[Layer],
     resolve: ResolveEntry<'_>,
-    (at, is_dir): (&Path, bool),
+    at: &Path,
+    is_dir: bool,
 ) -> WhyAnswer {
     let fs = &policy.filesystem;
     let home = fs.home.path.as_path();
@@ -198,14 +202,14 @@ pub fn path(
                 )
             }
             PathVerdict::ReadOnly => {
-                let (rule, source, fix) = read_only(policy, layers, (at, is_dir));
+                let (rule, source, fix) = read_only(policy, layers, at, is_dir);
                 (false, readable, rule, source, Some(fix))
             }
         };
     WhyAnswer {
         read: Some(read),
         write: Some(write),
-        ..WhyAnswer::of(("path", tilde(at, home)), allowed, (rule, source, fix))
+        ..WhyAnswer::of("path", tilde(at, home), allowed, rule, source, fix)
     }
 }
 
@@ -222,7 +226,8 @@ fn protected_fix(p: &Path) -> String {
 fn read_only(
     policy: &Policy,
     layers: &[Layer],
-    (at, is_dir): (&Path, bool),
+    at: &Path,
+    is_dir: bool,
 ) -> (String, Option<Source>, String) {
     let fs = &policy.filesystem;
     let dir = if is_dir {
@@ -307,7 +312,7 @@ pub fn host(policy: &Policy, layers: &[Layer], subject: &str) -> WhyAnswer {
         &|_, _| true,
     );
     let answer = |allowed, rule: String, source, fix| {
-        WhyAnswer::of(("host", target.to_string()), allowed, (rule, source, fix))
+        WhyAnswer::of("host", target.to_string(), allowed, rule, source, fix)
     };
     match &policy.network {
         Network::Full => answer(true, "network: full".into(), source_of_mode, None),
@@ -353,13 +358,14 @@ pub fn host(policy: &Policy, layers: &[Layer], subject: &str) -> WhyAnswer {
 pub fn variable(
     policy: &Policy,
     layers: &[Layer],
-    (name, value): (&str, Option<&std::ffi::OsStr>),
+    name: &str,
+    value: Option<&std::ffi::OsStr>,
     hidden_socket: &dyn Fn(&str, &std::ffi::OsStr) -> bool,
 ) -> WhyAnswer {
     use crate::policy::model::Dropped;
     let env = &policy.environment;
     let answer = |allowed, rule: String, source, fix| {
-        WhyAnswer::of(("variable", name.to_string()), allowed, (rule, source, fix))
+        WhyAnswer::of("variable", name.to_string(), allowed, rule, source, fix)
     };
     let names = |pick: fn(&Config) -> Vec<String>| {
         find_source(layers, &pick, &|_, entry| match entry.strip_suffix('*') {
@@ -440,7 +446,7 @@ pub fn socket(
             Some(format!("--allow-socket {}", shell_word(&tilde(at, home)))),
         ),
     };
-    WhyAnswer::of(("socket", tilde(at, home)), allowed, (rule, source, fix))
+    WhyAnswer::of("socket", tilde(at, home), allowed, rule, source, fix)
 }
 
 /// The line of `text` where `entry` first appears as a JSON string.
@@ -460,7 +466,7 @@ mod tests {
         let (policy, layers, ctx) = layers_with("/w", extra);
         let resolve =
             |raw: &str, origin: &str| crate::policy::resolve_path(raw, origin, &ctx, &SameFs).ok();
-        path(&policy, &layers, &resolve, (Path::new(at), false))
+        path(&policy, &layers, &resolve, Path::new(at), false)
     }
 
     #[test]
@@ -566,7 +572,7 @@ mod tests {
     fn a_variable_names_the_rule_that_drops_it() {
         let (policy, layers, _) = layers_with("/w", r#"{"environment": {"drop": ["MY_*"]}}"#);
         let none = |_: &str, _: &std::ffi::OsStr| false;
-        let v = |name: &str| variable(&policy, &layers, (name, Some("x".as_ref())), &none);
+        let v = |name: &str| variable(&policy, &layers, name, Some("x".as_ref()), &none);
         assert_eq!(v("GH_TOKEN").fix.as_deref(), Some("--allow-env GH_TOKEN"));
         assert_eq!(v("MY_VAR").source.unwrap().entry, "MY_*");
         assert!(!v("LD_PRELOAD").allowed);

@@ -29,7 +29,7 @@ pub fn main(args: &WhyArgs) -> Result<u8, Failure> {
     let mut answer = match kind {
         WhyKind::Path => {
             let at = as_path();
-            judge::path(&policy, &layers, &resolve, (&at, at.is_dir()))
+            judge::path(&policy, &layers, &resolve, &at, at.is_dir())
         }
         WhyKind::Socket => judge::socket(&policy, &layers, &resolve, &as_path()),
         WhyKind::Host => judge::host(&policy, &layers, &args.subject),
@@ -39,12 +39,7 @@ pub fn main(args: &WhyArgs) -> Result<u8, Failure> {
             let sockets =
                 crate::host::sockets::variable_check(&policy, runtime.as_deref(), &inherited, true);
             let value = std::env::var_os(&args.subject);
-            judge::variable(
-                &policy,
-                &layers,
-                (&args.subject, value.as_deref()),
-                &sockets,
-            )
+            judge::variable(&policy, &layers, &args.subject, value.as_deref(), &sockets)
         }
     };
     if let Some(source) = answer.source.as_mut() {

@@ -27,6 +27,13 @@ pub(super) enum Base {
     Shm,
 }
 
+/// Where a path argument starts, opened (`Acting::base`): the directory, and its path when
+/// the guard knows it without asking (`None`: ask the kernel, `fd_path`).
+pub(super) struct BaseDir<'a> {
+    pub(super) fd: BorrowedFd<'a>,
+    pub(super) path: Option<PathBuf>,
+}
+
 /// A path argument and where it starts; `path` empty names the start itself.
 pub(super) struct Where {
     pub(super) base: Base,
@@ -172,8 +179,8 @@ pub(super) fn refuse_open(path: &Path, flags: i32) -> i32 {
 impl<'a> Acting<'a> {
     /// Where `at` starts, and that directory's path when the guard knows it without asking
     /// (`None`: ask the kernel, `fd_path`).
-    pub(super) fn base<'w>(&'w self, at: &'w Where) -> Res<(BorrowedFd<'w>, Option<PathBuf>)> {
-        Ok(match &at.base {
+    pub(super) fn base<'w>(&'w self, at: &'w Where) -> Res<BaseDir<'w>> {
+        let (fd, path) = match &at.base {
             Base::Root => (self.root, Some(PathBuf::from("/"))),
             Base::Cwd => {
                 let cwd = self.cwd.ok_or(libc::ESRCH)?;
@@ -184,17 +191,14 @@ impl<'a> Acting<'a> {
                 let (fd, path) = self.shm.ok_or(libc::ENOENT)?;
                 (fd, Some(path.to_path_buf()))
             }
-        })
+        };
+        Ok(BaseDir { fd, path })
     }
 
     /// The directory of the path's last component, resolved by the kernel (symlinks
     /// followed, as for the program), with its path, and that component; `None` for a path
     /// that names its start itself (empty, `.`, `..`, `/`: no name is made there).
-    pub(super) fn entry<'w>(
-        &'w self,
-        (base, base_path): (BorrowedFd<'w>, Option<PathBuf>),
-        path: &[u8],
-    ) -> Res<Option<NameAt<'w>>> {
+    pub(super) fn entry<'w>(&'w self, base: BaseDir<'w>, path: &[u8]) -> Res<Option<NameAt<'w>>> {
         let Some((dir, name)) = super::paths::split_last(path) else {
             return Ok(None);
         };
@@ -202,7 +206,7 @@ impl<'a> Acting<'a> {
         let (start, start_path) = if dir.first() == Some(&b'/') {
             (self.root, Some(PathBuf::from("/")))
         } else {
-            (base, base_path)
+            (base.fd, base.path)
         };
         if dir == b"." {
             if let Some(path) = start_path {

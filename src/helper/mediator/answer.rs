@@ -189,12 +189,8 @@ fn connect_call(c: &Caller<'_>, threads: &mut Threads, rules: &Scope) -> Answer 
                 loopback_port,
                 ..c.net
             };
-            let work = (socket, addr);
             return Ok(super::connecting::start(
-                c.listener,
-                call,
-                work,
-                (net, c.killable),
+                c.listener, call, socket, addr, net, c.killable,
             ));
         }
         let Some(path) = unix_path(&addr) else {

@@ -99,15 +99,17 @@ fn listening_inside(port: u16) -> bool {
 pub(super) fn start(
     listener: &Listener,
     call: &Call,
-    (socket, addr): (Socket, Vec<u8>),
-    (net, killable): (NetRules, bool),
+    socket: Socket,
+    addr: Vec<u8>,
+    net: NetRules,
+    killable: bool,
 ) -> Answer {
     let spawned = listener.try_clone().and_then(|listener| {
         let call = *call;
         std::thread::Builder::new()
             .name("sbx-guard-connect".into())
             .spawn(move || {
-                let answer = connect(&listener, &call, (socket, &addr), (net, killable));
+                let answer = connect(&listener, &call, socket, &addr, net, killable);
                 if let Some(answer) = answer {
                     listener.respond(&call, answer);
                 }
@@ -123,8 +125,10 @@ pub(super) fn start(
 fn connect(
     listener: &Listener,
     call: &Call,
-    (socket, addr): (Socket, &[u8]),
-    (net, killable): (NetRules, bool),
+    socket: Socket,
+    addr: &[u8],
+    net: NetRules,
+    killable: bool,
 ) -> Option<Answer> {
     if let Err(e) = crate::helper::os::restrict_thread_network(&net) {
         eprintln!("sbx-shell: the guard cannot take on the program's network rules: {e}");

@@ -54,8 +54,12 @@ use crate::sys::at::{open_path, Res, CWD};
 /// it (they are the guard's main thread's).
 pub fn start(
     channel: OwnedFd,
-    (names, mediated, root_reads): (Option<Names>, Option<Scope>, Option<RootReads>),
-    (reach, net, reports): (super::Reach, super::NetRules, Option<OwnedFd>),
+    names: Option<Names>,
+    mediated: Option<Scope>,
+    root_reads: Option<RootReads>,
+    reach: super::Reach,
+    net: super::NetRules,
+    reports: Option<OwnedFd>,
 ) -> io::Result<()> {
     let names = names.unwrap_or_default();
     if let Some(fd) = reports {
@@ -66,7 +70,7 @@ pub fn start(
             // The program's side is told what went wrong, and stops: nothing runs.
             let (listener, learned) = super::handshake::accept(channel)?;
             let listener = Listener::new(listener)?;
-            let guard = Guard::new((names, mediated, root_reads), (reach, net), learned)?;
+            let guard = Guard::new(names, mediated, root_reads, reach, net, learned)?;
             serve(&listener, &guard)
         };
         if let Err(e) = run() {
@@ -99,8 +103,11 @@ struct Guard {
 
 impl Guard {
     fn new(
-        (names, mediated, root_reads): (Names, Option<Scope>, Option<RootReads>),
-        (reach, net): (super::Reach, super::NetRules),
+        names: Names,
+        mediated: Option<Scope>,
+        root_reads: Option<RootReads>,
+        reach: super::Reach,
+        net: super::NetRules,
         learned: Learned,
     ) -> io::Result<Guard> {
         confine_this_thread(root_reads.is_some())?;
@@ -194,7 +201,7 @@ fn serve(listener: &Listener, guard: &Guard) -> io::Result<()> {
                 Reply::Answer(Answer::Continue)
             }
             None => match threads.caller(listener, &call) {
-                Ok(()) => answer(listener, guard, &call, (&mut threads, &made)),
+                Ok(()) => answer(listener, guard, &call, &mut threads, &made),
                 // A call noted only goes on all the same (nothing of the caller is read).
                 Err(_) if noted(&call) => Reply::Answer(Answer::Continue),
                 Err(e) => {
@@ -220,7 +227,8 @@ fn answer(
     listener: &Listener,
     guard: &Guard,
     call: &Call,
-    (threads, made): (&mut Threads, &RefCell<Vec<(u64, u64)>>),
+    threads: &mut Threads,
+    made: &RefCell<Vec<(u64, u64)>>,
 ) -> Reply {
     let tid = call.pid;
     let name = syscall_name(call.nr);
@@ -258,12 +266,12 @@ fn answer(
         CallKind::Making => {
             let op = match threads.known(tid).map_err(|e| errno(&e)).and_then(|known| {
                 let shm = guard.shm.is_some();
-                super::reading::read_op(known, call, (shm, guard.learned.copy_fds), name)
+                super::reading::read_op(known, call, shm, guard.learned.copy_fds, name)
             }) {
                 Ok(op) => op,
                 Err(e) => return Reply::Answer(Answer::Done(e)),
             };
-            act_for(listener, guard, call, (threads, made), &op)
+            act_for(listener, guard, call, threads, made, &op)
         }
     }
 }
@@ -273,7 +281,8 @@ fn act_for(
     listener: &Listener,
     guard: &Guard,
     call: &Call,
-    (threads, made): (&mut Threads, &RefCell<Vec<(u64, u64)>>),
+    threads: &mut Threads,
+    made: &RefCell<Vec<(u64, u64)>>,
     op: &Op,
 ) -> Reply {
     let umask = if op.takes_umask() {
@@ -377,7 +386,9 @@ fn act(acting: &Acting<'_>, op: &Op, killable: bool) -> Reply {
                 Ok(Opened::Waiting { object, how }) => Reply::Answer(super::waiting::start(
                     acting.listener,
                     acting.call,
-                    (object, how, cloexec),
+                    object,
+                    how,
+                    cloexec,
                     killable,
                 )),
                 Err(e) => Reply::Answer(Answer::Done(-i64::from(e))),
@@ -431,13 +442,15 @@ fn report_at(acting: &Acting<'_>, at: &super::acting::Where, cause: crate::polic
     let path = if at.path.starts_with(b"/") {
         PathBuf::from(path)
     } else {
-        let dir = match acting.base(at) {
-            Ok((_, Some(dir))) => dir,
-            Ok((fd, None)) => match crate::sys::at::fd_path(fd) {
+        let Ok(base) = acting.base(at) else {
+            return;
+        };
+        let dir = match base.path {
+            Some(dir) => dir,
+            None => match crate::sys::at::fd_path(base.fd) {
                 Ok(dir) => dir,
                 Err(_) => return,
             },
-            Err(_) => return,
         };
         dir.join(path)
     };

@@ -44,7 +44,8 @@ impl Scope {
     pub fn from_ruleset(
         ruleset: &crate::sandbox::landlock::Ruleset,
         protected: Vec<PathBuf>,
-        (shm, lookups): (Option<PathBuf>, Option<String>),
+        shm: Option<PathBuf>,
+        lookups: Option<String>,
         sockets: Vec<PathBuf>,
     ) -> Scope {
         use crate::sandbox::landlock::Access;
@@ -261,7 +262,7 @@ impl Reach {
 
     /// Whether `path` is in `set`, or names no place in a tree at all (pipe:[…],
     /// socket:[…], anon_inode:… : in no tree, as for the kernel's check).
-    fn granted(path: &Path, (set, carved): (&PathSet, &[Carved])) -> bool {
+    fn granted(path: &Path, set: &PathSet, carved: &[Carved]) -> bool {
         use std::os::unix::ffi::OsStrExt;
         !path.as_os_str().as_bytes().starts_with(b"/") || set.holds(path) || held(carved, path)
     }
@@ -270,7 +271,7 @@ impl Reach {
     pub fn may_make_in(&self, dir: &Path) -> bool {
         self.rules
             .as_ref()
-            .is_none_or(|r| Reach::granted(dir, (&r.make, &r.carved)))
+            .is_none_or(|r| Reach::granted(dir, &r.make, &r.carved))
     }
 
     /// Whether `path` is what a carved directory leaves out (`sandbox::carve`), and no
@@ -296,7 +297,7 @@ impl Reach {
         };
         let writing = super::opens::writes(flags);
         let reading = flags & libc::O_ACCMODE != libc::O_WRONLY;
-        let granted = |set| Reach::granted(path, (set, &r.carved));
+        let granted = |set| Reach::granted(path, set, &r.carved);
         let read = if dir { &r.list } else { &r.read };
         (!writing || granted(&r.write)) && (!reading || granted(read))
     }

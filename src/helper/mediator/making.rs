@@ -18,7 +18,7 @@ impl Acting<'_> {
         self.check_new(&e, Made::Dir)?;
         let mode = mode & !self.umask & 0o7777;
         let pooled = super::pool::Pooled::Dir;
-        if let Some(made) = self.pool.make((e.dir.as_fd(), &e.name), pooled, (0, mode)) {
+        if let Some(made) = self.pool.make(e.dir.as_fd(), &e.name, pooled, 0, mode) {
             return made.map(|_| 0);
         }
         at::mkdirat(e.dir.as_fd(), &e.name, mode).map(|()| 0)
@@ -79,7 +79,7 @@ impl Acting<'_> {
             }
             // The program's descriptor itself (an O_TMPFILE file given a name): linked
             // through its magic link, as an unprivileged caller does.
-            let base = self.base(old)?.0;
+            let base = self.base(old)?.fd;
             self.check_link_source(base)?;
             return link_through(base, &to);
         }
@@ -90,8 +90,8 @@ impl Acting<'_> {
             // makes every name of the program (it can only be removed: then ENOENT).
             let st = fstatat(from.dir.as_fd(), &from.name)?;
             self.check_link_object(&st, &from.full())?;
-            let (from, to) = ((from.dir.as_fd(), &*from.name), (to.dir.as_fd(), &*to.name));
-            return at::linkat(from, to, 0).map(|()| 0);
+            return at::linkat(from.dir.as_fd(), &from.name, to.dir.as_fd(), &to.name, 0)
+                .map(|()| 0);
         }
         // A symlink followed: the object may lie anywhere. It is opened and judged, then
         // linked through that descriptor (nothing is looked up by name again): a second
@@ -185,7 +185,7 @@ impl Acting<'_> {
             let at = (to.dir.as_fd(), to.path.as_path(), to.name.as_c_str());
             return self
                 .state
-                .renamed_onto((from.dir.as_fd(), &from.name), at, kind);
+                .renamed_onto(from.dir.as_fd(), &from.name, at, kind);
         }
         if state(&from).is_some() {
             if flags & libc::RENAME_EXCHANGE != 0 {
@@ -203,11 +203,8 @@ impl Acting<'_> {
         if exchange {
             self.check(&from, made(&to, &from))?;
         }
-        at::renameat2(
-            (from.dir.as_fd(), &from.name),
-            (to.dir.as_fd(), &to.name),
-            flags,
-        )?;
+        let (from_dir, to_dir) = (from.dir.as_fd(), to.dir.as_fd());
+        at::renameat2(from_dir, &from.name, to_dir, &to.name, flags)?;
         let to_path = to.full();
         let mut moves = vec![(old_path.clone(), to_path.clone())];
         if exchange {
@@ -268,7 +265,7 @@ impl Acting<'_> {
         let file = openat(dir, &temp, how, mode)?;
         let written = std::io::Write::write_all(&mut std::fs::File::from(file), text)
             .map_err(|e| at::os_errno(&e));
-        let placed = written.and_then(|()| at::renameat2((dir, &temp), (dir, &to.name), 0));
+        let placed = written.and_then(|()| at::renameat2(dir, &temp, dir, &to.name, 0));
         if let Err(e) = placed {
             let _ = at::unlinkat(dir, &temp, false);
             return Err(e);
@@ -281,8 +278,8 @@ impl Acting<'_> {
 /// never by a name looked up again. `AT_EMPTY_PATH` where the kernel lets the opener of a
 /// descriptor link it (Linux 6.10), else its magic link (`/proc/self/fd/N`, followed).
 fn link_through(object: BorrowedFd<'_>, to: &NameAt<'_>) -> Res<i64> {
-    let to = (to.dir.as_fd(), &*to.name);
-    match at::linkat((object, c""), to, libc::AT_EMPTY_PATH) {
+    let (to_dir, to) = (to.dir.as_fd(), &*to.name);
+    match at::linkat(object, c"", to_dir, to, libc::AT_EMPTY_PATH) {
         Ok(()) => return Ok(0),
         // Before 6.10 (or a descriptor not opened here): through the magic link.
         Err(libc::ENOENT) | Err(libc::EPERM) => {}
@@ -290,5 +287,5 @@ fn link_through(object: BorrowedFd<'_>, to: &NameAt<'_>) -> Res<i64> {
     }
     let magic =
         CString::new(format!("/proc/self/fd/{}", object.as_raw_fd())).map_err(|_| libc::EINVAL)?;
-    at::linkat((at::CWD, &magic), to, libc::AT_SYMLINK_FOLLOW).map(|()| 0)
+    at::linkat(at::CWD, &magic, to_dir, to, libc::AT_SYMLINK_FOLLOW).map(|()| 0)
 }

@@ -49,7 +49,7 @@ pub(super) fn metadata(
     let call = c.call;
     let a = call.args;
     let int = |i: usize| a[i] as u32 as i32;
-    let at = |dirfd: usize, path: usize, flags: i32| at(call, (dirfd, path), flags);
+    let at = |dirfd: usize, path: usize, flags: i32| at(call, dirfd, path, flags);
     let cwd = |path: usize, follow: bool| cwd(call, path, follow);
     let known = threads.known(call.pid)?;
     let pid = known;
@@ -154,7 +154,7 @@ fn chmod_here(
 }
 
 /// A path argument relative to a directory descriptor argument, with its `AT_*` flags.
-fn at(call: &Call, (dirfd, path): (usize, usize), flags: i32) -> MetaTarget {
+fn at(call: &Call, dirfd: usize, path: usize, flags: i32) -> MetaTarget {
     MetaTarget::Path {
         dirfd: call.args[dirfd] as u32 as i32,
         path: call.args[path],
@@ -177,7 +177,7 @@ fn cwd(call: &Call, path: usize, follow: bool) -> MetaTarget {
 fn set_xattr(call: &Call, pid: &Known, name: &str) -> io::Result<(MetaTarget, Change)> {
     let a = call.args;
     let int = |i: usize| a[i] as u32 as i32;
-    let at = |dirfd: usize, path: usize, flags: i32| at(call, (dirfd, path), flags);
+    let at = |dirfd: usize, path: usize, flags: i32| at(call, dirfd, path, flags);
     let cwd = |path: usize, follow: bool| cwd(call, path, follow);
     Ok(match name {
         "setxattr" | "lsetxattr" | "fsetxattr" => {

@@ -63,13 +63,13 @@ pub(super) struct Caller<'a> {
 impl Listener {
     /// Answer `call` (`Sent`: nothing more to say).
     pub(super) fn respond(&self, call: &Call, answer: Answer) -> Delivered {
-        let (value, flags) = match answer {
+        let (value, error, flags) = match answer {
             Answer::Sent => return Delivered::Yes,
-            Answer::Continue => ((0, 0), libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
-            Answer::Done(v) if v < 0 => ((0, i32::try_from(v).unwrap_or(-libc::EPERM)), 0),
-            Answer::Done(v) => ((v, 0), 0),
+            Answer::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
+            Answer::Done(v) if v < 0 => (0, i32::try_from(v).unwrap_or(-libc::EPERM), 0),
+            Answer::Done(v) => (v, 0, 0),
         };
-        self.send(call.id, value, flags)
+        self.send(call.id, value, error, flags)
     }
 
     /// Hand `fd` to the caller of notification `id` as the call's result (its number
@@ -79,7 +79,7 @@ impl Listener {
         // With SEND, ADDFD also answers the call (the descriptor's number in the caller is
         // the call's result).
         let how = libc::SECCOMP_ADDFD_FLAG_SEND;
-        match self.add_fd(id, how, (fd.as_fd(), 0), cloexec) {
+        match self.add_fd(id, how, fd.as_fd(), 0, cloexec) {
             Ok(_) => Ok(Delivered::Yes),
             Err(e) => match e.raw_os_error() {
                 Some(libc::ENOENT) | Some(libc::EINPROGRESS) => Ok(Delivered::Gone),
@@ -99,7 +99,7 @@ impl Listener {
     ) -> io::Result<()> {
         // With SETFD, ADDFD installs it at `newfd`.
         let how = libc::SECCOMP_ADDFD_FLAG_SETFD;
-        self.add_fd(id, how, (fd.as_fd(), newfd), cloexec).map(drop)
+        self.add_fd(id, how, fd.as_fd(), newfd, cloexec).map(drop)
     }
 }
 

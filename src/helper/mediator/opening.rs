@@ -4,7 +4,7 @@
 //! protected file under another name), a FIFO's waiting open in a thread of its own
 //! (`waiting`).
 
-use super::acting::{refuse, refuse_open, Acting, NameAt, OpenedDir, Where};
+use super::acting::{refuse, refuse_open, Acting, BaseDir, NameAt, OpenedDir, Where};
 use super::opens::{self, Missing, OpenStep, There};
 use super::paths::{proc_link_as_caller, ProcDir};
 use crate::policy::report::Cause;
@@ -37,9 +37,9 @@ impl Acting<'_> {
         if at.path.is_empty() {
             // The program's own descriptor (`/dev/stdout`): opened again, as the kernel
             // opens such a link.
-            return self.reopen(base.0, flags);
+            return self.reopen(base.fd, flags);
         }
-        let start = base.0;
+        let start = base.fd;
         if at.path.ends_with(b"/") {
             // A directory, or nothing: only opened to read (root's program lists them).
             if flags & libc::O_CREAT != 0 || opens::writes(flags) {
@@ -157,14 +157,18 @@ impl Acting<'_> {
         }
         let mut target = readlink(e.dir.as_fd(), &e.name)?;
         if top {
-            target = proc_link_as_caller(&target, self.guard, self.call.pid);
+            let (pid, tid) = self.guard;
+            target = proc_link_as_caller(&target, pid, tid, self.call.pid);
         }
         let dir = match e.dir {
             OpenedDir::Own(fd) => fd,
             OpenedDir::Held(fd) => fd.try_clone_to_owned().map_err(|e| os_errno(&e))?,
         };
         let (next, path) = (dir, e.path);
-        let base = (next.as_fd(), Some(path.clone()));
+        let base = BaseDir {
+            fd: next.as_fd(),
+            path: Some(path.clone()),
+        };
         if let Some(found) = self.entry(base, &target)? {
             // The directory found is the link's own when the target has no slash.
             return Ok(Followed::Entry(own(found, &next)?));
@@ -234,10 +238,7 @@ impl Acting<'_> {
             Missing::Fail(err) => return Err(err),
         };
         let pooled = super::pool::Pooled::File;
-        let fd = match self
-            .pool
-            .make((e.dir.as_fd(), &e.name), pooled, (how, mode))
-        {
+        let fd = match self.pool.make(e.dir.as_fd(), &e.name, pooled, how, mode) {
             Some(made) => made?.ok_or(libc::EIO)?,
             None => openat(e.dir.as_fd(), &e.name, how, mode)?,
         };

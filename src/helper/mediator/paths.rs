@@ -113,9 +113,10 @@ pub fn proc_dir(path: &Path) -> ProcDir {
 }
 
 /// The target of a symlink in `/proc` itself (`self` → `PID`, `thread-self` →
-/// `PID/task/TID`, `mounts` → `self/mounts`) read by the guard `(pid, tid)`, as the
-/// calling thread `tid` would have read it: the guard's own ids name the caller's.
-pub fn proc_link_as_caller(target: &[u8], (pid, tid): (u32, u32), caller: u32) -> Vec<u8> {
+/// `PID/task/TID`, `mounts` → `self/mounts`) read by the guard's thread `tid` of process
+/// `pid`, as the calling thread `caller` would have read it: the guard's own ids name the
+/// caller's.
+pub fn proc_link_as_caller(target: &[u8], pid: u32, tid: u32, caller: u32) -> Vec<u8> {
     // `mounts` and `net` lead through `self`, which the guard would read as its own.
     let own = [
         format!("{pid}/task/{tid}"),
@@ -257,12 +258,9 @@ mod tests {
         assert_eq!(&*as_caller(b"/proc/mounts", 42), b"/proc/42/mounts");
         assert_eq!(&*as_caller(b"/proc/net/tcp", 42), b"/proc/42/net/tcp");
         assert_eq!(&*as_caller(b"/proc/network", 42), b"/proc/network");
-        assert_eq!(
-            proc_link_as_caller(b"self/mounts", (1, 1), 42),
-            b"42/mounts"
-        );
-        assert_eq!(proc_link_as_caller(b"self/net", (1, 1), 42), b"42/net");
-        assert_eq!(proc_link_as_caller(b"selfish", (1, 1), 42), b"selfish");
+        assert_eq!(proc_link_as_caller(b"self/mounts", 1, 1, 42), b"42/mounts");
+        assert_eq!(proc_link_as_caller(b"self/net", 1, 1, 42), b"42/net");
+        assert_eq!(proc_link_as_caller(b"selfish", 1, 1, 42), b"selfish");
         assert_eq!(&*as_caller(b"proc/self/x", 42), b"proc/self/x");
     }
 
@@ -282,7 +280,7 @@ mod tests {
 
     #[test]
     fn a_link_of_proc_itself_names_the_caller_not_the_guard() {
-        let read = |t: &str| String::from_utf8(proc_link_as_caller(t.as_bytes(), (10, 11), 42));
+        let read = |t: &str| String::from_utf8(proc_link_as_caller(t.as_bytes(), 10, 11, 42));
         assert_eq!(read("10").unwrap(), "42");
         assert_eq!(read("10/task/11").unwrap(), "42");
         assert_eq!(read("10/task/11/fd").unwrap(), "42/fd");

@@ -25,9 +25,16 @@ struct Holder {
     /// The carved directory's identity (`st_dev`, `st_ino`).
     dir: (u64, u64),
     holder: OwnedFd,
-    /// The entries left, each by name and identity.
-    files: Vec<(CString, (u64, u64))>,
-    dirs: Vec<(CString, (u64, u64))>,
+    /// The entries left.
+    files: Vec<PoolEntry>,
+    dirs: Vec<PoolEntry>,
+}
+
+/// One entry of a pool, by its name in the holder and the identity it had when the guard
+/// started (`st_dev`, `st_ino`).
+struct PoolEntry {
+    name: CString,
+    id: (u64, u64),
 }
 
 #[derive(Default)]
@@ -54,9 +61,11 @@ impl HeldPools {
     /// `None`: not a carved directory, or its pool is empty.
     pub(super) fn make(
         &self,
-        (dir, name): (BorrowedFd<'_>, &CString),
+        dir: BorrowedFd<'_>,
+        name: &CString,
         made: Pooled,
-        (flags, mode): (i32, u32),
+        flags: i32,
+        mode: u32,
     ) -> Option<Res<Option<OwnedFd>>> {
         let mut holders = self.holders.borrow_mut();
         if holders.is_empty() {
@@ -65,7 +74,7 @@ impl HeldPools {
         let at = identity(&fstat(dir).ok()?);
         let holder = holders.iter_mut().find(|h| h.dir == at)?;
         loop {
-            let (entry, id) = match made {
+            let entry = match made {
                 Pooled::File => holder.files.pop()?,
                 Pooled::Dir => holder.dirs.pop()?,
             };
@@ -76,13 +85,13 @@ impl HeldPools {
             let how = (opened & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC))
                 | libc::O_NOFOLLOW
                 | libc::O_CLOEXEC;
-            let Ok(fd) = openat(holder.holder.as_fd(), &entry, how, 0) else {
+            let Ok(fd) = openat(holder.holder.as_fd(), &entry.name, how, 0) else {
                 continue;
             };
-            if fstat(fd.as_fd()).map(|st| identity(&st)) != Ok(id) {
+            if fstat(fd.as_fd()).map(|st| identity(&st)) != Ok(entry.id) {
                 continue;
             }
-            return Some(place(holder, (entry, id), fd, (dir, name), (made, mode)));
+            return Some(place(holder, entry, fd, dir, name, made, mode));
         }
     }
 }
@@ -91,24 +100,31 @@ impl HeldPools {
 /// `dir`; put back when something is there (`EEXIST`).
 fn place(
     holder: &mut Holder,
-    (entry, id): (CString, (u64, u64)),
+    entry: PoolEntry,
     fd: OwnedFd,
-    (dir, name): (BorrowedFd<'_>, &CString),
-    (made, mode): (Pooled, u32),
+    dir: BorrowedFd<'_>,
+    name: &CString,
+    made: Pooled,
+    mode: u32,
 ) -> Res<Option<OwnedFd>> {
     let mode = nix::sys::stat::Mode::from_bits_retain((mode & 0o7777) as libc::mode_t);
     nix::sys::stat::fchmod(&fd, mode).map_err(|e| e as i32)?;
     // Both times now.
     let now = nix::sys::time::TimeSpec::UTIME_NOW;
     let _ = nix::sys::stat::futimens(&fd, &now, &now);
-    let from = (holder.holder.as_fd(), entry.as_c_str());
-    let placed = crate::sys::at::renameat2(from, (dir, name), libc::RENAME_NOREPLACE);
+    let placed = crate::sys::at::renameat2(
+        holder.holder.as_fd(),
+        &entry.name,
+        dir,
+        name,
+        libc::RENAME_NOREPLACE,
+    );
     if let Err(err) = placed {
         let back = match made {
             Pooled::File => &mut holder.files,
             Pooled::Dir => &mut holder.dirs,
         };
-        back.push((entry, id));
+        back.push(entry);
         return Err(err);
     }
     Ok((made == Pooled::File).then_some(fd))
@@ -119,13 +135,14 @@ impl Holder {
         let c = |p: &std::path::Path| CString::new(p.as_os_str().as_bytes());
         let dir = open_path(crate::sys::at::CWD, &c(&pool.dir)?)?;
         let holder = open_path(crate::sys::at::CWD, &c(&pool.holder)?)?;
-        let known = |names: &[String]| -> Vec<(CString, (u64, u64))> {
+        let known = |names: &[String]| -> Vec<PoolEntry> {
             names
                 .iter()
                 .filter_map(|n| {
                     let name = CString::new(n.as_bytes()).ok()?;
                     let st = crate::sys::at::fstatat(holder.as_fd(), &name).ok()?;
-                    Some((name, identity(&st)))
+                    let id = identity(&st);
+                    Some(PoolEntry { name, id })
                 })
                 .collect()
         };

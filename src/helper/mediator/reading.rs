@@ -14,7 +14,8 @@ use std::io;
 pub(super) fn read_op(
     known: &Known,
     call: &Call,
-    (shm, copy_fds): (bool, bool),
+    shm: bool,
+    copy_fds: bool,
     name: Option<&str>,
 ) -> Result<Op, i64> {
     let args = CallArgs {
@@ -149,7 +150,7 @@ impl CallArgs<'_> {
 
     /// `empty`: an empty path names `dirfd` itself (`AT_EMPTY_PATH`).
     fn at_or_empty(&self, dirfd: i32, path: u64, empty: bool) -> Result<Where, i64> {
-        self.where_of((dirfd, path, empty)).map_err(|e| errno(&e))
+        self.where_of(dirfd, path, empty).map_err(|e| errno(&e))
     }
 
     fn cstr(&self, addr: u64) -> Result<CString, i64> {
@@ -159,7 +160,7 @@ impl CallArgs<'_> {
     /// The start of the path at `addr` relative to the program's descriptor `dirfd`: the
     /// program's own descriptors under their usual spellings are taken here (as the
     /// program's, not as the guard's `/proc/self`).
-    fn where_of(&self, (dirfd, addr, empty): (i32, u64, bool)) -> io::Result<Where> {
+    fn where_of(&self, dirfd: i32, addr: u64, empty: bool) -> io::Result<Where> {
         let mut path = self.known.cstr(addr)?.into_bytes();
         if path.starts_with(b"/proc/") && super::paths::own_descriptor(&path).is_none() {
             path = super::paths::as_caller(&path, self.call.pid).into_owned();

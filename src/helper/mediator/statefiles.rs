@@ -92,7 +92,7 @@ impl StateFiles {
                 let mode = st.st_mode & 0o7777;
                 let text =
                     read_all(reopen(object.as_fd(), libc::O_RDONLY | libc::O_CLOEXEC)?.as_fd())?;
-                match self.judged(&full(at), kind, &text) {
+                match self.judged(&full(path, name), kind, &text) {
                     Some(judged) => place(dir, name, &judged, mode)?,
                     None => at::unlinkat(dir, name, false)?,
                 }
@@ -142,15 +142,19 @@ impl StateFiles {
     /// reported) where `gitstate::judge` refuses.
     pub(super) fn renamed_onto(
         &self,
-        (from_dir, from): (BorrowedFd<'_>, &CStr),
+        from_dir: BorrowedFd<'_>,
+        from: &CStr,
         to: At<'_>,
         kind: StateFile,
     ) -> Res<i64> {
+        let (to_dir, to_path, to_name) = to;
         let (text, st) = at::read_regular(from_dir, from, LIMIT).map_err(|_| libc::EACCES)?;
-        let judged = self.judged(&full(to), kind, &text).ok_or(libc::EACCES)?;
-        place(to.0, to.2, &judged, st.st_mode & 0o7777)?;
+        let judged = self
+            .judged(&full(to_path, to_name), kind, &text)
+            .ok_or(libc::EACCES)?;
+        place(to_dir, to_name, &judged, st.st_mode & 0o7777)?;
         let _ = at::unlinkat(from_dir, from, false);
-        self.forget(to.1, to.2);
+        self.forget(to_path, to_name);
         Ok(0)
     }
 
@@ -176,7 +180,7 @@ impl StateFiles {
                 continue;
             }
             p.placed = Some(now);
-            let path = full((p.dir.as_fd(), &p.path, &p.name));
+            let path = full(&p.path, &p.name);
             let text = match read_all(p.file.as_fd()) {
                 Ok(text) => text,
                 Err(_) => {
@@ -207,7 +211,8 @@ impl StateFiles {
 /// A state file: its directory, that directory's path, its name.
 pub(super) type At<'a> = (BorrowedFd<'a>, &'a Path, &'a CStr);
 
-fn full((_, path, name): At<'_>) -> PathBuf {
+/// The path of `name` in the directory at `path`.
+fn full(path: &Path, name: &CStr) -> PathBuf {
     use std::os::unix::ffi::OsStrExt;
     path.join(std::ffi::OsStr::from_bytes(name.to_bytes()))
 }
@@ -276,7 +281,7 @@ pub(super) fn place(dir: BorrowedFd<'_>, name: &CStr, text: &[u8], mode: u32) ->
     let file = std::fs::File::from(openat(dir, &temp, how, mode)?);
     let written = file.write_all_at(text, 0).map_err(|e| os_errno(&e));
     drop(file);
-    let placed = written.and_then(|()| at::renameat2((dir, &temp), (dir, name), 0));
+    let placed = written.and_then(|()| at::renameat2(dir, &temp, dir, name, 0));
     if let Err(e) = placed {
         let _ = at::unlinkat(dir, &temp, false);
         return Err(e);

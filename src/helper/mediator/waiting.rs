@@ -25,14 +25,16 @@ pub(super) const LOOK_EVERY: Duration = Duration::from_millis(20);
 pub(super) fn start(
     listener: &Listener,
     call: &Call,
-    (object, how, cloexec): (OwnedFd, i32, bool),
+    object: OwnedFd,
+    how: i32,
+    cloexec: bool,
     killable: bool,
 ) -> Answer {
     let spawned = listener.try_clone().and_then(|listener| {
         let call = *call;
         std::thread::Builder::new()
             .name("sbx-guard-wait".into())
-            .spawn(move || wait(&listener, &call, (object, how, cloexec), killable))
+            .spawn(move || wait(&listener, &call, object, how, cloexec, killable))
     });
     match spawned {
         Ok(_) => Answer::Sent,
@@ -43,7 +45,9 @@ pub(super) fn start(
 fn wait(
     listener: &Listener,
     call: &Call,
-    (object, how, cloexec): (OwnedFd, i32, bool),
+    object: OwnedFd,
+    how: i32,
+    cloexec: bool,
     killable: bool,
 ) {
     let answer = match Waker::every(LOOK_EVERY) {

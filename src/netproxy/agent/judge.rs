@@ -106,7 +106,7 @@ impl AgentRules {
                 if login_key != key {
                     return refuse(fp, "a login for another key than the one signing", None);
                 }
-                self.judge_login(conn, allowed, (session_id, host_key, user))
+                self.judge_login(conn, allowed, session_id, host_key, user)
             }
             Signed::Sshsig { namespace: b"git" } if self.sign_commits => Verdict::Sign {
                 what: format!("sign a git commit or tag with {fp}"),
@@ -138,7 +138,9 @@ impl AgentRules {
         &self,
         conn: &Connection,
         allowed: &Key,
-        (session_id, host_key, user): (&[u8], Option<&[u8]>, &[u8]),
+        session_id: &[u8],
+        host_key: Option<&[u8]>,
+        user: &[u8],
     ) -> Verdict {
         let fp = &allowed.fingerprint;
         let Some((bound, _)) = conn.binds.iter().find(|(_, s)| s == session_id) else {

@@ -150,8 +150,10 @@ impl Intercept {
     /// if one did.
     pub fn serve(
         &self,
-        (ends, outer): (relay::Ends, rustls::Connection),
-        (host, port): (&str, u16),
+        ends: relay::Ends,
+        outer: rustls::Connection,
+        host: &str,
+        port: u16,
     ) -> (Vec<Noticed>, Result<(), String>) {
         let (own, foreign): (Vec<&Secret>, Vec<&Secret>) = self
             .secrets
@@ -173,7 +175,7 @@ impl Intercept {
         let result = self
             .authority
             .server_for(host)
-            .and_then(|inner| relay::relay(ends, (inner, outer), host, &mut rewriter));
+            .and_then(|inner| relay::relay(ends, inner, outer, host, &mut rewriter));
         (std::mem::take(&mut rewriter.noticed), result)
     }
 }

@@ -111,7 +111,8 @@ pub fn open(
 /// error names the side that failed (for the network log).
 pub fn relay(
     mut ends: Ends,
-    (inner, mut outer): (Arc<ServerConfig>, rustls::Connection),
+    inner: Arc<ServerConfig>,
+    mut outer: rustls::Connection,
     host: &str,
     rewriter: &mut Rewriter,
 ) -> Result<(), String> {
@@ -129,7 +130,7 @@ pub fn relay(
         .set_nonblocking(true)
         .map_err(|e| e.to_string())?;
     let mut state = Flow::default();
-    let result = state.run(&mut ends, (&mut inner, &mut outer), (host, rewriter));
+    let result = state.run(&mut ends, &mut inner, &mut outer, host, rewriter);
     if let Err(e) = &result {
         if e.starts_with(host) && !state.answered && !inner.is_handshaking() {
             let why = format!("sbx-shell: {e}\n");
@@ -164,8 +165,10 @@ impl Flow {
     fn run(
         &mut self,
         ends: &mut Ends,
-        (inner, outer): (&mut rustls::Connection, &mut rustls::Connection),
-        (host, rewriter): (&str, &mut Rewriter),
+        inner: &mut rustls::Connection,
+        outer: &mut rustls::Connection,
+        host: &str,
+        rewriter: &mut Rewriter,
     ) -> Result<(), String> {
         let mut buf = vec![0u8; 64 * 1024];
         let mut done_since: Option<std::time::Instant> = None;
@@ -174,7 +177,7 @@ impl Flow {
             // does, so that `poll` waits only for what the sockets must bring (a flush
             // that made room for the rest of a download once stalled it for good).
             loop {
-                let moved = self.move_plain((inner, outer), rewriter, &mut buf)?;
+                let moved = self.move_plain(inner, outer, rewriter, &mut buf)?;
                 let to_client =
                     flush(inner, &mut ends.client).map_err(|e| format!("the program: {e}"))?;
                 let to_host =
@@ -230,7 +233,8 @@ impl Flow {
     /// Move plaintext each way as far as it goes now; whether anything moved.
     fn move_plain(
         &mut self,
-        (inner, outer): (&mut rustls::Connection, &mut rustls::Connection),
+        inner: &mut rustls::Connection,
+        outer: &mut rustls::Connection,
         rewriter: &mut Rewriter,
         buf: &mut [u8],
     ) -> Result<bool, String> {
