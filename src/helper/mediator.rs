@@ -46,6 +46,8 @@ mod making;
 #[cfg(target_os = "linux")]
 mod metadata;
 #[cfg(target_os = "linux")]
+mod nameat;
+#[cfg(target_os = "linux")]
 mod notify;
 #[cfg(target_os = "linux")]
 mod opening;

@@ -4,6 +4,7 @@
 //! themselves are `opening.rs` (opens) and `making.rs` (every other call that makes a name).
 
 use super::git::{completes_git, git_place, holds_plants, linked_worktree};
+use super::nameat::{NameAt, OpenedDir};
 use super::notify::{Call, Listener};
 use super::opens::{self};
 use super::threads::Cwd;
@@ -124,40 +125,6 @@ pub(super) struct Acting<'a> {
     pub(super) renamed: RefCell<Vec<PathBuf>>,
     /// Root's program where it stays host root: what it reads is judged (`rootreads`).
     pub(super) root_reads: Option<&'a super::RootReads>,
-}
-
-/// A directory the guard opened, or one it holds already (the caller's working directory,
-/// the root).
-pub(super) enum OpenedDir<'a> {
-    Own(OwnedFd),
-    Held(BorrowedFd<'a>),
-}
-
-impl AsFd for OpenedDir<'_> {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        match self {
-            OpenedDir::Own(fd) => fd.as_fd(),
-            OpenedDir::Held(fd) => *fd,
-        }
-    }
-}
-
-/// A directory (O_PATH), its path as the kernel names it, and a name in it.
-pub(super) struct NameAt<'a> {
-    pub(super) dir: OpenedDir<'a>,
-    pub(super) path: PathBuf,
-    pub(super) name: CString,
-}
-
-impl NameAt<'_> {
-    /// The entry's own path.
-    pub(super) fn full(&self) -> PathBuf {
-        self.path.join(OsStr::from_bytes(self.name.as_bytes()))
-    }
-
-    pub(super) fn name_os(&self) -> &OsStr {
-        OsStr::from_bytes(self.name.as_bytes())
-    }
 }
 
 /// EACCES, once the refusal of `path` is reported (`report`).

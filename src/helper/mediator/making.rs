@@ -2,8 +2,9 @@
 //! descriptor: `mkdir`, `mknod`, `symlink`, `link`, `rename` (and a git config renamed
 //! into place, judged by what it says).
 
-use super::acting::{path_of, refuse, Acting, NameAt, Where};
+use super::acting::{path_of, refuse, Acting, Where};
 use super::git::{git_place, is_git};
+use super::nameat::NameAt;
 use crate::policy::report::Cause;
 use crate::protect::gitstate;
 use crate::protect::names::{self, GitPlace, Made};
@@ -182,10 +183,9 @@ impl Acting<'_> {
             if let Some(cause) = self.refusal(&to, Made::File) {
                 return Err(refuse(cause, &to.full()));
             }
-            let at = (to.dir.as_fd(), to.path.as_path(), to.name.as_c_str());
             return self
                 .state
-                .renamed_onto(from.dir.as_fd(), &from.name, at, kind);
+                .renamed_onto(from.dir.as_fd(), &from.name, &to, kind);
         }
         if state(&from).is_some() {
             if flags & libc::RENAME_EXCHANGE != 0 {

@@ -4,7 +4,8 @@
 //! protected file under another name), a FIFO's waiting open in a thread of its own
 //! (`waiting`).
 
-use super::acting::{refuse, refuse_open, Acting, BaseDir, NameAt, OpenedDir, Where};
+use super::acting::{refuse, refuse_open, Acting, BaseDir, Where};
+use super::nameat::{NameAt, OpenedDir};
 use super::opens::{self, Missing, OpenStep, There};
 use super::paths::{proc_link_as_caller, ProcDir};
 use crate::policy::report::Cause;
@@ -120,9 +121,8 @@ impl Acting<'_> {
         if let Some(cause) = self.refusal(e, Made::File) {
             return Some(Err(refuse(cause, &e.full())));
         }
-        let at = (e.dir.as_fd(), e.path.as_path(), e.name.as_c_str());
         let mode = mode & !self.umask;
-        Some(self.state.open(at, kind, flags, mode).map(Opened::Now))
+        Some(self.state.open(e, kind, flags, mode).map(Opened::Now))
     }
 
     /// An open that may make a file, tried first as a create, exclusively, since most

@@ -17,6 +17,7 @@
 //! Links, symlinks and nodes at those names, a new name for one, and a directory renamed
 //! in as a state directory are refused (`protect::names`, `making`).
 
+use super::nameat::NameAt;
 use crate::policy::report::Cause;
 use crate::protect::gitstate::{self, StateFile};
 use crate::sys::at::{self, fstat, fstatat, openat, os_errno, Res};
@@ -71,8 +72,14 @@ impl StateFiles {
     /// no longer at the name, kept pending: the file that was there (so that an editor
     /// which checks it writes the file it read, as vim does), its name given a judged copy
     /// of what it held; or, where nothing was there, a new unnamed file.
-    pub(super) fn open(&self, at: At<'_>, kind: StateFile, flags: i32, mode: u32) -> Res<OwnedFd> {
-        let (dir, path, name) = at;
+    pub(super) fn open(
+        &self,
+        at: &NameAt<'_>,
+        kind: StateFile,
+        flags: i32,
+        mode: u32,
+    ) -> Res<OwnedFd> {
+        let (dir, path, name) = (at.dir.as_fd(), at.path.as_path(), at.name.as_c_str());
         self.make_room(path, name)?;
         let (object, mode, was) = match fstatat(dir, name) {
             Err(libc::ENOENT) if flags & libc::O_CREAT != 0 => (unnamed(dir, mode)?, mode, false),
@@ -92,7 +99,7 @@ impl StateFiles {
                 let mode = st.st_mode & 0o7777;
                 let text =
                     read_all(reopen(object.as_fd(), libc::O_RDONLY | libc::O_CLOEXEC)?.as_fd())?;
-                match self.judged(&full(path, name), kind, &text) {
+                match self.judged(&at.full(), kind, &text) {
                     Some(judged) => place(dir, name, &judged, mode)?,
                     None => at::unlinkat(dir, name, false)?,
                 }
@@ -144,17 +151,14 @@ impl StateFiles {
         &self,
         from_dir: BorrowedFd<'_>,
         from: &CStr,
-        to: At<'_>,
+        to: &NameAt<'_>,
         kind: StateFile,
     ) -> Res<i64> {
-        let (to_dir, to_path, to_name) = to;
         let (text, st) = at::read_regular(from_dir, from, LIMIT).map_err(|_| libc::EACCES)?;
-        let judged = self
-            .judged(&full(to_path, to_name), kind, &text)
-            .ok_or(libc::EACCES)?;
-        place(to_dir, to_name, &judged, st.st_mode & 0o7777)?;
+        let judged = self.judged(&to.full(), kind, &text).ok_or(libc::EACCES)?;
+        place(to.dir.as_fd(), &to.name, &judged, st.st_mode & 0o7777)?;
         let _ = at::unlinkat(from_dir, from, false);
-        self.forget(to_path, to_name);
+        self.forget(&to.path, &to.name);
         Ok(0)
     }
 
@@ -207,9 +211,6 @@ impl StateFiles {
         }
     }
 }
-
-/// A state file: its directory, that directory's path, its name.
-pub(super) type At<'a> = (BorrowedFd<'a>, &'a Path, &'a CStr);
 
 /// The path of `name` in the directory at `path`.
 fn full(path: &Path, name: &CStr) -> PathBuf {
