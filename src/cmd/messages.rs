@@ -129,11 +129,9 @@ pub(super) fn root_step_failed(argv: &str, status: impl Display, command: &str) 
 
 /// `setup` can install no bubblewrap: a line of its plan.
 pub(super) fn no_package_manager() -> String {
-    with_fix(
-        "bubblewrap is not installed and no known package manager is (apt-get, dnf, zypper, \
-         pacman, apk)",
-        "install bubblewrap yourself",
-    )
+    "bubblewrap is not installed and no known package manager is (apt-get, dnf, zypper, \
+     pacman, apk): install bubblewrap yourself"
+        .to_string()
 }
 
 /// bwrap cannot run for a reason `setup` does not change: a line of its plan.
@@ -190,7 +188,7 @@ mod tests {
         assert_eq!(
             no_package_manager(),
             "bubblewrap is not installed and no known package manager is (apt-get, dnf, zypper, \
-             pacman, apk). Fix: install bubblewrap yourself"
+             pacman, apk): install bubblewrap yourself"
         );
         assert!(!install_first(Path::new("/tmp/x"), "login-shell").contains("  "));
     }
