@@ -2,10 +2,10 @@
 //! guard or one it holds already), its path as the kernel names it, and the name. What
 //! the acts make, open and judge (`acting`, `opening`, `making`, `statefiles`).
 
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A directory the guard opened, or one it holds already (the caller's working directory,
 /// the root).
@@ -33,12 +33,17 @@ pub(super) struct NameAt<'a> {
 impl NameAt<'_> {
     /// The entry's own path.
     pub(super) fn full(&self) -> PathBuf {
-        self.path.join(OsStr::from_bytes(self.name.as_bytes()))
+        joined(&self.path, &self.name)
     }
 
     pub(super) fn name_os(&self) -> &OsStr {
         OsStr::from_bytes(self.name.as_bytes())
     }
+}
+
+/// The path of `name` in the directory at `path`.
+pub(super) fn joined(path: &Path, name: &CStr) -> PathBuf {
+    path.join(OsStr::from_bytes(name.to_bytes()))
 }
 
 #[cfg(test)]

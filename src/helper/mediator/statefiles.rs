@@ -184,7 +184,7 @@ impl StateFiles {
                 continue;
             }
             p.placed = Some(now);
-            let path = full(&p.path, &p.name);
+            let path = super::nameat::joined(&p.path, &p.name);
             let text = match read_all(p.file.as_fd()) {
                 Ok(text) => text,
                 Err(_) => {
@@ -210,12 +210,6 @@ impl StateFiles {
             }
         }
     }
-}
-
-/// The path of `name` in the directory at `path`.
-fn full(path: &Path, name: &CStr) -> PathBuf {
-    use std::os::unix::ffi::OsStrExt;
-    path.join(std::ffi::OsStr::from_bytes(name.to_bytes()))
 }
 
 /// What tells a file changed: its size and modification time.
